@@ -1,0 +1,174 @@
+# slurm-train
+#   make                      build what this machine can: the CPU engine and the launcher always,
+#                             CUDA objects when nvcc is found, spank_train.so when spank.h is found
+#   make test                 install what is missing, build, run every test suite
+#   make demo                 install what is missing, build, run the demo on a local Slurm cluster
+#   make bench                install what is missing, build, run the benchmarks (one table)
+#   make install PREFIX=/opt/slurm-train/$(VERSION) [DESTDIR=...]
+#   make clean
+#   SANITIZE=1                AddressSanitizer + UndefinedBehaviorSanitizer, in build/sanitize
+SHELL := /bin/bash
+.DEFAULT_GOAL := all
+.DELETE_ON_ERROR:
+.SECONDARY:
+
+VERSION := $(shell cat VERSION)
+SANITIZE ?= 0
+ifeq ($(SANITIZE),1)
+  BUILD ?= build/sanitize
+else
+  BUILD ?= build
+endif
+PREFIX ?= /usr/local
+DESTDIR ?=
+
+# ---- dependencies: each missing one is named with the Debian package that brings it ----------
+pc_ok = $(shell pkg-config --exists $(1) 2>/dev/null && echo yes)
+HAVE_PKG_CONFIG := $(shell command -v pkg-config >/dev/null && echo yes)
+ifeq ($(HAVE_PKG_CONFIG),yes)
+  MISSING := $(if $(call pc_ok,ompi-c),,libopenmpi-dev) \
+             $(if $(call pc_ok,hdf5-serial),,libhdf5-dev) \
+             $(if $(call pc_ok,openblas),,libopenblas-dev) \
+             $(if $(call pc_ok,fmt),,libfmt-dev)
+else
+  MISSING := pkg-config
+endif
+MISSING += $(if $(wildcard /usr/include/CLI/CLI.hpp),,libcli11-dev) \
+           $(if $(wildcard /usr/include/doctest/doctest.h),,doctest-dev)
+MISSING := $(strip $(MISSING))
+
+SPANK_H := $(wildcard /usr/include/slurm/spank.h)
+NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+
+# ---- flags ----------------------------------------------------------------------------------
+PKGS := ompi-c hdf5-serial openblas fmt
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+CXX ?= g++
+WARN := -Wall -Wextra
+CXXFLAGS_BASE := -std=c++20 -g -fPIC -pthread $(WARN) -I. -DSLURM_TRAIN_VERSION=\"$(VERSION)\" \
+                 -DOMPI_SKIP_MPICXX
+ifeq ($(SANITIZE),1)
+  OPT := -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+         -DSLURM_TRAIN_SANITIZE
+  LDSAN := -fsanitize=address,undefined
+else
+  OPT := -O2 -D_FORTIFY_SOURCE=2 -fstack-protector-strong
+  LDSAN :=
+endif
+CXXFLAGS ?=
+ALL_CXXFLAGS = $(CXXFLAGS_BASE) $(OPT) $(PKG_CFLAGS) $(CXXFLAGS)
+LDFLAGS ?=
+ALL_LDFLAGS = -pthread $(LDSAN) -Wl,-z,relro,-z,now $(LDFLAGS)
+LIBS = $(PKG_LIBS)
+
+# ---- sources --------------------------------------------------------------------------------
+JOBENV_SRC   := $(wildcard spank/jobenv/*.cc)
+PLUGIN_SRC   := $(wildcard spank/*.cc)
+ENGINE_SRC   := $(wildcard train/*.cc kernels/cpu/*.cc)
+LAUNCHER_SRC := $(filter-out launcher/main.cc,$(wildcard launcher/*.cc))
+CUDA_SRC     := $(if $(NVCC),$(wildcard kernels/cuda/*.cu))
+UNIT_SRC     := $(wildcard test/unit/*.cc)
+TESTPROG_SRC := $(wildcard test/integration/*.cc)
+BENCH_SRC    := $(wildcard bench/*.cc)
+
+obj = $(patsubst %.cc,$(BUILD)/obj/%.o,$(filter %.cc,$(1))) $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(filter %.cu,$(1)))
+LIB_OBJ := $(call obj,$(JOBENV_SRC) $(ENGINE_SRC) $(LAUNCHER_SRC) $(CUDA_SRC))
+LIB := $(BUILD)/lib/libslurmtrain.a
+
+ifneq ($(CUDA_SRC),)
+  ALL_CXXFLAGS += -DSLURM_TRAIN_WITH_CUDA -I$(CUDA_HOME)/include
+  LIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart
+endif
+NVCCFLAGS := -std=c++20 -O2 -g -I. -DSLURM_TRAIN_VERSION=\"$(VERSION)\" \
+             -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90] \
+             -Xcompiler -fPIC,-Wall,-Wextra $(addprefix -Xcompiler ,$(PKG_CFLAGS))
+
+LAUNCHER := $(BUILD)/bin/slurm-train
+PLUGIN := $(if $(and $(SPANK_H),$(PLUGIN_SRC)),$(BUILD)/lib/spank_train.so)
+UNIT_TESTS := $(if $(UNIT_SRC),$(BUILD)/test/unit-tests)
+TEST_PROGRAMS := $(patsubst test/integration/%.cc,$(BUILD)/test/%,$(TESTPROG_SRC))
+BENCH_PROGRAMS := $(patsubst bench/%.cc,$(BUILD)/bench/%,$(BENCH_SRC))
+
+# ---- targets --------------------------------------------------------------------------------
+.PHONY: all check-deps test test-programs demo bench install clean deps
+
+all: $(LAUNCHER) $(PLUGIN) test-programs
+
+check-deps:
+	@if [ -n "$(MISSING)" ]; then \
+	  echo "error: missing $(MISSING): run scripts/install-deps.sh (or apt-get install $(MISSING))" >&2; \
+	  exit 1; fi
+
+deps:
+	@scripts/install-deps.sh
+
+test-programs: $(UNIT_TESTS) $(TEST_PROGRAMS)
+
+# test, demo and bench install what is missing first, then build in a second make, which sees
+# the freshly installed libraries.
+test: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) SANITIZE=$(SANITIZE) test/run-tests.sh
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) scripts/demo.sh
+
+bench: deps
+	@$(MAKE) --no-print-directory $(BENCH_PROGRAMS) all
+	@BUILD=$(BUILD) bench/run.sh
+
+$(BUILD)/obj/%.o: %.cc Makefile | check-deps
+	@mkdir -p $(@D)
+	$(CXX) $(ALL_CXXFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/%.cu.o: %.cu Makefile | check-deps
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/launcher/build_info.o: VERSION
+
+$(LIB): $(LIB_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+$(LAUNCHER): $(BUILD)/obj/launcher/main.o $(LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(ALL_LDFLAGS) $^ -o $@ $(LIBS)
+
+# The plugin exports only the SPANK symbols (version script) and links no MPI or HDF5.
+$(BUILD)/lib/spank_train.so: $(call obj,$(PLUGIN_SRC) $(JOBENV_SRC)) spank/spank_train.map
+	@mkdir -p $(@D)
+	$(CXX) -shared $(ALL_LDFLAGS) -Wl,--version-script=spank/spank_train.map \
+	  $(filter %.o,$^) -o $@
+
+$(BUILD)/test/unit-tests: $(call obj,$(UNIT_SRC)) $(LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(ALL_LDFLAGS) $^ -o $@ $(LIBS)
+
+$(BUILD)/test/%: $(BUILD)/obj/test/integration/%.o $(LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(ALL_LDFLAGS) $^ -o $@ $(LIBS)
+
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(ALL_LDFLAGS) $^ -o $@ $(LIBS)
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/doc/slurm-train
+	install -m 755 $(LAUNCHER) $(DESTDIR)$(PREFIX)/bin/slurm-train
+	install -m 644 README.md VERSION $(DESTDIR)$(PREFIX)/share/doc/slurm-train/
+	$(if $(PLUGIN),install -d $(DESTDIR)$(PREFIX)/lib/slurm && \
+	  install -m 755 $(PLUGIN) $(DESTDIR)$(PREFIX)/lib/slurm/spank_train.so)
+
+# Stop any local cluster whose files live under build/ before removing them.
+clean:
+	@for run in $$(find build -path '*/run/slurmctld.pid' 2>/dev/null); do \
+	  scripts/cluster.sh stop --dir "$$(dirname "$$(dirname "$$run")")" || exit 1; done
+	rm -rf build
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

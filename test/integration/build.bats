@@ -1,0 +1,51 @@
+#!/usr/bin/env bats
+# The two entry points a newcomer meets first: scripts/install-deps.sh and the Makefile.
+
+load helpers
+
+@test "install-deps.sh is silent and succeeds when nothing is missing" {
+  run "$ROOT/scripts/install-deps.sh"
+  [ "$status" -eq 0 ]
+  [ -z "$output" ]
+}
+
+@test "install-deps.sh as a non-root user prints the exact apt-get line for what is missing" {
+  # 'sl' (the steam locomotive) is a real Debian package this project never installs.
+  dpkg-query -W -f='${db:Status-Abbrev}' sl 2>/dev/null | grep -q '^ii' && skip "package sl is installed here"
+  run setpriv --reuid=65534 --regid=65534 --clear-groups "$ROOT/scripts/install-deps.sh" bats sl
+  [ "$status" -ne 0 ]
+  [[ $output == *"missing Debian packages: sl"* ]]
+  [[ $output == *"run as root: apt-get install -y --no-install-recommends sl"* ]]
+}
+
+@test "install-deps.sh refuses a package name that is not one" {
+  run "$ROOT/scripts/install-deps.sh" 'bats; rm -rf /'
+  [ "$status" -eq 2 ]
+  [[ $output == *"'bats; rm -rf /' is not a Debian package name"* ]]
+}
+
+@test "a missing library stops the build with one line naming the packages" {
+  # pkg-config then finds none of the .pc files, as on a machine without the -dev packages.
+  run env PKG_CONFIG_LIBDIR="$BATS_TEST_TMPDIR/empty" make -C "$ROOT" --no-print-directory \
+    BUILD="$BATS_TEST_TMPDIR/build" all
+  [ "$status" -ne 0 ]
+  [[ ${lines[0]} == "error: missing libopenmpi-dev libhdf5-dev libopenblas-dev libfmt-dev: run scripts/install-deps.sh"* ]]
+  [ ! -d "$BATS_TEST_TMPDIR/build/obj" ]
+}
+
+@test "make install puts the launcher and its documentation under DESTDIR/PREFIX" {
+  run make -C "$ROOT" --no-print-directory BUILD="$BUILD" install DESTDIR="$BATS_TEST_TMPDIR/stage" PREFIX=/opt/slurm-train/test
+  [ "$status" -eq 0 ]
+  prefix=$BATS_TEST_TMPDIR/stage/opt/slurm-train/test
+  [ -x "$prefix/bin/slurm-train" ]
+  [ -f "$prefix/share/doc/slurm-train/README.md" ]
+  run "$prefix/bin/slurm-train" --version
+  [ "$status" -eq 0 ]
+  [[ ${lines[0]} == "slurm-train $(cat "$ROOT/VERSION")" ]]
+}
+
+@test "slurm-train refuses an unknown argument" {
+  run "$BUILD/bin/slurm-train" --no-such-option
+  [ "$status" -ne 0 ]
+  [[ $output == *"--no-such-option"* ]]
+}

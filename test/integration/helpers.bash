@@ -1,0 +1,60 @@
+# Shared by the integration tests: paths, and a private cluster per test file.
+ROOT=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+BUILD=${BUILD:-$ROOT/build}
+[[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
+CLUSTER_SH=$ROOT/scripts/cluster.sh
+# Not the demo's port (6917): the tests run beside a demo cluster left running.
+TEST_CLUSTER_PORT=${TEST_CLUSTER_PORT:-6937}
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+
+# start_test_cluster [cluster.sh start options]: one cluster per test file, under the build tree.
+start_test_cluster() {
+  export TEST_CLUSTER_DIR=$BUILD/test/clusters/$(basename "$BATS_TEST_FILENAME" .bats)
+  "$CLUSTER_SH" start --dir "$TEST_CLUSTER_DIR" --port "$TEST_CLUSTER_PORT" "$@"
+  eval "$("$CLUSTER_SH" env --dir "$TEST_CLUSTER_DIR")"
+}
+
+stop_test_cluster() {
+  [ -z "${TEST_CLUSTER_DIR:-}" ] || "$CLUSTER_SH" stop --dir "$TEST_CLUSTER_DIR"
+}
+
+# wait_job JOBID [SECONDS]: poll slurmctld until the job ends; prints its final state.
+# (sbatch --wait polls every 10 s; this answers within a fraction of a second.)
+wait_job() {
+  local id=$1 deadline=$((SECONDS + ${2:-60})) state
+  while :; do
+    state=$(scontrol show job "$id" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+    case "$state" in
+      COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|PREEMPTED|BOOT_FAIL|DEADLINE)
+        echo "$state"; return 0 ;;
+    esac
+    if [ $SECONDS -ge $deadline ]; then echo "TIMEOUT_WAITING($state)"; return 1; fi
+    sleep 0.2
+  done
+}
+
+# wait_for_running_step [SECONDS]: until a job step of the cluster runs.
+wait_for_running_step() {
+  local deadline=$((SECONDS + ${1:-30}))
+  until [ -n "$(squeue -h -s -t RUNNING 2>/dev/null)" ]; do
+    [ $SECONDS -lt $deadline ] || return 1
+    sleep 0.2
+  done
+}
+
+# cluster_processes DIR: "pid command" of every live process of the cluster in DIR: its daemons
+# (marked by SLURM_TRAIN_CLUSTER), slurmstepd (which keeps its node's log under DIR open), and
+# its jobs' tasks and batch scripts (its SLURM_CONF and a SLURMD_NODENAME). Client commands such
+# as srun are not included.
+cluster_processes() {
+  local dir=$1 p env
+  for p in /proc/[0-9]*; do
+    [ "${p#/proc/}" != "$BASHPID" ] || continue
+    env=$(tr '\0' '\n' 2>/dev/null <"$p/environ") || continue
+    if grep -qxF "SLURM_TRAIN_CLUSTER=$dir" <<<"$env" ||
+      { grep -qxF "SLURM_CONF=$dir/etc/slurm.conf" <<<"$env" && grep -q '^SLURMD_NODENAME=' <<<"$env"; } ||
+      ls -l "$p/fd" 2>/dev/null | grep -qF -- "-> $dir/"; then
+      echo "${p#/proc/} $(cat "$p/comm" 2>/dev/null)"
+    fi
+  done
+}
