@@ -1,0 +1,75 @@
+// The one interface through which the engine runs its numerics. Implementations:
+//   reference (kernels/cpu/reference_kernels.h): plain loops, templated on the element type so
+//       that the tests can run the whole model in double precision for gradient checks;
+//   cpu (kernels/cpu/cpu_kernels.cc): OpenBLAS cblas_sgemm and fused single-pass loops;
+//   cuda (kernels/cuda/, later): cuBLASLt and CUDA kernels on device pointers.
+// Matrices are row-major and dense unless a leading dimension says otherwise.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "kernels/elementwise.h"
+
+namespace slurm_train::kernels {
+
+struct LossResult {
+  double loss_sum = 0.0;   // sum over rows of the (label-smoothed) cross-entropy
+  std::int64_t correct = 0;  // rows whose arg-max logit is the label
+};
+
+template <typename T>
+class Kernels {
+ public:
+  virtual ~Kernels() = default;
+  virtual const char* name() const = 0;
+
+  // C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C; op(X) is X or X^T as trans_* says.
+  virtual void gemm(bool trans_a, bool trans_b, int m, int n, int k, T alpha, const T* a, int lda,
+                    const T* b, int ldb, T beta, T* c, int ldc) = 0;
+
+  // z[rows,cols] += bias[cols] (broadcast over rows), then out = act(z). z keeps the
+  // pre-activation for the backward pass; out may equal z only for kIdentity.
+  virtual void bias_activation_forward(Activation act, int rows, int cols, const T* bias, T* z,
+                                       T* out) = 0;
+
+  // dz = dout * act'(z) and dbias[cols] = sum over rows of dz (overwritten, not accumulated).
+  // dz may equal dout.
+  virtual void activation_backward(Activation act, int rows, int cols, const T* z, const T* dout,
+                                   T* dz, T* dbias) = 0;
+
+  // In place on x[rows,cols]: zero the units dropout drops, scale the rest by 1/(1-p). The mask
+  // of row r, column c depends only on (seed, first_row + r, c), so forward and backward (and
+  // any split of a batch over ranks) see the same mask. p in [0, 1).
+  virtual void dropout(int rows, int cols, std::uint64_t seed, std::uint64_t first_row, float p,
+                       T* x) = 0;
+
+  // Softmax cross-entropy over logits[rows,classes] with integer labels, fused with its
+  // gradient: dlogits = (softmax - target) * grad_scale, where target puts 1 - smoothing on the
+  // label and smoothing / classes on every class. dlogits may be null (evaluation).
+  virtual LossResult softmax_cross_entropy(int rows, int classes, const T* logits,
+                                           const std::int32_t* labels, float label_smoothing,
+                                           T grad_scale, T* dlogits) = 0;
+
+  // One pass over n parameters.
+  virtual void adamw_update(std::size_t n, float* param, const float* grad, float* m, float* v,
+                            const AdamWParams& h) = 0;
+  virtual void sgd_update(std::size_t n, float* param, const float* grad, float* momentum_buffer,
+                          const SgdParams& h) = 0;
+
+  // Sum of x[i]^2, accumulated in double (the global gradient norm is its square root).
+  virtual double sum_of_squares(std::size_t n, const T* x) = 0;
+
+  // x *= alpha.
+  virtual void scale(std::size_t n, T alpha, T* x) = 0;
+};
+
+// The reference kernels, for float or double.
+template <typename T>
+std::unique_ptr<Kernels<T>> make_reference_kernels();
+
+// The fast CPU kernels (OpenBLAS + fused loops), float only.
+std::unique_ptr<Kernels<float>> make_cpu_kernels();
+
+}  // namespace slurm_train::kernels
