@@ -74,6 +74,19 @@ struct AdamWParams {
   long step = 1;  // 1-based, for bias correction
 };
 
+// AdamW's bias corrections at h.step: 1 - beta1^step and sqrt(1 - beta2^step), computed in
+// double (as PyTorch does with Python floats) and rounded once, so that every implementation
+// passes adamw_one the same two numbers.
+struct AdamWBiasCorrection {
+  float bias1, bias2_sqrt;
+};
+
+ST_HD AdamWBiasCorrection adamw_bias_correction(const AdamWParams& h) {
+  const double step = static_cast<double>(h.step);
+  return {static_cast<float>(1.0 - std::pow(static_cast<double>(h.beta1), step)),
+          static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(h.beta2), step)))};
+}
+
 // Decoupled weight decay (Loshchilov & Hutter), as torch.optim.AdamW.
 ST_HD void adamw_one(float& p, float g, float& m, float& v, const AdamWParams& h, float bias1,
                      float bias2_sqrt) {
