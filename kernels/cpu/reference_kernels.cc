@@ -7,17 +7,23 @@
 #include "kernels/cpu/labels.h"
 
 namespace slurm_train::kernels {
+namespace {
+
+// Offset of (row, col) in a row-major matrix, in size_t so that large matrices cannot overflow.
+std::size_t at(int row, int col, int ld) { return std::size_t(row) * ld + col; }
+
+}  // namespace
 
 template <typename T>
 void ReferenceKernels<T>::gemm(bool trans_a, bool trans_b, int m, int n, int k, T alpha,
                                const T* a, int lda, const T* b, int ldb, T beta, T* c, int ldc) {
-  auto a_at = [&](int i, int p) { return trans_a ? a[p * lda + i] : a[i * lda + p]; };
-  auto b_at = [&](int p, int j) { return trans_b ? b[j * ldb + p] : b[p * ldb + j]; };
+  auto a_at = [&](int i, int p) { return trans_a ? a[at(p, i, lda)] : a[at(i, p, lda)]; };
+  auto b_at = [&](int p, int j) { return trans_b ? b[at(j, p, ldb)] : b[at(p, j, ldb)]; };
   for (int i = 0; i < m; ++i) {
     for (int j = 0; j < n; ++j) {
       T sum = 0;
       for (int p = 0; p < k; ++p) sum += a_at(i, p) * b_at(p, j);
-      T& out = c[i * ldc + j];
+      T& out = c[at(i, j, ldc)];
       // As BLAS: beta == 0 means C is output only, so old contents (even NaN) are not read.
       out = beta == T(0) ? alpha * sum : alpha * sum + beta * out;
     }
@@ -28,17 +34,18 @@ template <typename T>
 void ReferenceKernels<T>::bias_activation_forward(Activation act, int rows, int cols,
                                                   const T* bias, T* z, T* out) {
   for (int r = 0; r < rows; ++r)
-    for (int c = 0; c < cols; ++c) z[r * cols + c] += bias[c];
-  for (int i = 0; i < rows * cols; ++i) out[i] = activate(act, z[i]);
+    for (int c = 0; c < cols; ++c) z[at(r, c, cols)] += bias[c];
+  for (std::size_t i = 0; i < std::size_t(rows) * cols; ++i) out[i] = activate(act, z[i]);
 }
 
 template <typename T>
 void ReferenceKernels<T>::activation_backward(Activation act, int rows, int cols, const T* z,
                                               const T* dout, T* dz, T* dbias) {
-  for (int i = 0; i < rows * cols; ++i) dz[i] = dout[i] * activation_derivative(act, z[i]);
+  for (std::size_t i = 0; i < std::size_t(rows) * cols; ++i)
+    dz[i] = dout[i] * activation_derivative(act, z[i]);
   for (int c = 0; c < cols; ++c) {
     T sum = 0;
-    for (int r = 0; r < rows; ++r) sum += dz[r * cols + c];
+    for (int r = 0; r < rows; ++r) sum += dz[at(r, c, cols)];
     dbias[c] = sum;
   }
 }
@@ -49,7 +56,7 @@ void ReferenceKernels<T>::dropout(int rows, int cols, std::uint64_t seed, std::u
   const T keep_scale = T(1) / (T(1) - T(p));
   for (int r = 0; r < rows; ++r) {
     for (int c = 0; c < cols; ++c) {
-      T& unit = x[r * cols + c];
+      T& unit = x[at(r, c, cols)];
       unit = dropout_keeps(seed, first_row + r, c, p) ? unit * keep_scale : T(0);
     }
   }
@@ -64,7 +71,7 @@ LossResult ReferenceKernels<T>::softmax_cross_entropy(int rows, int classes, con
   LossResult result;
   std::vector<T> log_softmax(classes), target(classes);
   for (int r = 0; r < rows; ++r) {
-    const T* z = logits + r * classes;
+    const T* z = logits + at(r, 0, classes);
     int arg_max = 0;
     for (int c = 1; c < classes; ++c)
       if (z[c] > z[arg_max]) arg_max = c;
@@ -84,7 +91,7 @@ LossResult ReferenceKernels<T>::softmax_cross_entropy(int rows, int classes, con
     result.correct += arg_max == labels[r];
     if (dlogits == nullptr) continue;
     for (int c = 0; c < classes; ++c)
-      dlogits[r * classes + c] = (std::exp(log_softmax[c]) - target[c]) * grad_scale;
+      dlogits[at(r, c, classes)] = (std::exp(log_softmax[c]) - target[c]) * grad_scale;
   }
   return result;
 }
