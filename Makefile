@@ -34,6 +34,9 @@ else
   MISSING := pkg-config
 endif
 MISSING += $(if $(wildcard /usr/include/CLI/CLI.hpp),,libcli11-dev) \
+           $(if $(wildcard /usr/include/toml++/toml.h),,libtomlplusplus-dev) \
+           $(if $(wildcard /usr/include/nlohmann/json.hpp),,nlohmann-json3-dev) \
+           $(if $(wildcard /usr/include/zlib.h),,zlib1g-dev) \
            $(if $(wildcard /usr/include/doctest/doctest.h),,doctest-dev)
 MISSING := $(strip $(MISSING))
 
@@ -62,7 +65,7 @@ CXXFLAGS ?=
 ALL_CXXFLAGS = $(CXXFLAGS_BASE) $(OPT) $(PKG_CFLAGS) $(CXXFLAGS)
 LDFLAGS ?=
 ALL_LDFLAGS = -pthread $(LDSAN) -Wl,-z,relro,-z,now $(LDFLAGS)
-LIBS = $(PKG_LIBS)
+LIBS = $(PKG_LIBS) -lz
 
 # ---- sources --------------------------------------------------------------------------------
 JOBENV_SRC   := $(wildcard spank/jobenv/*.cc)

@@ -1,0 +1,43 @@
+// Communication among the ranks of a job, behind one interface: MPI now, NCCL for the CUDA path
+// later. Every failure throws CommError naming the call, the rank, the host, the file and line;
+// the launcher's one top-level handler then tears the whole job down (abort) rather than let
+// one rank exit while the others hang.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace slurm_train {
+
+struct CommError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class Comm {
+ public:
+  virtual ~Comm() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual int local_rank() const = 0;  // among the ranks on this node
+  virtual int local_size() const = 0;
+
+  virtual void allreduce_sum(float* data, std::size_t n) = 0;  // in place
+  virtual void allreduce_sum(double* data, std::size_t n) = 0;
+  // Starts an in-place sum all-reduce; it completes in wait_all(). `data` must stay untouched
+  // until then.
+  virtual void start_allreduce_sum(float* data, std::size_t n) = 0;
+  // Lets started operations advance (MPI progresses only inside MPI calls).
+  virtual void progress() = 0;
+  virtual void wait_all() = 0;
+  virtual void broadcast(void* data, std::size_t bytes, int root) = 0;
+  virtual void barrier() = 0;
+  // Ends every rank of the job; safe to call from any rank at any time.
+  [[noreturn]] virtual void abort(int exit_code) noexcept = 0;
+};
+
+// MPI_COMM_WORLD (MPI must be initialised and stay so while the Comm lives).
+std::unique_ptr<Comm> make_mpi_comm();
+
+}  // namespace slurm_train

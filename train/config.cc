@@ -1,0 +1,299 @@
+#include "train/config.h"
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <functional>
+#include <sstream>
+#include <variant>
+
+namespace slurm_train {
+
+namespace {
+
+using ValueRef = std::variant<std::string*, int*, std::int64_t*, double*, bool*, std::vector<int>*>;
+
+struct Key {
+  const char* name;
+  const char* help;
+  std::function<ValueRef(RunConfig&)> ref;
+};
+
+// The one table of keys: name, help, where the value lives.
+const std::vector<Key>& keys() {
+  static const std::vector<Key> table = {
+      {"data.train", "HDF5 file of the training set", [](RunConfig& c) -> ValueRef { return &c.data.train; }},
+      {"data.test", "HDF5 file of the test set", [](RunConfig& c) -> ValueRef { return &c.data.test; }},
+      {"data.features", "features dataset [N, ...], uint8 or float", [](RunConfig& c) -> ValueRef { return &c.data.features; }},
+      {"data.labels", "integer labels dataset [N]", [](RunConfig& c) -> ValueRef { return &c.data.labels; }},
+      {"data.num_classes", "number of classes", [](RunConfig& c) -> ValueRef { return &c.data.num_classes; }},
+      {"model.hidden", "hidden layer widths, e.g. [1024, 512]", [](RunConfig& c) -> ValueRef { return &c.model.hidden; }},
+      {"model.activation", "relu or gelu", [](RunConfig& c) -> ValueRef { return &c.model.activation; }},
+      {"model.dropout", "dropout after each hidden layer, in [0, 1)", [](RunConfig& c) -> ValueRef { return &c.model.dropout; }},
+      {"train.epochs", "epochs to train (unless train.steps > 0)", [](RunConfig& c) -> ValueRef { return &c.train.epochs; }},
+      {"train.steps", "steps to train; 0: train.epochs decides", [](RunConfig& c) -> ValueRef { return &c.train.steps; }},
+      {"train.global_batch", "samples per step over all ranks", [](RunConfig& c) -> ValueRef { return &c.train.global_batch; }},
+      {"train.seed", "seed of initialisation, shuffling and dropout", [](RunConfig& c) -> ValueRef { return &c.train.seed; }},
+      {"train.optimizer", "adamw or sgd", [](RunConfig& c) -> ValueRef { return &c.train.optimizer; }},
+      {"train.lr", "peak learning rate", [](RunConfig& c) -> ValueRef { return &c.train.lr; }},
+      {"train.momentum", "SGD momentum", [](RunConfig& c) -> ValueRef { return &c.train.momentum; }},
+      {"train.nesterov", "SGD with Nesterov momentum", [](RunConfig& c) -> ValueRef { return &c.train.nesterov; }},
+      {"train.weight_decay", "decoupled (AdamW) or L2 (SGD) weight decay, weights only", [](RunConfig& c) -> ValueRef { return &c.train.weight_decay; }},
+      {"train.beta1", "AdamW beta1", [](RunConfig& c) -> ValueRef { return &c.train.beta1; }},
+      {"train.beta2", "AdamW beta2", [](RunConfig& c) -> ValueRef { return &c.train.beta2; }},
+      {"train.eps", "AdamW epsilon", [](RunConfig& c) -> ValueRef { return &c.train.eps; }},
+      {"train.schedule", "constant or cosine (linear warmup, then cosine decay)", [](RunConfig& c) -> ValueRef { return &c.train.schedule; }},
+      {"train.warmup_steps", "linear warmup steps of the cosine schedule", [](RunConfig& c) -> ValueRef { return &c.train.warmup_steps; }},
+      {"train.min_lr_ratio", "cosine decays to lr * min_lr_ratio", [](RunConfig& c) -> ValueRef { return &c.train.min_lr_ratio; }},
+      {"train.clip_norm", "clip gradients to this global norm; 0: off", [](RunConfig& c) -> ValueRef { return &c.train.clip_norm; }},
+      {"train.label_smoothing", "label smoothing of the cross-entropy, in [0, 1)", [](RunConfig& c) -> ValueRef { return &c.train.label_smoothing; }},
+      {"train.bucket_mb", "gradient all-reduce bucket size (MiB)", [](RunConfig& c) -> ValueRef { return &c.train.bucket_mb; }},
+      {"train.metrics", "JSON-lines file of per-step metrics; empty: none", [](RunConfig& c) -> ValueRef { return &c.train.metrics; }},
+      {"train.threads", "BLAS threads per rank; 0: this rank's share of its CPUs", [](RunConfig& c) -> ValueRef { return &c.train.threads; }},
+      {"train.kernels", "cpu (OpenBLAS) or reference (plain loops, slow)", [](RunConfig& c) -> ValueRef { return &c.train.kernels; }},
+      {"train.eval_batch", "rows per evaluation batch", [](RunConfig& c) -> ValueRef { return &c.train.eval_batch; }},
+  };
+  return table;
+}
+
+const Key* find_key(const std::string& name) {
+  for (const Key& k : keys())
+    if (name == k.name) return &k;
+  return nullptr;
+}
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string unknown_key_message(const std::string& key) {
+  const std::string near = nearest_config_key(key);
+  return near.empty() ? fmt::format("unknown key '{}'", key)
+                      : fmt::format("unknown key '{}' (did you mean '{}'?)", key, near);
+}
+
+template <typename T>
+T parse_number(const std::string& key, const std::string& text) {
+  T value{};
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || ptr != end)
+    throw ConfigError(fmt::format("{} = '{}': expected {}", key, text,
+                                  std::is_floating_point_v<T> ? "a number" : "a whole number"));
+  return value;
+}
+
+// Text from the command line into the key's type.
+void assign_text(const std::string& key, ValueRef ref, const std::string& text) {
+  std::visit(
+      [&](auto* p) {
+        using T = std::remove_pointer_t<decltype(p)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          *p = text;
+        } else if constexpr (std::is_same_v<T, bool>) {
+          if (text == "true" || text == "1" || text == "on") *p = true;
+          else if (text == "false" || text == "0" || text == "off") *p = false;
+          else throw ConfigError(fmt::format("{} = '{}': expected true or false", key, text));
+        } else if constexpr (std::is_same_v<T, std::vector<int>>) {
+          // "[1024, 512]", "1024,512" or "" (no hidden layer)
+          std::string list = text;
+          list.erase(std::remove_if(list.begin(), list.end(), [](char ch) { return ch == '[' || ch == ']' || ch == ' '; }),
+                     list.end());
+          p->clear();
+          std::stringstream items(list);
+          for (std::string item; std::getline(items, item, ',');) p->push_back(parse_number<int>(key, item));
+        } else {
+          *p = parse_number<T>(key, text);
+        }
+      },
+      ref);
+}
+
+// A TOML value into the key's type; `where` is "file:line:column".
+void assign_toml(const std::string& key, ValueRef ref, const toml::node& node, const std::string& where) {
+  auto wrong = [&](const char* expected) {
+    return ConfigError(fmt::format("{}: {}: expected {}", where, key, expected));
+  };
+  std::visit(
+      [&](auto* p) {
+        using T = std::remove_pointer_t<decltype(p)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          if (!node.is_string()) throw wrong("a string");
+          *p = node.as_string()->get();
+        } else if constexpr (std::is_same_v<T, bool>) {
+          if (!node.is_boolean()) throw wrong("true or false");
+          *p = node.as_boolean()->get();
+        } else if constexpr (std::is_same_v<T, std::vector<int>>) {
+          if (!node.is_array()) throw wrong("an array of whole numbers, e.g. [1024, 512]");
+          p->clear();
+          for (const toml::node& item : *node.as_array()) {
+            if (!item.is_integer()) throw wrong("an array of whole numbers, e.g. [1024, 512]");
+            p->push_back(static_cast<int>(item.as_integer()->get()));
+          }
+        } else if constexpr (std::is_floating_point_v<T>) {
+          if (node.is_floating_point()) *p = node.as_floating_point()->get();
+          else if (node.is_integer()) *p = static_cast<T>(node.as_integer()->get());
+          else throw wrong("a number");
+        } else {
+          if (!node.is_integer()) throw wrong("a whole number");
+          *p = static_cast<T>(node.as_integer()->get());
+        }
+      },
+      ref);
+}
+
+std::string show(ValueRef ref) {
+  return std::visit(
+      [](auto* p) -> std::string {
+        using T = std::remove_pointer_t<decltype(p)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          std::ostringstream quoted;  // TOML quoting and escaping
+          quoted << toml::value<std::string>(*p);
+          return quoted.str();
+        }
+        else if constexpr (std::is_same_v<T, bool>) return *p ? "true" : "false";
+        else if constexpr (std::is_same_v<T, std::vector<int>>) return fmt::format("[{}]", fmt::join(*p, ", "));
+        else if constexpr (std::is_floating_point_v<T>) return fmt::format("{}", *p);
+        else return std::to_string(*p);
+      },
+      ref);
+}
+
+}  // namespace
+
+std::vector<std::string> config_keys() {
+  std::vector<std::string> names;
+  for (const Key& k : keys()) names.emplace_back(k.name);
+  return names;
+}
+
+std::string config_key_help(const std::string& key) {
+  const Key* k = find_key(key);
+  return k ? k->help : "";
+}
+
+std::string nearest_config_key(const std::string& unknown) {
+  std::string best;
+  std::size_t best_distance = 4;  // farther than this is no suggestion
+  for (const Key& k : keys()) {
+    const std::string name = k.name;
+    std::size_t d = edit_distance(unknown, name);
+    // A key given without its section ("lr") still finds "train.lr".
+    d = std::min(d, edit_distance(unknown, name.substr(name.find('.') + 1)) + 1);
+    if (d < best_distance) best_distance = d, best = name;
+  }
+  return best;
+}
+
+void apply_config_override(RunConfig& config, const std::string& key, const std::string& text,
+                           const std::string& origin) {
+  const Key* k = find_key(key);
+  if (!k) throw ConfigError(unknown_key_message(key));
+  if (text.find('\n') != std::string::npos) throw ConfigError(fmt::format("{}: a value must be one line", key));
+  assign_text(key, k->ref(config), text);
+  config.origin[key] = origin;
+}
+
+void apply_config_file(RunConfig& config, const std::string& path) {
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    const auto& where = e.source().begin;
+    throw ConfigError(fmt::format("{}:{}:{}: {}", path, where.line, where.column, e.description()));
+  }
+  auto at = [&](const toml::node& n) {
+    return fmt::format("{}:{}:{}", path, n.source().begin.line, n.source().begin.column);
+  };
+  for (const auto& [section, value] : root) {
+    const std::string section_name(section.str());
+    if (!value.is_table()) {
+      throw ConfigError(fmt::format("{}: '{}' must be a section ([data], [model] or [train]); {}", at(value),
+                                    section_name, unknown_key_message(section_name)));
+    }
+    for (const auto& [name, node] : *value.as_table()) {
+      const std::string key = section_name + "." + std::string(name.str());
+      const Key* k = find_key(key);
+      if (!k) throw ConfigError(fmt::format("{}: {}", at(node), unknown_key_message(key)));
+      assign_toml(key, k->ref(config), node, at(node));
+      config.origin[key] = path;
+    }
+  }
+}
+
+std::vector<std::string> validate_config(const RunConfig& c) {
+  std::vector<std::string> problems;
+  auto require = [&](bool ok, const std::string& message) {
+    if (!ok) problems.push_back(message);
+  };
+  auto choice = [&](const std::string& key, const std::string& value, std::initializer_list<const char*> allowed) {
+    for (const char* a : allowed)
+      if (value == a) return;
+    problems.push_back(fmt::format("{} = '{}': expected one of: {}", key, value, fmt::join(allowed, ", ")));
+  };
+  require(!c.data.train.empty(), "data.train: a training file is needed");
+  require(c.data.num_classes >= 2, fmt::format("data.num_classes = {}: expected at least 2", c.data.num_classes));
+  for (int w : c.model.hidden)
+    require(w > 0 && w <= 1 << 16, fmt::format("model.hidden: width {} is outside 1..65536", w));
+  choice("model.activation", c.model.activation, {"relu", "gelu"});
+  require(c.model.dropout >= 0 && c.model.dropout < 1, fmt::format("model.dropout = {}: expected a value in [0, 1)", c.model.dropout));
+  require(c.train.epochs >= 1 || c.train.steps > 0, fmt::format("train.epochs = {}: expected at least 1", c.train.epochs));
+  require(c.train.steps >= 0, fmt::format("train.steps = {}: expected 0 or more", c.train.steps));
+  require(c.train.global_batch >= 1, fmt::format("train.global_batch = {}: expected at least 1", c.train.global_batch));
+  choice("train.optimizer", c.train.optimizer, {"adamw", "sgd"});
+  require(c.train.lr > 0 && std::isfinite(c.train.lr), fmt::format("train.lr = {}: expected a positive number", c.train.lr));
+  require(c.train.momentum >= 0 && c.train.momentum < 1, fmt::format("train.momentum = {}: expected [0, 1)", c.train.momentum));
+  require(c.train.weight_decay >= 0, fmt::format("train.weight_decay = {}: expected 0 or more", c.train.weight_decay));
+  require(c.train.beta1 >= 0 && c.train.beta1 < 1, fmt::format("train.beta1 = {}: expected [0, 1)", c.train.beta1));
+  require(c.train.beta2 >= 0 && c.train.beta2 < 1, fmt::format("train.beta2 = {}: expected [0, 1)", c.train.beta2));
+  require(c.train.eps > 0, fmt::format("train.eps = {}: expected a positive number", c.train.eps));
+  choice("train.schedule", c.train.schedule, {"cosine", "constant"});
+  require(c.train.warmup_steps >= 0, fmt::format("train.warmup_steps = {}: expected 0 or more", c.train.warmup_steps));
+  require(c.train.min_lr_ratio >= 0 && c.train.min_lr_ratio <= 1, fmt::format("train.min_lr_ratio = {}: expected [0, 1]", c.train.min_lr_ratio));
+  require(c.train.clip_norm >= 0, fmt::format("train.clip_norm = {}: expected 0 (off) or more", c.train.clip_norm));
+  require(c.train.label_smoothing >= 0 && c.train.label_smoothing < 1,
+          fmt::format("train.label_smoothing = {}: expected [0, 1)", c.train.label_smoothing));
+  require(c.train.bucket_mb > 0, fmt::format("train.bucket_mb = {}: expected a positive size", c.train.bucket_mb));
+  require(c.train.threads >= 0, fmt::format("train.threads = {}: expected 0 (automatic) or more", c.train.threads));
+  choice("train.kernels", c.train.kernels, {"cpu", "reference"});
+  require(c.train.eval_batch >= 1, fmt::format("train.eval_batch = {}: expected at least 1", c.train.eval_batch));
+  return problems;
+}
+
+std::string describe_config(const RunConfig& config) {
+  RunConfig copy = config;
+  std::string out;
+  for (const Key& k : keys()) {
+    auto it = config.origin.find(k.name);
+    out += fmt::format("{:<22} = {:<32} # {}\n", k.name, show(k.ref(copy)), it == config.origin.end() ? "default" : it->second);
+  }
+  return out;
+}
+
+std::string config_as_toml(const RunConfig& config) {
+  RunConfig copy = config;
+  std::string out, section;
+  for (const Key& k : keys()) {
+    const std::string name = k.name;
+    const std::string s = name.substr(0, name.find('.'));
+    if (s != section) out += fmt::format("{}[{}]\n", out.empty() ? "" : "\n", section = s);
+    out += fmt::format("{} = {}\n", name.substr(name.find('.') + 1), show(k.ref(copy)));
+  }
+  return out;
+}
+
+}  // namespace slurm_train

@@ -1,0 +1,87 @@
+// The run configuration: sections [data], [model], [train] of a TOML file, each key also
+// settable on the command line as --section.key=value. Precedence: built-in default < file <
+// command line. Every key is declared once, in config.cc's table, with its type and help.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace slurm_train {
+
+struct ConfigError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+struct DataConfig {
+  std::string train = "data/fashion-mnist/train.h5";
+  std::string test = "data/fashion-mnist/test.h5";
+  std::string features = "/images";
+  std::string labels = "/labels";
+  int num_classes = 10;
+};
+
+struct ModelConfig {
+  std::vector<int> hidden = {1024, 512};
+  std::string activation = "relu";  // relu | gelu
+  double dropout = 0.1;
+};
+
+struct TrainConfig {
+  int epochs = 10;
+  std::int64_t steps = 0;  // > 0: stop after this many steps instead of `epochs`
+  std::int64_t global_batch = 256;
+  std::int64_t seed = 42;
+  std::string optimizer = "adamw";  // adamw | sgd
+  double lr = 1e-3;
+  double momentum = 0.9;
+  bool nesterov = false;
+  double weight_decay = 0.0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  std::string schedule = "cosine";  // cosine | constant
+  std::int64_t warmup_steps = 0;
+  double min_lr_ratio = 0.0;
+  double clip_norm = 0.0;
+  double label_smoothing = 0.0;
+  double bucket_mb = 4.0;
+  std::string metrics;              // JSON-lines file of per-step metrics (rank 0); empty: none
+  int threads = 0;                  // BLAS threads per rank; 0: this rank's share of its CPUs
+  std::string kernels = "cpu";      // cpu | reference
+  std::int64_t eval_batch = 1000;
+};
+
+struct RunConfig {
+  DataConfig data;
+  ModelConfig model;
+  TrainConfig train;
+  // Where each key's value came from ("default", the file path, "command line").
+  std::map<std::string, std::string> origin;
+};
+
+// Every key's "section.key" name, in declaration order.
+std::vector<std::string> config_keys();
+std::string config_key_help(const std::string& key);
+
+// Applies a TOML file; throws ConfigError with file:line:column for syntax errors, unknown
+// sections or keys (with the nearest known key), and values of the wrong type.
+void apply_config_file(RunConfig& config, const std::string& path);
+
+// Applies "section.key" = text from the command line.
+void apply_config_override(RunConfig& config, const std::string& key, const std::string& text,
+                           const std::string& origin = "command line");
+
+// Checks ranges and choices; returns one message per problem (empty when all is well).
+std::vector<std::string> validate_config(const RunConfig& config);
+
+// Every effective value with its origin, one "section.key = value  # origin" line each.
+std::string describe_config(const RunConfig& config);
+// The effective configuration as TOML text (for logs and checkpoints).
+std::string config_as_toml(const RunConfig& config);
+
+// The known key nearest to `unknown` by edit distance, or "" when none is close.
+std::string nearest_config_key(const std::string& unknown);
+
+}  // namespace slurm_train

@@ -1,0 +1,49 @@
+// A labelled dataset read from HDF5: a features dataset [N, ...] of uint8 or float32 and an
+// integer labels dataset [N], both named in the configuration. The whole dataset is held in
+// memory (Fashion-MNIST's 47 MB of bytes); features stay in their stored type and are
+// normalised when a batch is assembled.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace slurm_train {
+
+struct DatasetSpec {
+  std::string path;
+  std::string features = "/images";
+  std::string labels = "/labels";
+  int num_classes = 10;
+};
+
+struct Dataset {
+  std::string path;
+  std::size_t count = 0;         // N
+  std::size_t feature_size = 0;  // product of the dimensions after the first
+  std::vector<std::uint8_t> features_u8;  // one of these two holds N * feature_size values
+  std::vector<float> features_f32;
+  std::vector<std::int32_t> labels;
+  int num_classes = 0;
+
+  bool is_uint8() const { return !features_u8.empty(); }
+  // Feature j of sample i, as stored (uint8 scaled to [0, 1]).
+  float raw(std::size_t i, std::size_t j) const {
+    const std::size_t k = i * feature_size + j;
+    return is_uint8() ? features_u8[k] * (1.0f / 255.0f) : features_f32[k];
+  }
+};
+
+// Reads and validates: shapes, element types, N equal in both, every label in [0, classes).
+// Errors name the file and the dataset.
+Dataset load_dataset(const DatasetSpec& spec);
+
+// Per-feature-set normalisation: out = (raw - mean) / stddev, computed once from the
+// training set and applied to every split.
+struct Normalization {
+  float mean = 0.0f, inv_stddev = 1.0f;
+};
+Normalization normalization_of(const Dataset& d);
+
+}  // namespace slurm_train

@@ -1,0 +1,134 @@
+#include "train/h5.h"
+
+#include <fmt/format.h>
+
+namespace slurm_train::h5 {
+
+namespace {
+
+// The innermost entry of HDF5's error stack: the most specific reason it gives.
+std::string innermost_error() {
+  std::string message;
+  auto walk = [](unsigned n, const H5E_error2_t* e, void* out) -> herr_t {
+    if (n == 0 && e->desc) *static_cast<std::string*>(out) = fmt::format("{} (in {})", e->desc, e->func_name);
+    return 0;
+  };
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, walk, &message);
+  H5Eclear2(H5E_DEFAULT);
+  return message.empty() ? "no details from HDF5" : message;
+}
+
+}  // namespace
+
+void silence_default_error_printing() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+
+void fail(const char* call, const char* file, int line, const std::string& context) {
+  throw Error(fmt::format("{}: HDF5 call {} failed at {}:{}: {}", context, call, file, line,
+                          innermost_error()));
+}
+
+Handle& Handle::operator=(Handle&& other) noexcept {
+  if (this != &other) {
+    Handle old(id_);
+    id_ = other.id_;
+    other.id_ = H5I_INVALID_HID;
+  }
+  return *this;
+}
+
+Handle::~Handle() {
+  if (id_ < 0) return;
+  switch (H5Iget_type(id_)) {
+    case H5I_FILE: H5Fclose(id_); break;
+    case H5I_GROUP: H5Gclose(id_); break;
+    case H5I_DATASET: H5Dclose(id_); break;
+    case H5I_DATASPACE: H5Sclose(id_); break;
+    case H5I_DATATYPE: H5Tclose(id_); break;
+    case H5I_ATTR: H5Aclose(id_); break;
+    case H5I_GENPROP_LST: H5Pclose(id_); break;
+    default: break;
+  }
+}
+
+Handle open_file(const std::string& path, unsigned flags) {
+  silence_default_error_printing();
+  hid_t id = H5Fopen(path.c_str(), flags, H5P_DEFAULT);
+  if (id < 0) throw Error(fmt::format("cannot open HDF5 file '{}': {}", path, innermost_error()));
+  return Handle(id);
+}
+
+Handle create_file(const std::string& path) {
+  silence_default_error_printing();
+  hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (id < 0) throw Error(fmt::format("cannot create HDF5 file '{}': {}", path, innermost_error()));
+  return Handle(id);
+}
+
+bool has_dataset(hid_t file, const std::string& name) {
+  if (name.empty() || name == "/") return false;
+  // H5Lexists fails, rather than answering false, when a group on the way is missing: walk it.
+  for (std::size_t end = name.find('/', 1);; end = name.find('/', end + 1)) {
+    if (H5Lexists(file, name.substr(0, end).c_str(), H5P_DEFAULT) <= 0) return false;
+    if (end == std::string::npos) break;
+  }
+  H5O_info_t info;
+  if (H5Oget_info_by_name2(file, name.c_str(), &info, H5O_INFO_BASIC, H5P_DEFAULT) < 0) return false;
+  return info.type == H5O_TYPE_DATASET;
+}
+
+Handle open_dataset(hid_t file, const std::string& name, const std::string& path) {
+  if (!has_dataset(file, name))
+    throw Error(fmt::format("HDF5 file '{}' has no dataset '{}'", path, name));
+  return Handle(H5_CHECK(H5Dopen2(file, name.c_str(), H5P_DEFAULT), path + ":" + name));
+}
+
+std::vector<hsize_t> dataset_shape(hid_t dataset, const std::string& context) {
+  Handle space(H5_CHECK(H5Dget_space(dataset), context));
+  const int rank = H5_CHECK(H5Sget_simple_extent_ndims(space), context);
+  std::vector<hsize_t> shape(static_cast<std::size_t>(rank));
+  H5_CHECK(H5Sget_simple_extent_dims(space, shape.data(), nullptr), context);
+  return shape;
+}
+
+void write_uint8(hid_t file, const std::string& name, const std::vector<hsize_t>& shape,
+                 const std::uint8_t* data, const std::string& context) {
+  Handle space(H5_CHECK(H5Screate_simple(static_cast<int>(shape.size()), shape.data(), nullptr), context));
+  // Chunks of whole items (about 1 MiB), so that reading a few samples reads few chunks.
+  std::vector<hsize_t> chunk = shape;
+  hsize_t item = 1;
+  for (std::size_t d = 1; d < shape.size(); ++d) item *= shape[d];
+  chunk[0] = std::max<hsize_t>(1, std::min<hsize_t>(shape[0], (1u << 20) / std::max<hsize_t>(item, 1)));
+  Handle plist(H5_CHECK(H5Pcreate(H5P_DATASET_CREATE), context));
+  H5_CHECK(H5Pset_chunk(plist, static_cast<int>(chunk.size()), chunk.data()), context);
+  H5_CHECK(H5Pset_shuffle(plist), context);
+  H5_CHECK(H5Pset_deflate(plist, 4), context);
+  Handle dataset(H5_CHECK(H5Dcreate2(file, name.c_str(), H5T_STD_U8LE, space, H5P_DEFAULT, plist,
+                                     H5P_DEFAULT), context + ":" + name));
+  H5_CHECK(H5Dwrite(dataset, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), context + ":" + name);
+}
+
+void write_string_attribute(hid_t object, const std::string& name, const std::string& value,
+                            const std::string& context) {
+  Handle type(H5_CHECK(H5Tcopy(H5T_C_S1), context));
+  H5_CHECK(H5Tset_size(type, H5T_VARIABLE), context);
+  H5_CHECK(H5Tset_cset(type, H5T_CSET_UTF8), context);
+  Handle space(H5_CHECK(H5Screate(H5S_SCALAR), context));
+  Handle attr(H5_CHECK(H5Acreate2(object, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT), context));
+  const char* text = value.c_str();
+  H5_CHECK(H5Awrite(attr, type, &text), context);
+}
+
+void write_string_list_attribute(hid_t object, const std::string& name,
+                                 const std::vector<std::string>& values, const std::string& context) {
+  Handle type(H5_CHECK(H5Tcopy(H5T_C_S1), context));
+  H5_CHECK(H5Tset_size(type, H5T_VARIABLE), context);
+  H5_CHECK(H5Tset_cset(type, H5T_CSET_UTF8), context);
+  const hsize_t count = values.size();
+  Handle space(H5_CHECK(H5Screate_simple(1, &count, nullptr), context));
+  Handle attr(H5_CHECK(H5Acreate2(object, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT), context));
+  std::vector<const char*> texts;
+  for (const auto& v : values) texts.push_back(v.c_str());
+  H5_CHECK(H5Awrite(attr, type, texts.data()), context);
+}
+
+}  // namespace slurm_train::h5

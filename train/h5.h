@@ -1,0 +1,64 @@
+// Thin HDF5 helpers: an owning handle, a checked-call macro whose error names the call, the
+// file and line and HDF5's own innermost message, and small typed read/write functions.
+#pragma once
+
+#include <hdf5.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace slurm_train::h5 {
+
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// HDF5 prints its whole error stack to stderr by default; we report one message instead.
+void silence_default_error_printing();
+
+[[noreturn]] void fail(const char* call, const char* file, int line, const std::string& context);
+
+// Checks an HDF5 call that returns a negative value on failure; `context` (usually a path)
+// goes into the message.
+#define H5_CHECK(call, context)                                                    \
+  ([&] {                                                                           \
+    auto h5_check_result_ = (call);                                                \
+    if (h5_check_result_ < 0) ::slurm_train::h5::fail(#call, __FILE__, __LINE__, (context)); \
+    return h5_check_result_;                                                       \
+  }())
+
+// Owns one hid_t and closes it with the right H5*close for its type.
+class Handle {
+ public:
+  Handle() = default;
+  explicit Handle(hid_t id) : id_(id) {}
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  Handle(Handle&& other) noexcept : id_(other.id_) { other.id_ = H5I_INVALID_HID; }
+  Handle& operator=(Handle&& other) noexcept;
+  ~Handle();
+  hid_t get() const { return id_; }
+  operator hid_t() const { return id_; }
+
+ private:
+  hid_t id_ = H5I_INVALID_HID;
+};
+
+Handle open_file(const std::string& path, unsigned flags);
+Handle create_file(const std::string& path);  // truncates
+bool has_dataset(hid_t file, const std::string& name);
+Handle open_dataset(hid_t file, const std::string& name, const std::string& path);
+std::vector<hsize_t> dataset_shape(hid_t dataset, const std::string& context);
+
+// Writes a chunked, compressed dataset of unsigned bytes with the given shape.
+void write_uint8(hid_t file, const std::string& name, const std::vector<hsize_t>& shape,
+                 const std::uint8_t* data, const std::string& context);
+
+void write_string_attribute(hid_t object, const std::string& name, const std::string& value,
+                            const std::string& context);
+void write_string_list_attribute(hid_t object, const std::string& name,
+                                 const std::vector<std::string>& values, const std::string& context);
+
+}  // namespace slurm_train::h5

@@ -1,0 +1,41 @@
+// Per-step metrics as JSON lines (one object a line, appended), written by rank 0: loss,
+// learning rate, gradient norm, samples/s and the time of each phase of the step.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+namespace slurm_train {
+
+struct StepTimes {
+  double data = 0, forward = 0, backward = 0, comm_wait = 0, optimizer = 0;  // seconds
+  double total() const { return data + forward + backward + comm_wait + optimizer; }
+};
+
+struct StepMetrics {
+  std::uint64_t step = 0;
+  std::uint64_t epoch = 0;
+  double loss = 0;
+  double accuracy = 0;  // of this step's global batch
+  double lr = 0;
+  double grad_norm = 0;
+  double samples_per_second = 0;
+  StepTimes times;
+};
+
+class MetricsWriter {
+ public:
+  // An empty path writes nothing. Opens for appending, so a resumed run continues the file.
+  explicit MetricsWriter(const std::string& path);
+  ~MetricsWriter();
+  MetricsWriter(const MetricsWriter&) = delete;
+  MetricsWriter& operator=(const MetricsWriter&) = delete;
+  void write(const StepMetrics& m);
+
+ private:
+  std::string path_;
+  std::FILE* file_ = nullptr;
+};
+
+}  // namespace slurm_train

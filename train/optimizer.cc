@@ -1,0 +1,47 @@
+#include "train/optimizer.h"
+
+#include <cmath>
+
+namespace slurm_train {
+
+float learning_rate_at(const OptimizerConfig& c, std::uint64_t step, std::uint64_t total_steps) {
+  if (c.schedule == Schedule::kConstant) return c.lr;
+  if (step < c.warmup_steps) return c.lr * static_cast<float>(step + 1) / static_cast<float>(c.warmup_steps);
+  const std::uint64_t decay_steps = total_steps > c.warmup_steps ? total_steps - c.warmup_steps : 1;
+  const double progress = std::min(1.0, static_cast<double>(step - c.warmup_steps) /
+                                            static_cast<double>(std::max<std::uint64_t>(decay_steps - 1, 1)));
+  const double floor = c.lr * c.min_lr_ratio;
+  return static_cast<float>(floor + (c.lr - floor) * 0.5 * (1.0 + std::cos(M_PI * progress)));
+}
+
+Optimizer::Optimizer(const OptimizerConfig& config, std::vector<LayerLayout> layers, std::size_t parameters)
+    : config_(config), layers_(std::move(layers)), first_(parameters, 0.0f) {
+  if (config_.kind == OptimizerKind::kAdamW) second_.assign(parameters, 0.0f);
+}
+
+void Optimizer::update(kernels::Kernels<float>& k, std::vector<float>& params, const std::vector<float>& grads,
+                       float lr, std::uint64_t step) {
+  for (const LayerLayout& L : layers_) {
+    // Weights with decay, biases without: two passes a layer, each one fused update.
+    const std::size_t segments[2][2] = {{L.weight, L.bias}, {L.bias, L.end()}};
+    for (int s = 0; s < 2; ++s) {
+      const std::size_t begin = segments[s][0], n = segments[s][1] - begin;
+      const float decay = s == 0 ? config_.weight_decay : 0.0f;
+      if (config_.kind == OptimizerKind::kAdamW) {
+        kernels::AdamWParams h{lr, config_.beta1, config_.beta2, config_.eps, decay, static_cast<long>(step + 1)};
+        k.adamw_update(n, &params[begin], &grads[begin], &first_[begin], &second_[begin], h);
+      } else {
+        kernels::SgdParams h{lr, config_.momentum, decay, config_.nesterov};
+        k.sgd_update(n, &params[begin], &grads[begin], &first_[begin], h);
+      }
+    }
+  }
+}
+
+double clip_by_global_norm(kernels::Kernels<float>& k, std::vector<float>& grads, float max_norm) {
+  const double norm = std::sqrt(k.sum_of_squares(grads.size(), grads.data()));
+  if (max_norm > 0.0f && norm > max_norm) k.scale(grads.size(), static_cast<float>(max_norm / (norm + 1e-6)), grads.data());
+  return norm;
+}
+
+}  // namespace slurm_train

@@ -1,0 +1,186 @@
+#include "train/trainer.h"
+
+#include <cblas.h>
+#include <sched.h>
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "kernels/kernels.h"
+#include "train/dataset.h"
+#include "train/gradient_buckets.h"
+#include "train/metrics.h"
+#include "train/mlp.h"
+#include "train/optimizer.h"
+#include "train/prefetcher.h"
+
+namespace slurm_train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+MlpShape shape_of(const RunConfig& c, std::size_t inputs) {
+  MlpShape s;
+  s.inputs = static_cast<int>(inputs);
+  s.hidden = c.model.hidden;
+  s.classes = c.data.num_classes;
+  s.activation = c.model.activation == "gelu" ? kernels::Activation::kGelu : kernels::Activation::kRelu;
+  s.dropout = static_cast<float>(c.model.dropout);
+  return s;
+}
+
+OptimizerConfig optimizer_of(const TrainConfig& t) {
+  OptimizerConfig o;
+  o.kind = t.optimizer == "sgd" ? OptimizerKind::kSgd : OptimizerKind::kAdamW;
+  o.lr = static_cast<float>(t.lr);
+  o.momentum = static_cast<float>(t.momentum);
+  o.nesterov = t.nesterov;
+  o.beta1 = static_cast<float>(t.beta1);
+  o.beta2 = static_cast<float>(t.beta2);
+  o.eps = static_cast<float>(t.eps);
+  o.weight_decay = static_cast<float>(t.weight_decay);
+  o.schedule = t.schedule == "constant" ? Schedule::kConstant : Schedule::kWarmupCosine;
+  o.warmup_steps = static_cast<std::uint64_t>(t.warmup_steps);
+  o.min_lr_ratio = static_cast<float>(t.min_lr_ratio);
+  o.clip_norm = static_cast<float>(t.clip_norm);
+  return o;
+}
+
+// Test loss and accuracy over the whole test set: each rank evaluates a contiguous share.
+std::pair<double, double> evaluate(Mlp<float>& model, kernels::Kernels<float>& k, const Dataset& test,
+                                   Normalization norm, int eval_batch, Comm& comm) {
+  const RowRange mine = rank_rows(test.count, comm.rank(), comm.size());
+  std::vector<float> x;
+  std::vector<std::int32_t> y;
+  double sums[2] = {0.0, 0.0};  // loss sum, correct
+  for (std::size_t begin = mine.begin; begin < mine.end; begin += static_cast<std::size_t>(eval_batch)) {
+    const std::size_t rows = std::min<std::size_t>(static_cast<std::size_t>(eval_batch), mine.end - begin);
+    x.resize(rows * test.feature_size);
+    y.resize(rows);
+    for (std::size_t i = 0; i < rows; ++i) {
+      for (std::size_t j = 0; j < test.feature_size; ++j)
+        x[i * test.feature_size + j] = (test.raw(begin + i, j) - norm.mean) * norm.inv_stddev;
+      y[i] = test.labels[begin + i];
+    }
+    const float* logits = model.forward(x.data(), static_cast<int>(rows), false);
+    const auto r = k.softmax_cross_entropy(static_cast<int>(rows), test.num_classes, logits, y.data(), 0.0f, 1.0f, nullptr);
+    sums[0] += r.loss_sum;
+    sums[1] += static_cast<double>(r.correct);
+  }
+  comm.allreduce_sum(sums, 2);
+  return {sums[0] / static_cast<double>(test.count), sums[1] / static_cast<double>(test.count)};
+}
+
+}  // namespace
+
+int blas_threads_for_rank(int configured, int local_size) {
+  if (configured > 0) return configured;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int allowed = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (allowed < hardware) return std::max(1, allowed);  // already bound to its own CPUs
+  return std::max(1, allowed / std::max(1, local_size));
+}
+
+TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out) {
+  const auto started = Clock::now();
+  const TrainConfig& tc = config.train;
+  const bool rank0 = comm.rank() == 0;
+  openblas_set_num_threads(blas_threads_for_rank(tc.threads, comm.local_size()));
+  auto kernels = tc.kernels == "reference" ? kernels::make_reference_kernels<float>() : kernels::make_cpu_kernels();
+  auto& k = *kernels;
+
+  const Dataset train_set = load_dataset({config.data.train, config.data.features, config.data.labels, config.data.num_classes});
+  const Dataset test_set = load_dataset({config.data.test, config.data.features, config.data.labels, config.data.num_classes});
+  if (test_set.feature_size != train_set.feature_size)
+    throw std::invalid_argument(fmt::format("{} has {} features per sample but {} has {}", config.data.test,
+                                            test_set.feature_size, config.data.train, train_set.feature_size));
+  const auto global_batch = static_cast<std::size_t>(tc.global_batch);
+  if (global_batch < static_cast<std::size_t>(comm.size()))
+    throw std::invalid_argument(fmt::format("train.global_batch = {} is smaller than the {} ranks: every rank needs a row",
+                                            global_batch, comm.size()));
+  const std::size_t per_epoch = batches_per_epoch(train_set.count, global_batch);
+  if (per_epoch == 0)
+    throw std::invalid_argument(fmt::format("train.global_batch = {} is larger than the {} samples of {}", global_batch,
+                                            train_set.count, config.data.train));
+  const std::uint64_t total_steps = tc.steps > 0 ? static_cast<std::uint64_t>(tc.steps) : tc.epochs * per_epoch;
+  const Normalization norm = normalization_of(train_set);
+
+  Mlp<float> model(shape_of(config, train_set.feature_size), k);
+  model.initialize(static_cast<std::uint64_t>(tc.seed));
+  comm.broadcast(model.params().data(), model.params().size() * sizeof(float), 0);
+  const OptimizerConfig opt_config = optimizer_of(tc);
+  Optimizer optimizer(opt_config, model.layers(), model.params().size());
+  GradientBuckets buckets(comm, model.layers(), static_cast<std::size_t>(tc.bucket_mb * 1024 * 1024));
+  MetricsWriter metrics(rank0 ? tc.metrics : "");
+  BatchPrefetcher batches(train_set, norm, static_cast<std::uint64_t>(tc.seed), global_batch, comm.rank(), comm.size(), 0,
+                          total_steps);
+  std::vector<float> dlogits;
+  const float loss_scale = 1.0f / static_cast<float>(global_batch);  // the loss is a mean over the global batch
+  const auto dropout_seed = kernels::mix64(static_cast<std::uint64_t>(tc.seed) + 0xd509);
+
+  if (rank0)
+    out << fmt::format("training {} parameters on {} rank(s), {} steps ({} per epoch), global batch {}\n",
+                       model.params().size(), comm.size(), total_steps, per_epoch, global_batch) << std::flush;
+  TrainResult result;
+  double epoch_loss = 0, epoch_seconds = 0;
+  for (std::uint64_t step = 0; step < total_steps; ++step) {
+    StepTimes t;
+    auto phase = Clock::now();
+    auto lap = [&](double& into) { into += seconds_since(phase); phase = Clock::now(); };
+
+    Batch batch = batches.next();
+    lap(t.data);
+    const float* logits = model.forward(batch.x.data(), batch.rows, true, dropout_seed, batch.first_row);
+    dlogits.resize(static_cast<std::size_t>(batch.rows) * config.data.num_classes);
+    const auto local = k.softmax_cross_entropy(batch.rows, config.data.num_classes, logits, batch.y.data(),
+                                               static_cast<float>(tc.label_smoothing), loss_scale, dlogits.data());
+    lap(t.forward);
+    model.backward(batch.x.data(), dlogits.data(),
+                   [&](std::size_t layer) { buckets.layer_done(model.grads().data(), layer); });
+    lap(t.backward);
+    buckets.finish();
+    double totals[2] = {local.loss_sum, static_cast<double>(local.correct)};
+    comm.allreduce_sum(totals, 2);
+    lap(t.comm_wait);
+    const double grad_norm = clip_by_global_norm(k, model.grads(), opt_config.clip_norm);
+    const float lr = learning_rate_at(opt_config, step, total_steps);
+    optimizer.update(k, model.params(), model.grads(), lr, step);
+    lap(t.optimizer);
+
+    const double loss = totals[0] / static_cast<double>(global_batch);
+    epoch_loss += loss;
+    epoch_seconds += t.total();
+    metrics.write({step, step / per_epoch, loss, totals[1] / static_cast<double>(global_batch), lr, grad_norm,
+                   static_cast<double>(global_batch) / t.total(), t});
+
+    const bool epoch_end = (step + 1) % per_epoch == 0 || step + 1 == total_steps;
+    if (!epoch_end) continue;
+    const std::uint64_t steps_in_epoch = step % per_epoch + 1;
+    const auto [test_loss, test_accuracy] = evaluate(model, k, test_set, norm, static_cast<int>(tc.eval_batch), comm);
+    EpochResult e{step / per_epoch + 1, step + 1, epoch_loss / static_cast<double>(steps_in_epoch), test_loss,
+                  test_accuracy, static_cast<double>(steps_in_epoch * global_batch) / epoch_seconds};
+    result.epochs.push_back(e);
+    if (rank0)
+      out << fmt::format("epoch {:>3}  step {:>6}  train_loss {:.4f}  test_loss {:.4f}  test_acc {:.2f}%  samples/s {:.0f}\n",
+                         e.epoch, e.step, e.train_loss, e.test_loss, 100.0 * e.test_accuracy, e.samples_per_second)
+          << std::flush;
+    epoch_loss = epoch_seconds = 0;
+  }
+  result.parameters = model.params();
+  result.seconds = seconds_since(started);
+  if (rank0 && !result.epochs.empty())
+    out << fmt::format("final: test_acc {:.2f}%  test_loss {:.4f}  after {} steps in {:.1f} s\n",
+                       100.0 * result.epochs.back().test_accuracy, result.epochs.back().test_loss, total_steps,
+                       result.seconds)
+        << std::flush;
+  return result;
+}
+
+}  // namespace slurm_train
