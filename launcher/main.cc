@@ -4,12 +4,31 @@
 #include <iostream>
 
 #include "launcher/build_info.h"
+#include "launcher/data_command.h"
+#include "launcher/run_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"slurm-train: data-parallel training on Slurm clusters", "slurm-train"};
   app.set_version_flag("--version", slurm_train::build_info());
   app.footer("See README.md (or $SLURM_TRAIN_HOME/share/doc/slurm-train) for the full guide.");
-  CLI11_PARSE(app, argc, argv);
-  std::cout << app.help();
-  return 0;
+  app.require_subcommand(1);
+  int exit_code = 0;
+  slurm_train::add_run_command(app, exit_code);
+  slurm_train::add_data_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;  // usage errors
+  } catch (const std::exception& e) {
+    std::cerr << "slurm-train: error: " << e.what() << "\n";
+    return 1;
+  }
+  return exit_code;
 }

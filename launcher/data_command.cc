@@ -1,0 +1,47 @@
+#include "launcher/data_command.h"
+
+#include <fmt/format.h>
+
+#include <iostream>
+#include <memory>
+
+#include "train/data_import.h"
+
+namespace slurm_train {
+
+namespace {
+
+void report(const std::vector<ImportedFile>& files) {
+  for (const auto& f : files) std::cout << fmt::format("wrote {} ({} samples)\n", f.path, f.samples);
+}
+
+}  // namespace
+
+void add_data_command(CLI::App& app) {
+  CLI::App* data = app.add_subcommand("data", "prepare datasets");
+  data->require_subcommand(1);
+  CLI::App* import = data->add_subcommand("import", "convert a dataset to the HDF5 layout slurm-train reads");
+  import->require_subcommand(1);
+
+  struct Fashion {
+    std::string from = kFashionMnistDir, out;
+  };
+  auto fashion = std::make_shared<Fashion>();
+  CLI::App* fm = import->add_subcommand("fashion-mnist", "Fashion-MNIST's four IDX files -> OUT/train.h5, OUT/test.h5");
+  fm->add_option("--from", fashion->from, "folder of the IDX files, plain or .gz (package dataset-fashion-mnist)")
+      ->capture_default_str();
+  fm->add_option("--out", fashion->out, "output folder")->required();
+  fm->callback([fashion] { report(import_fashion_mnist(fashion->from, fashion->out)); });
+
+  struct Idx {
+    std::string images, labels, out;
+  };
+  auto idx = std::make_shared<Idx>();
+  CLI::App* ix = import->add_subcommand("idx", "any IDX pair (MNIST and friends) -> one HDF5 file");
+  ix->add_option("IMAGES", idx->images, "IDX file of the images (uint8, [N, ...]), plain or .gz")->required();
+  ix->add_option("LABELS", idx->labels, "IDX file of the labels (uint8, [N])")->required();
+  ix->add_option("--out", idx->out, "output HDF5 file")->required();
+  ix->callback([idx] { report({import_idx_pair(idx->images, idx->labels, idx->out, {})}); });
+}
+
+}  // namespace slurm_train
