@@ -163,6 +163,9 @@ SelectTypeParameters=CR_Core
 SchedulerType=sched/backfill
 SlurmdParameters=config_overrides
 ReturnToService=2
+# Job ids of their own per port: two clusters running side by side on this machine never reuse
+# each other's ids, which Open MPI and PMIx build shared-memory and socket names from.
+FirstJobId=$(( (port % 1000) * 10000 + 1 ))
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 JobAcctGatherType=jobacct_gather/none
@@ -252,7 +255,8 @@ setup_network() {
 }
 
 # Single node: slurmd in this namespace. Several: each in its own network, UTS and mount
-# namespaces (nsenter, not `ip netns exec`, which remounts /sys and slurmd dies on that).
+# namespaces (nsenter, not `ip netns exec`, which remounts /sys and slurmd dies on that), with
+# its own /dev/shm as a real host has.
 start_slurmd() {
   local i name
   if [ "$nodes" -eq 1 ]; then
@@ -267,7 +271,8 @@ start_slurmd() {
     name=$(node_name "$i")
     mkdir -p "$dir/pmix-nodes/$name"
     nsenter --net="/run/netns/$(netns_of "$i")" unshare --uts --mount --propagation private \
-      /bin/sh -c 'hostname "$1" && mount --bind "$2" "$3" && exec slurmd -D -N "$1" -f "$4"' \
+      /bin/sh -c 'hostname "$1" && mount --bind "$2" "$3" && mount -t tmpfs -o mode=1777 tmpfs /dev/shm &&
+        exec slurmd -D -N "$1" -f "$4"' \
       sh "$name" "$dir/pmix-nodes/$name" "$dir/pmix" "$conf" >>"$log/slurmd-$name.out" 2>&1 &
     echo $! >"$run/slurmd-$name.pid"
   done

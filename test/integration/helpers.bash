@@ -58,3 +58,13 @@ cluster_processes() {
     fi
   done
 }
+
+# Fashion-MNIST in HDF5 under the build tree, imported once and shared by the test files.
+ensure_fashion_mnist() {
+  export TEST_DATA=$BUILD/test/data/fashion-mnist
+  [ -f "$TEST_DATA/train.h5" ] && [ -f "$TEST_DATA/test.h5" ] && return 0
+  "$BUILD/bin/slurm-train" data import fashion-mnist --out "$TEST_DATA" >/dev/null
+}
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+PY=/usr/bin/python3
