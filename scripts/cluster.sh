@@ -26,6 +26,8 @@ Options (start):
   --gpus G         fake GPUs per node through gres.conf (default 0)
   --cpus C         CPUs each node declares (default 4; Slurm is told to trust the config)
   --port P         slurmctld port; slurmd uses P+1 (default 6917)
+  --plugin PATH    the spank_train.so to register in plugstack.conf (default
+                   build/lib/spank_train.so when it exists; "none": no plugin)
   --plugstack-args "ARGS"
                    arguments for spank_train.so in plugstack.conf (default none)
 Options (all commands):
@@ -42,7 +44,7 @@ cmd=${1:-}
 shift
 case "$cmd" in -h|--help|help) usage; exit 0 ;; esac
 
-nodes=1 gpus=0 cpus=4 port=6917 plugstack_args=""
+nodes=1 gpus=0 cpus=4 port=6917 plugstack_args="" plugin=$ROOT/build/lib/spank_train.so
 dir=${SLURM_TRAIN_CLUSTER_DIR:-$ROOT/build/cluster}
 is_count() { [[ $1 =~ ^[0-9]+$ ]] && [ "$1" -ge "$2" ] && [ "$1" -le "$3" ]; }
 while [ $# -gt 0 ]; do
@@ -56,6 +58,10 @@ while [ $# -gt 0 ]; do
     --port) is_count "$val" 1024 65000 || die "--port '$val': expected a port from 1024 to 65000"; port=$val ;;
     --dir) [ -n "$val" ] || die "--dir: expected a folder"; dir=$val ;;
     --plugstack-args) [[ $val != *$'\n'* ]] || die "--plugstack-args: must be one line"; plugstack_args=$val ;;
+    --plugin)
+      [ "$val" = none ] || [ -f "$val" ] || die "--plugin '$val': expected the path of spank_train.so or 'none'"
+      [[ $val != *[[:space:]]* ]] || die "--plugin '$val': plugstack.conf paths cannot hold blanks"
+      plugin=$val ;;
     *) die "unknown option '$opt' (see --help)" ;;
   esac
   shift 2
@@ -126,6 +132,11 @@ wait_for() { # wait_for SECONDS DESCRIPTION COMMAND...
 }
 
 show_log_tail() { [ -f "$1" ] && { echo "--- last lines of $1:" >&2; tail -n 15 "$1" >&2; }; return 0; }
+
+shape() {
+  printf 'nodes=%s\ngpus=%s\ncpus=%s\nport=%s\nplugstack_args=%q\nplugin=%q\n' \
+    "$nodes" "$gpus" "$cpus" "$port" "$plugstack_args" "$plugin"
+}
 
 # ---- configuration --------------------------------------------------------------------------
 write_config() {
@@ -199,11 +210,17 @@ EOF
   echo "PMIxCliTmpDirBase=$dir/pmix" >"$dir/etc/mpi.conf"
 
   : >"$dir/etc/plugstack.conf"
-  if [ -f "$ROOT/build/lib/spank_train.so" ]; then
-    echo "required $ROOT/build/lib/spank_train.so${plugstack_args:+ $plugstack_args}" >"$dir/etc/plugstack.conf"
+  if [ "$plugin" != none ] && [ -f "$plugin" ]; then
+    echo "required $(cd "$(dirname "$plugin")" && pwd)/$(basename "$plugin")${plugstack_args:+ $plugstack_args}" \
+      >"$dir/etc/plugstack.conf"
   fi
-  printf 'nodes=%s\ngpus=%s\ncpus=%s\nport=%s\nplugstack_args=%q\n' \
-    "$nodes" "$gpus" "$cpus" "$port" "$plugstack_args" >"$run/shape"
+  # Every node resolves every node's name, as on a site cluster (frameworks connect to
+  # MASTER_ADDR=node1); each node's private mount namespace sees this file as /etc/hosts.
+  if [ "$nodes" -gt 1 ]; then
+    cat /etc/hosts >"$dir/etc/hosts"
+    for ((i = 1; i <= nodes; i++)); do echo "$(node_addr "$i") $(node_name "$i")" >>"$dir/etc/hosts"; done
+  fi
+  shape >"$run/shape"
 }
 
 # ---- daemons --------------------------------------------------------------------------------
@@ -267,8 +284,9 @@ start_slurmd() {
     name=$(node_name "$i")
     mkdir -p "$dir/pmix-nodes/$name"
     nsenter --net="/run/netns/$(netns_of "$i")" unshare --uts --mount --propagation private \
-      /bin/sh -c 'hostname "$1" && mount --bind "$2" "$3" && exec slurmd -D -N "$1" -f "$4"' \
-      sh "$name" "$dir/pmix-nodes/$name" "$dir/pmix" "$conf" >>"$log/slurmd-$name.out" 2>&1 &
+      /bin/sh -c 'hostname "$1" && mount --bind "$2" "$3" && mount --bind "$5" /etc/hosts &&
+        exec slurmd -D -N "$1" -f "$4"' \
+      sh "$name" "$dir/pmix-nodes/$name" "$dir/pmix" "$conf" "$dir/etc/hosts" >>"$log/slurmd-$name.out" 2>&1 &
     echo $! >"$run/slurmd-$name.pid"
   done
 }
@@ -287,10 +305,7 @@ cmd_start() {
   require_commands slurmctld slurmd slurmstepd munged srun sinfo scontrol ss
   [ "$nodes" -eq 1 ] || require_commands ip nsenter unshare
   if is_running; then
-    local want
-    want=$(printf 'nodes=%s\ngpus=%s\ncpus=%s\nport=%s\nplugstack_args=%q\n' \
-      "$nodes" "$gpus" "$cpus" "$port" "$plugstack_args")
-    [ "$want" = "$(cat "$run/shape" 2>/dev/null)" ] ||
+    [ "$(shape)" = "$(cat "$run/shape" 2>/dev/null)" ] ||
       die "a cluster with another shape already runs in $dir: stop it first"
     note "already running in $dir"
     return 0

@@ -69,7 +69,8 @@ teardown_file() {
 }
 
 @test "--gpus-per-task=1 gives each of four tasks its own device" {
-  run srun -n4 --gpus-per-task=1 bash -c 'echo "$SLURM_PROCID $CUDA_VISIBLE_DEVICES"'
+  # stdout only: spank_train.so, when loaded, warns on stderr that Slurm bound GPUs per task.
+  run --separate-stderr srun -n4 --gpus-per-task=1 bash -c 'echo "$SLURM_PROCID $CUDA_VISIBLE_DEVICES"'
   [ "$status" -eq 0 ]
   [ "$(sort <<<"$output")" = "$(printf '0 0\n1 1\n2 2\n3 3')" ]
 }
