@@ -6,6 +6,7 @@
 #   make bench                install what is missing, build, run the benchmarks (one table)
 #   make install PREFIX=/opt/slurm-train/$(VERSION) [DESTDIR=...]
 #   make clean
+#   make fuzz [FUZZ_SECONDS=300]  run the libFuzzer target of the plugin's parsers (clang)
 #   SANITIZE=1                AddressSanitizer + UndefinedBehaviorSanitizer, in build/sanitize
 SHELL := /bin/bash
 .DEFAULT_GOAL := all
@@ -169,6 +170,25 @@ $(BUILD)/test/%: $(BUILD)/obj/test/integration/%.o $(LIB)
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(ALL_LDFLAGS) $^ -o $@ $(LIBS)
+
+# ---- fuzzing: every parser of outside input under libFuzzer + ASan + UBSan (clang) ------------
+# `make fuzz` runs for FUZZ_SECONDS (300 by default); make test runs a few seconds of it.
+FUZZ_CXX ?= $(firstword $(shell command -v clang++-14 clang++ 2>/dev/null))
+FUZZ_SECONDS ?= 300
+FUZZ_SRC := test/fuzz/parsers_fuzz.cc $(JOBENV_SRC) $(PLUGIN_PURE_SRC)
+FUZZER := $(BUILD)/fuzz/parsers_fuzz
+
+$(FUZZER): $(FUZZ_SRC) $(wildcard spank/*.h spank/jobenv/*.h) Makefile
+	@[ -n "$(FUZZ_CXX)" ] || { echo "error: missing clang: apt-get install clang-14 libclang-rt-14-dev" >&2; exit 1; }
+	@mkdir -p $(@D)
+	$(FUZZ_CXX) -std=c++20 -g -O1 -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	  $(FUZZ_SRC) -o $@
+
+.PHONY: fuzz
+fuzz: $(FUZZER)
+	@mkdir -p $(BUILD)/fuzz/corpus
+	$(FUZZER) -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+	  -print_final_stats=1 -artifact_prefix=$(BUILD)/fuzz/ $(BUILD)/fuzz/corpus test/fuzz/seeds
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/doc/slurm-train

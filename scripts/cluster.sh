@@ -215,9 +215,11 @@ EOF
       >"$dir/etc/plugstack.conf"
   fi
   # Every node resolves every node's name, as on a site cluster (frameworks connect to
-  # MASTER_ADDR=node1); each node's private mount namespace sees this file as /etc/hosts.
-  if [ "$nodes" -gt 1 ]; then
-    cat /etc/hosts >"$dir/etc/hosts"
+  # MASTER_ADDR=node1); each slurmd's private mount namespace sees this file as /etc/hosts.
+  cat /etc/hosts >"$dir/etc/hosts"
+  if [ "$nodes" -eq 1 ]; then
+    echo "127.0.0.1 $(node_name 1)" >>"$dir/etc/hosts"
+  else
     for ((i = 1; i <= nodes; i++)); do echo "$(node_addr "$i") $(node_name "$i")" >>"$dir/etc/hosts"; done
   fi
   shape >"$run/shape"
@@ -268,15 +270,18 @@ setup_network() {
   done
 }
 
-# Single node: slurmd in this namespace. Several: each in its own network, UTS and mount
-# namespaces (nsenter, not `ip netns exec`, which remounts /sys and slurmd dies on that).
+# Single node: slurmd in this network namespace, in a private mount namespace for /etc/hosts.
+# Several: each in its own network, UTS and mount namespaces (nsenter, not `ip netns exec`,
+# which remounts /sys and slurmd dies on that).
 start_slurmd() {
   local i name
   if [ "$nodes" -eq 1 ]; then
     port_busy $((port + 1)) && die "port $((port + 1)) (slurmd) is already in use: pick another with --port"
     name=$(node_name 1)
     mkdir -p "$dir/pmix/$name"
-    slurmd -D -N "$name" -f "$conf" >>"$log/slurmd-$name.out" 2>&1 &
+    unshare --mount --propagation private \
+      /bin/sh -c 'mount --bind "$1" /etc/hosts && exec slurmd -D -N "$2" -f "$3"' \
+      sh "$dir/etc/hosts" "$name" "$conf" >>"$log/slurmd-$name.out" 2>&1 &
     echo $! >"$run/slurmd-$name.pid"
     return
   fi
@@ -302,8 +307,8 @@ is_running() { alive "$run/slurmctld.pid"; }
 
 cmd_start() {
   [ "$(id -u)" -eq 0 ] || die "start needs root (slurmd runs as root; namespaces need CAP_SYS_ADMIN)"
-  require_commands slurmctld slurmd slurmstepd munged srun sinfo scontrol ss
-  [ "$nodes" -eq 1 ] || require_commands ip nsenter unshare
+  require_commands slurmctld slurmd slurmstepd munged srun sinfo scontrol ss unshare
+  [ "$nodes" -eq 1 ] || require_commands ip nsenter
   if is_running; then
     [ "$(shape)" = "$(cat "$run/shape" 2>/dev/null)" ] ||
       die "a cluster with another shape already runs in $dir: stop it first"

@@ -111,6 +111,7 @@ Settings resolve_settings(const RecordedOptions& recorded, const SiteConfig& sit
   auto nccl = recorded.nccl.value ? recorded.nccl.value : from_env(OptionId::nccl);
   settings.nccl_from_option = recorded.nccl.value.has_value();
   settings.nccl_profile = nccl ? *nccl : site.default_profile;
+  if (nccl) settings.nccl_origin = settings.nccl_from_option ? "--train-nccl" : "SLURM_TRAIN_NCCL";
   auto env = recorded.env.value ? recorded.env.value : from_env(OptionId::env);
   settings.env = env ? *env == "on" : site.env;
   auto verbose = recorded.verbose ? std::optional<std::string>("1") : from_env(OptionId::verbose);

@@ -55,6 +55,7 @@ struct Settings {
   BindMode bind = BindMode::soft;
   std::string nccl_profile = "off";
   bool nccl_from_option = false;  // named by --train-nccl itself (wins over the user's exports)
+  std::string nccl_origin = "plugstack.conf default_profile";  // where the name came from, for errors
   bool env = true;
   bool verbose = false;
 };

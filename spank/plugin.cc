@@ -9,7 +9,7 @@
 //   task_init      (slurmstepd, per task, as the user) compute and export the task's
 //                  environment, narrow its CPU set
 // No exception crosses into Slurm; every failure is -1 with a message prefixed "spank_train:".
-// user_init's errors are swallowed by srun, so they are kept and fail task_init.
+// user_init's errors are swallowed by srun (it exits 0), so they are kept and fail task_init.
 // The privileged callbacks (init, init_post_opt in slurmstepd) read no user-named file.
 
 #include <net/if.h>
@@ -168,11 +168,20 @@ int register_options(spank_t sp) {
   return 0;
 }
 
+// The profile the settings name; errors say where the name came from.
+NcclProfile chosen_profile(const Settings& settings, const SiteConfig& site) {
+  try {
+    return load_profile(settings.nccl_profile, site.profiles_dir);
+  } catch (const InputError& e) {
+    throw InputError(settings.nccl_origin + "=" + settings.nccl_profile + ": " + e.what());
+  }
+}
+
 // Options and their environment defaults, in srun/sbatch/salloc, before anything starts.
 int validate_locally() {
   PluginState& s = state();
   Settings settings = resolve_settings(s.recorded, s.site, process_getenv);
-  load_profile(settings.nccl_profile, s.site.profiles_dir);
+  chosen_profile(settings, s.site);
   return 0;
 }
 
@@ -186,7 +195,7 @@ void gather_step(spank_t sp) {
   StepContext step;
   step.site = s.site;
   step.settings = resolve_settings(s.recorded, s.site, [&](const std::string& n) { return job_getenv(sp, n); });
-  step.profile = load_profile(step.settings.nccl_profile, s.site.profiles_dir);
+  step.profile = chosen_profile(step.settings, s.site);
   step.topology = read_topology(s.site.sysfs);
   step.step_cpus = current_affinity();
   step.node = host_name();
@@ -254,8 +263,10 @@ int slurm_spank_init_post_opt(spank_t, int, char**) {
   });
 }
 
+// A -1 here makes srun report "launch failed" and still exit 0 (Slurm 22.05): the error is
+// kept instead, and task_init fails each task with it, which srun does report as a failure.
 int slurm_spank_user_init(spank_t sp, int, char**) {
-  return guarded("user_init", [&] {
+  int rc = guarded("user_init", [&] {
     try {
       gather_step(sp);
     } catch (const std::exception& e) {
@@ -264,6 +275,7 @@ int slurm_spank_user_init(spank_t sp, int, char**) {
     }
     return 0;
   });
+  return rc == 0 || state().deferred_error.empty() ? rc : 0;
 }
 
 int slurm_spank_task_init(spank_t sp, int, char**) {

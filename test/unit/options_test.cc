@@ -47,6 +47,7 @@ TEST_CASE("options: precedence: option > SLURM_TRAIN_* > site > built-in") {
   CHECK(s.bind == BindMode::strict);
   CHECK(s.nccl_profile == "ib");
   CHECK_FALSE(s.nccl_from_option);
+  CHECK(s.nccl_origin == "plugstack.conf default_profile");
   CHECK_FALSE(s.env);
   CHECK_FALSE(s.verbose);
 
@@ -55,6 +56,7 @@ TEST_CASE("options: precedence: option > SLURM_TRAIN_* > site > built-in") {
   CHECK(s.bind == BindMode::none);
   CHECK(s.nccl_profile == "tcp");
   CHECK_FALSE(s.nccl_from_option);
+  CHECK(s.nccl_origin == "SLURM_TRAIN_NCCL");
   CHECK(s.env);
   CHECK(s.verbose);
 
@@ -67,6 +69,7 @@ TEST_CASE("options: precedence: option > SLURM_TRAIN_* > site > built-in") {
   CHECK(s.bind == BindMode::soft);
   CHECK(s.nccl_profile == "roce");
   CHECK(s.nccl_from_option);
+  CHECK(s.nccl_origin == "--train-nccl");
   CHECK_FALSE(s.env);
   CHECK(s.verbose);
   CHECK(resolve({}).bind == BindMode::soft);
