@@ -108,6 +108,8 @@ teardown_file() {
   srun -n2 sleep 300 3>&- &
   srun_pid=$!
   wait_for_running_step
+  # slurmctld lists the step before slurmd has started its slurmstepd: on a busy machine, wait.
+  for _ in $(seq 50); do cluster_processes "$TEST_CLUSTER_DIR" | grep -qw slurmstepd && break; sleep 0.2; done
   [ -n "$(cluster_processes "$TEST_CLUSTER_DIR" | grep -w slurmstepd)" ]
   "$CLUSTER_SH" stop --dir "$TEST_CLUSTER_DIR"
   run "$CLUSTER_SH" status --dir "$TEST_CLUSTER_DIR"
