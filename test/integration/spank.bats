@@ -249,6 +249,24 @@ expand_cpus() {
     profiles=$BATS_TEST_TMPDIR/profiles default_profile=fast
 }
 
+@test "slurmd refuses to start with a bad plugstack.conf argument, saying why" {
+  conf=$BATS_TEST_TMPDIR/etc
+  mkdir -p "$conf/spool"
+  # A second slurmd for node1 on another port, with its own files: it must stop at init.
+  sed -e "s|^PlugStackConfig=.*|PlugStackConfig=$conf/plugstack.conf|" \
+    -e "s|^SlurmdPort=.*|SlurmdPort=$((TEST_CLUSTER_PORT + 2))|" \
+    -e "s|^SlurmdPidFile=.*|SlurmdPidFile=$conf/slurmd.pid|" \
+    -e "s|^SlurmdLogFile=.*|SlurmdLogFile=$conf/slurmd.log|" \
+    -e "s|^SlurmdSpoolDir=.*|SlurmdSpoolDir=$conf/spool|" "$SLURM_CONF" >"$conf/slurm.conf"
+  echo "required $BUILD/lib/spank_train.so colour=blue" >"$conf/plugstack.conf"
+  run timeout 30 slurmd -D -N node1 -f "$conf/slurm.conf"
+  echo "$output"
+  [ "$status" -ne 0 ]
+  [ "$status" -ne 124 ]
+  grep -q "spank_train: plugstack.conf: unknown key 'colour'" "$conf/slurmd.log"
+  grep -q "slurmd initialization failed" "$conf/slurmd.log"
+}
+
 @test "PyTorch (gloo, env://) forms its group and all-reduces under plain srun -n2" {
   /usr/bin/python3 -c 'import torch' 2>/dev/null || skip "python3-torch is not installed (scripts/install-deps.sh)"
   run srun -n2 /usr/bin/python3 "$ROOT/test/integration/torch_allreduce.py"
