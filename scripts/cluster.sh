@@ -27,7 +27,8 @@ Options (start):
   --cpus C         CPUs each node declares (default 4; Slurm is told to trust the config)
   --port P         slurmctld port; slurmd uses P+1 (default 6917)
   --plugin PATH    the spank_train.so to register in plugstack.conf (default
-                   build/lib/spank_train.so when it exists; "none": no plugin)
+                   \$SLURM_TRAIN_CLUSTER_PLUGIN, else build/lib/spank_train.so when it
+                   exists; "none": no plugin)
   --plugstack-args "ARGS"
                    arguments for spank_train.so in plugstack.conf (default none)
 Options (all commands):
@@ -44,7 +45,7 @@ cmd=${1:-}
 shift
 case "$cmd" in -h|--help|help) usage; exit 0 ;; esac
 
-nodes=1 gpus=0 cpus=4 port=6917 plugstack_args="" plugin=$ROOT/build/lib/spank_train.so
+nodes=1 gpus=0 cpus=4 port=6917 plugstack_args="" plugin=${SLURM_TRAIN_CLUSTER_PLUGIN:-$ROOT/build/lib/spank_train.so}
 dir=${SLURM_TRAIN_CLUSTER_DIR:-$ROOT/build/cluster}
 is_count() { [[ $1 =~ ^[0-9]+$ ]] && [ "$1" -ge "$2" ] && [ "$1" -le "$3" ]; }
 while [ $# -gt 0 ]; do

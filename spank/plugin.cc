@@ -151,17 +151,25 @@ int option_callback(int val, const char* optarg, int remote) {
   });
 }
 
-int register_options(spank_t sp) {
-  for (const auto& spec : option_table()) {
-    // Slurm keeps the pointer: the table is static, and Slurm never writes through these.
-    static std::vector<spank_option> options;
-    options.reserve(option_table().size());
-    options.push_back({const_cast<char*>(spec.name), const_cast<char*>(spec.arginfo),
+// Slurm may keep pointers to these: built once, never moved. Slurm never writes through the
+// char* members (C's struct spank_option is not const-correct).
+const std::vector<spank_option>& spank_options_table() {
+  static const std::vector<spank_option> options = [] {
+    std::vector<spank_option> table;
+    for (const auto& spec : option_table())
+      table.push_back({const_cast<char*>(spec.name), const_cast<char*>(spec.arginfo),
                        const_cast<char*>(spec.usage), spec.arginfo ? 1 : 0, static_cast<int>(spec.id),
                        option_callback});
-    spank_err_t rc = spank_option_register(sp, &options.back());
+    return table;
+  }();
+  return options;
+}
+
+int register_options(spank_t sp) {
+  for (const auto& option : spank_options_table()) {
+    spank_err_t rc = spank_option_register(sp, const_cast<spank_option*>(&option));
     if (rc != ESPANK_SUCCESS) {
-      report(std::string("cannot register --") + spec.name + ": " + spank_strerror(rc));
+      report(std::string("cannot register --") + option.name + ": " + spank_strerror(rc));
       return -1;
     }
   }
