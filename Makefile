@@ -181,7 +181,7 @@ FUZZER := $(BUILD)/fuzz/parsers_fuzz
 $(FUZZER): $(FUZZ_SRC) $(wildcard spank/*.h spank/jobenv/*.h) Makefile
 	@[ -n "$(FUZZ_CXX)" ] || { echo "error: missing clang: apt-get install clang-14 libclang-rt-14-dev" >&2; exit 1; }
 	@mkdir -p $(@D)
-	$(FUZZ_CXX) -std=c++20 -g -O1 -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	$(FUZZ_CXX) -std=c++20 -g -O1 -I. $(WARN) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	  $(FUZZ_SRC) -o $@
 
 .PHONY: fuzz

@@ -49,10 +49,11 @@ TaskEnv plan_task_env(const StepContext& step, const TaskInput& task) {
   TaskBinding binding = bind_task(in, static_cast<int>(task.local_id));
   out.warnings = binding.warnings;
 
-  if (binding.visible_devices) {
-    add("CUDA_VISIBLE_DEVICES", join(*binding.visible_devices));
-    add("CUDA_DEVICE_ORDER", "PCI_BUS_ID");  // the order Slurm's GPU indices follow
-  }
+  if (binding.visible_devices) add("CUDA_VISIBLE_DEVICES", join(*binding.visible_devices));
+  // Slurm's GPU indices follow PCI bus order; CUDA's default (fastest first) may not. The
+  // user's own choice is kept unless the plugin reordered the devices itself.
+  if (!in.step_gpus.empty() && (binding.visible_devices || !task.getenv("CUDA_DEVICE_ORDER")))
+    add("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
   out.cpus = binding.cpus;
   out.set_affinity = binding.cpus_changed;
   if (settings.bind != BindMode::none && !task.getenv("OMP_NUM_THREADS"))

@@ -99,6 +99,12 @@ TEST_CASE("task env: --train-env=off and --train-bind=none") {
     CHECK_MESSAGE(m.count(key) == 0, key);
   CHECK(m["SLURM_TRAIN_ENV"] == "off");
   CHECK(m["SLURM_TRAIN_BIND"] == "none");
+  CHECK(m["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID");  // Slurm's numbering, whatever the mode
+  auto env = slurm_env();
+  env["CUDA_DEVICE_ORDER"] = "FASTEST_FIRST";
+  CHECK(as_map(plan_task_env(step, task(2, 2, env))).count("CUDA_DEVICE_ORDER") == 0);
+  step.settings.bind = BindMode::soft;  // reordered by the plugin: bus order is required
+  CHECK(as_map(plan_task_env(step, task(2, 2, env)))["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID");
 }
 
 TEST_CASE("task env: a wrong NCCL_SOCKET_IFNAME gives a warning naming the node and its interfaces") {
