@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -85,7 +86,7 @@ std::optional<std::string> job_getenv(spank_t sp, const std::string& name) {
   spank_err_t rc = spank_getenv(sp, name.c_str(), buffer.data(), static_cast<int>(buffer.size()));
   if (rc == ESPANK_ENV_NOEXIST) return std::nullopt;
   if (rc == ESPANK_NOSPACE) throw InputError(name + " is longer than " + std::to_string(kEnvValueMax) + " characters");
-  if (rc != ESPANK_SUCCESS) throw InputError("cannot read " + name + ": " + spank_strerror(rc));
+  if (rc != ESPANK_SUCCESS) throw std::runtime_error("cannot read " + name + ": " + spank_strerror(rc));
   return std::string(buffer.data());
 }
 
@@ -99,7 +100,7 @@ template <typename T>
 T get_item(spank_t sp, spank_item_t item, const char* what) {
   T value{};
   spank_err_t rc = spank_get_item(sp, item, &value);
-  if (rc != ESPANK_SUCCESS) throw InputError(std::string("cannot get ") + what + ": " + spank_strerror(rc));
+  if (rc != ESPANK_SUCCESS) throw std::runtime_error(std::string("cannot get ") + what + ": " + spank_strerror(rc));
   return value;
 }
 
@@ -107,7 +108,7 @@ CpuSet current_affinity() {
   cpu_set_t mask;
   CPU_ZERO(&mask);
   if (sched_getaffinity(0, sizeof mask, &mask) != 0)
-    throw InputError(std::string("sched_getaffinity: ") + std::strerror(errno));
+    throw std::runtime_error(std::string("sched_getaffinity: ") + std::strerror(errno));
   CpuSet cpus;
   for (int c = 0; c < CPU_SETSIZE; ++c)
     if (CPU_ISSET(c, &mask)) cpus.push_back(c);
@@ -120,7 +121,7 @@ void set_affinity(const CpuSet& cpus) {
   for (int c : cpus)
     if (c < CPU_SETSIZE) CPU_SET(c, &mask);
   if (sched_setaffinity(0, sizeof mask, &mask) != 0)
-    throw InputError("sched_setaffinity(" + format_cpulist(cpus) + "): " + std::strerror(errno));
+    throw std::runtime_error("sched_setaffinity(" + format_cpulist(cpus) + "): " + std::strerror(errno));
 }
 
 std::vector<std::string> interfaces() {
@@ -219,8 +220,8 @@ void gather_step(spank_t sp) {
 int apply_task_env(spank_t sp) {
   PluginState& s = state();
   if (s.special_step) return 0;
-  if (!s.deferred_error.empty()) throw InputError(s.deferred_error);
-  if (!s.step) throw InputError("task_init without the step's facts (user_init did not run)");
+  if (!s.deferred_error.empty()) throw std::runtime_error(s.deferred_error);
+  if (!s.step) throw std::runtime_error("task_init without the step's facts (user_init did not run)");
   TaskInput task;
   task.local_id = static_cast<std::uint32_t>(get_item<int>(sp, S_TASK_ID, "the local task id"));
   task.global_id = get_item<std::uint32_t>(sp, S_TASK_GLOBAL_ID, "the global task id");
@@ -230,7 +231,7 @@ int apply_task_env(spank_t sp) {
   TaskEnv env = plan_task_env(*s.step, task);
   for (const auto& [key, value] : env.set) {
     spank_err_t rc = spank_setenv(sp, key.c_str(), value.c_str(), 1);
-    if (rc != ESPANK_SUCCESS) throw InputError("cannot set " + key + ": " + spank_strerror(rc));
+    if (rc != ESPANK_SUCCESS) throw std::runtime_error("cannot set " + key + ": " + spank_strerror(rc));
   }
   if (env.set_affinity) set_affinity(env.cpus);
   // The task's stderr is the user's: one line each, written whole.
