@@ -8,16 +8,16 @@ namespace slurm_train {
 const std::vector<OptionSpec>& option_table() {
   static const std::vector<OptionSpec> table = {
       {OptionId::bind, "train-bind", "soft|strict|none",
-       "GPU/CPU binding per task: soft (all GPUs, nearest first), strict (own share), none "
+       "spank_train: GPU/CPU binding per task: soft (all GPUs, nearest first), strict (own share), none "
        "[SLURM_TRAIN_BIND]",
        "SLURM_TRAIN_BIND"},
-      {OptionId::nccl, "train-nccl", "PROFILE|off", "NCCL settings from a site profile (ib, roce, tcp, off, ...) "
+      {OptionId::nccl, "train-nccl", "PROFILE|off", "spank_train: NCCL settings from a site profile (ib, roce, tcp, off, ...) "
        "[SLURM_TRAIN_NCCL]", "SLURM_TRAIN_NCCL"},
       {OptionId::env, "train-env", "on|off",
-       "export RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ... (default on) [SLURM_TRAIN_ENV]",
+       "spank_train: export RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ... (default on) [SLURM_TRAIN_ENV]",
        "SLURM_TRAIN_ENV"},
       {OptionId::verbose, "train-verbose", nullptr,
-       "one line per task on stderr: host, ranks, GPUs, CPUs, profile [SLURM_TRAIN_VERBOSE=1]",
+       "spank_train: one line per task on stderr: host, ranks, GPUs, CPUs, profile [SLURM_TRAIN_VERBOSE=1]",
        "SLURM_TRAIN_VERBOSE"},
   };
   return table;

@@ -39,7 +39,8 @@ check_four_tasks() { # check_four_tasks OUTPUT CVD0 CVD1 CVD2 CVD3 OMP
   for cmd in srun sbatch salloc; do
     run "$cmd" --help
     [ "$status" -eq 0 ]
-    [[ $output == *"Options provided by plugins:"*"--train-bind=soft|strict|none"* ]]
+    [[ $output == *"Options provided by plugins:"*"--train-bind=soft|strict|none"*"spank_train: GPU/CPU binding"* ]]
+    [ "$(grep -c 'spank_train: ' <<<"$output")" -eq 4 ]
     [[ $output == *"--train-nccl=PROFILE|off"* ]]
     [[ $output == *"--train-env=on|off"* ]]
     [[ $output == *"--train-verbose"*"SLURM_TRAIN_VERBOSE=1"* ]]
