@@ -4,7 +4,7 @@
 #   make test                 install what is missing, build, run every test suite
 #   make demo                 install what is missing, build, run the demo on a local Slurm cluster
 #   make bench                install what is missing, build, run the benchmarks (one table)
-#   make install PREFIX=/opt/slurm-train/$(VERSION) [DESTDIR=...]
+#   make install PREFIX=/opt/slurm-train/$(VERSION) [DESTDIR=...]; make uninstall (same PREFIX)
 #   make clean
 #   make fuzz [FUZZ_SECONDS=300]  run the libFuzzer target of the plugin's parsers (clang)
 #   SANITIZE=1                AddressSanitizer + UndefinedBehaviorSanitizer, in build/sanitize
@@ -97,9 +97,11 @@ TEST_PROGRAMS := $(patsubst test/integration/%.cc,$(BUILD)/test/%,$(TESTPROG_SRC
 BENCH_PROGRAMS := $(patsubst bench/%.cc,$(BUILD)/bench/%,$(BENCH_SRC))
 
 # ---- targets --------------------------------------------------------------------------------
-.PHONY: all check-deps test test-programs demo bench install clean deps
+.PHONY: all check-deps test test-programs demo bench install uninstall clean deps
 
-all: $(LAUNCHER) $(PLUGIN) test-programs
+MAN_PAGES := $(BUILD)/share/man/man1/slurm-train.1 $(BUILD)/share/man/man8/spank_train.8
+
+all: $(LAUNCHER) $(PLUGIN) $(MAN_PAGES) test-programs
 
 check-deps:
 	@if [ -n "$(MISSING)" ]; then \
@@ -193,12 +195,20 @@ fuzz: $(FUZZER)
 	$(FUZZER) -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
 	  -print_final_stats=1 -artifact_prefix=$(BUILD)/fuzz/ $(BUILD)/fuzz/corpus test/fuzz/seeds
 
+# Man pages: the version filled in.
+$(BUILD)/share/man/man1/%: docs/%.in VERSION
+	@mkdir -p $(@D)
+	sed 's|@VERSION@|$(VERSION)|g' $< >$@
+
+$(BUILD)/share/man/man8/%: docs/%.in VERSION
+	@mkdir -p $(@D)
+	sed 's|@VERSION@|$(VERSION)|g' $< >$@
+
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/doc/slurm-train
-	install -m 755 $(LAUNCHER) $(DESTDIR)$(PREFIX)/bin/slurm-train
-	install -m 644 README.md VERSION $(DESTDIR)$(PREFIX)/share/doc/slurm-train/
-	$(if $(PLUGIN),install -d $(DESTDIR)$(PREFIX)/lib/slurm && \
-	  install -m 755 $(PLUGIN) $(DESTDIR)$(PREFIX)/lib/slurm/spank_train.so)
+	scripts/install.sh install $(BUILD) $(PREFIX) $(DESTDIR)
+
+uninstall:
+	scripts/install.sh uninstall $(PREFIX) $(DESTDIR)
 
 # Stop any local cluster whose files live under build/ before removing them.
 clean:

@@ -5,7 +5,9 @@
 
 #include "launcher/build_info.h"
 #include "launcher/data_command.h"
+#include "launcher/plot_command.h"
 #include "launcher/run_command.h"
+#include "launcher/submit_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"slurm-train: data-parallel training on Slurm clusters", "slurm-train"};
@@ -14,6 +16,8 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   slurm_train::add_run_command(app, exit_code);
   slurm_train::add_data_command(app);
+  slurm_train::add_submit_command(app);
+  slurm_train::add_plot_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -30,7 +34,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (app.get_subcommands().empty()) {
-    std::cerr << app.help() << "slurm-train: a subcommand is required (run, data)\n";
+    std::cerr << app.help() << "slurm-train: a subcommand is required (run, data, submit, plot)\n";
     return 2;
   }
   return exit_code;

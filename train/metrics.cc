@@ -19,6 +19,18 @@ MetricsWriter::~MetricsWriter() {
   if (file_) std::fclose(file_);
 }
 
+void MetricsWriter::write_line(const std::string& text) {
+  if (std::fwrite(text.data(), 1, text.size(), file_) != text.size() || std::fflush(file_) != 0)
+    throw std::runtime_error(fmt::format("cannot write the metrics file '{}': {}", path_, std::strerror(errno)));
+}
+
+void MetricsWriter::write_eval(std::uint64_t epoch, std::uint64_t step, double test_loss, double test_accuracy) {
+  if (!file_) return;
+  const nlohmann::json line = {
+      {"eval", {{"epoch", epoch}, {"step", step}, {"test_loss", test_loss}, {"test_accuracy", test_accuracy}}}};
+  write_line(line.dump() + "\n");
+}
+
 void MetricsWriter::write(const StepMetrics& m) {
   if (!file_) return;
   const nlohmann::json line = {
@@ -36,9 +48,7 @@ void MetricsWriter::write(const StepMetrics& m) {
         {"comm_wait", m.times.comm_wait},
         {"optimizer", m.times.optimizer}}},
   };
-  const std::string text = line.dump() + "\n";
-  if (std::fwrite(text.data(), 1, text.size(), file_) != text.size() || std::fflush(file_) != 0)
-    throw std::runtime_error(fmt::format("cannot write the metrics file '{}': {}", path_, std::strerror(errno)));
+  write_line(line.dump() + "\n");
 }
 
 }  // namespace slurm_train

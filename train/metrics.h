@@ -1,5 +1,6 @@
 // Per-step metrics as JSON lines (one object a line, appended), written by rank 0: loss,
-// learning rate, gradient norm, samples/s and the time of each phase of the step.
+// learning rate, gradient norm, samples/s and the time of each phase of the step; and one line
+// per evaluation on the test set.
 #pragma once
 
 #include <cstdint>
@@ -32,8 +33,12 @@ class MetricsWriter {
   MetricsWriter(const MetricsWriter&) = delete;
   MetricsWriter& operator=(const MetricsWriter&) = delete;
   void write(const StepMetrics& m);
+  // One line per evaluation: {"eval": {"epoch", "step", "test_loss", "test_accuracy"}}.
+  void write_eval(std::uint64_t epoch, std::uint64_t step, double test_loss, double test_accuracy);
 
  private:
+  void write_line(const std::string& text);
+
   std::string path_;
   std::FILE* file_ = nullptr;
 };

@@ -168,6 +168,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out) {
     EpochResult e{step / per_epoch + 1, step + 1, epoch_loss / static_cast<double>(steps_in_epoch), test_loss,
                   test_accuracy, static_cast<double>(steps_in_epoch * global_batch) / epoch_seconds};
     result.epochs.push_back(e);
+    metrics.write_eval(e.epoch, e.step, e.test_loss, e.test_accuracy);
     if (rank0)
       out << fmt::format("epoch {:>3}  step {:>6}  train_loss {:.4f}  test_loss {:.4f}  test_acc {:.2f}%  samples/s {:.0f}\n",
                          e.epoch, e.step, e.train_loss, e.test_loss, 100.0 * e.test_accuracy, e.samples_per_second)

@@ -110,10 +110,13 @@ small_run() {
   [ "$status" -eq 0 ]
   [[ $output == *"on 1 rank(s), 30 steps"* ]]
   [[ $output =~ epoch\ +1\ +step\ +30\ +train_loss\ [0-9.]+\ +test_loss\ [0-9.]+\ +test_acc\ [0-9.]+%\ +samples/s\ [0-9]+ ]]
-  [ "$(wc -l <"$BATS_TEST_TMPDIR/m.jsonl")" -eq 30 ]
+  [ "$(wc -l <"$BATS_TEST_TMPDIR/m.jsonl")" -eq 31 ]
   run $PY -c "
 import json
-rows = [json.loads(l) for l in open('$BATS_TEST_TMPDIR/m.jsonl')]
+lines = [json.loads(l) for l in open('$BATS_TEST_TMPDIR/m.jsonl')]
+rows = [r for r in lines if 'step' in r]
+evals = [r['eval'] for r in lines if 'eval' in r]
+assert len(evals) == 1 and evals[0]['step'] == 30 and 0 < evals[0]['test_accuracy'] < 1, evals
 assert [r['step'] for r in rows] == list(range(30))
 assert all(set(r['time_s']) == {'data', 'forward', 'backward', 'comm_wait', 'optimizer'} for r in rows)
 assert rows[-1]['loss'] < rows[0]['loss'], (rows[0]['loss'], rows[-1]['loss'])

@@ -60,5 +60,6 @@ set_small_args() {
   echo "accuracy ${BASH_REMATCH[1]}%"
   awk -v a="${BASH_REMATCH[1]}" 'BEGIN { exit !(a >= 89.0) }'
   [ "$(grep -c '^epoch ' "$workdir/fashion-mnist-$job.out")" -eq 15 ]
-  [ "$(wc -l <"$workdir/metrics.jsonl")" -eq 3510 ]
+  [ "$(grep -c '"loss":' "$workdir/metrics.jsonl")" -eq 3510 ]
+  [ "$(grep -c '"eval"' "$workdir/metrics.jsonl")" -eq 15 ]
 }

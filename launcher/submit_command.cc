@@ -1,0 +1,88 @@
+#include "launcher/submit_command.h"
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "launcher/config_options.h"
+#include "launcher/submit_script.h"
+#include "launcher/subprocess.h"
+
+namespace slurm_train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string this_program() {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("slurm-train") : self.string();
+}
+
+void submit(SubmitOptions o, const ConfigOptions& config_options, bool dry_run) {
+  // Fail here, on the login node, rather than after the job waited in the queue.
+  load_run_config(config_options);
+  const auto problems = validate_submit_options(o);
+  if (!problems.empty()) {
+    std::string message = "cannot write the job script:";
+    for (const auto& p : problems) message += "\n  " + p;
+    throw CLI::ValidationError(message);
+  }
+  o.program = this_program();
+  o.workdir = fs::current_path().string();
+  o.config = fs::absolute(config_options.file).lexically_normal().string();
+  o.overrides = config_options.overrides;
+  const std::string script = sbatch_script(o, SLURM_TRAIN_VERSION);
+  if (dry_run) {
+    std::cout << script;
+    return;
+  }
+  // Slurm does not create the output folder: a job whose log folder is missing fails silently.
+  const fs::path log_dir = fs::absolute(o.log_dir);
+  fs::create_directories(log_dir);
+  const fs::path script_path = log_dir / (o.job_name + ".sbatch");
+  std::ofstream(script_path) << script;
+  const ProcessResult r = run_process({"sbatch", "--parsable", script_path.string()}, "slurm-client");
+  if (r.exit_code != 0) throw std::runtime_error(fmt::format("sbatch failed (exit {}) for {}", r.exit_code, script_path.string()));
+  const std::string job = r.out.substr(0, r.out.find_first_of(";\n"));
+  std::cout << fmt::format("submitted job {}\n  script: {}\n  log:    {}\n", job, script_path.string(),
+                           (log_dir / fmt::format("{}-{}.out", o.job_name, job)).string());
+}
+
+}  // namespace
+
+void add_submit_command(CLI::App& app) {
+  auto o = std::make_shared<SubmitOptions>();
+  auto config = std::make_shared<ConfigOptions>();
+  auto dry_run = std::make_shared<bool>(false);
+  CLI::App* cmd = app.add_subcommand("submit", "write the sbatch script for a training and submit it");
+  cmd->add_option("CONFIG", config->file, "TOML configuration of the training")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--nodes,-N", o->nodes, "nodes")->capture_default_str();
+  cmd->add_option("--tasks-per-node", o->tasks_per_node, "ranks per node (default: one per GPU, else 1)");
+  cmd->add_option("--gpus-per-node,-G", o->gpus_per_node, "GPUs per node")->capture_default_str();
+  cmd->add_option("--time,-t", o->time, "time limit")->capture_default_str();
+  cmd->add_option("--partition,-p", o->partition, "partition");
+  cmd->add_option("--account,-A", o->account, "account");
+  cmd->add_option("--qos", o->qos, "quality of service");
+  cmd->add_option("--job-name,-J", o->job_name, "job name")->capture_default_str();
+  cmd->add_option("--log-dir", o->log_dir, "folder of the job's log (created)")->capture_default_str();
+  cmd->add_option("--signal-seconds", o->signal_seconds,
+                  "send USR2 this long before the time limit (0: none)")->capture_default_str();
+  cmd->add_flag("!--no-requeue", o->requeue, "do not requeue the job on preemption or node failure");
+  cmd->add_option("--train-bind", o->train_bind, "spank_train's --train-bind (soft, strict, none)");
+  cmd->add_option("--train-nccl", o->train_nccl, "spank_train's --train-nccl (a profile, or off)");
+  cmd->add_flag("--dry-run", *dry_run, "print the script instead of submitting it");
+  add_config_key_options(cmd, config);  // passed on to run
+  cmd->callback([o, config, dry_run, cmd] {
+    reject_unknown_options(cmd);
+    submit(*o, *config, *dry_run);
+  });
+}
+
+}  // namespace slurm_train

@@ -1,0 +1,39 @@
+// The sbatch script `slurm-train submit` writes for a training: pure text from the options, so
+// that it can be checked without Slurm.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace slurm_train {
+
+struct SubmitOptions {
+  std::string program;      // absolute path of the slurm-train to run (the one submitting)
+  std::string config;       // absolute path of the TOML configuration
+  std::string workdir;      // absolute: the job runs here (relative paths in the config resolve here)
+  std::string job_name = "slurm-train";
+  int nodes = 1;
+  int tasks_per_node = 0;   // 0: one per GPU with GPUs, else 1
+  int gpus_per_node = 0;
+  std::string time = "01:00:00";
+  std::string partition, account, qos;
+  std::string log_dir = "logs";  // relative to workdir, or absolute
+  int signal_seconds = 120;      // USR2 this long before the time limit (checkpoint, requeue)
+  bool requeue = true;
+  std::string train_bind, train_nccl;  // the plugin's options, when given
+  std::vector<std::pair<std::string, std::string>> overrides;  // --section.key=value for run
+};
+
+// Problems with the options (empty when all is well); each names the option and what is expected.
+std::vector<std::string> validate_submit_options(const SubmitOptions& o);
+
+int effective_tasks_per_node(const SubmitOptions& o);
+
+// The script; every value that reaches the shell is quoted.
+std::string sbatch_script(const SubmitOptions& o, const std::string& version);
+
+// A value in single quotes for bash.
+std::string shell_quote(const std::string& s);
+
+}  // namespace slurm_train

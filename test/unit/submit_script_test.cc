@@ -1,0 +1,79 @@
+#include "launcher/submit_script.h"
+
+#include <doctest/doctest.h>
+
+using namespace slurm_train;
+
+namespace {
+
+SubmitOptions example() {
+  SubmitOptions o;
+  o.program = "/opt/slurm-train/bin/slurm-train";
+  o.config = "/home/ana/runs/fm.toml";
+  o.workdir = "/home/ana/runs";
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("submit: shell quoting survives every character") {
+  CHECK(shell_quote("plain") == "'plain'");
+  CHECK(shell_quote("it's") == "'it'\\''s'");
+  CHECK(shell_quote("$(reboot) `x` \"y\"") == "'$(reboot) `x` \"y\"'");
+}
+
+TEST_CASE("submit: the script asks for what a preemptible, requeueable training needs") {
+  SubmitOptions o = example();
+  o.nodes = 4;
+  o.gpus_per_node = 8;
+  o.partition = "gpu";
+  o.train_bind = "strict";
+  o.overrides = {{"train.lr", "0.01"}, {"data.train", "/data/it's here.h5"}};
+  const std::string s = sbatch_script(o, "9.9.9");
+  CHECK(s.rfind("#!/bin/bash\n", 0) == 0);
+  for (const char* line : {"#SBATCH --nodes=4\n", "#SBATCH --ntasks-per-node=8\n", "#SBATCH --gpus-per-node=8\n",
+                           "#SBATCH --partition=gpu\n", "#SBATCH --chdir=/home/ana/runs\n",
+                           "#SBATCH --output=logs/%x-%j.out\n", "#SBATCH --open-mode=append\n",
+                           "#SBATCH --signal=USR2@120\n", "#SBATCH --requeue\n", "#SBATCH --train-bind=strict\n"}) {
+    CAPTURE(line);
+    CHECK(s.find(line) != std::string::npos);
+  }
+  CHECK(s.find("--train-nccl") == std::string::npos);
+  CHECK(s.find("--account") == std::string::npos);
+  CHECK(s.find("srun --mpi=pmix '/opt/slurm-train/bin/slurm-train' run --config '/home/ana/runs/fm.toml' "
+               "'--train.lr=0.01' '--data.train=/data/it'\\''s here.h5'\n") != std::string::npos);
+}
+
+TEST_CASE("submit: ranks per node default to one per GPU, else one") {
+  SubmitOptions o = example();
+  CHECK(effective_tasks_per_node(o) == 1);
+  o.gpus_per_node = 4;
+  CHECK(effective_tasks_per_node(o) == 4);
+  o.tasks_per_node = 2;
+  CHECK(effective_tasks_per_node(o) == 2);
+  o.requeue = false;
+  o.signal_seconds = 0;
+  const std::string s = sbatch_script(o, "1");
+  CHECK(s.find("#SBATCH --no-requeue\n") != std::string::npos);
+  CHECK(s.find("--signal") == std::string::npos);
+}
+
+TEST_CASE("submit: bad options are named with what is expected") {
+  SubmitOptions o = example();
+  CHECK(validate_submit_options(o).empty());
+  for (const char* t : {"30", "02:00:00", "1-12:00:00", "10:00", "1-12", "UNLIMITED"}) {
+    o.time = t;
+    CAPTURE(t);
+    CHECK(validate_submit_options(o).empty());
+  }
+  o.time = "tomorrow";
+  o.nodes = 0;
+  o.partition = "gpu\n#SBATCH --uid=0";
+  o.job_name = "";
+  const auto problems = validate_submit_options(o);
+  REQUIRE(problems.size() == 4);
+  CHECK(problems[0] == "--nodes 0: expected a whole number of at least 1");
+  CHECK(problems[1].find("--time 'tomorrow': expected a Slurm time limit") == 0);
+  CHECK(problems[2].find("--partition 'gpu\n#SBATCH --uid=0': expected letters") == 0);
+  CHECK(problems[3] == "--job-name: must not be empty");
+}
