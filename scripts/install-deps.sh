@@ -20,7 +20,7 @@ readonly PROJECT_PACKAGES=(
   dataset-fashion-mnist                                    # the real training data
   python3-torch python3-h5py python3-numpy                 # PyTorch tests and peer, h5py checks
   clang-14 libclang-rt-14-dev                              # make fuzz (libFuzzer, sanitizers)
-  lmod gnuplot-nox man-db                                  # the module, slurm-train plot, man pages
+  lmod gnuplot-nox man-db python3-prometheus-client        # module, plot, man pages; checks the .prom file
 )
 
 if [ $# -gt 0 ]; then wanted=("$@"); else wanted=("${PROJECT_PACKAGES[@]}"); fi

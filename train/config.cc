@@ -53,6 +53,8 @@ const std::vector<Key>& keys() {
       {"train.bucket_mb", "gradient all-reduce bucket size (MiB)", [](RunConfig& c) -> ValueRef { return &c.train.bucket_mb; }},
       {"train.metrics", "JSON-lines file of per-step metrics; empty: none", [](RunConfig& c) -> ValueRef { return &c.train.metrics; }},
       {"train.save", "HDF5 file for the final model (/model/<layer>.weight|bias); empty: none", [](RunConfig& c) -> ValueRef { return &c.train.save; }},
+      {"train.prometheus", "Prometheus textfile-collector file (.prom) rank 0 rewrites; empty: none", [](RunConfig& c) -> ValueRef { return &c.train.prometheus; }},
+      {"train.prometheus_every", "steps between rewrites of train.prometheus", [](RunConfig& c) -> ValueRef { return &c.train.prometheus_every; }},
       {"train.threads", "BLAS threads per rank; 0: this rank's share of its CPUs", [](RunConfig& c) -> ValueRef { return &c.train.threads; }},
       {"train.kernels", "cpu (OpenBLAS) or reference (plain loops, slow)", [](RunConfig& c) -> ValueRef { return &c.train.kernels; }},
       {"train.eval_batch", "rows per evaluation batch", [](RunConfig& c) -> ValueRef { return &c.train.eval_batch; }},
@@ -285,6 +287,8 @@ std::vector<std::string> validate_config(const RunConfig& c) {
   require(c.train.label_smoothing >= 0 && c.train.label_smoothing < 1,
           fmt::format("train.label_smoothing = {}: expected [0, 1)", c.train.label_smoothing));
   require(c.train.bucket_mb > 0, fmt::format("train.bucket_mb = {}: expected a positive size", c.train.bucket_mb));
+  require(c.train.prometheus_every >= 1,
+          fmt::format("train.prometheus_every = {}: expected at least 1", c.train.prometheus_every));
   require(c.train.threads >= 0, fmt::format("train.threads = {}: expected 0 (automatic) or more", c.train.threads));
   choice("train.kernels", c.train.kernels, {"cpu", "reference"});
   require(c.train.eval_batch >= 1, fmt::format("train.eval_batch = {}: expected at least 1", c.train.eval_batch));

@@ -49,6 +49,8 @@ struct TrainConfig {
   double bucket_mb = 4.0;
   std::string metrics;              // JSON-lines file of per-step metrics (rank 0); empty: none
   std::string save;                 // HDF5 file for the final model (rank 0); empty: none
+  std::string prometheus;           // Prometheus textfile-collector file (rank 0); empty: none
+  std::int64_t prometheus_every = 10;
   int threads = 0;                  // BLAS threads per rank; 0: this rank's share of its CPUs
   std::string kernels = "cpu";      // cpu | reference
   std::int64_t eval_batch = 1000;

@@ -17,6 +17,7 @@
 #include "train/mlp.h"
 #include "train/optimizer.h"
 #include "train/prefetcher.h"
+#include "train/prometheus.h"
 
 namespace slurm_train {
 
@@ -130,7 +131,12 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out) {
     out << fmt::format("training {} parameters on {} rank(s), {} steps ({} per epoch), global batch {}\n",
                        model.params().size(), comm.size(), total_steps, per_epoch, global_batch) << std::flush;
   TrainResult result;
-  double epoch_loss = 0, epoch_seconds = 0;
+  double epoch_loss = 0, epoch_seconds = 0, latest_test_accuracy = -1;
+  const PrometheusLabels prometheus_labels = prometheus_labels_from_environment(comm.size());
+  auto publish = [&](const StepMetrics& m) {
+    if (rank0 && !tc.prometheus.empty())
+      write_file_atomically(tc.prometheus, prometheus_text(prometheus_labels, m, latest_test_accuracy, total_steps));
+  };
   for (std::uint64_t step = 0; step < total_steps; ++step) {
     StepTimes t;
     auto phase = Clock::now();
@@ -158,8 +164,10 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out) {
     const double loss = totals[0] / static_cast<double>(global_batch);
     epoch_loss += loss;
     epoch_seconds += t.total();
-    metrics.write({step, step / per_epoch, loss, totals[1] / static_cast<double>(global_batch), lr, grad_norm,
-                   static_cast<double>(global_batch) / t.total(), t});
+    const StepMetrics step_metrics{step, step / per_epoch, loss, totals[1] / static_cast<double>(global_batch), lr,
+                                   grad_norm, static_cast<double>(global_batch) / t.total(), t};
+    metrics.write(step_metrics);
+    if ((step + 1) % static_cast<std::uint64_t>(tc.prometheus_every) == 0) publish(step_metrics);
 
     const bool epoch_end = (step + 1) % per_epoch == 0 || step + 1 == total_steps;
     if (!epoch_end) continue;
@@ -169,6 +177,8 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out) {
                   test_accuracy, static_cast<double>(steps_in_epoch * global_batch) / epoch_seconds};
     result.epochs.push_back(e);
     metrics.write_eval(e.epoch, e.step, e.test_loss, e.test_accuracy);
+    latest_test_accuracy = e.test_accuracy;
+    publish(step_metrics);
     if (rank0)
       out << fmt::format("epoch {:>3}  step {:>6}  train_loss {:.4f}  test_loss {:.4f}  test_acc {:.2f}%  samples/s {:.0f}\n",
                          e.epoch, e.step, e.train_loss, e.test_loss, 100.0 * e.test_accuracy, e.samples_per_second)

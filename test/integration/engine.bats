@@ -159,3 +159,21 @@ print('ok')"
   [ "$status" -ne 0 ]
   [[ $output == *"train.global_batch = 3 is smaller than the 4 ranks"* ]]
 }
+
+@test "train.prometheus writes a textfile-collector file that Prometheus' own parser reads" {
+  SLURM_JOB_ID=4242 SLURM_JOB_NAME='fm "quoted"' run small_run --train.steps 25 --train.prometheus_every 10 \
+    --train.prometheus "$BATS_TEST_TMPDIR/train.prom"
+  [ "$status" -eq 0 ]
+  [ ! -e "$BATS_TEST_TMPDIR/train.prom.tmp" ]
+  run $PY -c "
+from prometheus_client.parser import text_string_to_metric_families
+samples = {s.name: s for f in text_string_to_metric_families(open('$BATS_TEST_TMPDIR/train.prom').read()) for s in f.samples}
+assert samples['slurm_train_step'].value == 25, samples['slurm_train_step']
+assert samples['slurm_train_steps_total'].value == 25
+assert samples['slurm_train_step'].labels == {'job_id': '4242', 'job_name': 'fm \"quoted\"'}, samples['slurm_train_step'].labels
+assert 0 < samples['slurm_train_test_accuracy'].value < 1
+assert samples['slurm_train_samples_per_second'].value > 0
+print('ok')"
+  echo "$output"
+  [ "$output" = ok ]
+}

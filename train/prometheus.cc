@@ -1,0 +1,69 @@
+#include "train/prometheus.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+namespace slurm_train {
+
+namespace {
+
+// Label values escape backslash, double quote and newline (exposition format).
+std::string escape(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+PrometheusLabels prometheus_labels_from_environment(int world_size) {
+  auto env = [](const char* name, const char* fallback) {
+    const char* v = std::getenv(name);
+    return std::string(v && *v ? v : fallback);
+  };
+  return {env("SLURM_JOB_ID", "none"), env("SLURM_JOB_NAME", "slurm-train"), world_size};
+}
+
+std::string prometheus_text(const PrometheusLabels& l, const StepMetrics& m, double test_accuracy,
+                            std::uint64_t total_steps) {
+  const std::string labels = fmt::format("job_id=\"{}\",job_name=\"{}\"", escape(l.job_id), escape(l.job_name));
+  std::string out;
+  auto gauge = [&](const char* name, const char* help, double value) {
+    out += fmt::format("# HELP slurm_train_{} {}\n# TYPE slurm_train_{} gauge\nslurm_train_{}{{{}}} {}\n", name, help,
+                       name, name, labels, value);
+  };
+  gauge("step", "Training steps done.", static_cast<double>(m.step + 1));
+  gauge("steps_total", "Training steps the run will do.", static_cast<double>(total_steps));
+  gauge("epoch", "Current epoch (0-based).", static_cast<double>(m.epoch));
+  gauge("loss", "Training loss of the last step (mean over the global batch).", m.loss);
+  gauge("learning_rate", "Learning rate of the last step.", m.lr);
+  gauge("grad_norm", "Global gradient norm of the last step, before clipping.", m.grad_norm);
+  gauge("samples_per_second", "Training throughput of the last step, over all ranks.", m.samples_per_second);
+  gauge("world_size", "Ranks of the job.", l.world_size);
+  if (test_accuracy >= 0) gauge("test_accuracy", "Test accuracy of the latest evaluation (0 to 1).", test_accuracy);
+  return out;
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "w");
+  if (!f) throw std::runtime_error(fmt::format("cannot write '{}': {}", tmp, std::strerror(errno)));
+  const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) != 0 || !written) throw std::runtime_error(fmt::format("cannot write '{}': {}", tmp, std::strerror(errno)));
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw std::runtime_error(fmt::format("cannot rename '{}' to '{}': {}", tmp, path, std::strerror(errno)));
+}
+
+}  // namespace slurm_train
