@@ -5,6 +5,7 @@
 
 #include "launcher/build_info.h"
 #include "launcher/data_command.h"
+#include "launcher/doctor_command.h"
 #include "launcher/plot_command.h"
 #include "launcher/run_command.h"
 #include "launcher/submit_command.h"
@@ -18,6 +19,7 @@ int main(int argc, char** argv) {
   slurm_train::add_data_command(app);
   slurm_train::add_submit_command(app);
   slurm_train::add_plot_command(app);
+  slurm_train::add_doctor_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -34,7 +36,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (app.get_subcommands().empty()) {
-    std::cerr << app.help() << "slurm-train: a subcommand is required (run, data, submit, plot)\n";
+    std::cerr << app.help() << "slurm-train: a subcommand is required (run, data, submit, plot, doctor)\n";
     return 2;
   }
   return exit_code;

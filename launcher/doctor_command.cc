@@ -1,0 +1,142 @@
+#include "launcher/doctor_command.h"
+
+#include <net/if.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include "launcher/config_options.h"
+#include "launcher/doctor_checks.h"
+#include "launcher/mpi_session.h"
+#include "spank/jobenv/cpuset.h"
+#include "train/comm.h"
+#include "train/dataset.h"
+
+namespace slurm_train {
+
+namespace {
+
+struct DoctorOptions {
+  std::shared_ptr<ConfigOptions> config = std::make_shared<ConfigOptions>();
+  std::vector<std::string> dirs;
+};
+
+std::string hostname() {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  return name;
+}
+
+std::vector<std::string> interfaces() {
+  std::vector<std::string> names;
+  if (struct if_nameindex* list = if_nameindex()) {
+    for (auto* i = list; i->if_index != 0; ++i) names.emplace_back(i->if_name);
+    if_freenameindex(list);
+  }
+  return names;
+}
+
+std::string allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return "?";
+  CpuSet cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return format_cpulist(cpus);
+}
+
+Check check_dataset(const char* what, const DatasetSpec& spec) {
+  try {
+    const Dataset d = load_dataset(spec);
+    return {Verdict::kOk, what, fmt::format("{}: {} samples of {} features, {} classes", spec.path, d.count,
+                                            d.feature_size, d.num_classes)};
+  } catch (const std::exception& e) {
+    return {Verdict::kFail, what, e.what()};
+  }
+}
+
+// The checks of this rank, as lines.
+std::vector<Check> run_checks(const DoctorOptions& o, Comm& comm) {
+  const Environment env = current_environment();
+  std::vector<Check> checks = {check_slurm(env), check_plugin(env)};
+  double one = 1.0;
+  comm.allreduce_sum(&one, 1);
+  checks.push_back(one == comm.size()
+                       ? Check{Verdict::kOk, "MPI", fmt::format("{} rank(s), {} on this node; an all-reduce agreed",
+                                                                comm.size(), comm.local_size())}
+                       : Check{Verdict::kFail, "MPI", fmt::format("an all-reduce of ones gave {} on {} ranks", one, comm.size())});
+#ifdef SLURM_TRAIN_WITH_CUDA
+  checks.push_back(check_gpus(env, true));
+#else
+  checks.push_back(check_gpus(env, false));
+#endif
+  checks.push_back(check_nccl(env, hostname(), interfaces()));
+  if (!o.config->file.empty() || !o.config->overrides.empty()) {
+    try {
+      const RunConfig c = load_run_config(*o.config);
+      checks.push_back(check_dataset("train data", {c.data.train, c.data.features, c.data.labels, c.data.num_classes}));
+      checks.push_back(check_dataset("test data", {c.data.test, c.data.features, c.data.labels, c.data.num_classes}));
+      for (const std::string& out : {c.train.metrics, c.train.save, c.train.prometheus}) {
+        if (out.empty()) continue;
+        const std::string parent = std::filesystem::absolute(out).parent_path().string();
+        checks.push_back(check_folder("output", parent, env));
+      }
+    } catch (const std::exception& e) {
+      checks.push_back({Verdict::kFail, "config", e.what()});
+    }
+  }
+  for (const std::string& dir : o.dirs) checks.push_back(check_folder("folder", dir, env));
+  return checks;
+}
+
+int doctor(const DoctorOptions& o) {
+  MpiSession mpi(nullptr, nullptr);
+  std::unique_ptr<Comm> comm = make_mpi_comm();
+  const std::vector<Check> checks = run_checks(o, *comm);
+  // Rank 0 prints its checks and one line per rank; any rank's FAIL is shown and fails the run.
+  std::string mine = fmt::format("rank {:>4}  {:<16} local {:>2}  CPUs {:<12} GPUs {}", comm->rank(), hostname(),
+                                 comm->local_rank(), allowed_cpus(),
+                                 std::getenv("CUDA_VISIBLE_DEVICES") ? std::getenv("CUDA_VISIBLE_DEVICES") : "-");
+  for (const auto& c : checks)
+    if (c.verdict == Verdict::kFail && comm->rank() != 0) mine += "\n  rank " + std::to_string(comm->rank()) + ": " + format_check(c);
+  constexpr std::size_t kLine = 2048;
+  mine.resize(kLine, '\0');
+  std::vector<char> all(comm->rank() == 0 ? kLine * static_cast<std::size_t>(comm->size()) : kLine);
+  // Gather by broadcasting each rank's line in turn: few ranks, and Comm stays small.
+  for (int r = 0; r < comm->size(); ++r) {
+    std::vector<char> line(mine.begin(), mine.end());
+    comm->broadcast(line.data(), kLine, r);
+    if (comm->rank() == 0) std::copy(line.begin(), line.end(), all.begin() + static_cast<std::ptrdiff_t>(r * kLine));
+  }
+  double failed = any_failed(checks) ? 1.0 : 0.0;
+  comm->allreduce_sum(&failed, 1);
+  if (comm->rank() == 0) {
+    for (const auto& c : checks) std::cout << format_check(c) << "\n";
+    for (int r = 0; r < comm->size(); ++r) std::cout << std::string(&all[static_cast<std::size_t>(r) * kLine]) << "\n";
+    std::cout << (failed > 0 ? fmt::format("doctor: {} rank(s) with a FAIL\n", failed) : "doctor: no FAIL\n") << std::flush;
+  }
+  return failed > 0 ? 1 : 0;
+}
+
+}  // namespace
+
+void add_doctor_command(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<DoctorOptions>();
+  CLI::App* cmd = app.add_subcommand("doctor", "check this node, this job and a configuration: OK, WARN or FAIL");
+  cmd->add_option("--config,-c", o->config->file, "also check this training configuration (data, output folders)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--dir", o->dirs, "also check that this folder is writable and its filesystem (repeatable)");
+  add_config_key_options(cmd, o->config);
+  cmd->callback([o, cmd, &exit_code] {
+    reject_unknown_options(cmd);
+    exit_code = doctor(*o);
+  });
+}
+
+}  // namespace slurm_train
