@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+extern char** environ;
+
 namespace slurm_train {
 
 void add_config_key_options(CLI::App* cmd, const std::shared_ptr<ConfigOptions>& options) {
@@ -29,6 +31,9 @@ void reject_unknown_options(CLI::App* cmd) {
 RunConfig load_run_config(const ConfigOptions& options) {
   RunConfig config;
   if (!options.file.empty()) apply_config_file(config, options.file);
+  std::vector<std::string> environment;
+  for (char** e = environ; *e; ++e) environment.emplace_back(*e);
+  apply_config_environment(config, environment);
   for (const auto& [key, value] : options.overrides) apply_config_override(config, key, value);
   const auto problems = validate_config(config);
   if (!problems.empty()) {

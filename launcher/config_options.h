@@ -24,7 +24,8 @@ struct ConfigOptions {
 void add_config_key_options(CLI::App* cmd, const std::shared_ptr<ConfigOptions>& options);
 void reject_unknown_options(CLI::App* cmd);
 
-// Defaults < file < overrides, then validated; throws ConfigError listing every problem.
+// Defaults < file < SLURM_TRAIN_<SECTION>_<KEY> environment < command line, then validated;
+// throws ConfigError listing every problem.
 RunConfig load_run_config(const ConfigOptions& options);
 
 }  // namespace slurm_train

@@ -4,6 +4,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <functional>
@@ -216,6 +217,41 @@ std::string nearest_config_key(const std::string& unknown) {
     if (d < best_distance) best_distance = d, best = name;
   }
   return best;
+}
+
+std::string config_key_env_name(const std::string& key) {
+  std::string name = "SLURM_TRAIN_";
+  for (char c : key) name += c == '.' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return name;
+}
+
+void apply_config_environment(RunConfig& config, const std::vector<std::string>& environment) {
+  std::map<std::string, std::string> by_env_name;  // SLURM_TRAIN_TRAIN_LR -> train.lr
+  std::vector<std::string> prefixes;                // SLURM_TRAIN_TRAIN_, ...
+  for (const Key& k : keys()) {
+    const std::string name = k.name;
+    by_env_name[config_key_env_name(name)] = name;
+    const std::string prefix = config_key_env_name(name.substr(0, name.find('.'))) + "_";
+    if (std::find(prefixes.begin(), prefixes.end(), prefix) == prefixes.end()) prefixes.push_back(prefix);
+  }
+  for (const std::string& entry : environment) {
+    const auto eq = entry.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string name = entry.substr(0, eq), value = entry.substr(eq + 1);
+    const bool configuration = std::any_of(prefixes.begin(), prefixes.end(),
+                                           [&](const std::string& p) { return name.rfind(p, 0) == 0; });
+    if (!configuration) continue;
+    auto it = by_env_name.find(name);
+    if (it == by_env_name.end()) {
+      std::string key = name.substr(std::string("SLURM_TRAIN_").size());
+      std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) { return std::tolower(c); });
+      key[key.find('_')] = '.';
+      const std::string near = nearest_config_key(key);
+      throw ConfigError(fmt::format("environment variable {}: not a configuration key{}", name,
+                                    near.empty() ? "" : fmt::format(" (did you mean {}?)", config_key_env_name(near))));
+    }
+    apply_config_override(config, it->second, value, "environment " + name);
+  }
 }
 
 void apply_config_override(RunConfig& config, const std::string& key, const std::string& text,

@@ -1,6 +1,7 @@
 // The run configuration: sections [data], [model], [train] of a TOML file, each key also
-// settable on the command line as --section.key=value. Precedence: built-in default < file <
-// command line. Every key is declared once, in config.cc's table, with its type and help.
+// settable as SLURM_TRAIN_<SECTION>_<KEY> in the environment and on the command line as
+// --section.key=value. Precedence: built-in default < file < environment < command line. Every
+// key is declared once, in config.cc's table, with its type and help.
 #pragma once
 
 #include <cstdint>
@@ -73,6 +74,14 @@ std::string config_key_type(const std::string& key);
 // Applies a TOML file; throws ConfigError with file:line:column for syntax errors, unknown
 // sections or keys (with the nearest known key), and values of the wrong type.
 void apply_config_file(RunConfig& config, const std::string& path);
+
+// The environment variable of a key: "train.lr" -> SLURM_TRAIN_TRAIN_LR.
+std::string config_key_env_name(const std::string& key);
+
+// Applies SLURM_TRAIN_<SECTION>_<KEY> variables of `environment` ("NAME=value" entries). Other
+// SLURM_TRAIN_* names (the plugin's facts, SLURM_TRAIN_BIND, ...) are not configuration and are
+// left alone; an unknown name with a section's prefix is an error naming the nearest key.
+void apply_config_environment(RunConfig& config, const std::vector<std::string>& environment);
 
 // Applies "section.key" = text from the command line.
 void apply_config_override(RunConfig& config, const std::string& key, const std::string& text,

@@ -97,7 +97,8 @@ small_run() {
 }
 
 @test "--print-config shows every value and where it came from" {
-  run small_run --print-config --train.lr 0.005
+  SLURM_TRAIN_TRAIN_SEED=11 SLURM_TRAIN_TRAIN_LR=0.9 run small_run --print-config --train.lr 0.005
+  [[ $output == *"train.seed"*"= 11"*"# environment SLURM_TRAIN_TRAIN_SEED"* ]]
   [ "$status" -eq 0 ]
   [[ $output == *"train.lr"*"= 0.005"*"# command line"* ]]
   [[ $output == *"train.epochs"*"= 15"*"# $ROOT/examples/fashion-mnist.toml"* ]]
