@@ -10,12 +10,12 @@
 #include <iostream>
 #include <memory>
 
+#include "launcher/config_checks.h"
 #include "launcher/config_options.h"
 #include "launcher/doctor_checks.h"
 #include "launcher/mpi_session.h"
 #include "spank/jobenv/cpuset.h"
 #include "train/comm.h"
-#include "train/dataset.h"
 
 namespace slurm_train {
 
@@ -51,16 +51,6 @@ std::string allowed_cpus() {
   return format_cpulist(cpus);
 }
 
-Check check_dataset(const char* what, const DatasetSpec& spec) {
-  try {
-    const Dataset d = load_dataset(spec);
-    return {Verdict::kOk, what, fmt::format("{}: {} samples of {} features, {} classes", spec.path, d.count,
-                                            d.feature_size, d.num_classes)};
-  } catch (const std::exception& e) {
-    return {Verdict::kFail, what, e.what()};
-  }
-}
-
 // The checks of this rank, as lines.
 std::vector<Check> run_checks(const DoctorOptions& o, Comm& comm) {
   const Environment env = current_environment();
@@ -79,14 +69,7 @@ std::vector<Check> run_checks(const DoctorOptions& o, Comm& comm) {
   checks.push_back(check_nccl(env, hostname(), interfaces()));
   if (!o.config->file.empty() || !o.config->overrides.empty()) {
     try {
-      const RunConfig c = load_run_config(*o.config);
-      checks.push_back(check_dataset("train data", {c.data.train, c.data.features, c.data.labels, c.data.num_classes}));
-      checks.push_back(check_dataset("test data", {c.data.test, c.data.features, c.data.labels, c.data.num_classes}));
-      for (const std::string& out : {c.train.metrics, c.train.save, c.train.prometheus}) {
-        if (out.empty()) continue;
-        const std::string parent = std::filesystem::absolute(out).parent_path().string();
-        checks.push_back(check_folder("output", parent, env));
-      }
+      for (Check& c : check_configuration(load_run_config(*o.config), env)) checks.push_back(std::move(c));
     } catch (const std::exception& e) {
       checks.push_back({Verdict::kFail, "config", e.what()});
     }

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <memory>
 
+#include "launcher/config_checks.h"
 #include "launcher/config_options.h"
 #include "launcher/mpi_session.h"
 #include "train/comm.h"
@@ -20,6 +21,7 @@ namespace {
 struct RunOptions {
   std::shared_ptr<ConfigOptions> config = std::make_shared<ConfigOptions>();
   bool print_config = false;
+  bool dry_run = false;
 };
 
 std::string host() {
@@ -37,6 +39,12 @@ int run(const RunOptions& options) {
   if (options.print_config) {
     std::cout << describe_config(config);
     return 0;
+  }
+  if (options.dry_run) {
+    const auto checks = check_configuration(config, current_environment());
+    for (const auto& c : checks) std::cout << format_check(c) << "\n";
+    std::cout << (any_failed(checks) ? "dry run: problems found, nothing was trained\n" : "dry run: ready to train\n");
+    return any_failed(checks) ? 1 : 0;
   }
   MpiSession mpi(nullptr, nullptr);
   std::unique_ptr<Comm> comm = make_mpi_comm();
@@ -57,6 +65,8 @@ void add_run_command(CLI::App& app, int& exit_code) {
   auto options = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand("run", "train on every rank of the job (srun --mpi=pmix, mpirun, or alone)");
   cmd->add_flag("--print-config", options->print_config, "print every effective value and where it came from, then exit");
+  cmd->add_flag("--dry-run", options->dry_run,
+                "check the configuration and the files it names (datasets, output folders), then exit: 0 or 1");
   cmd->add_option("--config,-c", options->config->file, "TOML file with [data], [model] and [train] sections")
       ->check(CLI::ExistingFile);
   add_config_key_options(cmd, options->config);

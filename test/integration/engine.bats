@@ -178,3 +178,21 @@ print('ok')"
   echo "$output"
   [ "$output" = ok ]
 }
+
+@test "run --dry-run checks the configuration and its files without training" {
+  run small_run --dry-run --train.save "$BATS_TEST_TMPDIR/m.h5"
+  [ "$status" -eq 0 ]
+  [[ $output == *"OK    train data   $TEST_DATA/train.h5: 60000 samples of 784 features, 10 classes"* ]]
+  [[ $output == *"OK    output       '$BATS_TEST_TMPDIR' is writable"* ]]
+  [[ $output == *"dry run: ready to train"* ]]
+  [ ! -e "$BATS_TEST_TMPDIR/m.h5" ]
+  run small_run --dry-run --data.test /missing.h5 --train.global_batch 70000 --train.save /proc/m.h5
+  [ "$status" -eq 1 ]
+  [[ $output == *"FAIL  test data    cannot open HDF5 file '/missing.h5'"* ]]
+  [[ $output == *"FAIL  data         train.global_batch = 70000 is larger than the 60000 samples"* ]]
+  [[ $output == *"FAIL  output       '/proc' is not writable"* ]]
+  [[ $output == *"dry run: problems found, nothing was trained"* ]]
+  run small_run --dry-run --model.activation sigmoid
+  [ "$status" -ne 0 ]
+  [[ $output == *"model.activation = 'sigmoid': expected one of: relu, gelu"* ]]
+}
