@@ -6,8 +6,9 @@ the same AdamW (weight decay on weights only, warmup-cosine learning rate), clip
 norm, the same loss all-reduce for reporting, and the same in-memory data: each rank gathers its
 rows of the global batch from a normalised float copy of the data.
 
-Rendezvous: env:// (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), as bench/run.sh sets them.
-Prints one line from rank 0 in train_step's key=value form. Run with Debian's /usr/bin/python3.
+Rendezvous: env:// (MASTER_ADDR, MASTER_PORT; RANK and WORLD_SIZE, or Open MPI's own variables
+when started by mpirun, as bench/run.sh does). Prints one line from rank 0 in train_step's
+key=value form. Run with Debian's /usr/bin/python3.
 """
 import argparse
 import math
@@ -60,6 +61,9 @@ def main():
     p.add_argument("--repeats", type=int, default=5)
     args = p.parse_args()
 
+    for ours, ompi in (("RANK", "OMPI_COMM_WORLD_RANK"), ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE")):
+        if ours not in os.environ and ompi in os.environ:
+            os.environ[ours] = os.environ[ompi]
     torch.set_num_threads(args.threads)
     dist.init_process_group("gloo", init_method="env://")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -105,6 +109,7 @@ def main():
         step(s)
         s += 1
     best = float("inf")
+    cpu0 = time.process_time()
     for _ in range(args.repeats):
         dist.barrier()
         t0 = time.perf_counter()
@@ -115,7 +120,9 @@ def main():
     if rank == 0:
         params = sum(q.numel() for q in model.parameters())
         print(f"ranks={world} threads={args.threads} params={params} global_batch={args.global_batch} "
-              f"step_ms={1e3 * best:.3f} samples_per_s={args.global_batch / best:.1f}", flush=True)
+              f"step_ms={1e3 * best:.3f} samples_per_s={args.global_batch / best:.1f} "
+              f"rank0_cpu_ms_per_step={1e3 * (time.process_time() - cpu0) / (args.steps * args.repeats):.3f}",
+              flush=True)
     dist.destroy_process_group()
 
 

@@ -8,6 +8,10 @@
 // runs of --steps steps (after --warmup steps), as samples/s and as GEMM GFLOP/s, where the
 // GEMM work of a step is 2 * B * sum(in * out) for forward, the same for the weight gradients,
 // and the same less the first layer for the input gradients (the data needs no gradient).
+//
+// With --sgemm-n N, each timed run is followed by one OpenBLAS sgemm of two N x N matrices on
+// the same threads, and the line also gives the best sgemm GFLOP/s: the ceiling that the step's
+// rate is a fraction of, measured interleaved with it, so that both see the same machine load.
 #include <cblas.h>
 #include <mpi.h>
 
@@ -16,8 +20,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
+#include <memory>
 #include <random>
 #include <sstream>
+#include <vector>
 
 #include "kernels/kernels.h"
 #include "train/batches.h"
@@ -41,7 +48,30 @@ struct Options {
   int global_batch = 256, threads = 1, warmup = 10, steps = 20, repeats = 5;
   float dropout = 0.2f, label_smoothing = 0.1f, clip_norm = 5.0f;
   double bucket_mb = 4.0;
+  int sgemm_n = 0;
   bool phases = false;
+};
+
+// OpenBLAS sgemm on square n x n matrices: C = A B.
+class SquareSgemm {
+ public:
+  explicit SquareSgemm(int n) : n_(n), a_(std::size_t(n) * n), b_(a_.size()), c_(a_.size()) {
+    std::mt19937 rng(1234);
+    std::uniform_real_distribution<float> uniform(-1.f, 1.f);
+    for (auto* m : {&a_, &b_})
+      for (auto& x : *m) x = uniform(rng);
+  }
+  // GFLOP/s of one product.
+  double run() {
+    const auto t0 = Clock::now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_, n_, n_, 1.f, a_.data(), n_, b_.data(), n_, 0.f,
+                c_.data(), n_);
+    return 2.0 * n_ * n_ * static_cast<double>(n_) / seconds_since(t0) / 1e9;
+  }
+
+ private:
+  int n_;
+  std::vector<float> a_, b_, c_;
 };
 
 // Normalised features [count, inputs] and labels, the same on every rank.
@@ -85,6 +115,13 @@ double gemm_flops_per_step(const std::vector<LayerLayout>& layers, int global_ba
   for (std::size_t l = 0; l < layers.size(); ++l)
     flops += (l == 0 ? 4.0 : 6.0) * global_batch * layers[l].in * static_cast<double>(layers[l].out);
   return flops;
+}
+
+// CPU time of every thread of this process (OpenBLAS's included).
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
 struct PhaseTimes {
@@ -142,21 +179,31 @@ int run(const Options& o, Comm& comm) {
     lap(phases.optimizer);
   };
 
+  std::unique_ptr<SquareSgemm> sgemm;
+  if (o.sgemm_n > 0 && comm.rank() == 0) sgemm = std::make_unique<SquareSgemm>(o.sgemm_n);
+  double sgemm_best = 0;
   std::uint64_t s = 0;
   for (; s < static_cast<std::uint64_t>(o.warmup); ++s) step(s);
+  if (sgemm) sgemm->run();  // warm-up
   phases = {};
-  double best = 1e30;
+  double best = 1e30, cpu_seconds = 0;
   for (int r = 0; r < o.repeats; ++r) {
     comm.barrier();
+    const double cpu0 = process_cpu_seconds();
     const auto t0 = Clock::now();
     for (int i = 0; i < o.steps; ++i) step(s++);
     best = std::min(best, seconds_since(t0) / o.steps);
+    cpu_seconds += process_cpu_seconds() - cpu0;
+    if (sgemm) sgemm_best = std::max(sgemm_best, sgemm->run());
   }
+  const double cpu_per_step = cpu_seconds / (static_cast<double>(o.steps) * o.repeats);
   if (comm.rank() != 0) return 0;
   const double flops = gemm_flops_per_step(model.layers(), o.global_batch);
-  std::printf("ranks=%d threads=%d params=%zu global_batch=%d step_ms=%.3f samples_per_s=%.1f gemm_gflops=%.2f gemm_gflop_per_step=%.3f",
+  std::printf("ranks=%d threads=%d params=%zu global_batch=%d step_ms=%.3f samples_per_s=%.1f gemm_gflops=%.2f "
+              "gemm_gflop_per_step=%.3f rank0_cpu_ms_per_step=%.3f",
               comm.size(), o.threads, model.params().size(), o.global_batch, 1e3 * best, o.global_batch / best,
-              flops / best / 1e9, flops / 1e9);
+              flops / best / 1e9, flops / 1e9, 1e3 * cpu_per_step);
+  if (sgemm) std::printf(" sgemm_n=%d sgemm_gflops=%.2f", o.sgemm_n, sgemm_best);
   if (o.phases) {
     const double n = static_cast<double>(o.steps) * o.repeats / 1e3;
     std::printf(" forward_ms=%.3f backward_ms=%.3f comm_ms=%.3f optimizer_ms=%.3f", phases.forward / n,
@@ -183,6 +230,7 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", o.warmup, "untimed steps first");
   app.add_option("--steps", o.steps, "steps per timed run");
   app.add_option("--repeats", o.repeats, "timed runs; the best is reported");
+  app.add_option("--sgemm-n", o.sgemm_n, "after each timed run, time an n x n sgemm (rank 0); 0: none");
   app.add_flag("--phases", o.phases, "also print the mean time of each phase of the step");
   CLI11_PARSE(app, argc, argv);
 
