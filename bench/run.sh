@@ -57,11 +57,15 @@ free_port() {
 }
 # field KEY LINE: the value of KEY=value in LINE.
 field() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2"; }
-# best NAME VALUE: keep the largest value seen under NAME.
+# best NAME VALUE: keep the largest value seen under NAME, and note this round's value.
 declare -A BEST
-best() { BEST[$1]=$(awk -v a="${BEST[$1]:-0}" -v b="$2" 'BEGIN { print (b > a ? b : a) }'); }
+ROUND_NOTE=
+best() {
+  BEST[$1]=$(awk -v a="${BEST[$1]:-0}" -v b="$2" 'BEGIN { print (b > a ? b : a) }')
+  ROUND_NOTE+=" $1 $(printf %.0f "$2");"
+}
 
-reference=(--data "$data" --hidden 1024,512 --global-batch 256 --dropout 0.2 --warmup 10 --steps 20 --repeats 5)
+reference=(--data "$data" --hidden 1024,512 --global-batch 256 --dropout 0.2 --warmup 10 --steps 10 --repeats 10)
 wide=(--inputs 4096 --hidden 4096,4096,4096 --classes 10 --synthetic-samples 4096 --global-batch 2048 --dropout 0.2
       --warmup 1 --steps 1 --repeats 3 --sgemm-n 4096)
 
@@ -69,34 +73,35 @@ echo "== make bench on $(hostname): $(nproc) cores, $(grep -m1 'model name' /pro
 echo "   OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset for every command (were: $coretype_was, $l2_was);" \
      "$ROUNDS rounds, load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 for round in $(seq "$ROUNDS"); do
+  ROUND_NOTE=
   for setup in "1 2" "2 1"; do
     read -r ranks threads <<<"$setup"
     line=$(launch "$ranks" "$threads" "$BUILD/bench/train_step" --threads "$threads" "${reference[@]}")
-    best "engine $ranks" "$(field samples_per_s "$line")"
+    best "engine/${ranks}r" "$(field samples_per_s "$line")"
     line=$(launch "$ranks" "$threads" "$PYTHON" bench/torch_mlp.py --threads "$threads" "${reference[@]}")
-    best "torch $ranks" "$(field samples_per_s "$line")"
+    best "torch/${ranks}r" "$(field samples_per_s "$line")"
   done
   line=$(launch 1 2 "$BUILD/bench/train_step" --threads 2 "${wide[@]}")
-  best wide "$(field gemm_gflops "$line")"
-  best sgemm "$(field sgemm_gflops "$line")"
+  best wide-GF/s "$(field gemm_gflops "$line")"
+  best sgemm-GF/s "$(field sgemm_gflops "$line")"
   wide_step_gflop=$(field gemm_gflop_per_step "$line")
-  echo "   round $round of $ROUNDS done, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "   round $round:$ROUND_NOTE load average $(cut -d' ' -f1-3 /proc/loadavg)"
 done
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
 verdict() { awk -v v="$1" -v t="$2" 'BEGIN { print (v >= t ? "met" : "NOT MET") }'; }
-speedup2=$(awk -v a="${BEST[engine 2]}" -v b="${BEST[torch 2]}" 'BEGIN { print a / b }')
-fraction=$(awk -v a="${BEST[wide]}" -v b="${BEST[sgemm]}" 'BEGIN { print a / b }')
+speedup2=$(awk -v a="${BEST[engine/2r]}" -v b="${BEST[torch/2r]}" 'BEGIN { print a / b }')
+fraction=$(awk -v a="${BEST[wide-GF/s]}" -v b="${BEST[sgemm-GF/s]}" 'BEGIN { print a / b }')
 
 echo
 printf '%-52s %12s %12s %8s %8s  %s\n' "measurement" "engine" "peer" "ratio" "target" ""
 printf '%-52s %12.0f %12.0f %8s %8s  %s\n' "reference MLP, 1 rank x 2 threads, samples/s" \
-  "${BEST[engine 1]}" "${BEST[torch 1]}" "$(ratio "${BEST[engine 1]}" "${BEST[torch 1]}")" "-" "(peer: PyTorch DDP)"
+  "${BEST[engine/1r]}" "${BEST[torch/1r]}" "$(ratio "${BEST[engine/1r]}" "${BEST[torch/1r]}")" "-" "(peer: PyTorch DDP)"
 printf '%-52s %12.0f %12.0f %8s %8s  %s\n' "reference MLP, 2 ranks x 1 thread, samples/s" \
-  "${BEST[engine 2]}" "${BEST[torch 2]}" "$(ratio "${BEST[engine 2]}" "${BEST[torch 2]}")" ">= 2x" \
+  "${BEST[engine/2r]}" "${BEST[torch/2r]}" "$(ratio "${BEST[engine/2r]}" "${BEST[torch/2r]}")" ">= 2x" \
   "$(verdict "$speedup2" 2)"
 printf '%-52s %12.1f %12.1f %7.0f%% %8s  %s\n' "wide MLP 4096x3, batch 2048, 1 rank x 2 thr., GFLOP/s" \
-  "${BEST[wide]}" "${BEST[sgemm]}" "$(awk -v f="$fraction" 'BEGIN { print 100 * f }')" ">= 80%" \
+  "${BEST[wide-GF/s]}" "${BEST[sgemm-GF/s]}" "$(awk -v f="$fraction" 'BEGIN { print 100 * f }')" ">= 80%" \
   "$(verdict "$fraction" 0.8) (peer: sgemm n=4096)"
 echo
 echo "GFLOP/s of a step = its GEMM work / step time; GEMM work = 2 B sum(in*out) forward + the same for"

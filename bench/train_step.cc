@@ -9,9 +9,10 @@
 // GEMM work of a step is 2 * B * sum(in * out) for forward, the same for the weight gradients,
 // and the same less the first layer for the input gradients (the data needs no gradient).
 //
-// With --sgemm-n N, each timed run is followed by one OpenBLAS sgemm of two N x N matrices on
-// the same threads, and the line also gives the best sgemm GFLOP/s: the ceiling that the step's
-// rate is a fraction of, measured interleaved with it, so that both see the same machine load.
+// With --sgemm-n N, each timed run is followed by OpenBLAS sgemm products of two N x N matrices
+// on the same threads, as many as make up the run's GEMM work (at least one), and the line also
+// gives their best GFLOP/s: the ceiling that the step's rate is a fraction of, timed over the
+// same work and alternating with the steps, so that both see the same machine load.
 #include <cblas.h>
 #include <mpi.h>
 
@@ -19,6 +20,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <memory>
@@ -61,12 +63,15 @@ class SquareSgemm {
     for (auto* m : {&a_, &b_})
       for (auto& x : *m) x = uniform(rng);
   }
-  // GFLOP/s of one product.
-  double run() {
+  // GFLOP/s of as many products as make up `flops` (at least one).
+  double run(double flops) {
+    const double per_product = 2.0 * n_ * n_ * static_cast<double>(n_);
+    const int products = std::max(1, static_cast<int>(std::lround(flops / per_product)));
     const auto t0 = Clock::now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_, n_, n_, 1.f, a_.data(), n_, b_.data(), n_, 0.f,
-                c_.data(), n_);
-    return 2.0 * n_ * n_ * static_cast<double>(n_) / seconds_since(t0) / 1e9;
+    for (int i = 0; i < products; ++i)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_, n_, n_, 1.f, a_.data(), n_, b_.data(), n_, 0.f,
+                  c_.data(), n_);
+    return products * per_product / seconds_since(t0) / 1e9;
   }
 
  private:
@@ -184,7 +189,8 @@ int run(const Options& o, Comm& comm) {
   double sgemm_best = 0;
   std::uint64_t s = 0;
   for (; s < static_cast<std::uint64_t>(o.warmup); ++s) step(s);
-  if (sgemm) sgemm->run();  // warm-up
+  const double flops = gemm_flops_per_step(model.layers(), o.global_batch);
+  if (sgemm) sgemm->run(0);  // warm-up
   phases = {};
   double best = 1e30, cpu_seconds = 0;
   for (int r = 0; r < o.repeats; ++r) {
@@ -194,11 +200,10 @@ int run(const Options& o, Comm& comm) {
     for (int i = 0; i < o.steps; ++i) step(s++);
     best = std::min(best, seconds_since(t0) / o.steps);
     cpu_seconds += process_cpu_seconds() - cpu0;
-    if (sgemm) sgemm_best = std::max(sgemm_best, sgemm->run());
+    if (sgemm) sgemm_best = std::max(sgemm_best, sgemm->run(flops * o.steps));
   }
   const double cpu_per_step = cpu_seconds / (static_cast<double>(o.steps) * o.repeats);
   if (comm.rank() != 0) return 0;
-  const double flops = gemm_flops_per_step(model.layers(), o.global_batch);
   std::printf("ranks=%d threads=%d params=%zu global_batch=%d step_ms=%.3f samples_per_s=%.1f gemm_gflops=%.2f "
               "gemm_gflop_per_step=%.3f rank0_cpu_ms_per_step=%.3f",
               comm.size(), o.threads, model.params().size(), o.global_batch, 1e3 * best, o.global_batch / best,
