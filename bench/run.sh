@@ -31,6 +31,7 @@ cd "$ROOT"
 
 die() { echo "bench: $*" >&2; exit 1; }
 [[ -x $BUILD/bench/train_step ]] || die "build $BUILD/bench first (make bench)"
+"$ROOT/scripts/install-deps.sh" python3-torch python3-h5py python3-numpy  # the peer's, when missing
 "$PYTHON" -c "import torch, h5py" 2>/dev/null || die "$PYTHON cannot import torch and h5py (apt-get install python3-torch python3-h5py)"
 
 coretype_was=${OPENBLAS_CORETYPE-unset} l2_was=${OPENBLAS_L2_SIZE-unset}
