@@ -66,8 +66,8 @@ best() {
   ROUND_NOTE+=" $1 $(printf %.0f "$2");"
 }
 
-reference=(--data "$data" --hidden 1024,512 --global-batch 256 --dropout 0.2 --warmup 10 --steps 10 --repeats 10)
-wide=(--inputs 4096 --hidden 4096,4096,4096 --classes 10 --synthetic-samples 4096 --global-batch 2048 --dropout 0.2
+reference=(--data "$data" --hidden "1024,512" --global-batch 256 --dropout 0.2 --warmup 10 --steps 10 --repeats 10)
+wide=(--inputs 4096 --hidden "4096,4096,4096" --classes 10 --synthetic-samples 4096 --global-batch 2048 --dropout 0.2
       --warmup 1 --steps 1 --repeats 3 --sgemm-n 4096)
 
 echo "== make bench on $(hostname): $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
