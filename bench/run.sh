@@ -10,7 +10,7 @@
 #      1 rank x 2 threads: the engine step's GEMM GFLOP/s against OpenBLAS sgemm (n = 4096,
 #      2 threads), timed by the same program, alternating with the steps.
 # The machine is shared and its timings noisy: every program reports the best of several timed
-# runs, and the whole set is repeated BENCH_ROUNDS times (default 3), engine and peers
+# runs, and the whole set is repeated BENCH_ROUNDS times (default 4), engine and peers
 # interleaved within each round; the table shows the best of all rounds for each entry.
 #
 # The same conditions for engine and peers: every program is started by the same mpirun with
@@ -25,7 +25,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${BUILD:-build}
 [[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
-ROUNDS=${BENCH_ROUNDS:-3}
+ROUNDS=${BENCH_ROUNDS:-4}
 PYTHON=/usr/bin/python3  # Debian's, which sees python3-torch
 cd "$ROOT"
 
@@ -66,9 +66,9 @@ best() {
   ROUND_NOTE+=" $1 $(printf %.0f "$2");"
 }
 
-reference=(--data "$data" --hidden "1024,512" --global-batch 256 --dropout 0.2 --warmup 10 --steps 10 --repeats 10)
+reference=(--data "$data" --hidden "1024,512" --global-batch 256 --dropout 0.2 --warmup 10 --steps 10 --repeats 15)
 wide=(--inputs 4096 --hidden "4096,4096,4096" --classes 10 --synthetic-samples 4096 --global-batch 2048 --dropout 0.2
-      --warmup 1 --steps 1 --repeats 3 --sgemm-n 4096)
+      --warmup 1 --steps 1 --repeats 2 --sgemm-n 4096)
 
 echo "== make bench on $(hostname): $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "   OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset for every command (were: $coretype_was, $l2_was);" \
