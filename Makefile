@@ -6,6 +6,7 @@
 #   make bench                install what is missing, build, run the benchmarks (one table)
 #   make install PREFIX=/opt/slurm-train/$(VERSION) [DESTDIR=...]
 #   make clean
+#   make fuzz [FUZZ_SECONDS=300]  run the libFuzzer target of the plugin's parsers (clang)
 #   SANITIZE=1                AddressSanitizer + UndefinedBehaviorSanitizer, in build/sanitize
 SHELL := /bin/bash
 .DEFAULT_GOAL := all
@@ -148,13 +149,25 @@ $(LAUNCHER): $(BUILD)/obj/launcher/main.o $(LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(ALL_LDFLAGS) $^ -o $@ $(LIBS)
 
-# The plugin exports only the SPANK symbols (version script) and links no MPI or HDF5.
-$(BUILD)/lib/spank_train.so: $(call obj,$(PLUGIN_SRC) $(JOBENV_SRC)) spank/spank_train.map
+# The plugin exports only the SPANK symbols (version script) and links no MPI or HDF5. It is
+# never sanitized, not even under SANITIZE=1: slurmstepd cannot load an ASan-instrumented
+# library. Its logic is covered sanitized by the unit tests and the fuzzer instead.
+PLUGIN_CXXFLAGS = $(CXXFLAGS_BASE) -O2 -D_FORTIFY_SOURCE=2 -fstack-protector-strong $(CXXFLAGS)
+PLUGIN_OBJ := $(patsubst %.cc,$(BUILD)/plugin-obj/%.o,$(PLUGIN_SRC) $(JOBENV_SRC))
+
+$(BUILD)/plugin-obj/%.o: %.cc Makefile | check-deps
 	@mkdir -p $(@D)
-	$(CXX) -shared $(ALL_LDFLAGS) -Wl,--version-script=spank/spank_train.map \
+	$(CXX) $(PLUGIN_CXXFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/lib/spank_train.so: $(PLUGIN_OBJ) spank/spank_train.map
+	@mkdir -p $(@D)
+	$(CXX) -shared -pthread -Wl,-z,relro,-z,now $(LDFLAGS) -Wl,--version-script=spank/spank_train.map \
 	  $(filter %.o,$^) -o $@
 
-$(BUILD)/test/unit-tests: $(call obj,$(UNIT_SRC)) $(LIB)
+# The plugin's pure files (all of spank/ but the Slurm dispatch) are unit-tested too.
+PLUGIN_PURE_SRC := $(filter-out spank/plugin.cc,$(PLUGIN_SRC))
+
+$(BUILD)/test/unit-tests: $(call obj,$(UNIT_SRC) $(PLUGIN_PURE_SRC)) $(LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(ALL_LDFLAGS) $^ -o $@ $(LIBS)
 
@@ -165,6 +178,25 @@ $(BUILD)/test/%: $(BUILD)/obj/test/integration/%.o $(LIB)
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(ALL_LDFLAGS) $^ -o $@ $(LIBS)
+
+# ---- fuzzing: every parser of outside input under libFuzzer + ASan + UBSan (clang) ------------
+# `make fuzz` runs for FUZZ_SECONDS (300 by default); make test runs a few seconds of it.
+FUZZ_CXX ?= $(firstword $(shell command -v clang++-14 clang++ 2>/dev/null))
+FUZZ_SECONDS ?= 300
+FUZZ_SRC := test/fuzz/parsers_fuzz.cc $(JOBENV_SRC) $(PLUGIN_PURE_SRC)
+FUZZER := $(BUILD)/fuzz/parsers_fuzz
+
+$(FUZZER): $(FUZZ_SRC) $(wildcard spank/*.h spank/jobenv/*.h) Makefile
+	@[ -n "$(FUZZ_CXX)" ] || { echo "error: missing clang: apt-get install clang-14 libclang-rt-14-dev" >&2; exit 1; }
+	@mkdir -p $(@D)
+	$(FUZZ_CXX) -std=c++20 -g -O1 -I. $(WARN) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	  $(FUZZ_SRC) -o $@
+
+.PHONY: fuzz
+fuzz: $(FUZZER)
+	@mkdir -p $(BUILD)/fuzz/corpus
+	$(FUZZER) -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+	  -print_final_stats=1 -artifact_prefix=$(BUILD)/fuzz/ $(BUILD)/fuzz/corpus test/fuzz/seeds
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/doc/slurm-train
@@ -179,4 +211,4 @@ clean:
 	  scripts/cluster.sh stop --dir "$$(dirname "$$(dirname "$$run")")" || exit 1; done
 	rm -rf build
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/plugin-obj -name '*.d' 2>/dev/null)

@@ -11,7 +11,6 @@ int main(int argc, char** argv) {
   CLI::App app{"slurm-train: data-parallel training on Slurm clusters", "slurm-train"};
   app.set_version_flag("--version", slurm_train::build_info());
   app.footer("See README.md (or $SLURM_TRAIN_HOME/share/doc/slurm-train) for the full guide.");
-  app.require_subcommand(1);
   int exit_code = 0;
   slurm_train::add_run_command(app, exit_code);
   slurm_train::add_data_command(app);
@@ -29,6 +28,10 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::cerr << "slurm-train: error: " << e.what() << "\n";
     return 1;
+  }
+  if (app.get_subcommands().empty()) {
+    std::cerr << app.help() << "slurm-train: a subcommand is required (run, data)\n";
+    return 2;
   }
   return exit_code;
 }

@@ -76,6 +76,8 @@ void add_run_command(CLI::App& app, int& exit_code) {
     cmd->add_option_function<std::string>(
            "--" + key, [options, key](const std::string& value) { options->overrides.emplace_back(key, value); },
            config_key_help(key))
+        ->type_name(config_key_type(key))
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)  // the last one given wins
         ->group("Configuration keys (override the file)");
   }
   // Unknown --section.key options are reported with the nearest known key.

@@ -26,6 +26,9 @@ Options (start):
   --gpus G         fake GPUs per node through gres.conf (default 0)
   --cpus C         CPUs each node declares (default 4; Slurm is told to trust the config)
   --port P         slurmctld port; slurmd uses P+1 (default 6917)
+  --plugin PATH    the spank_train.so to register in plugstack.conf (default
+                   \$SLURM_TRAIN_CLUSTER_PLUGIN, else build/lib/spank_train.so when it
+                   exists; "none": no plugin)
   --plugstack-args "ARGS"
                    arguments for spank_train.so in plugstack.conf (default none)
 Options (all commands):
@@ -42,7 +45,7 @@ cmd=${1:-}
 shift
 case "$cmd" in -h|--help|help) usage; exit 0 ;; esac
 
-nodes=1 gpus=0 cpus=4 port=6917 plugstack_args=""
+nodes=1 gpus=0 cpus=4 port=6917 plugstack_args="" plugin=${SLURM_TRAIN_CLUSTER_PLUGIN:-$ROOT/build/lib/spank_train.so}
 dir=${SLURM_TRAIN_CLUSTER_DIR:-$ROOT/build/cluster}
 is_count() { [[ $1 =~ ^[0-9]+$ ]] && [ "$1" -ge "$2" ] && [ "$1" -le "$3" ]; }
 while [ $# -gt 0 ]; do
@@ -56,6 +59,10 @@ while [ $# -gt 0 ]; do
     --port) is_count "$val" 1024 65000 || die "--port '$val': expected a port from 1024 to 65000"; port=$val ;;
     --dir) [ -n "$val" ] || die "--dir: expected a folder"; dir=$val ;;
     --plugstack-args) [[ $val != *$'\n'* ]] || die "--plugstack-args: must be one line"; plugstack_args=$val ;;
+    --plugin)
+      [ "$val" = none ] || [ -f "$val" ] || die "--plugin '$val': expected the path of spank_train.so or 'none'"
+      [[ $val != *[[:space:]]* ]] || die "--plugin '$val': plugstack.conf paths cannot hold blanks"
+      plugin=$val ;;
     *) die "unknown option '$opt' (see --help)" ;;
   esac
   shift 2
@@ -127,6 +134,11 @@ wait_for() { # wait_for SECONDS DESCRIPTION COMMAND...
 
 show_log_tail() { [ -f "$1" ] && { echo "--- last lines of $1:" >&2; tail -n 15 "$1" >&2; }; return 0; }
 
+shape() {
+  printf 'nodes=%s\ngpus=%s\ncpus=%s\nport=%s\nplugstack_args=%q\nplugin=%q\n' \
+    "$nodes" "$gpus" "$cpus" "$port" "$plugstack_args" "$plugin"
+}
+
 # ---- configuration --------------------------------------------------------------------------
 write_config() {
   local ctl_addr i host nodelist
@@ -163,6 +175,9 @@ SelectTypeParameters=CR_Core
 SchedulerType=sched/backfill
 SlurmdParameters=config_overrides
 ReturnToService=2
+# Job ids of their own per port: two clusters running side by side on this machine never reuse
+# each other's ids, which Open MPI and PMIx build shared-memory and socket names from.
+FirstJobId=$(( (port % 1000) * 10000 + 1 ))
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 JobAcctGatherType=jobacct_gather/none
@@ -199,11 +214,19 @@ EOF
   echo "PMIxCliTmpDirBase=$dir/pmix" >"$dir/etc/mpi.conf"
 
   : >"$dir/etc/plugstack.conf"
-  if [ -f "$ROOT/build/lib/spank_train.so" ]; then
-    echo "required $ROOT/build/lib/spank_train.so${plugstack_args:+ $plugstack_args}" >"$dir/etc/plugstack.conf"
+  if [ "$plugin" != none ] && [ -f "$plugin" ]; then
+    echo "required $(cd "$(dirname "$plugin")" && pwd)/$(basename "$plugin")${plugstack_args:+ $plugstack_args}" \
+      >"$dir/etc/plugstack.conf"
   fi
-  printf 'nodes=%s\ngpus=%s\ncpus=%s\nport=%s\nplugstack_args=%q\n' \
-    "$nodes" "$gpus" "$cpus" "$port" "$plugstack_args" >"$run/shape"
+  # Every node resolves every node's name, as on a site cluster (frameworks connect to
+  # MASTER_ADDR=node1); each slurmd's private mount namespace sees this file as /etc/hosts.
+  cat /etc/hosts >"$dir/etc/hosts"
+  if [ "$nodes" -eq 1 ]; then
+    echo "127.0.0.1 $(node_name 1)" >>"$dir/etc/hosts"
+  else
+    for ((i = 1; i <= nodes; i++)); do echo "$(node_addr "$i") $(node_name "$i")" >>"$dir/etc/hosts"; done
+  fi
+  shape >"$run/shape"
 }
 
 # ---- daemons --------------------------------------------------------------------------------
@@ -251,15 +274,18 @@ setup_network() {
   done
 }
 
-# Single node: slurmd in this namespace. Several: each in its own network, UTS and mount
-# namespaces (nsenter, not `ip netns exec`, which remounts /sys and slurmd dies on that).
+# Single node: slurmd in this network namespace, in a private mount namespace for /etc/hosts.
+# Several: each in its own network, UTS and mount namespaces (nsenter, not `ip netns exec`,
+# which remounts /sys and slurmd dies on that), with its own /dev/shm as a real host has.
 start_slurmd() {
   local i name
   if [ "$nodes" -eq 1 ]; then
     port_busy $((port + 1)) && die "port $((port + 1)) (slurmd) is already in use: pick another with --port"
     name=$(node_name 1)
     mkdir -p "$dir/pmix/$name"
-    slurmd -D -N "$name" -f "$conf" >>"$log/slurmd-$name.out" 2>&1 &
+    unshare --mount --propagation private \
+      /bin/sh -c 'mount --bind "$1" /etc/hosts && exec slurmd -D -N "$2" -f "$3"' \
+      sh "$dir/etc/hosts" "$name" "$conf" >>"$log/slurmd-$name.out" 2>&1 &
     echo $! >"$run/slurmd-$name.pid"
     return
   fi
@@ -267,8 +293,9 @@ start_slurmd() {
     name=$(node_name "$i")
     mkdir -p "$dir/pmix-nodes/$name"
     nsenter --net="/run/netns/$(netns_of "$i")" unshare --uts --mount --propagation private \
-      /bin/sh -c 'hostname "$1" && mount --bind "$2" "$3" && exec slurmd -D -N "$1" -f "$4"' \
-      sh "$name" "$dir/pmix-nodes/$name" "$dir/pmix" "$conf" >>"$log/slurmd-$name.out" 2>&1 &
+      /bin/sh -c 'hostname "$1" && mount --bind "$2" "$3" && mount --bind "$5" /etc/hosts &&
+        mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec slurmd -D -N "$1" -f "$4"' \
+      sh "$name" "$dir/pmix-nodes/$name" "$dir/pmix" "$conf" "$dir/etc/hosts" >>"$log/slurmd-$name.out" 2>&1 &
     echo $! >"$run/slurmd-$name.pid"
   done
 }
@@ -284,13 +311,10 @@ is_running() { alive "$run/slurmctld.pid"; }
 
 cmd_start() {
   [ "$(id -u)" -eq 0 ] || die "start needs root (slurmd runs as root; namespaces need CAP_SYS_ADMIN)"
-  require_commands slurmctld slurmd slurmstepd munged srun sinfo scontrol ss
-  [ "$nodes" -eq 1 ] || require_commands ip nsenter unshare
+  require_commands slurmctld slurmd slurmstepd munged srun sinfo scontrol ss unshare
+  [ "$nodes" -eq 1 ] || require_commands ip nsenter
   if is_running; then
-    local want
-    want=$(printf 'nodes=%s\ngpus=%s\ncpus=%s\nport=%s\nplugstack_args=%q\n' \
-      "$nodes" "$gpus" "$cpus" "$port" "$plugstack_args")
-    [ "$want" = "$(cat "$run/shape" 2>/dev/null)" ] ||
+    [ "$(shape)" = "$(cat "$run/shape" 2>/dev/null)" ] ||
       die "a cluster with another shape already runs in $dir: stop it first"
     note "already running in $dir"
     return 0

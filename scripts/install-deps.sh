@@ -18,6 +18,8 @@ readonly PROJECT_PACKAGES=(
   libcli11-dev libtomlplusplus-dev libfmt-dev nlohmann-json3-dev libhwloc-dev
   doctest-dev bats iproute2 util-linux                     # tests, multi-node cluster
   dataset-fashion-mnist                                    # the real training data
+  python3-torch python3-h5py python3-numpy                 # PyTorch tests and peer, h5py checks
+  clang-14 libclang-rt-14-dev                              # make fuzz (libFuzzer, sanitizers)
 )
 
 if [ $# -gt 0 ]; then wanted=("$@"); else wanted=("${PROJECT_PACKAGES[@]}"); fi

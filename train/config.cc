@@ -52,6 +52,7 @@ const std::vector<Key>& keys() {
       {"train.label_smoothing", "label smoothing of the cross-entropy, in [0, 1)", [](RunConfig& c) -> ValueRef { return &c.train.label_smoothing; }},
       {"train.bucket_mb", "gradient all-reduce bucket size (MiB)", [](RunConfig& c) -> ValueRef { return &c.train.bucket_mb; }},
       {"train.metrics", "JSON-lines file of per-step metrics; empty: none", [](RunConfig& c) -> ValueRef { return &c.train.metrics; }},
+      {"train.save", "HDF5 file for the final model (/model/<layer>.weight|bias); empty: none", [](RunConfig& c) -> ValueRef { return &c.train.save; }},
       {"train.threads", "BLAS threads per rank; 0: this rank's share of its CPUs", [](RunConfig& c) -> ValueRef { return &c.train.threads; }},
       {"train.kernels", "cpu (OpenBLAS) or reference (plain loops, slow)", [](RunConfig& c) -> ValueRef { return &c.train.kernels; }},
       {"train.eval_batch", "rows per evaluation batch", [](RunConfig& c) -> ValueRef { return &c.train.eval_batch; }},
@@ -186,6 +187,22 @@ std::string config_key_help(const std::string& key) {
   return k ? k->help : "";
 }
 
+std::string config_key_type(const std::string& key) {
+  const Key* k = find_key(key);
+  if (!k) return "";
+  RunConfig scratch;
+  return std::visit(
+      [](auto* p) -> std::string {
+        using T = std::remove_pointer_t<decltype(p)>;
+        if constexpr (std::is_same_v<T, std::string>) return "TEXT";
+        else if constexpr (std::is_same_v<T, bool>) return "BOOL";
+        else if constexpr (std::is_same_v<T, std::vector<int>>) return "[INT,...]";
+        else if constexpr (std::is_floating_point_v<T>) return "NUMBER";
+        else return "INT";
+      },
+      k->ref(scratch));
+}
+
 std::string nearest_config_key(const std::string& unknown) {
   std::string best;
   std::size_t best_distance = 4;  // farther than this is no suggestion
@@ -216,20 +233,20 @@ void apply_config_file(RunConfig& config, const std::string& path) {
     const auto& where = e.source().begin;
     throw ConfigError(fmt::format("{}:{}:{}: {}", path, where.line, where.column, e.description()));
   }
-  auto at = [&](const toml::node& n) {
-    return fmt::format("{}:{}:{}", path, n.source().begin.line, n.source().begin.column);
+  auto at = [&](const toml::source_region& where) {
+    return fmt::format("{}:{}:{}", path, where.begin.line, where.begin.column);
   };
   for (const auto& [section, value] : root) {
     const std::string section_name(section.str());
     if (!value.is_table()) {
-      throw ConfigError(fmt::format("{}: '{}' must be a section ([data], [model] or [train]); {}", at(value),
+      throw ConfigError(fmt::format("{}: '{}' must be a section ([data], [model] or [train]); {}", at(section.source()),
                                     section_name, unknown_key_message(section_name)));
     }
     for (const auto& [name, node] : *value.as_table()) {
       const std::string key = section_name + "." + std::string(name.str());
       const Key* k = find_key(key);
-      if (!k) throw ConfigError(fmt::format("{}: {}", at(node), unknown_key_message(key)));
-      assign_toml(key, k->ref(config), node, at(node));
+      if (!k) throw ConfigError(fmt::format("{}: {}", at(name.source()), unknown_key_message(key)));
+      assign_toml(key, k->ref(config), node, at(node.source()));
       config.origin[key] = path;
     }
   }

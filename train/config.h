@@ -48,6 +48,7 @@ struct TrainConfig {
   double label_smoothing = 0.0;
   double bucket_mb = 4.0;
   std::string metrics;              // JSON-lines file of per-step metrics (rank 0); empty: none
+  std::string save;                 // HDF5 file for the final model (rank 0); empty: none
   int threads = 0;                  // BLAS threads per rank; 0: this rank's share of its CPUs
   std::string kernels = "cpu";      // cpu | reference
   std::int64_t eval_batch = 1000;
@@ -64,6 +65,8 @@ struct RunConfig {
 // Every key's "section.key" name, in declaration order.
 std::vector<std::string> config_keys();
 std::string config_key_help(const std::string& key);
+// The key's type as --help shows it: TEXT, INT, NUMBER, BOOL or [INT,...].
+std::string config_key_type(const std::string& key);
 
 // Applies a TOML file; throws ConfigError with file:line:column for syntax errors, unknown
 // sections or keys (with the nearest known key), and values of the wrong type.

@@ -69,14 +69,19 @@ ImportedFile import_idx_pair(const std::string& images_path, const std::string& 
 }
 
 std::vector<ImportedFile> import_fashion_mnist(const std::string& from_dir, const std::string& out_dir) {
+  if (!fs::is_directory(from_dir))
+    throw IdxError(fmt::format("'{}' is not a folder (install the Debian package dataset-fashion-mnist, or give "
+                               "--from DIR)", from_dir));
+  const std::string train_images = find_idx(from_dir, "train-images-idx3-ubyte");
+  const std::string train_labels = find_idx(from_dir, "train-labels-idx1-ubyte");
+  const std::string test_images = find_idx(from_dir, "t10k-images-idx3-ubyte");
+  const std::string test_labels = find_idx(from_dir, "t10k-labels-idx1-ubyte");
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) throw IdxError(fmt::format("cannot create the output folder '{}': {}", out_dir, ec.message()));
   return {
-      import_idx_pair(find_idx(from_dir, "train-images-idx3-ubyte"), find_idx(from_dir, "train-labels-idx1-ubyte"),
-                      (fs::path(out_dir) / "train.h5").string(), kFashionMnistClasses),
-      import_idx_pair(find_idx(from_dir, "t10k-images-idx3-ubyte"), find_idx(from_dir, "t10k-labels-idx1-ubyte"),
-                      (fs::path(out_dir) / "test.h5").string(), kFashionMnistClasses),
+      import_idx_pair(train_images, train_labels, (fs::path(out_dir) / "train.h5").string(), kFashionMnistClasses),
+      import_idx_pair(test_images, test_labels, (fs::path(out_dir) / "test.h5").string(), kFashionMnistClasses),
   };
 }
 

@@ -107,6 +107,14 @@ void write_uint8(hid_t file, const std::string& name, const std::vector<hsize_t>
   H5_CHECK(H5Dwrite(dataset, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), context + ":" + name);
 }
 
+void write_float32(hid_t parent, const std::string& name, const std::vector<hsize_t>& shape, const float* data,
+                   const std::string& context) {
+  Handle space(H5_CHECK(H5Screate_simple(static_cast<int>(shape.size()), shape.data(), nullptr), context));
+  Handle dataset(H5_CHECK(H5Dcreate2(parent, name.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT,
+                                     H5P_DEFAULT), context + ":" + name));
+  H5_CHECK(H5Dwrite(dataset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), context + ":" + name);
+}
+
 void write_string_attribute(hid_t object, const std::string& name, const std::string& value,
                             const std::string& context) {
   Handle type(H5_CHECK(H5Tcopy(H5T_C_S1), context));

@@ -56,6 +56,10 @@ std::vector<hsize_t> dataset_shape(hid_t dataset, const std::string& context);
 void write_uint8(hid_t file, const std::string& name, const std::vector<hsize_t>& shape,
                  const std::uint8_t* data, const std::string& context);
 
+// Writes a contiguous float32 dataset.
+void write_float32(hid_t parent, const std::string& name, const std::vector<hsize_t>& shape, const float* data,
+                   const std::string& context);
+
 void write_string_attribute(hid_t object, const std::string& name, const std::string& value,
                             const std::string& context);
 void write_string_list_attribute(hid_t object, const std::string& name,

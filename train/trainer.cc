@@ -13,6 +13,7 @@
 #include "train/dataset.h"
 #include "train/gradient_buckets.h"
 #include "train/metrics.h"
+#include "train/model_file.h"
 #include "train/mlp.h"
 #include "train/optimizer.h"
 #include "train/prefetcher.h"
@@ -174,6 +175,10 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out) {
     epoch_loss = epoch_seconds = 0;
   }
   result.parameters = model.params();
+  if (rank0 && !tc.save.empty()) {
+    save_model(tc.save, model.layers(), model.params(), config_as_toml(config));
+    out << fmt::format("saved the model to {}\n", tc.save) << std::flush;
+  }
   result.seconds = seconds_since(started);
   if (rank0 && !result.epochs.empty())
     out << fmt::format("final: test_acc {:.2f}%  test_loss {:.4f}  after {} steps in {:.1f} s\n",

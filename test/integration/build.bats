@@ -44,8 +44,11 @@ load helpers
   [[ ${lines[0]} == "slurm-train $(cat "$ROOT/VERSION")" ]]
 }
 
-@test "slurm-train refuses an unknown argument" {
+@test "slurm-train refuses an unknown argument, and asks for a subcommand" {
   run "$BUILD/bin/slurm-train" --no-such-option
-  [ "$status" -ne 0 ]
+  [ "$status" -eq 2 ]
   [[ $output == *"--no-such-option"* ]]
+  run "$BUILD/bin/slurm-train"
+  [ "$status" -eq 2 ]
+  [[ $output == *"a subcommand is required (run, data)"* ]]
 }

@@ -69,7 +69,8 @@ teardown_file() {
 }
 
 @test "--gpus-per-task=1 gives each of four tasks its own device" {
-  run srun -n4 --gpus-per-task=1 bash -c 'echo "$SLURM_PROCID $CUDA_VISIBLE_DEVICES"'
+  # stdout only: spank_train.so, when loaded, warns on stderr that Slurm bound GPUs per task.
+  run --separate-stderr srun -n4 --gpus-per-task=1 bash -c 'echo "$SLURM_PROCID $CUDA_VISIBLE_DEVICES"'
   [ "$status" -eq 0 ]
   [ "$(sort <<<"$output")" = "$(printf '0 0\n1 1\n2 2\n3 3')" ]
 }
@@ -107,6 +108,8 @@ teardown_file() {
   srun -n2 sleep 300 3>&- &
   srun_pid=$!
   wait_for_running_step
+  # slurmctld lists the step before slurmd has started its slurmstepd: on a busy machine, wait.
+  for _ in $(seq 50); do cluster_processes "$TEST_CLUSTER_DIR" | grep -qw slurmstepd && break; sleep 0.2; done
   [ -n "$(cluster_processes "$TEST_CLUSTER_DIR" | grep -w slurmstepd)" ]
   "$CLUSTER_SH" stop --dir "$TEST_CLUSTER_DIR"
   run "$CLUSTER_SH" status --dir "$TEST_CLUSTER_DIR"

@@ -1,4 +1,5 @@
 # Shared by the integration tests: paths, and a private cluster per test file.
+bats_require_minimum_version 1.5.0  # run --separate-stderr
 ROOT=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
 BUILD=${BUILD:-$ROOT/build}
 [[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
@@ -10,6 +11,10 @@ export OMPI_MCA_btl_vader_single_copy_mechanism=none
 # start_test_cluster [cluster.sh start options]: one cluster per test file, under the build tree.
 start_test_cluster() {
   export TEST_CLUSTER_DIR=$BUILD/test/clusters/$(basename "$BATS_TEST_FILENAME" .bats)
+  # The plugin of this build (never sanitized, see the Makefile), or none when it is not built;
+  # exported, so that the tests' own cluster.sh calls name the same one.
+  export SLURM_TRAIN_CLUSTER_PLUGIN=$BUILD/lib/spank_train.so
+  [ -f "$SLURM_TRAIN_CLUSTER_PLUGIN" ] || SLURM_TRAIN_CLUSTER_PLUGIN=none
   "$CLUSTER_SH" start --dir "$TEST_CLUSTER_DIR" --port "$TEST_CLUSTER_PORT" "$@"
   eval "$("$CLUSTER_SH" env --dir "$TEST_CLUSTER_DIR")"
 }
@@ -58,3 +63,13 @@ cluster_processes() {
     fi
   done
 }
+
+# Fashion-MNIST in HDF5 under the build tree, imported once and shared by the test files.
+ensure_fashion_mnist() {
+  export TEST_DATA=$BUILD/test/data/fashion-mnist
+  [ -f "$TEST_DATA/train.h5" ] && [ -f "$TEST_DATA/test.h5" ] && return 0
+  "$BUILD/bin/slurm-train" data import fashion-mnist --out "$TEST_DATA" >/dev/null
+}
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+PY=/usr/bin/python3

@@ -1,0 +1,158 @@
+#!/usr/bin/env bats
+# The CPU engine without Slurm: data import, the HDF5 reader's errors, configuration errors,
+# and data-parallel training as one process and under mpirun (rank equivalence, determinism).
+
+load helpers
+
+setup_file() {
+  ensure_fashion_mnist
+}
+
+# A small, quick variant of the reference configuration.
+small_run() {
+  "$BUILD/bin/slurm-train" run --config "$ROOT/examples/fashion-mnist.toml" \
+    --data.train "$TEST_DATA/train.h5" --data.test "$TEST_DATA/test.h5" \
+    --model.hidden "[64, 32]" --train.metrics "" --train.eval_batch 2000 "$@"
+}
+
+@test "data import fashion-mnist writes train.h5 and test.h5 with shapes and class names" {
+  run "$BUILD/bin/slurm-train" data import fashion-mnist --out "$BATS_TEST_TMPDIR/fm"
+  [ "$status" -eq 0 ]
+  [[ $output == *"train.h5 (60000 samples)"* ]]
+  [[ $output == *"test.h5 (10000 samples)"* ]]
+  run h5ls "$BATS_TEST_TMPDIR/fm/train.h5"
+  [[ $output == *"images"*"Dataset {60000, 28, 28}"* ]]
+  [[ $output == *"labels"*"Dataset {60000}"* ]]
+  run h5dump -a /class_names "$BATS_TEST_TMPDIR/fm/test.h5"
+  [[ $output == *'"T-shirt/top"'* && $output == *'"Ankle boot"'* ]]
+  run h5dump -p -H -d /images "$BATS_TEST_TMPDIR/fm/test.h5"
+  [[ $output == *"CHUNKED"* ]]
+}
+
+@test "data import idx converts any IDX pair, plain or gzip" {
+  src=/usr/share/datasets/fashion-mnist
+  gunzip -c "$src/t10k-labels-idx1-ubyte.gz" >"$BATS_TEST_TMPDIR/labels.idx"
+  run "$BUILD/bin/slurm-train" data import idx "$src/t10k-images-idx3-ubyte.gz" "$BATS_TEST_TMPDIR/labels.idx" \
+    --out "$BATS_TEST_TMPDIR/t.h5"
+  [ "$status" -eq 0 ]
+  run $PY -c "import h5py; f = h5py.File('$BATS_TEST_TMPDIR/t.h5'); print(f['images'].shape, f['images'].dtype, f['labels'][:5].tolist())"
+  [ "$output" = "(10000, 28, 28) uint8 [9, 2, 1, 1, 6]" ]
+}
+
+@test "a corrupt or mismatched IDX file is refused with the file named, and nothing is written" {
+  src=/usr/share/datasets/fashion-mnist
+  gunzip -c "$src/t10k-images-idx3-ubyte.gz" | head -c 5000 >"$BATS_TEST_TMPDIR/short.idx"
+  run "$BUILD/bin/slurm-train" data import idx "$BATS_TEST_TMPDIR/short.idx" "$src/t10k-labels-idx1-ubyte.gz" --out "$BATS_TEST_TMPDIR/x.h5"
+  [ "$status" -eq 1 ]
+  [[ $output == *"IDX file '$BATS_TEST_TMPDIR/short.idx'"*"promises 7840000"*"truncated or corrupt"* ]]
+  [ ! -e "$BATS_TEST_TMPDIR/x.h5" ]
+  run "$BUILD/bin/slurm-train" data import idx "$src/t10k-images-idx3-ubyte.gz" "$src/train-labels-idx1-ubyte.gz" --out "$BATS_TEST_TMPDIR/x.h5"
+  [ "$status" -eq 1 ]
+  [[ $output == *"has 10000 images but"*"train-labels-idx1-ubyte.gz' has 60000 labels"* ]]
+  head -c 3000 "$src/t10k-labels-idx1-ubyte.gz" >"$BATS_TEST_TMPDIR/cut.gz"
+  run "$BUILD/bin/slurm-train" data import idx "$src/t10k-images-idx3-ubyte.gz" "$BATS_TEST_TMPDIR/cut.gz" --out "$BATS_TEST_TMPDIR/x.h5"
+  [ "$status" -eq 1 ]
+  [[ $output == *"cut.gz"* ]]
+  run "$BUILD/bin/slurm-train" data import fashion-mnist --from "$BATS_TEST_TMPDIR/nowhere" --out "$BATS_TEST_TMPDIR/fm"
+  [ "$status" -eq 1 ]
+  [[ $output == *"'$BATS_TEST_TMPDIR/nowhere' is not a folder (install the Debian package dataset-fashion-mnist"* ]]
+  mkdir "$BATS_TEST_TMPDIR/half"
+  cp "$src"/train-* "$BATS_TEST_TMPDIR/half/"
+  run "$BUILD/bin/slurm-train" data import fashion-mnist --from "$BATS_TEST_TMPDIR/half" --out "$BATS_TEST_TMPDIR/fm"
+  [ "$status" -eq 1 ]
+  [[ $output == *"no 't10k-images-idx3-ubyte' or 't10k-images-idx3-ubyte.gz' in '$BATS_TEST_TMPDIR/half'"* ]]
+}
+
+@test "a missing dataset, a missing file or a label outside the classes names the file and dataset" {
+  run small_run --train.steps 1 --data.features /pixels
+  [ "$status" -eq 1 ]
+  [[ $output == *"HDF5 file '$TEST_DATA/train.h5' has no dataset '/pixels'"* ]]
+  run small_run --train.steps 1 --data.train "$BATS_TEST_TMPDIR/none.h5"
+  [ "$status" -eq 1 ]
+  [[ $output == *"cannot open HDF5 file '$BATS_TEST_TMPDIR/none.h5'"* ]]
+  run small_run --train.steps 1 --data.num_classes 5
+  [ "$status" -eq 1 ]
+  [[ $output == *"$TEST_DATA/train.h5:/labels: label "*" is outside [0, 5) (data.num_classes)"* ]]
+}
+
+@test "configuration errors: unknown keys suggest the nearest, bad values say what is expected" {
+  printf '[train]\nepochs = 2\nlearning_rate = 0.1\n' >"$BATS_TEST_TMPDIR/bad.toml"
+  run "$BUILD/bin/slurm-train" run --config "$BATS_TEST_TMPDIR/bad.toml"
+  [ "$status" -ne 0 ]
+  [[ $output == *"bad.toml:3:1: unknown key 'train.learning_rate'"* ]]
+  run small_run --train.stpes 5
+  [ "$status" -eq 2 ]
+  [[ $output == *"unknown option '--train.stpes' (did you mean '--train.steps'?)"* ]]
+  run small_run --model.activation tanh --train.lr -1
+  [ "$status" -ne 0 ]
+  [[ $output == *"model.activation = 'tanh': expected one of: relu, gelu"* ]]
+  [[ $output == *"train.lr = -1: expected a positive number"* ]]
+  printf '[train]\nepochs = "many"\n' >"$BATS_TEST_TMPDIR/type.toml"
+  run "$BUILD/bin/slurm-train" run --config "$BATS_TEST_TMPDIR/type.toml"
+  [[ $output == *"type.toml:2:10: train.epochs: expected a whole number"* ]]
+  printf '[train\n' >"$BATS_TEST_TMPDIR/syntax.toml"
+  run "$BUILD/bin/slurm-train" run --config "$BATS_TEST_TMPDIR/syntax.toml"
+  [ "$status" -ne 0 ]
+  [[ $output == *"syntax.toml:1:"* ]]
+}
+
+@test "--print-config shows every value and where it came from" {
+  run small_run --print-config --train.lr 0.005
+  [ "$status" -eq 0 ]
+  [[ $output == *"train.lr"*"= 0.005"*"# command line"* ]]
+  [[ $output == *"train.epochs"*"= 15"*"# $ROOT/examples/fashion-mnist.toml"* ]]
+  [[ $output == *"train.eval_batch"*"# command line"* ]]
+  [[ $output == *"train.bucket_mb"*"# default"* ]]
+}
+
+@test "one process trains, evaluates, writes per-step metrics and the final model" {
+  run small_run --train.steps 30 --train.metrics "$BATS_TEST_TMPDIR/m.jsonl" --train.save "$BATS_TEST_TMPDIR/model.h5"
+  [ "$status" -eq 0 ]
+  [[ $output == *"on 1 rank(s), 30 steps"* ]]
+  [[ $output =~ epoch\ +1\ +step\ +30\ +train_loss\ [0-9.]+\ +test_loss\ [0-9.]+\ +test_acc\ [0-9.]+%\ +samples/s\ [0-9]+ ]]
+  [ "$(wc -l <"$BATS_TEST_TMPDIR/m.jsonl")" -eq 30 ]
+  run $PY -c "
+import json
+rows = [json.loads(l) for l in open('$BATS_TEST_TMPDIR/m.jsonl')]
+assert [r['step'] for r in rows] == list(range(30))
+assert all(set(r['time_s']) == {'data', 'forward', 'backward', 'comm_wait', 'optimizer'} for r in rows)
+assert rows[-1]['loss'] < rows[0]['loss'], (rows[0]['loss'], rows[-1]['loss'])
+print('ok')"
+  [ "$output" = ok ]
+  run h5ls -r "$BATS_TEST_TMPDIR/model.h5"
+  [[ $output == *"/model/layer1.weight"*"Dataset {64, 784}"* ]]
+  [[ $output == *"/model/layer3.bias"*"Dataset {10}"* ]]
+}
+
+@test "the same seed and world size give bit-identical parameters" {
+  small_run --train.steps 20 --train.save "$BATS_TEST_TMPDIR/a.h5" >/dev/null
+  small_run --train.steps 20 --train.save "$BATS_TEST_TMPDIR/b.h5" >/dev/null
+  run h5diff "$BATS_TEST_TMPDIR/a.h5" "$BATS_TEST_TMPDIR/b.h5" /model /model
+  [ "$status" -eq 0 ]
+  small_run --train.steps 20 --train.seed 7 --train.save "$BATS_TEST_TMPDIR/c.h5" >/dev/null
+  run h5diff -q "$BATS_TEST_TMPDIR/a.h5" "$BATS_TEST_TMPDIR/c.h5" /model /model
+  [ "$status" -eq 1 ]
+}
+
+@test "mpirun on 2 and 4 ranks matches 1 rank after 50 steps (1e-5), with a batch 4 ranks do not divide" {
+  # Global batch 250: on 4 ranks the split is exact (63, 63, 62, 62 rows).
+  small_run --train.steps 50 --train.global_batch 250 --train.save "$BATS_TEST_TMPDIR/one.h5" >/dev/null
+  for n in 2 4; do
+    run mpirun -n "$n" --oversubscribe --bind-to none "$BUILD/bin/slurm-train" run --config "$ROOT/examples/fashion-mnist.toml" \
+      --data.train "$TEST_DATA/train.h5" --data.test "$TEST_DATA/test.h5" --model.hidden "[64, 32]" \
+      --train.metrics "" --train.eval_batch 2000 --train.steps 50 --train.global_batch 250 \
+      --train.save "$BATS_TEST_TMPDIR/n$n.h5"
+    [ "$status" -eq 0 ]
+    [[ $output == *"on $n rank(s)"* ]]
+    run $PY "$ROOT/test/integration/compare_models.py" "$BATS_TEST_TMPDIR/n$n.h5" "$BATS_TEST_TMPDIR/one.h5" 1e-5
+    echo "$n ranks: $output"
+    [ "$status" -eq 0 ]
+  done
+}
+
+@test "a global batch smaller than the world size is refused, naming both" {
+  run mpirun -n 4 --oversubscribe "$BUILD/bin/slurm-train" run --data.train "$TEST_DATA/train.h5" \
+    --data.test "$TEST_DATA/test.h5" --model.hidden "[8]" --train.global_batch 3 --train.steps 1
+  [ "$status" -ne 0 ]
+  [[ $output == *"train.global_batch = 3 is smaller than the 4 ranks"* ]]
+}
