@@ -10,7 +10,7 @@
 #      1 rank x 2 threads: the engine step's GEMM GFLOP/s against OpenBLAS sgemm (n = 4096,
 #      2 threads), timed by the same program, alternating with the steps.
 # The machine is shared and its timings noisy: every program reports the best of several timed
-# runs, and the whole set is repeated BENCH_ROUNDS times (default 4), engine and peers
+# runs, and the whole set is repeated BENCH_ROUNDS times (default 3), engine and peers
 # interleaved within each round; the table shows the best of all rounds for each entry.
 #
 # The same conditions for engine and peers: every program is started by the same mpirun with
@@ -25,7 +25,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${BUILD:-build}
 [[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
-ROUNDS=${BENCH_ROUNDS:-4}
+ROUNDS=${BENCH_ROUNDS:-3}
 PYTHON=/usr/bin/python3  # Debian's, which sees python3-torch
 cd "$ROOT"
 
