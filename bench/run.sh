@@ -1,9 +1,110 @@
 #!/usr/bin/env bash
-# run.sh (make bench): runs the benchmark programs in build/bench and prints their table.
-# OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are left as the machine sets them (see README).
+# run.sh (make bench): measures, in one run, the CPU engine's training step against its peers
+# and prints one table.
+#   1. The reference model (examples/fashion-mnist.toml: MLP 784-1024-512-10, ReLU, dropout 0.2,
+#      AdamW with weight decay on weights, warmup-cosine lr, label smoothing 0.1, clipping at 5,
+#      global batch 256), Fashion-MNIST held in memory: samples/s of the engine
+#      (build/bench/train_step) and of PyTorch DistributedDataParallel over gloo
+#      (bench/torch_mlp.py), on 1 rank x 2 threads and on 2 ranks x 1 thread.
+#   2. A wide MLP (4096-4096-4096-4096-10, batch 2048, the same recipe, synthetic data) on
+#      1 rank x 2 threads: the engine step's GEMM GFLOP/s against OpenBLAS sgemm (n = 4096,
+#      2 threads), timed by the same program, alternating with the steps.
+# The machine is shared and its timings noisy: every program reports the best of several timed
+# runs, and the whole set is repeated BENCH_ROUNDS times (default 3), engine and peers
+# interleaved within each round; the table shows the best of all rounds for each entry.
+#
+# The same conditions for engine and peers: every program is started by the same mpirun with
+# --bind-to none and OPENBLAS_NUM_THREADS set to its threads per rank; OPENBLAS_CORETYPE and
+# OPENBLAS_L2_SIZE are unset for every command here (the peers' included), so that OpenBLAS
+# picks its kernels for this CPU (../shared/PLATFORM.md). Neither side spins while it waits for
+# the other ranks, which on a shared 2-core machine takes the cores from the ranks that still
+# compute: PyTorch gets OMP_WAIT_POLICY=PASSIVE (without it, libgomp's spinning threads fight
+# OpenBLAS's and PyTorch on 1 rank x 2 threads runs several times slower; gloo itself blocks in
+# the kernel), the engine Open MPI's mpi_yield_when_idle=1 (its waits call sched_yield).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${BUILD:-build}
 [[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
+ROUNDS=${BENCH_ROUNDS:-3}
+PYTHON=/usr/bin/python3  # Debian's, which sees python3-torch
+cd "$ROOT"
+
+die() { echo "bench: $*" >&2; exit 1; }
+[[ -x $BUILD/bench/train_step ]] || die "build $BUILD/bench first (make bench)"
+"$ROOT/scripts/install-deps.sh" python3-torch python3-h5py python3-numpy  # the peer's, when missing
+"$PYTHON" -c "import torch, h5py" 2>/dev/null || die "$PYTHON cannot import torch and h5py (apt-get install python3-torch python3-h5py)"
+
+coretype_was=${OPENBLAS_CORETYPE-unset} l2_was=${OPENBLAS_L2_SIZE-unset}
+unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
+
+data=data/fashion-mnist/train.h5
+if [[ ! -f $data ]]; then
+  data=$BUILD/bench/fashion-mnist/train.h5
+  [[ -f $data ]] || "$BUILD/bin/slurm-train" data import fashion-mnist --out "$(dirname "$data")" >/dev/null
+fi
+
+# launch RANKS THREADS PROGRAM ARGS...: one program on RANKS ranks, each with THREADS threads.
+launch() {
+  local ranks=$1 threads=$2
+  shift 2
+  mpirun -n "$ranks" --bind-to none --oversubscribe --mca mpi_yield_when_idle 1 -x OPENBLAS_NUM_THREADS="$threads" \
+    -x OMP_NUM_THREADS="$threads" -x OMP_WAIT_POLICY=PASSIVE -x MASTER_ADDR=127.0.0.1 \
+    -x MASTER_PORT="$(free_port)" "$@"
+}
+free_port() {
+  "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+# field KEY LINE: the value of KEY=value in LINE.
+field() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2"; }
+# best NAME VALUE: keep the largest value seen under NAME, and note this round's value.
+declare -A BEST
+ROUND_NOTE=
+best() {
+  BEST[$1]=$(awk -v a="${BEST[$1]:-0}" -v b="$2" 'BEGIN { print (b > a ? b : a) }')
+  ROUND_NOTE+=" $1 $(printf %.0f "$2");"
+}
+
+reference=(--data "$data" --hidden "1024,512" --global-batch 256 --dropout 0.2 --warmup 10 --steps 10 --repeats 15)
+wide=(--inputs 4096 --hidden "4096,4096,4096" --classes 10 --synthetic-samples 4096 --global-batch 2048 --dropout 0.2
+      --warmup 1 --steps 1 --repeats 2 --sgemm-n 4096)
+
 echo "== make bench on $(hostname): $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-"$BUILD/bench/sgemm_ceiling"
+echo "   OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset for every command (were: $coretype_was, $l2_was);" \
+     "$ROUNDS rounds, load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+for round in $(seq "$ROUNDS"); do
+  ROUND_NOTE=
+  for setup in "1 2" "2 1"; do
+    read -r ranks threads <<<"$setup"
+    line=$(launch "$ranks" "$threads" "$BUILD/bench/train_step" --threads "$threads" "${reference[@]}")
+    best "engine/${ranks}r" "$(field samples_per_s "$line")"
+    line=$(launch "$ranks" "$threads" "$PYTHON" bench/torch_mlp.py --threads "$threads" "${reference[@]}")
+    best "torch/${ranks}r" "$(field samples_per_s "$line")"
+  done
+  line=$(launch 1 2 "$BUILD/bench/train_step" --threads 2 "${wide[@]}")
+  best wide-GF/s "$(field gemm_gflops "$line")"
+  best sgemm-GF/s "$(field sgemm_gflops "$line")"
+  wide_step_gflop=$(field gemm_gflop_per_step "$line")
+  echo "   round $round:$ROUND_NOTE load average $(cut -d' ' -f1-3 /proc/loadavg)"
+done
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
+verdict() { awk -v v="$1" -v t="$2" 'BEGIN { print (v >= t ? "met" : "NOT MET") }'; }
+speedup2=$(awk -v a="${BEST[engine/2r]}" -v b="${BEST[torch/2r]}" 'BEGIN { print a / b }')
+fraction=$(awk -v a="${BEST[wide-GF/s]}" -v b="${BEST[sgemm-GF/s]}" 'BEGIN { print a / b }')
+
+echo
+printf '%-52s %12s %12s %8s %8s  %s\n' "measurement" "engine" "peer" "ratio" "target" ""
+printf '%-52s %12.0f %12.0f %8s %8s  %s\n' "reference MLP, 1 rank x 2 threads, samples/s" \
+  "${BEST[engine/1r]}" "${BEST[torch/1r]}" "$(ratio "${BEST[engine/1r]}" "${BEST[torch/1r]}")" "-" "(peer: PyTorch DDP)"
+printf '%-52s %12.0f %12.0f %8s %8s  %s\n' "reference MLP, 2 ranks x 1 thread, samples/s" \
+  "${BEST[engine/2r]}" "${BEST[torch/2r]}" "$(ratio "${BEST[engine/2r]}" "${BEST[torch/2r]}")" ">= 2x" \
+  "$(verdict "$speedup2" 2)"
+printf '%-52s %12.1f %12.1f %7.0f%% %8s  %s\n' "wide MLP 4096x3, batch 2048, 1 rank x 2 thr., GFLOP/s" \
+  "${BEST[wide-GF/s]}" "${BEST[sgemm-GF/s]}" "$(awk -v f="$fraction" 'BEGIN { print 100 * f }')" ">= 80%" \
+  "$(verdict "$fraction" 0.8) (peer: sgemm n=4096)"
+echo
+echo "GFLOP/s of a step = its GEMM work / step time; GEMM work = 2 B sum(in*out) forward + the same for"
+echo "the weight gradients + the same less the first layer for the input gradients = $wide_step_gflop GFLOP"
+echo "(B = 2048). Each entry: the best of $ROUNDS rounds, each the best of several timed runs (bench/run.sh)."

@@ -58,16 +58,35 @@ ST_HD std::uint64_t mix64(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// 24 random bits for unit (row, col).
+ST_HD std::uint64_t counter_bits24(std::uint64_t seed, std::uint64_t row, std::uint64_t col) {
+  return mix64(seed ^ mix64(row * 0x100000001b3ull + col)) >> 40;
+}
+
 // Uniform in [0, 1) from 24 random bits: exact in float.
 ST_HD float uniform_from_counter(std::uint64_t seed, std::uint64_t row, std::uint64_t col) {
-  const std::uint64_t h = mix64(seed ^ mix64(row * 0x100000001b3ull + col));
-  return static_cast<float>(h >> 40) * (1.0f / 16777216.0f);
+  return static_cast<float>(counter_bits24(seed, row, col)) * (1.0f / 16777216.0f);
 }
 
 // Dropout keeps a unit when its uniform draw is >= p, and scales kept units by 1/(1-p).
 ST_HD bool dropout_keeps(std::uint64_t seed, std::uint64_t row, std::uint64_t col, float p) {
   return uniform_from_counter(seed, row, col) >= p;
 }
+
+// The same test in integers, for vector loops: bits * 2^-24 >= p exactly when bits >= p * 2^24
+// (scaling by a power of two is exact), that is when bits >= ceil(p * 2^24).
+ST_HD std::uint64_t dropout_threshold(float p) {
+  return static_cast<std::uint64_t>(std::ceil(p * 16777216.0f));
+}
+
+// Dropout of one layer's output in a training step: unit (r, c) of a kernel's rows belongs to
+// global row first_row + r of the batch, and is kept when dropout_keeps(seed, first_row + r, c,
+// p). The mask depends only on (seed, global row, column): forward and backward, and any split
+// of a batch over ranks, see the same one. p in [0, 1); 0 disables dropout.
+struct DropoutParams {
+  float p = 0.0f;
+  std::uint64_t seed = 0, first_row = 0;
+};
 
 struct AdamWParams {
   float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;

@@ -29,21 +29,15 @@ class Kernels {
   virtual void gemm(bool trans_a, bool trans_b, int m, int n, int k, T alpha, const T* a, int lda,
                     const T* b, int ldb, T beta, T* c, int ldc) = 0;
 
-  // z[rows,cols] += bias[cols] (broadcast over rows), then out = act(z). z keeps the
-  // pre-activation for the backward pass; out may equal z only for kIdentity.
+  // z[rows,cols] += bias[cols] (broadcast over rows), then out = dropout(act(z)). z keeps the
+  // pre-activation for the backward pass; out may equal z only for kIdentity without dropout.
   virtual void bias_activation_forward(Activation act, int rows, int cols, const T* bias, T* z,
-                                       T* out) = 0;
+                                       T* out, const DropoutParams& dropout) = 0;
 
-  // dz = dout * act'(z) and dbias[cols] = sum over rows of dz (overwritten, not accumulated).
-  // dz may equal dout.
+  // dz = dropout(dout) * act'(z), with the forward pass's mask and scale, and dbias[cols] = sum
+  // over rows of dz (overwritten, not accumulated). dz may equal dout.
   virtual void activation_backward(Activation act, int rows, int cols, const T* z, const T* dout,
-                                   T* dz, T* dbias) = 0;
-
-  // In place on x[rows,cols]: zero the units dropout drops, scale the rest by 1/(1-p). The mask
-  // of row r, column c depends only on (seed, first_row + r, c), so forward and backward (and
-  // any split of a batch over ranks) see the same mask. p in [0, 1).
-  virtual void dropout(int rows, int cols, std::uint64_t seed, std::uint64_t first_row, float p,
-                       T* x) = 0;
+                                   T* dz, T* dbias, const DropoutParams& dropout) = 0;
 
   // Softmax cross-entropy over logits[rows,classes] with integer labels, fused with its
   // gradient: dlogits = (softmax - target) * grad_scale, where target puts 1 - smoothing on the

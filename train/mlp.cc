@@ -56,8 +56,10 @@ void Mlp<T>::initialize(std::uint64_t seed) {
 }
 
 template <typename T>
-std::uint64_t Mlp<T>::layer_seed(std::size_t layer) const {
-  return kernels::mix64(dropout_seed_ + 0x9e37 * (layer + 1));
+kernels::DropoutParams Mlp<T>::dropout_of(std::size_t layer) const {
+  const bool last = layer + 1 == layers_.size();
+  if (last || !dropout_active_) return {};
+  return {shape_.dropout, kernels::mix64(dropout_seed_ + 0x9e37 * (layer + 1)), first_row_};
 }
 
 template <typename T>
@@ -76,11 +78,10 @@ const T* Mlp<T>::forward(const T* x, int rows, bool training, std::uint64_t drop
     if (!last && a_[l].size() < size) a_[l].resize(size);
     T* z = z_[l].data();
     T* a = last ? z : a_[l].data();
-    // z = input W^T, then bias and activation in one pass.
+    // z = input W^T, then bias, activation and dropout in one pass.
     k_.gemm(false, true, rows, L.out, L.in, T(1), input, L.in, &params_[L.weight], L.in, T(0), z, L.out);
     k_.bias_activation_forward(last ? Activation::kIdentity : shape_.activation, rows, L.out,
-                               &params_[L.bias], z, a);
-    if (!last && dropout_active_) k_.dropout(rows, L.out, layer_seed(l), first_row_, shape_.dropout, a);
+                               &params_[L.bias], z, a, dropout_of(l));
     input = a;
   }
   return z_.back().data();
@@ -99,14 +100,8 @@ void Mlp<T>::backward(const T* x, const T* dlogits, const std::function<void(std
     const LayerLayout& L = layers_[l];
     const bool last = l + 1 == layers_.size();
     T* grad_z = grad_z_.data();
-    if (!last && dropout_active_) {
-      // The same mask and scale as forward: d(mask * a / keep)/da = mask / keep.
-      std::copy(grad_out, grad_out + static_cast<std::size_t>(rows) * L.out, grad_z);
-      k_.dropout(rows, L.out, layer_seed(l), first_row_, shape_.dropout, grad_z);
-      grad_out = grad_z;
-    }
     k_.activation_backward(last ? Activation::kIdentity : shape_.activation, rows, L.out, z_[l].data(),
-                           grad_out, grad_z, &grads_[L.bias]);
+                           grad_out, grad_z, &grads_[L.bias], dropout_of(l));
     const T* input = l == 0 ? x : a_[l - 1].data();
     // dW = dz^T input; d(input) = dz W.
     k_.gemm(true, false, L.out, L.in, rows, T(1), grad_z, L.out, input, L.in, T(0), &grads_[L.weight], L.in);

@@ -59,7 +59,8 @@ class Mlp {
   void backward(const T* x, const T* dlogits, const std::function<void(std::size_t)>& layer_done = {});
 
  private:
-  std::uint64_t layer_seed(std::size_t layer) const;
+  // The dropout after layer `layer` in the current step (none after the last layer).
+  kernels::DropoutParams dropout_of(std::size_t layer) const;
 
   MlpShape shape_;
   kernels::Kernels<T>& k_;

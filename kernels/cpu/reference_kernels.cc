@@ -1,6 +1,7 @@
 // The reference kernels: one loop per step of each definition, no fusion, no tricks.
 #include "kernels/cpu/reference_kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -11,6 +12,19 @@ namespace {
 
 // Offset of (row, col) in a row-major matrix, in size_t so that large matrices cannot overflow.
 std::size_t at(int row, int col, int ld) { return std::size_t(row) * ld + col; }
+
+// Dropout in place on x[rows,cols]: zero the units dropout drops, scale the rest by 1/(1-p).
+template <typename T>
+void apply_dropout(int rows, int cols, const DropoutParams& d, T* x) {
+  if (d.p == 0.0f) return;
+  const T keep_scale = T(1) / (T(1) - T(d.p));
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < cols; ++c) {
+      T& unit = x[at(r, c, cols)];
+      unit = dropout_keeps(d.seed, d.first_row + r, c, d.p) ? unit * keep_scale : T(0);
+    }
+  }
+}
 
 }  // namespace
 
@@ -32,33 +46,27 @@ void ReferenceKernels<T>::gemm(bool trans_a, bool trans_b, int m, int n, int k, 
 
 template <typename T>
 void ReferenceKernels<T>::bias_activation_forward(Activation act, int rows, int cols,
-                                                  const T* bias, T* z, T* out) {
+                                                  const T* bias, T* z, T* out,
+                                                  const DropoutParams& dropout) {
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < cols; ++c) z[at(r, c, cols)] += bias[c];
   for (std::size_t i = 0; i < std::size_t(rows) * cols; ++i) out[i] = activate(act, z[i]);
+  apply_dropout(rows, cols, dropout, out);
 }
 
 template <typename T>
 void ReferenceKernels<T>::activation_backward(Activation act, int rows, int cols, const T* z,
-                                              const T* dout, T* dz, T* dbias) {
+                                              const T* dout, T* dz, T* dbias,
+                                              const DropoutParams& dropout) {
+  if (dz != dout) std::copy(dout, dout + std::size_t(rows) * cols, dz);
+  // The same mask and scale as forward: d(mask * a / keep)/da = mask / keep.
+  apply_dropout(rows, cols, dropout, dz);
   for (std::size_t i = 0; i < std::size_t(rows) * cols; ++i)
-    dz[i] = dout[i] * activation_derivative(act, z[i]);
+    dz[i] *= activation_derivative(act, z[i]);
   for (int c = 0; c < cols; ++c) {
     T sum = 0;
     for (int r = 0; r < rows; ++r) sum += dz[at(r, c, cols)];
     dbias[c] = sum;
-  }
-}
-
-template <typename T>
-void ReferenceKernels<T>::dropout(int rows, int cols, std::uint64_t seed, std::uint64_t first_row,
-                                  float p, T* x) {
-  const T keep_scale = T(1) / (T(1) - T(p));
-  for (int r = 0; r < rows; ++r) {
-    for (int c = 0; c < cols; ++c) {
-      T& unit = x[at(r, c, cols)];
-      unit = dropout_keeps(seed, first_row + r, c, p) ? unit * keep_scale : T(0);
-    }
   }
 }
 

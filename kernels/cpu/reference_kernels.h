@@ -13,12 +13,10 @@ class ReferenceKernels final : public Kernels<T> {
   const char* name() const override { return "reference"; }
   void gemm(bool trans_a, bool trans_b, int m, int n, int k, T alpha, const T* a, int lda,
             const T* b, int ldb, T beta, T* c, int ldc) override;
-  void bias_activation_forward(Activation act, int rows, int cols, const T* bias, T* z,
-                               T* out) override;
+  void bias_activation_forward(Activation act, int rows, int cols, const T* bias, T* z, T* out,
+                               const DropoutParams& dropout) override;
   void activation_backward(Activation act, int rows, int cols, const T* z, const T* dout, T* dz,
-                           T* dbias) override;
-  void dropout(int rows, int cols, std::uint64_t seed, std::uint64_t first_row, float p,
-               T* x) override;
+                           T* dbias, const DropoutParams& dropout) override;
   LossResult softmax_cross_entropy(int rows, int classes, const T* logits,
                                    const std::int32_t* labels, float label_smoothing,
                                    T grad_scale, T* dlogits) override;

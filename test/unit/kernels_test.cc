@@ -217,11 +217,14 @@ TEST_CASE("kernels: reference activations at known points") {
                             Expected{Activation::kGelu, {gelu1 - 1, gelu1, gelu1, gelu1 - 1}}}) {
     CAPTURE(activation_name(e.act));
     std::vector<double> z(z_in, z_in + 4), out(4);
-    ref->bias_activation_forward(e.act, 2, 2, bias, z.data(), out.data());
+    ref->bias_activation_forward(e.act, 2, 2, bias, z.data(), out.data(), {});
     CHECK(z == std::vector<double>{-1, 1, 1, -1});
     CHECK_ALL_CLOSE(out, e.out, 1e-14, 1e-15);
   }
 }
+
+// No dropout, and dropout with p = 0.3 (kept units scaled by 1 / 0.7, not exact in float).
+const DropoutParams kDropouts[] = {{}, {0.3f, 0x5eed, 1000}};
 
 TEST_CASE_FIXTURE(FloatKernels,
                   "kernels: bias_activation_forward cpu matches the reference, every activation") {
@@ -230,19 +233,23 @@ TEST_CASE_FIXTURE(FloatKernels,
   };
   for (Activation act : kActivations) {
     for (Shape s : {Shape{1, 1}, Shape{7, 13}, Shape{64, 129}}) {
-      CAPTURE(activation_name(act));
-      CAPTURE(s.rows);
-      CAPTURE(s.cols);
-      const std::size_t n = std::size_t(s.rows) * s.cols;
-      const auto bias = uniform_vector<float>(s.cols, 31);
-      auto z_ref = uniform_vector<float>(n, 32, -3, 3), z_cpu = z_ref;
-      std::vector<float> out_ref(n), out_cpu(n);
-      ref->bias_activation_forward(act, s.rows, s.cols, bias.data(), z_ref.data(),
-                                   out_ref.data());
-      cpu->bias_activation_forward(act, s.rows, s.cols, bias.data(), z_cpu.data(),
-                                   out_cpu.data());
-      CHECK(z_cpu == z_ref);  // one float addition each: exact
-      CHECK_ALL_CLOSE(out_cpu, out_ref, 1e-6, 1e-7);
+      for (const DropoutParams& dropout : kDropouts) {
+        CAPTURE(activation_name(act));
+        CAPTURE(s.rows);
+        CAPTURE(s.cols);
+        CAPTURE(dropout.p);
+        const std::size_t n = std::size_t(s.rows) * s.cols;
+        const auto bias = uniform_vector<float>(s.cols, 31);
+        auto z_ref = uniform_vector<float>(n, 32, -3, 3), z_cpu = z_ref;
+        std::vector<float> out_ref(n), out_cpu(n);
+        ref->bias_activation_forward(act, s.rows, s.cols, bias.data(), z_ref.data(),
+                                     out_ref.data(), dropout);
+        cpu->bias_activation_forward(act, s.rows, s.cols, bias.data(), z_cpu.data(),
+                                     out_cpu.data(), dropout);
+        CHECK(z_cpu == z_ref);  // one float addition each: exact
+        CHECK_ALL_CLOSE(out_cpu, out_ref, 1e-6, 1e-7);
+        if (act != Activation::kGelu) CHECK(out_cpu == out_ref);  // no libm: bit for bit
+      }
     }
   }
   {
@@ -250,9 +257,9 @@ TEST_CASE_FIXTURE(FloatKernels,
     const auto bias = uniform_vector<float>(5, 33);
     auto z_ref = uniform_vector<float>(15, 34), z_cpu = z_ref;
     ref->bias_activation_forward(Activation::kIdentity, 3, 5, bias.data(), z_ref.data(),
-                                 z_ref.data());
+                                 z_ref.data(), {});
     cpu->bias_activation_forward(Activation::kIdentity, 3, 5, bias.data(), z_cpu.data(),
-                                 z_cpu.data());
+                                 z_cpu.data(), {});
     CHECK(z_cpu == z_ref);
   }
 }
@@ -264,24 +271,27 @@ TEST_CASE_FIXTURE(FloatKernels,
   };
   for (Activation act : kActivations) {
     for (Shape s : {Shape{1, 1}, Shape{7, 13}, Shape{300, 65}}) {
-      for (bool in_place : {false, true}) {
-        CAPTURE(activation_name(act));
-        CAPTURE(s.rows);
-        CAPTURE(s.cols);
-        CAPTURE(in_place);
-        const std::size_t n = std::size_t(s.rows) * s.cols;
-        const auto z = uniform_vector<float>(n, 41, -3, 3);
-        auto dout_ref = uniform_vector<float>(n, 42), dout_cpu = dout_ref;
-        std::vector<float> dz_ref(n), dz_cpu(n), dbias_ref(s.cols), dbias_cpu(s.cols, 99.0f);
-        float* dz_ref_at = in_place ? dout_ref.data() : dz_ref.data();
-        float* dz_cpu_at = in_place ? dout_cpu.data() : dz_cpu.data();
-        ref->activation_backward(act, s.rows, s.cols, z.data(), dout_ref.data(), dz_ref_at,
-                                 dbias_ref.data());
-        cpu->activation_backward(act, s.rows, s.cols, z.data(), dout_cpu.data(), dz_cpu_at,
-                                 dbias_cpu.data());
-        CHECK_ALL_CLOSE(in_place ? dout_cpu : dz_cpu, in_place ? dout_ref : dz_ref, 1e-6, 1e-7);
-        // Column sums of up to 300 terms below 1: float rounding stays far below 1e-5.
-        CHECK_ALL_CLOSE(dbias_cpu, dbias_ref, 1e-5, 1e-5);
+      for (const DropoutParams& dropout : kDropouts) {
+        for (bool in_place : {false, true}) {
+          CAPTURE(activation_name(act));
+          CAPTURE(s.rows);
+          CAPTURE(s.cols);
+          CAPTURE(dropout.p);
+          CAPTURE(in_place);
+          const std::size_t n = std::size_t(s.rows) * s.cols;
+          const auto z = uniform_vector<float>(n, 41, -3, 3);
+          auto dout_ref = uniform_vector<float>(n, 42), dout_cpu = dout_ref;
+          std::vector<float> dz_ref(n), dz_cpu(n), dbias_ref(s.cols), dbias_cpu(s.cols, 99.0f);
+          float* dz_ref_at = in_place ? dout_ref.data() : dz_ref.data();
+          float* dz_cpu_at = in_place ? dout_cpu.data() : dz_cpu.data();
+          ref->activation_backward(act, s.rows, s.cols, z.data(), dout_ref.data(), dz_ref_at,
+                                   dbias_ref.data(), dropout);
+          cpu->activation_backward(act, s.rows, s.cols, z.data(), dout_cpu.data(), dz_cpu_at,
+                                   dbias_cpu.data(), dropout);
+          CHECK_ALL_CLOSE(in_place ? dout_cpu : dz_cpu, in_place ? dout_ref : dz_ref, 1e-6, 1e-7);
+          // Column sums of up to 300 terms below 1: float rounding stays far below 1e-5.
+          CHECK_ALL_CLOSE(dbias_cpu, dbias_ref, 1e-5, 1e-5);
+        }
       }
     }
   }
@@ -289,30 +299,69 @@ TEST_CASE_FIXTURE(FloatKernels,
 
 // ---- dropout --------------------------------------------------------------------------------
 
+// Dropout alone, through the kernels that apply it: forward with the identity and a zero bias
+// gives dropout(x); backward with the identity gives dropout(dout).
+std::vector<float> dropout_forward(Kernels<float>& k, int rows, int cols, const DropoutParams& d,
+                                   std::vector<float> x) {
+  const std::vector<float> zero_bias(cols, 0.0f);
+  std::vector<float> out(x.size());
+  k.bias_activation_forward(Activation::kIdentity, rows, cols, zero_bias.data(), x.data(),
+                            out.data(), d);
+  return out;
+}
+
+std::vector<float> dropout_backward(Kernels<float>& k, int rows, int cols, const DropoutParams& d,
+                                    const std::vector<float>& dout) {
+  const std::vector<float> z(dout.size(), 0.0f);
+  std::vector<float> dz(dout.size()), dbias(cols);
+  k.activation_backward(Activation::kIdentity, rows, cols, z.data(), dout.data(), dz.data(),
+                        dbias.data(), d);
+  return dz;
+}
+
+TEST_CASE("kernels: the integer dropout test agrees with the float one") {
+  // Each p at a 24-bit boundary (k / 2^24), just below and just above it, and common rates.
+  std::vector<float> ps = {0.0f, 0.1f, 0.2f, 0.25f, 0.3f, 0.5f, 0.9f, 0.999f};
+  for (std::uint64_t k : {1ull, 2ull, 12345ull, 1ull << 23, (1ull << 24) - 1}) {
+    const float p = static_cast<float>(k) / 16777216.0f;
+    ps.insert(ps.end(), {p, std::nextafter(p, 0.0f), std::nextafter(p, 1.0f)});
+  }
+  for (float p : ps) {
+    CAPTURE(p);
+    const std::uint64_t threshold = dropout_threshold(p);
+    // Every 24-bit value near the threshold, then the test on real draws.
+    for (std::uint64_t bits = threshold > 2 ? threshold - 2 : 0; bits < threshold + 2; ++bits)
+      REQUIRE((bits >= threshold) == (static_cast<float>(bits) * (1.0f / 16777216.0f) >= p));
+    for (std::uint64_t col = 0; col < 1000; ++col)
+      REQUIRE((counter_bits24(7, 3, col) >= threshold) == dropout_keeps(7, 3, col, p));
+  }
+}
+
 TEST_CASE_FIXTURE(FloatKernels, "kernels: dropout") {
   const int rows = 8, cols = 37;
   const std::size_t n = std::size_t(rows) * cols;
   const std::uint64_t seed = 0x5eed, first_row = 1000;
+  auto params = [&](float p, std::uint64_t s = 0x5eed, std::uint64_t row = 1000) {
+    return DropoutParams{p, s, row};
+  };
   // Values bounded away from zero, so that a zero output means a dropped unit.
   const auto x = uniform_vector<float>(n, 51, 0.5, 2.0);
 
   {
     INFO("cpu equals the reference bit for bit");
-    auto x_ref = x, x_cpu = x;
-    ref->dropout(rows, cols, seed, first_row, 0.3f, x_ref.data());
-    cpu->dropout(rows, cols, seed, first_row, 0.3f, x_cpu.data());
-    CHECK(x_cpu == x_ref);
+    CHECK(dropout_forward(*cpu, rows, cols, params(0.3f), x) ==
+          dropout_forward(*ref, rows, cols, params(0.3f), x));
+    CHECK(dropout_backward(*cpu, rows, cols, params(0.3f), x) ==
+          dropout_backward(*ref, rows, cols, params(0.3f), x));
   }
   for (Kernels<float>* k : both()) {
     INFO("kernels " << k->name());
     {
       INFO("forward and backward drop the same units, kept units scaled exactly");
       // p = 0.75: the scale 1 / (1 - p) = 4 is exact, so kept units are exactly 4x.
-      auto forward = x;
-      auto backward = uniform_vector<float>(n, 52, -2.0, -0.5);
-      const auto backward_in = backward;
-      k->dropout(rows, cols, seed, first_row, 0.75f, forward.data());
-      k->dropout(rows, cols, seed, first_row, 0.75f, backward.data());
+      const auto backward_in = uniform_vector<float>(n, 52, -2.0, -0.5);
+      const auto forward = dropout_forward(*k, rows, cols, params(0.75f), x);
+      const auto backward = dropout_backward(*k, rows, cols, params(0.75f), backward_in);
       int kept = 0;
       for (std::size_t i = 0; i < n; ++i) {
         CAPTURE(i);
@@ -327,26 +376,23 @@ TEST_CASE_FIXTURE(FloatKernels, "kernels: dropout") {
     }
     {
       INFO("the mask does not depend on how rows are split");
-      auto whole = x, split = x;
-      k->dropout(rows, cols, seed, first_row, 0.5f, whole.data());
-      k->dropout(3, cols, seed, first_row, 0.5f, split.data());
-      k->dropout(rows - 3, cols, seed, first_row + 3, 0.5f, split.data() + 3 * cols);
+      const auto whole = dropout_forward(*k, rows, cols, params(0.5f), x);
+      const std::vector<float> top(x.begin(), x.begin() + 3 * cols), rest(x.begin() + 3 * cols, x.end());
+      auto split = dropout_forward(*k, 3, cols, params(0.5f, seed, first_row), top);
+      const auto split_rest = dropout_forward(*k, rows - 3, cols, params(0.5f, seed, first_row + 3), rest);
+      split.insert(split.end(), split_rest.begin(), split_rest.end());
       CHECK(split == whole);
     }
     {
       INFO("the mask depends on the seed and the global row");
-      auto base = x, other_seed = x, other_row = x;
-      k->dropout(rows, cols, seed, first_row, 0.5f, base.data());
-      k->dropout(rows, cols, seed + 1, first_row, 0.5f, other_seed.data());
-      k->dropout(rows, cols, seed, first_row + 1, 0.5f, other_row.data());
-      CHECK(base != other_seed);
-      CHECK(base != other_row);
+      const auto base = dropout_forward(*k, rows, cols, params(0.5f), x);
+      CHECK(base != dropout_forward(*k, rows, cols, params(0.5f, seed + 1), x));
+      CHECK(base != dropout_forward(*k, rows, cols, params(0.5f, seed, first_row + 1), x));
     }
     {
       INFO("p = 0 keeps everything unchanged");
-      auto y = x;
-      k->dropout(rows, cols, seed, first_row, 0.0f, y.data());
-      CHECK(y == x);
+      CHECK(dropout_forward(*k, rows, cols, params(0.0f), x) == x);
+      CHECK(dropout_backward(*k, rows, cols, params(0.0f), x) == x);
     }
   }
   {
@@ -354,10 +400,9 @@ TEST_CASE_FIXTURE(FloatKernels, "kernels: dropout") {
     // 200k draws: the standard deviation of the kept fraction is about 0.001; allow 0.005.
     for (float p : {0.1f, 0.5f, 0.9f}) {
       CAPTURE(p);
-      std::vector<float> ones(200 * 1000, 1.0f);
-      cpu->dropout(200, 1000, seed, 0, p, ones.data());
-      const double kept = double(std::count_if(ones.begin(), ones.end(),
-                                               [](float v) { return v != 0.0f; })) / ones.size();
+      const auto out = dropout_forward(*cpu, 200, 1000, params(p, seed, 0), std::vector<float>(200 * 1000, 1.0f));
+      const double kept = double(std::count_if(out.begin(), out.end(),
+                                               [](float v) { return v != 0.0f; })) / out.size();
       CHECK(std::abs(kept - (1.0 - p)) < 0.005);
     }
   }
@@ -654,7 +699,7 @@ TEST_CASE_FIXTURE(FloatKernels, "kernels: sum_of_squares accumulates in double; 
 constexpr double kStep = 1e-5;
 constexpr double kGradientTolerance = 1e-7;
 
-TEST_CASE("kernels: reference<double> bias+activation gradients match finite differences") {
+TEST_CASE("kernels: reference<double> bias+activation(+dropout) gradients match finite differences") {
   auto ref = make_reference_kernels<double>();
   const int rows = 3, cols = 4;
   const std::size_t n = std::size_t(rows) * cols;
@@ -665,32 +710,36 @@ TEST_CASE("kernels: reference<double> bias+activation gradients match finite dif
   for (std::size_t i = 0; i < n; ++i)
     if (std::abs(z0[i] + bias[i % cols]) < 0.1) z0[i] += 0.3;
   for (Activation act : kActivations) {
-    CAPTURE(activation_name(act));
-    // L(z0, bias) = sum weight * act(z0 + bias).
-    auto loss = [&](const std::vector<double>& z_in, const std::vector<double>& b) {
-      std::vector<double> z = z_in, out(n);
-      ref->bias_activation_forward(act, rows, cols, b.data(), z.data(), out.data());
-      double sum = 0.0;
-      for (std::size_t i = 0; i < n; ++i) sum += weight[i] * out[i];
-      return sum;
-    };
-    std::vector<double> z = z0, out(n), dz(n), dbias(cols);
-    ref->bias_activation_forward(act, rows, cols, bias.data(), z.data(), out.data());
-    ref->activation_backward(act, rows, cols, z.data(), weight.data(), dz.data(), dbias.data());
-    for (std::size_t i = 0; i < n; ++i) {
-      auto plus = z0, minus = z0;
-      plus[i] += kStep, minus[i] -= kStep;
-      const double numeric = (loss(plus, bias) - loss(minus, bias)) / (2 * kStep);
-      CAPTURE(i);
-      REQUIRE(std::abs(numeric - dz[i]) <= kGradientTolerance * std::max(1.0, std::abs(dz[i])));
-    }
-    for (int c = 0; c < cols; ++c) {
-      auto plus = bias, minus = bias;
-      plus[c] += kStep, minus[c] -= kStep;
-      const double numeric = (loss(z0, plus) - loss(z0, minus)) / (2 * kStep);
-      CAPTURE(c);
-      REQUIRE(std::abs(numeric - dbias[c]) <=
-              kGradientTolerance * std::max(1.0, std::abs(dbias[c])));
+    for (const DropoutParams& dropout : {DropoutParams{}, DropoutParams{0.4f, 11, 5}}) {
+      CAPTURE(activation_name(act));
+      CAPTURE(dropout.p);
+      // L(z0, bias) = sum weight * dropout(act(z0 + bias)).
+      auto loss = [&](const std::vector<double>& z_in, const std::vector<double>& b) {
+        std::vector<double> z = z_in, out(n);
+        ref->bias_activation_forward(act, rows, cols, b.data(), z.data(), out.data(), dropout);
+        double sum = 0.0;
+        for (std::size_t i = 0; i < n; ++i) sum += weight[i] * out[i];
+        return sum;
+      };
+      std::vector<double> z = z0, out(n), dz(n), dbias(cols);
+      ref->bias_activation_forward(act, rows, cols, bias.data(), z.data(), out.data(), dropout);
+      ref->activation_backward(act, rows, cols, z.data(), weight.data(), dz.data(), dbias.data(),
+                               dropout);
+      for (std::size_t i = 0; i < n; ++i) {
+        auto plus = z0, minus = z0;
+        plus[i] += kStep, minus[i] -= kStep;
+        const double numeric = (loss(plus, bias) - loss(minus, bias)) / (2 * kStep);
+        CAPTURE(i);
+        REQUIRE(std::abs(numeric - dz[i]) <= kGradientTolerance * std::max(1.0, std::abs(dz[i])));
+      }
+      for (int c = 0; c < cols; ++c) {
+        auto plus = bias, minus = bias;
+        plus[c] += kStep, minus[c] -= kStep;
+        const double numeric = (loss(z0, plus) - loss(z0, minus)) / (2 * kStep);
+        CAPTURE(c);
+        REQUIRE(std::abs(numeric - dbias[c]) <=
+                kGradientTolerance * std::max(1.0, std::abs(dbias[c])));
+      }
     }
   }
 }
