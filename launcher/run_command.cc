@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "launcher/mpi_session.h"
+#include "train/checkpoint_file.h"
 #include "train/comm.h"
 #include "train/config.h"
 #include "train/trainer.h"
@@ -56,6 +57,12 @@ int run(const RunOptions& options) {
   try {
     train(config, *comm, std::cout);
     return 0;
+  } catch (const CheckpointWriteError& e) {
+    // Its own exit code: the job's script can tell "the storage failed" from a training error.
+    std::cerr << fmt::format("slurm-train: error: rank {} of {} on {}: {}\n", comm->rank(), comm->size(), host(), e.what())
+              << std::flush;
+    if (comm->size() > 1) comm->abort(kExitCheckpointWrite);
+    return kExitCheckpointWrite;
   } catch (const std::exception& e) {
     std::cerr << fmt::format("slurm-train: error: rank {} of {} on {}: {}\n", comm->rank(), comm->size(), host(), e.what())
               << std::flush;
@@ -69,7 +76,7 @@ int run(const RunOptions& options) {
 void add_run_command(CLI::App& app, int& exit_code) {
   auto options = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand("run", "train on every rank of the job (srun --mpi=pmix, mpirun, or alone)");
-  cmd->add_option("--config,-c", options->config_file, "TOML file with [data], [model] and [train] sections")
+  cmd->add_option("--config,-c", options->config_file, "TOML file with [data], [model], [train] and [ckpt] sections")
       ->check(CLI::ExistingFile);
   cmd->add_flag("--print-config", options->print_config, "print every effective value and where it came from, then exit");
   for (const std::string& key : config_keys()) {
