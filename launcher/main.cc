@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "launcher/build_info.h"
+#include "launcher/ckpt_command.h"
 #include "launcher/data_command.h"
 #include "launcher/run_command.h"
 
@@ -15,6 +16,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   slurm_train::add_run_command(app, exit_code);
   slurm_train::add_data_command(app);
+  slurm_train::add_ckpt_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
