@@ -50,7 +50,7 @@ int slow_write_ms() {
 
 class Writer {
  public:
-  Writer(const std::string& path) : path_(path), slow_ms_(slow_write_ms()) {}
+  explicit Writer(const std::string& path) : path_(path) {}
 
   void dataset(hid_t parent, const std::string& name, hid_t type, const std::vector<hsize_t>& shape,
                const void* data, std::size_t bytes) {
@@ -63,7 +63,6 @@ class Writer {
     h5::Handle aspace(H5_CHECK(H5Screate(H5S_SCALAR), where));
     h5::Handle attr(H5_CHECK(H5Acreate2(set, "crc32", H5T_STD_U32LE, aspace, H5P_DEFAULT, H5P_DEFAULT), where));
     H5_CHECK(H5Awrite(attr, H5T_STD_U32LE, &crc), where);
-    if (slow_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms_));
   }
   void floats(hid_t parent, const std::string& name, const std::vector<hsize_t>& shape, const float* data) {
     std::size_t n = 1;
@@ -94,16 +93,34 @@ class Writer {
 
  private:
   const std::string& path_;
-  const int slow_ms_;
 };
 
-void fsync_path(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw CheckpointWriteError(fmt::format("cannot open '{}' to fsync it: {}", path, std::strerror(errno)));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) throw CheckpointWriteError(fmt::format("cannot fsync '{}': {}", path, std::strerror(err)));
+// Writes the whole file image to `path` and fsyncs it. Our own write(2) loop, so that a full
+// disk or an I/O error is one clear message with errno, and the bandwidth is the device's.
+void write_image(const std::string& path, const std::vector<unsigned char>& image) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw CheckpointWriteError(fmt::format("cannot create the checkpoint '{}': {}", path, std::strerror(errno)));
+  const int slow_ms = slow_write_ms();
+  // The testing hook writes 64 KiB pieces with a pause after each, so that a test can kill the
+  // process while the file is half written.
+  const std::size_t piece = slow_ms > 0 ? std::size_t{64} << 10 : std::size_t{64} << 20;
+  std::size_t done = 0;
+  int err = 0;
+  while (done < image.size()) {
+    const ssize_t n = ::write(fd, image.data() + done, std::min(piece, image.size() - done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      err = n < 0 ? errno : ENOSPC;
+      break;
+    }
+    done += static_cast<std::size_t>(n);
+    if (slow_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
+  }
+  if (err == 0 && ::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err != 0)
+    throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}' ({} of {} bytes written): {}", path, done,
+                                           image.size(), std::strerror(err)));
 }
 
 // ---- reading ----
@@ -212,8 +229,17 @@ std::vector<std::string> dataset_names(hid_t file, const std::string& path) {
 }  // namespace
 
 void write_checkpoint_file(const std::string& path, const CheckpointState& s) {
+  // The file is built in memory (HDF5's core driver) and then written with one write(2) loop:
+  // HDF5 1.10 can crash at exit after a failed write to a full disk, and building the image
+  // first keeps every I/O error in write_image(). The cost is one copy of the checkpoint in
+  // host memory on the writer thread.
+  std::vector<unsigned char> image;
   try {
-    h5::Handle file = h5::create_file(path);
+    h5::silence_default_error_printing();
+    const std::size_t tensors = s.params.size() + s.first.size() + s.second.size();
+    h5::Handle fapl(H5_CHECK(H5Pcreate(H5P_FILE_ACCESS), path));
+    H5_CHECK(H5Pset_fapl_core(fapl, tensors * sizeof(float) + (std::size_t{1} << 20), 0), path);
+    h5::Handle file(H5_CHECK(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), path));
     Writer w(path);
     {
       h5::Handle model = w.group(file, "/model");
@@ -257,12 +283,13 @@ void write_checkpoint_file(const std::string& path, const CheckpointState& s) {
       h5::write_string_attribute(meta, "config", s.config_toml, path);
     }
     H5_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL), path);
-    // The close writes what is still cached (metadata): its failure is a failed checkpoint.
-    H5_CHECK(H5Fclose(file.release()), path);
+    const ssize_t size = H5_CHECK(H5Fget_file_image(file, nullptr, 0), path);
+    image.resize(static_cast<std::size_t>(size));
+    H5_CHECK(H5Fget_file_image(file, image.data(), image.size()), path);
   } catch (const h5::Error& e) {
     throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': {}", path, e.what()));
   }
-  fsync_path(path);
+  write_image(path, image);
 }
 
 CheckpointState read_checkpoint_file(const std::string& path) {

@@ -28,9 +28,10 @@ struct CheckpointWriteError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Writes `state` to `path` (created or truncated), flushes, closes and fsyncs it. Testing hook:
-// SLURM_TRAIN_TEST_SLOW_CKPT_MS=N sleeps N ms after each dataset, so that a test can kill the
-// process in the middle of a write. Throws CheckpointWriteError naming the path.
+// Writes `state` to `path` (created or truncated) and fsyncs it. Testing hook:
+// SLURM_TRAIN_TEST_SLOW_CKPT_MS=N writes the file in 64 KiB pieces with an N ms pause after
+// each, so that a test can kill the process in the middle of a write. Throws
+// CheckpointWriteError naming the path.
 void write_checkpoint_file(const std::string& path, const CheckpointState& state);
 
 // Reads a whole checkpoint, verifying every checksum and the structure; throws CheckpointError
