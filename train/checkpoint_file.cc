@@ -1,6 +1,7 @@
 #include "train/checkpoint_file.h"
 
 #include <fcntl.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -11,6 +12,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <future>
 #include <limits>
 #include <thread>
 
@@ -29,9 +32,8 @@ constexpr const char* kRngNote =
     "(seed, epoch); no rank holds mutable RNG state, so seed and step are the RNG state of every rank";
 constexpr const char* kChecksumNote = "crc32 attribute of each dataset: zlib CRC-32 of its little-endian bytes in C order";
 
-std::uint32_t crc32_of(const void* data, std::size_t bytes) {
+std::uint32_t crc32_continue(uLong crc, const void* data, std::size_t bytes) {
   // zlib's crc32 takes a uInt length: feed it in pieces below 4 GiB.
-  uLong crc = crc32(0L, Z_NULL, 0);
   const auto* p = static_cast<const Bytef*>(data);
   while (bytes > 0) {
     const std::size_t n = std::min<std::size_t>(bytes, 1u << 30);
@@ -41,6 +43,8 @@ std::uint32_t crc32_of(const void* data, std::size_t bytes) {
   return static_cast<std::uint32_t>(crc);
 }
 
+std::uint32_t crc32_of(const void* data, std::size_t bytes) { return crc32_continue(crc32(0L, Z_NULL, 0), data, bytes); }
+
 int slow_write_ms() {
   const char* v = std::getenv("SLURM_TRAIN_TEST_SLOW_CKPT_MS");
   return v ? std::max(0, std::atoi(v)) : 0;
@@ -48,30 +52,49 @@ int slow_write_ms() {
 
 // ---- writing ----
 
+// Builds the file's structure through HDF5; the tensors' bytes are written afterwards by
+// write_pieces(), straight from the host buffers into the space HDF5 allocated for them (no copy
+// through HDF5, so the write runs at the device's bandwidth).
 class Writer {
  public:
+  struct Piece {
+    haddr_t offset;
+    const void* data;
+    std::size_t bytes;
+  };
+
   explicit Writer(const std::string& path) : path_(path) {}
 
-  void dataset(hid_t parent, const std::string& name, hid_t type, const std::vector<hsize_t>& shape,
-               const void* data, std::size_t bytes) {
+  // A scalar, written through HDF5.
+  void scalar(hid_t parent, const std::string& name, hid_t type, const void* data, std::size_t bytes) {
     const std::string where = path_ + ":" + name;
-    h5::Handle space(shape.empty() ? H5_CHECK(H5Screate(H5S_SCALAR), where)
-                                   : H5_CHECK(H5Screate_simple(static_cast<int>(shape.size()), shape.data(), nullptr), where));
+    h5::Handle space(H5_CHECK(H5Screate(H5S_SCALAR), where));
     h5::Handle set(H5_CHECK(H5Dcreate2(parent, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), where));
-    if (bytes > 0) H5_CHECK(H5Dwrite(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), where);
-    const std::uint32_t crc = crc32_of(data, bytes);
-    h5::Handle aspace(H5_CHECK(H5Screate(H5S_SCALAR), where));
-    h5::Handle attr(H5_CHECK(H5Acreate2(set, "crc32", H5T_STD_U32LE, aspace, H5P_DEFAULT, H5P_DEFAULT), where));
-    H5_CHECK(H5Awrite(attr, H5T_STD_U32LE, &crc), where);
+    H5_CHECK(H5Dwrite(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), where);
+    crc_attribute(set, crc32_of(data, bytes), where);
   }
+  // A contiguous float32 dataset whose space HDF5 allocates now and never fills; its bytes are
+  // recorded for write_pieces().
   void floats(hid_t parent, const std::string& name, const std::vector<hsize_t>& shape, const float* data) {
+    const std::string where = path_ + ":" + name;
     std::size_t n = 1;
     for (hsize_t d : shape) n *= d;
-    dataset(parent, name, H5T_IEEE_F32LE, shape, data, n * sizeof(float));
+    h5::Handle space(H5_CHECK(H5Screate_simple(static_cast<int>(shape.size()), shape.data(), nullptr), where));
+    h5::Handle dcpl(H5_CHECK(H5Pcreate(H5P_DATASET_CREATE), where));
+    H5_CHECK(H5Pset_layout(dcpl, H5D_CONTIGUOUS), where);
+    H5_CHECK(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY), where);
+    H5_CHECK(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), where);
+    h5::Handle set(H5_CHECK(H5Dcreate2(parent, name.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT), where));
+    crc_attribute(set, crc32_of(data, n * sizeof(float)), where);
+    if (n == 0) return;
+    const haddr_t offset = H5Dget_offset(set);
+    if (offset == HADDR_UNDEF) throw h5::Error(fmt::format("{}: HDF5 allocated no contiguous space", where));
+    pieces_.push_back({offset, data, n * sizeof(float)});
   }
-  void u64(hid_t parent, const std::string& name, std::uint64_t v) { dataset(parent, name, H5T_STD_U64LE, {}, &v, sizeof v); }
-  void i64(hid_t parent, const std::string& name, std::int64_t v) { dataset(parent, name, H5T_STD_I64LE, {}, &v, sizeof v); }
-  void f64(hid_t parent, const std::string& name, double v) { dataset(parent, name, H5T_IEEE_F64LE, {}, &v, sizeof v); }
+  void u64(hid_t parent, const std::string& name, std::uint64_t v) { scalar(parent, name, H5T_STD_U64LE, &v, sizeof v); }
+  void i64(hid_t parent, const std::string& name, std::int64_t v) { scalar(parent, name, H5T_STD_I64LE, &v, sizeof v); }
+  void f64(hid_t parent, const std::string& name, double v) { scalar(parent, name, H5T_IEEE_F64LE, &v, sizeof v); }
+  const std::vector<Piece>& pieces() const { return pieces_; }
 
   // One float32 dataset per parameter tensor, named as the model names them.
   void tensors(hid_t group, const std::vector<LayerLayout>& layers, const std::vector<float>& buffer) {
@@ -92,35 +115,55 @@ class Writer {
   }
 
  private:
+  void crc_attribute(hid_t set, std::uint32_t crc, const std::string& where) {
+    h5::Handle space(H5_CHECK(H5Screate(H5S_SCALAR), where));
+    h5::Handle attr(H5_CHECK(H5Acreate2(set, "crc32", H5T_STD_U32LE, space, H5P_DEFAULT, H5P_DEFAULT), where));
+    H5_CHECK(H5Awrite(attr, H5T_STD_U32LE, &crc), where);
+  }
+
   const std::string& path_;
+  std::vector<Piece> pieces_;
 };
 
-// Writes the whole file image to `path` and fsyncs it. Our own write(2) loop, so that a full
-// disk or an I/O error is one clear message with errno, and the bandwidth is the device's.
-void write_image(const std::string& path, const std::vector<unsigned char>& image) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw CheckpointWriteError(fmt::format("cannot create the checkpoint '{}': {}", path, std::strerror(errno)));
+// HDF5 1.10 can crash at exit after a write of its own failed (a full disk); so the space a
+// checkpoint needs is checked before HDF5 writes anything, and the big writes are ours.
+void require_free_space(const std::string& path, std::size_t bytes) {
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  struct statvfs st {};
+  if (::statvfs(dir.empty() ? "." : dir.c_str(), &st) != 0) return;  // unknown: let the writes tell
+  const auto available = static_cast<std::uintmax_t>(st.f_bavail) * st.f_frsize;
+  if (available < bytes)
+    throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': No space left on device ({} bytes needed, "
+                                           "{} available)", path, bytes, available));
+}
+
+// The tensors' bytes into the space HDF5 allocated, then fsync. A full disk or an I/O error is
+// one message with errno.
+void write_pieces(const std::string& path, const std::vector<Writer::Piece>& pieces) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) throw CheckpointWriteError(fmt::format("cannot open the checkpoint '{}': {}", path, std::strerror(errno)));
   const int slow_ms = slow_write_ms();
-  // The testing hook writes 64 KiB pieces with a pause after each, so that a test can kill the
-  // process while the file is half written.
-  const std::size_t piece = slow_ms > 0 ? std::size_t{64} << 10 : std::size_t{64} << 20;
-  std::size_t done = 0;
+  // The testing hook writes 64 KiB at a time with a pause after each, so that a test can kill
+  // the process while the file is half written.
+  const std::size_t most = slow_ms > 0 ? std::size_t{64} << 10 : std::size_t{64} << 20;
   int err = 0;
-  while (done < image.size()) {
-    const ssize_t n = ::write(fd, image.data() + done, std::min(piece, image.size() - done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      err = n < 0 ? errno : ENOSPC;
-      break;
+  for (const auto& piece : pieces) {
+    const auto* data = static_cast<const unsigned char*>(piece.data);
+    for (std::size_t done = 0; done < piece.bytes && err == 0;) {
+      const ssize_t n = ::pwrite(fd, data + done, std::min(most, piece.bytes - done), static_cast<off_t>(piece.offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        err = n < 0 ? errno : ENOSPC;
+        break;
+      }
+      done += static_cast<std::size_t>(n);
+      if (slow_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
     }
-    done += static_cast<std::size_t>(n);
-    if (slow_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
+    if (err != 0) break;
   }
   if (err == 0 && ::fsync(fd) != 0) err = errno;
   if (::close(fd) != 0 && err == 0) err = errno;
-  if (err != 0)
-    throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}' ({} of {} bytes written): {}", path, done,
-                                           image.size(), std::strerror(err)));
+  if (err != 0) throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': {}", path, std::strerror(err)));
 }
 
 // ---- reading ----
@@ -197,14 +240,64 @@ T read_scalar(hid_t file, const std::string& name, const std::string& path) {
   return v;
 }
 
-void read_tensor(hid_t file, const std::string& name, const std::vector<hsize_t>& shape, float* into,
+// Reads `bytes` at `offset` into `into`, returning their CRC-32: the checksum of each 8 MiB
+// piece runs on a helper thread while the next piece is read, so a resume costs about the
+// slower of the two, not their sum.
+std::uint32_t pread_with_crc(int fd, haddr_t offset, unsigned char* into, std::size_t bytes, const std::string& where) {
+  constexpr std::size_t kPiece = std::size_t{8} << 20;
+  std::uint32_t crc = crc32_of(nullptr, 0);
+  std::future<std::uint32_t> pending;  // the CRC up to the end of the previous piece
+  for (std::size_t done = 0; done < bytes;) {
+    const std::size_t n = std::min(kPiece, bytes - done);
+    for (std::size_t got = 0; got < n;) {
+      const ssize_t r = ::pread(fd, into + done + got, n - got, static_cast<off_t>(offset + done + got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) {
+        if (pending.valid()) pending.wait();  // the helper reads `into`: let it finish first
+        throw CheckpointError(fmt::format("{}: {}", where, r < 0 ? std::strerror(errno) : "the file ends inside its data"));
+      }
+      got += static_cast<std::size_t>(r);
+    }
+    const std::uint32_t before = pending.valid() ? pending.get() : crc;
+    if (bytes <= kPiece) return crc32_continue(before, into + done, n);
+    pending = std::async(std::launch::async, [before, p = into + done, n] { return crc32_continue(before, p, n); });
+    done += n;
+  }
+  return pending.valid() ? pending.get() : crc;
+}
+
+// A float32 tensor of the expected shape, read into `into` and checked against its crc32.
+// Contiguous datasets (ours) are read straight from the file (`fd`); others through HDF5.
+void read_tensor(hid_t file, int fd, const std::string& name, const std::vector<hsize_t>& shape, float* into,
                  const std::string& path) {
-  const RawDataset raw = read_verified(file, name, path);
-  if (raw.shape != shape || raw.type_class != H5T_FLOAT || raw.element_size != sizeof(float))
-    throw CheckpointError(fmt::format("{}: dataset {}: expected float32 [{}], found a {}-byte {} of [{}]", path, name,
-                                      fmt::join(shape, ", "), raw.element_size,
-                                      raw.type_class == H5T_FLOAT ? "float" : "integer", fmt::join(raw.shape, ", ")));
-  std::memcpy(into, raw.bytes.data(), raw.bytes.size());
+  const std::string where = fmt::format("{}: dataset {}", path, name);
+  try {
+    if (!h5::has_dataset(file, name)) throw CheckpointError(where + " is missing");
+    h5::Handle set(H5_CHECK(H5Dopen2(file, name.c_str(), H5P_DEFAULT), where));
+    h5::Handle type(H5_CHECK(H5Dget_type(set), where));
+    const auto found = h5::dataset_shape(set, where);
+    if (found != shape || H5Tequal(type, H5T_IEEE_F32LE) <= 0)
+      throw CheckpointError(fmt::format("{}: expected float32 [{}], found [{}] of another type or shape", where,
+                                        fmt::join(shape, ", "), fmt::join(found, ", ")));
+    if (H5Aexists(set, "crc32") <= 0) throw CheckpointError(where + ": no crc32 attribute");
+    h5::Handle attr(H5_CHECK(H5Aopen(set, "crc32", H5P_DEFAULT), where));
+    std::uint32_t stored = 0;
+    H5_CHECK(H5Aread(attr, H5T_NATIVE_UINT32, &stored), where);
+    std::size_t bytes = sizeof(float);
+    for (hsize_t d : shape) bytes *= d;
+    const haddr_t offset = H5Dget_offset(set);
+    std::uint32_t actual;
+    if (offset != HADDR_UNDEF && fd >= 0) {
+      actual = pread_with_crc(fd, offset, reinterpret_cast<unsigned char*>(into), bytes, where);
+    } else {
+      if (bytes > 0) H5_CHECK(H5Dread(set, H5T_IEEE_F32LE, H5S_ALL, H5S_ALL, H5P_DEFAULT, into), where);
+      actual = crc32_of(into, bytes);
+    }
+    if (stored != actual)
+      throw CheckpointError(fmt::format("{}: checksum mismatch (crc32 stored {:08x}, data {:08x})", where, stored, actual));
+  } catch (const h5::Error& e) {
+    throw CheckpointError(e.what());
+  }
 }
 
 h5::Handle open_checkpoint(const std::string& path) {
@@ -229,18 +322,11 @@ std::vector<std::string> dataset_names(hid_t file, const std::string& path) {
 }  // namespace
 
 void write_checkpoint_file(const std::string& path, const CheckpointState& s) {
-  // The file is built in memory (HDF5's core driver) and then written with one write(2) loop:
-  // HDF5 1.10 can crash at exit after a failed write to a full disk, and building the image
-  // first keeps every I/O error in write_image(). The cost is one copy of the checkpoint in
-  // host memory on the writer thread.
-  std::vector<unsigned char> image;
+  const std::size_t tensor_bytes = (s.params.size() + s.first.size() + s.second.size()) * sizeof(float);
+  require_free_space(path, tensor_bytes + tensor_bytes / 100 + (std::size_t{64} << 10));  // + HDF5 metadata
+  Writer w(path);
   try {
-    h5::silence_default_error_printing();
-    const std::size_t tensors = s.params.size() + s.first.size() + s.second.size();
-    h5::Handle fapl(H5_CHECK(H5Pcreate(H5P_FILE_ACCESS), path));
-    H5_CHECK(H5Pset_fapl_core(fapl, tensors * sizeof(float) + (std::size_t{1} << 20), 0), path);
-    h5::Handle file(H5_CHECK(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), path));
-    Writer w(path);
+    h5::Handle file = h5::create_file(path);
     {
       h5::Handle model = w.group(file, "/model");
       w.tensors(model, s.layers, s.params);
@@ -283,17 +369,22 @@ void write_checkpoint_file(const std::string& path, const CheckpointState& s) {
       h5::write_string_attribute(meta, "config", s.config_toml, path);
     }
     H5_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL), path);
-    const ssize_t size = H5_CHECK(H5Fget_file_image(file, nullptr, 0), path);
-    image.resize(static_cast<std::size_t>(size));
-    H5_CHECK(H5Fget_file_image(file, image.data(), image.size()), path);
+    H5_CHECK(H5Fclose(file.release()), path);  // the close writes too: its failure counts
   } catch (const h5::Error& e) {
     throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': {}", path, e.what()));
   }
-  write_image(path, image);
+  write_pieces(path, w.pieces());
 }
 
 CheckpointState read_checkpoint_file(const std::string& path) {
   h5::Handle file = open_checkpoint(path);
+  // The tensors' bytes are read from this descriptor (see read_tensor); closed on every path.
+  struct Fd {
+    int fd;
+    ~Fd() {
+      if (fd >= 0) ::close(fd);
+    }
+  } data{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   CheckpointState s;
   try {
     const std::string meta_where = path + ": /meta";
@@ -329,9 +420,10 @@ CheckpointState read_checkpoint_file(const std::string& path) {
       into.resize(offset);
       for (std::size_t l = 0; l < s.layers.size(); ++l) {
         const LayerLayout& L = s.layers[l];
-        read_tensor(file, group + "/" + Mlp<float>::parameter_name(l, true), {hsize_t(L.out), hsize_t(L.in)},
+        read_tensor(file, data.fd, group + "/" + Mlp<float>::parameter_name(l, true), {hsize_t(L.out), hsize_t(L.in)},
                     &into[L.weight], path);
-        read_tensor(file, group + "/" + Mlp<float>::parameter_name(l, false), {hsize_t(L.out)}, &into[L.bias], path);
+        read_tensor(file, data.fd, group + "/" + Mlp<float>::parameter_name(l, false), {hsize_t(L.out)}, &into[L.bias],
+                    path);
       }
     };
     read_tensors("/model", s.params);
