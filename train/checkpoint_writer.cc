@@ -15,26 +15,42 @@ CheckpointWriter::~CheckpointWriter() {
   }
 }
 
-CheckpointState& CheckpointWriter::buffer() {
-  wait();
-  return state_;
-}
-
-void CheckpointWriter::submit() {
+void CheckpointWriter::submit(FillFn fill) {
   wait();
   if (!async_) {
+    fill(state_);
     write_(state_);
     return;
   }
   done_ = false;
-  thread_ = std::thread([this] {
+  {
+    std::lock_guard lock(mutex_);
+    copied_ = false;
+  }
+  thread_ = std::thread([this, fill = std::move(fill)] {
+    auto mark_copied = [this] {
+      std::lock_guard lock(mutex_);
+      copied_ = true;
+      copied_changed_.notify_all();
+    };
     try {
+      fill(state_);
+      mark_copied();
       write_(state_);
     } catch (...) {
       error_ = std::current_exception();
+      mark_copied();
     }
     done_ = true;
   });
+}
+
+void CheckpointWriter::wait_copied() {
+  {
+    std::unique_lock lock(mutex_);
+    copied_changed_.wait(lock, [this] { return copied_; });
+  }
+  check();
 }
 
 void CheckpointWriter::check() {

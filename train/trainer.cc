@@ -173,14 +173,17 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   CheckpointWriter writer(cc.async, [dir = cc.dir, keep](const CheckpointState& s) { save_checkpoint(dir, s, keep); });
   const std::string config_toml = config_as_toml(config);
   const std::string host = host_name();
-  // Rank 0 holds the replicated state and writes it; the stall is what the training thread
-  // spends here: waiting for the previous write plus the copy into host buffers.
+  // Rank 0 holds the replicated state and writes it. The stall a save costs the loop is the wait
+  // for the previous write here plus, before the next optimizer update, the wait for the copy
+  // that the writer thread makes meanwhile (see checkpoint_writer.h); it is logged then.
+  struct PendingLog {
+    bool active = false;
+    std::uint64_t step = 0;
+    double waited = 0;
+  } pending;
   auto save = [&](std::uint64_t done) {
     if (!rank0) return;
-    const auto begin = Clock::now();
-    CheckpointState& s = writer.buffer();
-    const double waited = seconds_since(begin);
-    CheckpointCounters& c = s.counters;
+    CheckpointCounters c;
     c.step = done;
     c.epoch = done / per_epoch;
     c.batch_in_epoch = done % per_epoch;
@@ -193,22 +196,34 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
     c.epoch_seconds = epoch_seconds;
     c.optimizer_steps = done;
     c.world_size = comm.size();
-    s.optimizer = tc.optimizer;
-    s.layers = model.layers();
-    s.params = model.params();  // copy-assignment reuses the buffers' capacity from the last save
-    s.first = optimizer.first_state();
-    s.second = optimizer.second_state();
-    s.config_toml = config_toml;
-    s.program_version = SLURM_TRAIN_VERSION;
-    s.created = utc_now();
-    s.host = host;
-    writer.submit();
-    const double stall = seconds_since(begin);
-    out << fmt::format("checkpoint step {} -> {}/{} ({}; training stalled {:.2f} ms, {:.2f} ms of it waiting for the "
-                       "previous write)\n",
-                       done, cc.dir, checkpoint_file_name(done), cc.async ? "writing in the background" : "written",
-                       1e3 * stall, 1e3 * waited)
+    const auto begin = Clock::now();
+    writer.submit([&, c, created = utc_now()](CheckpointState& s) {
+      s.counters = c;
+      s.optimizer = tc.optimizer;
+      s.layers = model.layers();
+      s.params = model.params();  // copy-assignment reuses the buffers' capacity from the last save
+      s.first = optimizer.first_state();
+      s.second = optimizer.second_state();
+      s.config_toml = config_toml;
+      s.program_version = SLURM_TRAIN_VERSION;
+      s.created = created;
+      s.host = host;
+    });
+    pending = {true, done, seconds_since(begin)};
+  };
+  // Waits until the saved state has been copied (the parameters may change after this).
+  auto copied = [&] {
+    if (!pending.active) return;
+    const auto begin = Clock::now();
+    writer.wait_copied();
+    const double copy_wait = seconds_since(begin);
+    out << fmt::format("checkpoint step {} -> {}/{} ({}; training stalled {:.2f} ms: {:.2f} waiting for the previous "
+                       "write, {:.2f} for the copy to host memory)\n",
+                       pending.step, cc.dir, checkpoint_file_name(pending.step),
+                       cc.async ? "written in the background" : "written", 1e3 * (pending.waited + copy_wait),
+                       1e3 * pending.waited, 1e3 * copy_wait)
         << std::flush;
+    pending.active = false;
   };
 
   BatchPrefetcher batches(train_set, norm, static_cast<std::uint64_t>(tc.seed), global_batch, comm.rank(), comm.size(),
@@ -243,6 +258,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
     lap(t.comm_wait);
     const double grad_norm = clip_by_global_norm(k, model.grads(), opt_config.clip_norm);
     const float lr = learning_rate_at(opt_config, step, total_steps);
+    if (rank0) copied();
     optimizer.update(k, model.params(), model.grads(), lr, step);
     lap(t.optimizer);
 
@@ -284,7 +300,10 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   }
   result.steps_done = step;
   // Shutdown waits for the write in flight; its error fails the run.
-  if (rank0) writer.wait();
+  if (rank0) {
+    copied();
+    writer.wait();
+  }
   if (result.stopped_early) {
     result.parameters = model.params();
     result.seconds = seconds_since(started);

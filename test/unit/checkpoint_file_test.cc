@@ -180,24 +180,34 @@ TEST_CASE("checkpoint writer: a background write's error reaches the training th
     ++writes;
     if (s.counters.step == 2) throw CheckpointWriteError("cannot write the checkpoint '/x/step-00000002.h5': disk full");
   });
-  writer.buffer().counters.step = 1;
-  writer.submit();
-  writer.buffer().counters.step = 2;  // buffer() waited for step 1's write
-  writer.submit();
+  auto step = [](std::uint64_t n) { return [n](CheckpointState& s) { s.counters.step = n; }; };
+  writer.submit(step(1));
+  writer.wait_copied();
+  writer.submit(step(2));  // waits for step 1's write first
   testing::check_refused<CheckpointWriteError>([&] { writer.wait(); }, "/x/step-00000002.h5");
   CHECK_NOTHROW(writer.wait());  // reported once, not again
-  writer.buffer().counters.step = 3;
-  writer.submit();
+  writer.submit(step(3));
   writer.wait();
   CHECK(writes == 3);
   CHECK_FALSE(writer.busy());
 }
 
-TEST_CASE("checkpoint writer: synchronous mode writes inside submit") {
+TEST_CASE("checkpoint writer: the copy happens before wait_copied returns; a failed copy is reported there") {
+  std::vector<float> live(1000, 1.0f);
+  CheckpointWriter writer(true, [](const CheckpointState&) {});
+  writer.submit([&](CheckpointState& s) { s.params = live; });
+  writer.wait_copied();
+  live.assign(1000, 2.0f);  // the optimizer may now change the parameters
+  writer.wait();
+  CheckpointWriter failing(true, [](const CheckpointState&) {});
+  failing.submit([](CheckpointState&) { throw std::runtime_error("copy failed"); });
+  testing::check_refused<std::runtime_error>([&] { failing.wait_copied(); }, "copy failed");
+}
+
+TEST_CASE("checkpoint writer: synchronous mode copies and writes inside submit") {
   std::uint64_t written = 0;
   CheckpointWriter writer(false, [&](const CheckpointState& s) { written = s.counters.step; });
-  writer.buffer().counters.step = 9;
-  writer.submit();
+  writer.submit([](CheckpointState& s) { s.counters.step = 9; });
   CHECK(written == 9);
 }
 
