@@ -58,6 +58,7 @@ int slow_write_ms() {
 class Writer {
  public:
   struct Piece {
+    std::string name;  // the dataset, whose crc32 attribute is set once the bytes are written
     haddr_t offset;
     const void* data;
     std::size_t bytes;
@@ -85,11 +86,16 @@ class Writer {
     H5_CHECK(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY), where);
     H5_CHECK(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), where);
     h5::Handle set(H5_CHECK(H5Dcreate2(parent, name.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT), where));
-    crc_attribute(set, crc32_of(data, n * sizeof(float)), where);
+    // The checksum is computed on a helper thread while the bytes are written (write_pieces) and
+    // stored afterwards (store_checksums); 0 until then, which no reader ever sees: the file is
+    // still a .tmp.
+    crc_attribute(set, crc32_of(data, 0), where);
     if (n == 0) return;
     const haddr_t offset = H5Dget_offset(set);
     if (offset == HADDR_UNDEF) throw h5::Error(fmt::format("{}: HDF5 allocated no contiguous space", where));
-    pieces_.push_back({offset, data, n * sizeof(float)});
+    std::string full(256, '\0');
+    full.resize(static_cast<std::size_t>(std::max<ssize_t>(0, H5Iget_name(set, full.data(), full.size()))));
+    pieces_.push_back({full, offset, data, n * sizeof(float)});
   }
   void u64(hid_t parent, const std::string& name, std::uint64_t v) { scalar(parent, name, H5T_STD_U64LE, &v, sizeof v); }
   void i64(hid_t parent, const std::string& name, std::int64_t v) { scalar(parent, name, H5T_STD_I64LE, &v, sizeof v); }
@@ -137,11 +143,20 @@ void require_free_space(const std::string& path, std::size_t bytes) {
                                            "{} available)", path, bytes, available));
 }
 
-// The tensors' bytes into the space HDF5 allocated, then fsync. A full disk or an I/O error is
-// one message with errno.
-void write_pieces(const std::string& path, const std::vector<Writer::Piece>& pieces) {
+// The tensors' bytes into the space HDF5 allocated, while a helper thread computes their
+// CRC-32s, which it returns. A full disk or an I/O error is one message with errno.
+std::vector<std::uint32_t> write_pieces(const std::string& path, const std::vector<Writer::Piece>& pieces) {
+  auto checksums = std::async(std::launch::async, [&pieces] {
+    std::vector<std::uint32_t> crcs;
+    for (const auto& piece : pieces) crcs.push_back(crc32_of(piece.data, piece.bytes));
+    return crcs;
+  });
   const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) throw CheckpointWriteError(fmt::format("cannot open the checkpoint '{}': {}", path, std::strerror(errno)));
+  if (fd < 0) {
+    const int err = errno;
+    checksums.wait();
+    throw CheckpointWriteError(fmt::format("cannot open the checkpoint '{}': {}", path, std::strerror(err)));
+  }
   const int slow_ms = slow_write_ms();
   // The testing hook writes 64 KiB at a time with a pause after each, so that a test can kill
   // the process while the file is half written.
@@ -161,9 +176,37 @@ void write_pieces(const std::string& path, const std::vector<Writer::Piece>& pie
     }
     if (err != 0) break;
   }
-  if (err == 0 && ::fsync(fd) != 0) err = errno;
   if (::close(fd) != 0 && err == 0) err = errno;
+  std::vector<std::uint32_t> crcs = checksums.get();
   if (err != 0) throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': {}", path, std::strerror(err)));
+  return crcs;
+}
+
+// Sets each tensor's crc32 attribute (a fixed-size value rewritten in place).
+void store_checksums(const std::string& path, const std::vector<Writer::Piece>& pieces,
+                     const std::vector<std::uint32_t>& crcs) {
+  try {
+    h5::Handle file = h5::open_file(path, H5F_ACC_RDWR);
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      const std::string where = path + ":" + pieces[i].name;
+      h5::Handle set(H5_CHECK(H5Dopen2(file, pieces[i].name.c_str(), H5P_DEFAULT), where));
+      h5::Handle attr(H5_CHECK(H5Aopen(set, "crc32", H5P_DEFAULT), where));
+      H5_CHECK(H5Awrite(attr, H5T_NATIVE_UINT32, &crcs[i]), where);
+    }
+    H5_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL), path);
+    H5_CHECK(H5Fclose(file.release()), path);
+  } catch (const h5::Error& e) {
+    throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': {}", path, e.what()));
+  }
+}
+
+void fsync_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw CheckpointWriteError(fmt::format("cannot open '{}' to fsync it: {}", path, std::strerror(errno)));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': fsync: {}", path, std::strerror(err)));
 }
 
 // ---- reading ----
@@ -373,7 +416,8 @@ void write_checkpoint_file(const std::string& path, const CheckpointState& s) {
   } catch (const h5::Error& e) {
     throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': {}", path, e.what()));
   }
-  write_pieces(path, w.pieces());
+  store_checksums(path, w.pieces(), write_pieces(path, w.pieces()));
+  fsync_file(path);
 }
 
 CheckpointState read_checkpoint_file(const std::string& path) {

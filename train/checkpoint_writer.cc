@@ -39,9 +39,10 @@ void CheckpointWriter::submit(FillFn fill) {
       write_(state_);
     } catch (...) {
       error_ = std::current_exception();
-      mark_copied();
     }
+    // done_ before the (repeated) mark: a wait_copied() woken by a failed copy must see it.
     done_ = true;
+    mark_copied();
   });
 }
 
