@@ -229,3 +229,19 @@ TEST_CASE("checkpoint resume: a checkpoint that does not fit the run is refused 
   other.seed = 1;
   CHECK(checkpoint_mismatch(s, other).find("train.seed = 42") != std::string::npos);
 }
+
+TEST_CASE("checkpoint file: tensors of several 8 MiB read pieces verify, and a flip in a later piece is caught") {
+  TempDir dir;
+  CheckpointState s = sample_state(1);
+  s.layers = mlp_layout(MlpShape{784, {3000}, 10});  // layer1.weight: 9.4 MB, two pieces
+  const std::size_t n = s.layers.back().end();
+  s.params.resize(n);
+  for (std::size_t i = 0; i < n; ++i) s.params[i] = static_cast<float>(i % 1000) * 1e-3f;
+  s.first.assign(n, 0.5f);
+  s.second.assign(n, 0.25f);
+  const std::string path = dir.path + "/big.h5";
+  write_checkpoint_file(path, s);
+  CHECK(read_checkpoint_file(path).params == s.params);
+  flip_byte(path, data_offset(path, "/model/layer1.weight") + (std::uintmax_t{17} << 19));  // 8.5 MiB: the second piece
+  testing::check_refused<CheckpointError>([&] { read_checkpoint_file(path); }, "/model/layer1.weight: checksum mismatch");
+}
