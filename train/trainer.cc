@@ -170,9 +170,10 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   }
   result.first_step = start_step;
   const KeepPolicy keep{static_cast<std::uint64_t>(cc.keep), static_cast<std::uint64_t>(cc.keep_every)};
-  CheckpointWriter writer(cc.async, [dir = cc.dir, keep](const CheckpointState& s) { save_checkpoint(dir, s, keep); });
+  // Declared before the writer: its thread reads them until the writer's destructor has joined.
   const std::string config_toml = config_as_toml(config);
   const std::string host = host_name();
+  CheckpointWriter writer(cc.async, [dir = cc.dir, keep](const CheckpointState& s) { save_checkpoint(dir, s, keep); });
   // Rank 0 holds the replicated state and writes it. The stall a save costs the loop is the wait
   // for the previous write here plus, before the next optimizer update, the wait for the copy
   // that the writer thread makes meanwhile (see checkpoint_writer.h); it is logged then.
