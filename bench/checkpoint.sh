@@ -22,10 +22,11 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 # Ours and dd alternate, so that the machine's other load and the page cache's state weigh on
 # both alike.
 declare -A ours
-our_w=() our_r=() our_v=() dd_w=() dd_r=()
+our_w=() our_r=() our_u=() our_v=() dd_w=() dd_r=()
 for _ in $(seq "$REPEATS"); do
   while read -r key value; do ours[$key]=$value; done < <("$BUILD/bench/checkpoint_io" "$DIR/ours" "$MB" 1)
-  our_w+=("${ours[write_MBps]}") our_r+=("${ours[read_MBps]}") our_v+=("${ours[warm_verify_MBps]}")
+  our_w+=("${ours[write_MBps]}") our_r+=("${ours[read_MBps]}") our_u+=("${ours[reuse_read_MBps]}")
+  our_v+=("${ours[warm_verify_MBps]}")
   bytes=${ours[file_bytes]}
   mib=$(( (bytes + (1 << 20) - 1) >> 20 ))
   t0=$(now); dd if=/dev/zero of="$DIR/dd.bin" bs=1M count="$mib" conv=fsync status=none; t1=$(now)
@@ -37,6 +38,7 @@ for _ in $(seq "$REPEATS"); do
 done
 ours[write_MBps]=$(printf '%s\n' "${our_w[@]}" | median)
 ours[read_MBps]=$(printf '%s\n' "${our_r[@]}" | median)
+ours[reuse_read_MBps]=$(printf '%s\n' "${our_u[@]}" | median)
 ours[warm_verify_MBps]=$(printf '%s\n' "${our_v[@]}" | median)
 dd_bytes=$((mib << 20))
 dd_wbw=$(printf '%s\n' "${dd_w[@]}" | median | awk -v b="$dd_bytes" '{ printf "%.0f", b / $1 / 1e6 }')
@@ -80,6 +82,7 @@ echo "== checkpoints on $(df -P "$DIR" | awk 'NR == 2 { print $1 }') ($(stat -f 
 printf '%-44s %10s %10s %8s\n' "" "ours MB/s" "dd MB/s" "ratio"
 printf '%-44s %10s %10s %8s\n' "write (incl. fsync, rename, folder fsync)" "${ours[write_MBps]}" "$dd_wbw" "$(pct "${ours[write_MBps]}" "$dd_wbw")"
 printf '%-44s %10s %10s %8s\n' "read, cold (every CRC-32 verified)" "${ours[read_MBps]}" "$dd_rbw" "$(pct "${ours[read_MBps]}" "$dd_rbw")"
+printf '%-44s %10s %10s %8s\n' "  the same into buffers that exist already" "${ours[reuse_read_MBps]}" "$dd_rbw" "$(pct "${ours[reuse_read_MBps]}" "$dd_rbw")"
 printf '%-44s %10s\n' "verify, warm page cache (ckpt verify)" "${ours[warm_verify_MBps]}"
 echo "== training stall per async save: 1024-512 MLP, ${ckpt_mb} MB checkpoints every 10 steps"
 printf '%-44s %10s ms (max %s ms)\n' "stall per save (median of $(echo "$stalls" | wc -l))" "$stall_median" "$stall_max"

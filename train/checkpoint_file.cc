@@ -436,7 +436,7 @@ void write_checkpoint_file(const std::string& path, const CheckpointState& s) {
   fsync_file(path);
 }
 
-CheckpointState read_checkpoint_file(const std::string& path) {
+void read_checkpoint_file(const std::string& path, CheckpointState& s) {
   h5::Handle file = open_checkpoint(path);
   // The tensors' bytes are read from this descriptor (see read_tensor); closed on every path.
   struct Fd {
@@ -445,7 +445,7 @@ CheckpointState read_checkpoint_file(const std::string& path) {
       if (fd >= 0) ::close(fd);
     }
   } data{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  CheckpointState s;
+  s.layers.clear();
   try {
     const std::string meta_where = path + ": /meta";
     if (H5Lexists(file, "/meta", H5P_DEFAULT) <= 0) throw CheckpointError(meta_where + " is missing");
@@ -514,6 +514,11 @@ CheckpointState read_checkpoint_file(const std::string& path) {
   } catch (const h5::Error& e) {
     throw CheckpointError(e.what());
   }
+}
+
+CheckpointState read_checkpoint_file(const std::string& path) {
+  CheckpointState s;
+  read_checkpoint_file(path, s);
   return s;
 }
 

@@ -37,6 +37,9 @@ void write_checkpoint_file(const std::string& path, const CheckpointState& state
 // Reads a whole checkpoint, verifying every checksum and the structure; throws CheckpointError
 // naming the file and the dataset at fault.
 CheckpointState read_checkpoint_file(const std::string& path);
+// The same into `into`, whose buffers keep their capacity: a resume into buffers that exist
+// already skips the kernel's zeroing and page faults of fresh memory.
+void read_checkpoint_file(const std::string& path, CheckpointState& into);
 
 // Every problem of the file, one line each (empty: valid): each dataset's checksum, found by
 // walking the file, and that the file reads back as a checkpoint.
