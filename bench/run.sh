@@ -6,6 +6,8 @@
 #      global batch 256), Fashion-MNIST held in memory: samples/s of the engine
 #      (build/bench/train_step) and of PyTorch DistributedDataParallel over gloo
 #      (bench/torch_mlp.py), on 1 rank x 2 threads and on 2 ranks x 1 thread.
+#   3. Checkpoints (bench/checkpoint.sh): write (with fsync) and cold read bandwidth against dd on
+#      the same filesystem, and the training stall per async save against one step.
 #   2. A wide MLP (4096-4096-4096-4096-10, batch 2048, the same recipe, synthetic data) on
 #      1 rank x 2 threads: the engine step's GEMM GFLOP/s against OpenBLAS sgemm (n = 4096,
 #      2 threads), timed by the same program, alternating with the steps.
@@ -89,6 +91,9 @@ for round in $(seq "$ROUNDS"); do
   echo "   round $round:$ROUND_NOTE load average $(cut -d' ' -f1-3 /proc/loadavg)"
 done
 
+echo "   checkpoints: write and cold read against dd on the same filesystem, stall per async save"
+checkpoint_rows=$(CKPT_BENCH_ROWS=1 BUILD=$BUILD "$ROOT/bench/checkpoint.sh")
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
 verdict() { awk -v v="$1" -v t="$2" 'BEGIN { print (v >= t ? "met" : "NOT MET") }'; }
 speedup2=$(awk -v a="${BEST[engine/2r]}" -v b="${BEST[torch/2r]}" 'BEGIN { print a / b }')
@@ -104,6 +109,7 @@ printf '%-52s %12.0f %12.0f %8s %8s  %s\n' "reference MLP, 2 ranks x 1 thread, s
 printf '%-52s %12.1f %12.1f %7.0f%% %8s  %s\n' "wide MLP 4096x3, batch 2048, 1 rank x 2 thr., GFLOP/s" \
   "${BEST[wide-GF/s]}" "${BEST[sgemm-GF/s]}" "$(awk -v f="$fraction" 'BEGIN { print 100 * f }')" ">= 80%" \
   "$(verdict "$fraction" 0.8) (peer: sgemm n=4096)"
+echo "$checkpoint_rows"
 echo
 echo "GFLOP/s of a step = its GEMM work / step time; GEMM work = 2 B sum(in*out) forward + the same for"
 echo "the weight gradients + the same less the first layer for the input gradients = $wide_step_gflop GFLOP"

@@ -35,6 +35,13 @@ std::vector<Check> check_configuration(const RunConfig& c, const Environment& en
     if (out.empty()) continue;
     checks.push_back(check_folder("output", std::filesystem::absolute(out).parent_path().string(), env));
   }
+  if (!c.ckpt.dir.empty()) {
+    // The run creates the folder; until then its parent must take it.
+    std::error_code ec;
+    const auto dir = std::filesystem::absolute(c.ckpt.dir);
+    checks.push_back(std::filesystem::exists(dir, ec) ? check_folder("checkpoints", dir.string(), env)
+                                                      : check_folder("checkpoints", dir.parent_path().string(), env));
+  }
   return checks;
 }
 

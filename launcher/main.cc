@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "launcher/build_info.h"
+#include "launcher/ckpt_command.h"
 #include "launcher/data_command.h"
 #include "launcher/doctor_command.h"
 #include "launcher/plot_command.h"
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
   slurm_train::add_submit_command(app);
   slurm_train::add_plot_command(app);
   slurm_train::add_doctor_command(app, exit_code);
+  slurm_train::add_ckpt_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -36,7 +38,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (app.get_subcommands().empty()) {
-    std::cerr << app.help() << "slurm-train: a subcommand is required (run, data, submit, plot, doctor)\n";
+    std::cerr << app.help() << "slurm-train: a subcommand is required (run, data, submit, plot, doctor, ckpt)\n";
     return 2;
   }
   return exit_code;

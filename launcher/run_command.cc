@@ -11,6 +11,7 @@
 #include "launcher/config_checks.h"
 #include "launcher/config_options.h"
 #include "launcher/mpi_session.h"
+#include "train/checkpoint_file.h"
 #include "train/comm.h"
 #include "train/config.h"
 #include "train/trainer.h"
@@ -56,6 +57,12 @@ int run(const RunOptions& options) {
   try {
     train(config, *comm, std::cout);
     return 0;
+  } catch (const CheckpointWriteError& e) {
+    // Its own exit code: the job's script can tell "the storage failed" from a training error.
+    std::cerr << fmt::format("slurm-train: error: rank {} of {} on {}: {}\n", comm->rank(), comm->size(), host(), e.what())
+              << std::flush;
+    if (comm->size() > 1) comm->abort(kExitCheckpointWrite);
+    return kExitCheckpointWrite;
   } catch (const std::exception& e) {
     std::cerr << fmt::format("slurm-train: error: rank {} of {} on {}: {}\n", comm->rank(), comm->size(), host(), e.what())
               << std::flush;
@@ -72,7 +79,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--print-config", options->print_config, "print every effective value and where it came from, then exit");
   cmd->add_flag("--dry-run", options->dry_run,
                 "check the configuration and the files it names (datasets, output folders), then exit: 0 or 1");
-  cmd->add_option("--config,-c", options->config->file, "TOML file with [data], [model] and [train] sections")
+  cmd->add_option("--config,-c", options->config->file, "TOML file with [data], [model], [train] and [ckpt] sections")
       ->check(CLI::ExistingFile);
   add_config_key_options(cmd, options->config);
   cmd->callback([options, cmd, &exit_code] {

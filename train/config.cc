@@ -59,6 +59,13 @@ const std::vector<Key>& keys() {
       {"train.threads", "BLAS threads per rank; 0: this rank's share of its CPUs", [](RunConfig& c) -> ValueRef { return &c.train.threads; }},
       {"train.kernels", "cpu (OpenBLAS) or reference (plain loops, slow)", [](RunConfig& c) -> ValueRef { return &c.train.kernels; }},
       {"train.eval_batch", "rows per evaluation batch", [](RunConfig& c) -> ValueRef { return &c.train.eval_batch; }},
+      {"train.stop_after", "stop once this many steps are done (checkpointing first), as a preempted job would; 0: run to the end", [](RunConfig& c) -> ValueRef { return &c.train.stop_after; }},
+      {"ckpt.dir", "checkpoint folder (step-<8 digits>.h5 and a 'latest' marker); empty: no checkpoints", [](RunConfig& c) -> ValueRef { return &c.ckpt.dir; }},
+      {"ckpt.every", "save a checkpoint every N steps (and always at the end); 0: only at the end", [](RunConfig& c) -> ValueRef { return &c.ckpt.every; }},
+      {"ckpt.keep", "keep the newest N checkpoints; 0: keep all", [](RunConfig& c) -> ValueRef { return &c.ckpt.keep; }},
+      {"ckpt.keep_every", "also keep every checkpoint whose step is a multiple of K; 0: none", [](RunConfig& c) -> ValueRef { return &c.ckpt.keep_every; }},
+      {"ckpt.async", "write checkpoints on a background thread while training goes on", [](RunConfig& c) -> ValueRef { return &c.ckpt.async; }},
+      {"ckpt.resume", "continue from the newest valid checkpoint in ckpt.dir when there is one", [](RunConfig& c) -> ValueRef { return &c.ckpt.resume; }},
   };
   return table;
 }
@@ -277,7 +284,7 @@ void apply_config_file(RunConfig& config, const std::string& path) {
   for (const auto& [section, value] : root) {
     const std::string section_name(section.str());
     if (!value.is_table()) {
-      throw ConfigError(fmt::format("{}: '{}' must be a section ([data], [model] or [train]); {}", at(section.source()),
+      throw ConfigError(fmt::format("{}: '{}' must be a section ([data], [model], [train] or [ckpt]); {}", at(section.source()),
                                     section_name, unknown_key_message(section_name)));
     }
     for (const auto& [name, node] : *value.as_table()) {
@@ -328,6 +335,10 @@ std::vector<std::string> validate_config(const RunConfig& c) {
   require(c.train.threads >= 0, fmt::format("train.threads = {}: expected 0 (automatic) or more", c.train.threads));
   choice("train.kernels", c.train.kernels, {"cpu", "reference"});
   require(c.train.eval_batch >= 1, fmt::format("train.eval_batch = {}: expected at least 1", c.train.eval_batch));
+  require(c.train.stop_after >= 0, fmt::format("train.stop_after = {}: expected 0 (off) or more", c.train.stop_after));
+  require(c.ckpt.every >= 0, fmt::format("ckpt.every = {}: expected 0 (only at the end) or more", c.ckpt.every));
+  require(c.ckpt.keep >= 0, fmt::format("ckpt.keep = {}: expected 0 (keep all) or more", c.ckpt.keep));
+  require(c.ckpt.keep_every >= 0, fmt::format("ckpt.keep_every = {}: expected 0 (off) or more", c.ckpt.keep_every));
   return problems;
 }
 

@@ -1,4 +1,4 @@
-// The run configuration: sections [data], [model], [train] of a TOML file, each key also
+// The run configuration: sections [data], [model], [train], [ckpt] of a TOML file, each key also
 // settable as SLURM_TRAIN_<SECTION>_<KEY> in the environment and on the command line as
 // --section.key=value. Precedence: built-in default < file < environment < command line. Every
 // key is declared once, in config.cc's table, with its type and help.
@@ -55,12 +55,25 @@ struct TrainConfig {
   int threads = 0;                  // BLAS threads per rank; 0: this rank's share of its CPUs
   std::string kernels = "cpu";      // cpu | reference
   std::int64_t eval_batch = 1000;
+  // > 0: stop once this many steps are done (saving a checkpoint when ckpt.dir is set), as a
+  // preempted job would; train.steps/epochs still define the schedule. 0: run to the end.
+  std::int64_t stop_after = 0;
+};
+
+struct CkptConfig {
+  std::string dir;            // checkpoint folder; empty: no checkpoints
+  std::int64_t every = 0;     // save every N steps (and at the end); 0: only at the end
+  std::int64_t keep = 3;      // keep the newest N; 0: keep all
+  std::int64_t keep_every = 0;  // also keep every K-th step; 0: none extra
+  bool async = true;          // write on a background thread while training goes on
+  bool resume = true;         // continue from the newest valid checkpoint in dir
 };
 
 struct RunConfig {
   DataConfig data;
   ModelConfig model;
   TrainConfig train;
+  CkptConfig ckpt;
   // Where each key's value came from ("default", the file path, "command line").
   std::map<std::string, std::string> origin;
 };

@@ -40,6 +40,12 @@ class Handle {
   Handle& operator=(Handle&& other) noexcept;
   ~Handle();
   hid_t get() const { return id_; }
+  // Gives up ownership, for a close whose failure must be checked (H5Fclose writes).
+  hid_t release() {
+    hid_t id = id_;
+    id_ = H5I_INVALID_HID;
+    return id;
+  }
   operator hid_t() const { return id_; }
 
  private:

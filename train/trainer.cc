@@ -5,11 +5,19 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
+#include <ctime>
+#include <iostream>
 #include <thread>
 
 #include "kernels/kernels.h"
+#include "train/checkpoint_policy.h"
+#include "train/checkpoint_resume.h"
+#include "train/checkpoint_store.h"
+#include "train/checkpoint_writer.h"
 #include "train/dataset.h"
 #include "train/gradient_buckets.h"
 #include "train/metrics.h"
@@ -78,6 +86,21 @@ std::pair<double, double> evaluate(Mlp<float>& model, kernels::Kernels<float>& k
   return {sums[0] / static_cast<double>(test.count), sums[1] / static_cast<double>(test.count)};
 }
 
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+std::string host_name() {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  return name;
+}
+
 }  // namespace
 
 int blas_threads_for_rank(int configured, int local_size) {
@@ -90,7 +113,7 @@ int blas_threads_for_rank(int configured, int local_size) {
   return std::max(1, allowed / std::max(1, local_size));
 }
 
-TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out) {
+TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const TrainHooks& hooks) {
   const auto started = Clock::now();
   const TrainConfig& tc = config.train;
   const bool rank0 = comm.rank() == 0;
@@ -121,8 +144,92 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out) {
   Optimizer optimizer(opt_config, model.layers(), model.params().size());
   GradientBuckets buckets(comm, model.layers(), static_cast<std::size_t>(tc.bucket_mb * 1024 * 1024));
   MetricsWriter metrics(rank0 ? tc.metrics : "");
-  BatchPrefetcher batches(train_set, norm, static_cast<std::uint64_t>(tc.seed), global_batch, comm.rank(), comm.size(), 0,
-                          total_steps);
+  TrainResult result;
+  double epoch_loss = 0, epoch_seconds = 0;
+
+  // Resume: every rank continues from the state rank 0 loaded, at the step after it.
+  const CkptConfig& cc = config.ckpt;
+  const bool checkpoints = !cc.dir.empty();
+  std::uint64_t start_step = 0;
+  if (checkpoints && cc.resume) {
+    ResumeTarget target{model.layers(), tc.optimizer, global_batch, static_cast<std::uint64_t>(tc.seed), total_steps,
+                        &model.params(), &optimizer.first_state(), &optimizer.second_state()};
+    const auto resumed = resume_from_checkpoint(cc.dir, target, comm, [&](const std::string& line) {
+      std::cerr << "slurm-train: " << line << "\n" << std::flush;
+    });
+    if (resumed) {
+      start_step = std::min(resumed->counters.step, total_steps);
+      epoch_loss = resumed->counters.epoch_loss_sum;
+      epoch_seconds = resumed->counters.epoch_seconds;
+      result.resumed_from = resumed->path;
+      if (rank0)
+        out << fmt::format("resumed from {} at step {} (epoch {}, batch {} of the epoch; written by {} rank(s))\n",
+                           resumed->path, resumed->counters.step, resumed->counters.epoch,
+                           resumed->counters.batch_in_epoch, resumed->counters.world_size)
+            << std::flush;
+    }
+  }
+  result.first_step = start_step;
+  const KeepPolicy keep{static_cast<std::uint64_t>(cc.keep), static_cast<std::uint64_t>(cc.keep_every)};
+  // Declared before the writer: its thread reads them until the writer's destructor has joined.
+  const std::string config_toml = config_as_toml(config);
+  const std::string host = host_name();
+  CheckpointWriter writer(cc.async, [dir = cc.dir, keep](const CheckpointState& s) { save_checkpoint(dir, s, keep); });
+  // Rank 0 holds the replicated state and writes it. The stall a save costs the loop is the wait
+  // for the previous write here plus, before the next optimizer update, the wait for the copy
+  // that the writer thread makes meanwhile (see checkpoint_writer.h); it is logged then.
+  struct PendingLog {
+    bool active = false;
+    std::uint64_t step = 0;
+    double waited = 0;
+  } pending;
+  auto save = [&](std::uint64_t done) {
+    if (!rank0) return;
+    CheckpointCounters c;
+    c.step = done;
+    c.epoch = done / per_epoch;
+    c.batch_in_epoch = done % per_epoch;
+    c.samples_seen = done * global_batch;
+    c.seed = static_cast<std::uint64_t>(tc.seed);
+    c.global_batch = global_batch;
+    c.schedule_total_steps = total_steps;
+    c.next_lr = learning_rate_at(opt_config, done, total_steps);
+    c.epoch_loss_sum = epoch_loss;
+    c.epoch_seconds = epoch_seconds;
+    c.optimizer_steps = done;
+    c.world_size = comm.size();
+    const auto begin = Clock::now();
+    writer.submit([&, c, created = utc_now()](CheckpointState& s) {
+      s.counters = c;
+      s.optimizer = tc.optimizer;
+      s.layers = model.layers();
+      s.params = model.params();  // copy-assignment reuses the buffers' capacity from the last save
+      s.first = optimizer.first_state();
+      s.second = optimizer.second_state();
+      s.config_toml = config_toml;
+      s.program_version = SLURM_TRAIN_VERSION;
+      s.created = created;
+      s.host = host;
+    });
+    pending = {true, done, seconds_since(begin)};
+  };
+  // Waits until the saved state has been copied (the parameters may change after this).
+  auto copied = [&] {
+    if (!pending.active) return;
+    const auto begin = Clock::now();
+    writer.wait_copied();
+    const double copy_wait = seconds_since(begin);
+    out << fmt::format("checkpoint step {} -> {}/{} ({}; training stalled {:.2f} ms: {:.2f} waiting for the previous "
+                       "write, {:.2f} for the copy to host memory)\n",
+                       pending.step, cc.dir, checkpoint_file_name(pending.step),
+                       cc.async ? "written in the background" : "written", 1e3 * (pending.waited + copy_wait),
+                       1e3 * pending.waited, 1e3 * copy_wait)
+        << std::flush;
+    pending.active = false;
+  };
+
+  BatchPrefetcher batches(train_set, norm, static_cast<std::uint64_t>(tc.seed), global_batch, comm.rank(), comm.size(),
+                          start_step, total_steps);
   std::vector<float> dlogits;
   const float loss_scale = 1.0f / static_cast<float>(global_batch);  // the loss is a mean over the global batch
   const auto dropout_seed = kernels::mix64(static_cast<std::uint64_t>(tc.seed) + 0xd509);
@@ -130,14 +237,15 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out) {
   if (rank0)
     out << fmt::format("training {} parameters on {} rank(s), {} steps ({} per epoch), global batch {}\n",
                        model.params().size(), comm.size(), total_steps, per_epoch, global_batch) << std::flush;
-  TrainResult result;
-  double epoch_loss = 0, epoch_seconds = 0, latest_test_accuracy = -1;
+  double latest_test_accuracy = -1;
   const PrometheusLabels prometheus_labels = prometheus_labels_from_environment(comm.size());
   auto publish = [&](const StepMetrics& m) {
     if (rank0 && !tc.prometheus.empty())
       write_file_atomically(tc.prometheus, prometheus_text(prometheus_labels, m, latest_test_accuracy, total_steps));
   };
-  for (std::uint64_t step = 0; step < total_steps; ++step) {
+  const auto stop_after = static_cast<std::uint64_t>(tc.stop_after);
+  std::uint64_t step = start_step;
+  for (; step < total_steps; ++step) {
     StepTimes t;
     auto phase = Clock::now();
     auto lap = [&](double& into) { into += seconds_since(phase); phase = Clock::now(); };
@@ -158,6 +266,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out) {
     lap(t.comm_wait);
     const double grad_norm = clip_by_global_norm(k, model.grads(), opt_config.clip_norm);
     const float lr = learning_rate_at(opt_config, step, total_steps);
+    if (rank0) copied();
     optimizer.update(k, model.params(), model.grads(), lr, step);
     lap(t.optimizer);
 
@@ -170,20 +279,48 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out) {
     if ((step + 1) % static_cast<std::uint64_t>(tc.prometheus_every) == 0) publish(step_metrics);
 
     const bool epoch_end = (step + 1) % per_epoch == 0 || step + 1 == total_steps;
-    if (!epoch_end) continue;
-    const std::uint64_t steps_in_epoch = step % per_epoch + 1;
-    const auto [test_loss, test_accuracy] = evaluate(model, k, test_set, norm, static_cast<int>(tc.eval_batch), comm);
-    EpochResult e{step / per_epoch + 1, step + 1, epoch_loss / static_cast<double>(steps_in_epoch), test_loss,
-                  test_accuracy, static_cast<double>(steps_in_epoch * global_batch) / epoch_seconds};
-    result.epochs.push_back(e);
-    metrics.write_eval(e.epoch, e.step, e.test_loss, e.test_accuracy);
-    latest_test_accuracy = e.test_accuracy;
-    publish(step_metrics);
-    if (rank0)
-      out << fmt::format("epoch {:>3}  step {:>6}  train_loss {:.4f}  test_loss {:.4f}  test_acc {:.2f}%  samples/s {:.0f}\n",
-                         e.epoch, e.step, e.train_loss, e.test_loss, 100.0 * e.test_accuracy, e.samples_per_second)
-          << std::flush;
-    epoch_loss = epoch_seconds = 0;
+    if (epoch_end) {
+      const std::uint64_t steps_in_epoch = step % per_epoch + 1;
+      const auto [test_loss, test_accuracy] = evaluate(model, k, test_set, norm, static_cast<int>(tc.eval_batch), comm);
+      EpochResult e{step / per_epoch + 1, step + 1, epoch_loss / static_cast<double>(steps_in_epoch), test_loss,
+                    test_accuracy, static_cast<double>(steps_in_epoch * global_batch) / epoch_seconds};
+      result.epochs.push_back(e);
+      metrics.write_eval(e.epoch, e.step, e.test_loss, e.test_accuracy);
+      latest_test_accuracy = e.test_accuracy;
+      publish(step_metrics);
+      if (rank0)
+        out << fmt::format("epoch {:>3}  step {:>6}  train_loss {:.4f}  test_loss {:.4f}  test_acc {:.2f}%  samples/s {:.0f}\n",
+                           e.epoch, e.step, e.train_loss, e.test_loss, 100.0 * e.test_accuracy, e.samples_per_second)
+            << std::flush;
+      epoch_loss = epoch_seconds = 0;
+    }
+
+    // The step boundary: checkpoint (after the epoch bookkeeping, so that a resume continues it)
+    // and stop, as the schedule, train.stop_after or the hook says.
+    const std::uint64_t done = step + 1;
+    const StepDecision decision = hooks.after_step ? hooks.after_step(done) : StepDecision::kContinue;
+    const bool stop = decision == StepDecision::kSaveAndStop || (stop_after > 0 && done == stop_after && done < total_steps);
+    if (checkpoints && (checkpoint_due(done, static_cast<std::uint64_t>(cc.every), total_steps) || stop ||
+                        decision != StepDecision::kContinue))
+      save(done);
+    if (rank0) writer.check();  // a failed background write ends the run now, naming the path
+    if (stop) {
+      ++step;
+      result.stopped_early = true;
+      if (rank0) out << fmt::format("stopping after step {} of {}\n", done, total_steps) << std::flush;
+      break;
+    }
+  }
+  result.steps_done = step;
+  // Shutdown waits for the write in flight; its error fails the run.
+  if (rank0) {
+    copied();
+    writer.wait();
+  }
+  if (result.stopped_early) {
+    result.parameters = model.params();
+    result.seconds = seconds_since(started);
+    return result;
   }
   result.parameters = model.params();
   if (rank0 && !tc.save.empty()) {

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <ostream>
+#include <string>
 #include <vector>
 
 #include "train/comm.h"
@@ -19,13 +21,29 @@ struct EpochResult {
 
 struct TrainResult {
   std::vector<EpochResult> epochs;
+  std::uint64_t first_step = 0;  // > 0 when resumed from a checkpoint
+  std::uint64_t steps_done = 0;  // global steps done when train() returned
+  bool stopped_early = false;    // train.stop_after or a hook ended it before the last step
+  std::string resumed_from;      // the checkpoint's path (rank 0), or ""
   std::vector<float> parameters;  // the final parameters (identical on every rank)
   double seconds = 0;
 };
 
+// What the training loop does at a step boundary, as a hook answers it.
+enum class StepDecision { kContinue, kSave, kSaveAndStop };
+
+struct TrainHooks {
+  // Called on every rank after each step with the global steps done. It must give the same
+  // answer on every rank (the preemption handler of issue 5 folds its signal flag into a
+  // collective first). kSave checkpoints now (with ckpt.dir set); kSaveAndStop also ends
+  // train() after the write has finished, with stopped_early set.
+  std::function<StepDecision(std::uint64_t steps_done)> after_step;
+};
+
 // Runs the whole training described by `config`. `out` receives rank 0's progress lines (other
-// ranks may pass any stream; they print nothing).
-TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out);
+// ranks may pass any stream; they print nothing). With ckpt.dir set it resumes from the newest
+// valid checkpoint there (unless ckpt.resume is false) and saves checkpoints as configured.
+TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const TrainHooks& hooks = {});
 
 // BLAS threads for this rank: train.threads if set, else this rank's share of the CPUs it may
 // use (all of them when Slurm or the plugin already bound it to a subset).

@@ -180,8 +180,9 @@ print('ok')"
 }
 
 @test "run --dry-run checks the configuration and its files without training" {
-  run small_run --dry-run --train.save "$BATS_TEST_TMPDIR/m.h5"
+  run small_run --dry-run --train.save "$BATS_TEST_TMPDIR/m.h5" --ckpt.dir "$BATS_TEST_TMPDIR/ckpt"
   [ "$status" -eq 0 ]
+  [[ $output == *"OK    checkpoints  '$BATS_TEST_TMPDIR' is writable"* ]]
   [[ $output == *"OK    train data   $TEST_DATA/train.h5: 60000 samples of 784 features, 10 classes"* ]]
   [[ $output == *"OK    output       '$BATS_TEST_TMPDIR' is writable"* ]]
   [[ $output == *"dry run: ready to train"* ]]

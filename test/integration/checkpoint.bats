@@ -1,0 +1,213 @@
+#!/usr/bin/env bats
+# Checkpoints (issue 6): exact resume on 1 and 2 ranks and across world sizes, crash consistency
+# under SIGKILL mid-write, corruption and truncation falling back to the previous file, a full
+# filesystem and an unwritable folder, and the ckpt list/show/verify commands and h5py.
+
+load helpers
+
+setup_file() {
+  ensure_fashion_mnist
+}
+
+small_args() {
+  echo --config "$ROOT/examples/fashion-mnist.toml" --data.train "$TEST_DATA/train.h5" \
+    --data.test "$TEST_DATA/test.h5" --model.hidden "[64,32]" --train.eval_batch 2000 --train.warmup_steps 5
+}
+
+# shellcheck disable=SC2046
+small_run() { "$BUILD/bin/slurm-train" run $(small_args) "$@"; }
+# shellcheck disable=SC2046
+mpi_run() {
+  local n=$1
+  shift
+  mpirun -n "$n" --oversubscribe --bind-to none "$BUILD/bin/slurm-train" run $(small_args) "$@"
+}
+
+# same_losses A.jsonl B.jsonl TOLERANCE: the same steps with the same loss, lr and gradient
+# norm (exactly when TOLERANCE is 0).
+same_losses() {
+  $PY - "$@" <<'PY'
+import json, sys
+# Step lines only: evaluations ({"eval": ...}) are checked by the parameters' equality.
+a = [r for r in map(json.loads, open(sys.argv[1])) if "step" in r]
+b = [r for r in map(json.loads, open(sys.argv[2])) if "step" in r]
+tol = float(sys.argv[3])
+assert [r["step"] for r in a] == [r["step"] for r in b], ([r["step"] for r in a], [r["step"] for r in b])
+for x, y in zip(a, b):
+    for k in ("loss", "lr", "grad_norm", "accuracy"):
+        ok = x[k] == y[k] if tol == 0 else abs(x[k] - y[k]) <= tol * max(1.0, abs(x[k]))
+        assert ok, (x["step"], k, x[k], y[k])
+print("ok", len(a))
+PY
+}
+
+@test "exact resume on 1 rank: 2N steps == N steps, then a new process resuming for N more (parameters and losses)" {
+  d=$BATS_TEST_TMPDIR
+  small_run --train.steps 30 --train.metrics "$d/full.jsonl" --train.save "$d/full.h5" >/dev/null
+  run small_run --train.steps 30 --train.stop_after 15 --ckpt.dir "$d/ck" --train.metrics "$d/split.jsonl"
+  [ "$status" -eq 0 ]
+  [[ $output == *"checkpoint step 15 -> $d/ck/step-00000015.h5"*"training stalled"* ]]
+  [[ $output == *"stopping after step 15 of 30"* ]]
+  [ "$(cat "$d/ck/latest")" = step-00000015.h5 ]
+  run small_run --train.steps 30 --ckpt.dir "$d/ck" --train.metrics "$d/split.jsonl" --train.save "$d/split.h5"
+  [ "$status" -eq 0 ]
+  [[ $output == *"resumed from $d/ck/step-00000015.h5 at step 15"* ]]
+  run h5diff "$d/full.h5" "$d/split.h5" /model /model
+  [ "$status" -eq 0 ]
+  run same_losses "$d/full.jsonl" "$d/split.jsonl" 0
+  [ "$output" = "ok 30" ]
+  # the checkpoint at the end holds the same parameters as the saved model
+  run $PY "$ROOT/test/integration/compare_models.py" "$d/ck/step-00000030.h5" "$d/full.h5" 0
+  [ "$status" -eq 0 ]
+}
+
+@test "exact resume on 2 ranks (mpirun), and a 2-rank checkpoint continues on 1 rank with the same global batches" {
+  d=$BATS_TEST_TMPDIR
+  mpi_run 2 --train.steps 24 --train.metrics "$d/full.jsonl" --train.save "$d/full.h5" >/dev/null
+  run mpi_run 2 --train.steps 24 --train.stop_after 12 --ckpt.dir "$d/ck" --train.metrics "$d/split.jsonl"
+  [ "$status" -eq 0 ]
+  cp -r "$d/ck" "$d/ck1"
+  cp "$d/split.jsonl" "$d/one.jsonl"
+  run mpi_run 2 --train.steps 24 --ckpt.dir "$d/ck" --train.metrics "$d/split.jsonl" --train.save "$d/split.h5"
+  [ "$status" -eq 0 ]
+  [[ $output == *"resumed from $d/ck/step-00000012.h5 at step 12"* ]]
+  run h5diff "$d/full.h5" "$d/split.h5" /model /model
+  [ "$status" -eq 0 ]
+  run same_losses "$d/full.jsonl" "$d/split.jsonl" 0
+  [ "$output" = "ok 24" ]
+  # the same checkpoint on 1 rank: same global batches, so the same losses up to reduction order
+  run small_run --train.steps 24 --ckpt.dir "$d/ck1" --train.metrics "$d/one.jsonl" --train.save "$d/one.h5"
+  [ "$status" -eq 0 ]
+  [[ $output == *"resumed from $d/ck1/step-00000012.h5 at step 12 (epoch 0, batch 12 of the epoch; written by 2 rank(s))"* ]]
+  run same_losses "$d/full.jsonl" "$d/one.jsonl" 1e-4
+  [ "$output" = "ok 24" ]
+  run $PY "$ROOT/test/integration/compare_models.py" "$d/one.h5" "$d/full.h5" 1e-4
+  [ "$status" -eq 0 ]
+}
+
+@test "SIGKILL at random moments during checkpoint writes: 20 trials, each resumes from a good checkpoint, none reads a partial file" {
+  d=$BATS_TEST_TMPDIR/kill
+  mid_write=0
+  for trial in $(seq 1 20); do
+    # SLURM_TRAIN_TEST_SLOW_CKPT_MS: the documented hook that pauses 20 ms after each 64 KiB
+    # written, so that one checkpoint (640 KiB) takes about 0.2 s on disk. The program itself
+    # runs in the background (not a function's subshell), so that the kill reaches it.
+    # shellcheck disable=SC2046
+    SLURM_TRAIN_TEST_SLOW_CKPT_MS=20 "$BUILD/bin/slurm-train" run $(small_args) --train.steps 100000 --ckpt.dir "$d" \
+      --ckpt.every 2 --ckpt.keep 2 --train.metrics "" >"$BATS_TEST_TMPDIR/run.log" 2>&1 &
+    pid=$!
+    # Wait for a write to start (one of the first few), then kill at a random moment within it.
+    skip_writes=$((RANDOM % 2))
+    for _ in $(seq 0 "$skip_writes"); do
+      deadline=$((SECONDS + 10))
+      until compgen -G "$d/step-*.h5.tmp" >/dev/null || [ $SECONDS -ge $deadline ]; do sleep 0.01; done
+      [ "$_" -eq "$skip_writes" ] || while compgen -G "$d/step-*.h5.tmp" >/dev/null; do sleep 0.01; done
+    done
+    sleep "$(awk -v s="$RANDOM" 'BEGIN { srand(s); printf "%.3f", rand() * 0.18 }')"
+    if compgen -G "$d/step-*.h5.tmp" >/dev/null; then mid_write=$((mid_write + 1)); fi
+    kill -KILL "$pid"
+    wait "$pid" || true
+    # Every committed file is whole; a partial write is only ever a .tmp.
+    if compgen -G "$d/step-*.h5" >/dev/null; then
+      run "$BUILD/bin/slurm-train" ckpt verify "$d"
+      echo "trial $trial: $output"
+      [ "$status" -eq 0 ]
+    fi
+    newest=$(ls "$d" 2>/dev/null | grep -E '^step-[0-9]+\.h5$' | sort | tail -n 1 || true)
+    step=0
+    if [ -n "$newest" ]; then step=${newest#step-}; step=$((10#${step%.h5})); fi
+    run --separate-stderr small_run --train.steps 100000 --ckpt.dir "$d" --ckpt.every 2 --ckpt.keep 2 \
+      --train.metrics "" --train.stop_after "$((step + 1))"
+    echo "trial $trial: newest $newest: $output $stderr"
+    [ "$status" -eq 0 ]
+    if [ -n "$newest" ]; then [[ $output == *"resumed from $d/$newest at step $step "* ]]; fi
+    [[ $stderr != *unusable* ]]
+  done
+  echo "kills while a checkpoint was being written: $mid_write of 20" >&3
+  [ "$mid_write" -ge 15 ]
+}
+
+@test "a corrupt or truncated newest checkpoint fails ckpt verify, and the run resumes from the previous one with a warning" {
+  d=$BATS_TEST_TMPDIR
+  small_run --train.steps 30 --train.stop_after 12 --ckpt.dir "$d/ck" --ckpt.every 4 --train.metrics "" >/dev/null
+  f=$d/ck/step-00000012.h5
+  offset=$($PY -c "import h5py; print(h5py.File('$f')['/model/layer2.weight'].id.get_offset())")
+  printf '\xff\xff\xff\xff' | dd of="$f" bs=1 seek="$((offset + 64))" conv=notrunc status=none
+  run "$BUILD/bin/slurm-train" ckpt verify "$f"
+  [ "$status" -eq 1 ]
+  [[ $output == *"FAIL $f"*"dataset /model/layer2.weight: checksum mismatch"* ]]
+  run "$BUILD/bin/slurm-train" ckpt verify "$d/ck"
+  [ "$status" -eq 1 ]
+  [[ $output == *"OK   $d/ck/step-00000008.h5"*"2 of 3 checkpoint(s) valid"* ]]
+  run "$BUILD/bin/slurm-train" ckpt list "$d/ck"
+  [[ $output =~ 12\ +[0-9.]+\ KiB\ +[0-9-]+\ [0-9:]+\ +INVALID:.*layer2.weight ]]
+  run --separate-stderr small_run --train.steps 30 --train.stop_after 13 --ckpt.dir "$d/ck" --train.metrics ""
+  [ "$status" -eq 0 ]
+  [[ $stderr == *"warning: checkpoint folder $d/ck: step-00000012.h5 is unusable: $f: dataset /model/layer2.weight: checksum mismatch"*"falling back to step-00000008.h5"* ]]
+  [[ $output == *"resumed from $d/ck/step-00000008.h5 at step 8"* ]]
+  # truncated: the newest (13) cut in half
+  truncate -s 200000 "$d/ck/step-00000013.h5"
+  run "$BUILD/bin/slurm-train" ckpt verify "$d/ck/step-00000013.h5"
+  [ "$status" -eq 1 ]
+  run --separate-stderr small_run --train.steps 30 --train.stop_after 9 --ckpt.dir "$d/ck" --ckpt.resume true --train.metrics ""
+  [[ $stderr == *"step-00000013.h5 is unusable"* ]]
+  [[ $output == *"resumed from $d/ck/step-00000008.h5 at step 8"* ]]
+}
+
+@test "a full filesystem is a clear error naming the path (exit 3); the checkpoints before it stay intact" {
+  [ "$(id -u)" -eq 0 ] || skip "needs root to mount a tmpfs"
+  mnt=$BATS_TEST_TMPDIR/small
+  mkdir -p "$mnt"
+  mount -t tmpfs -o size=2m tmpfs "$mnt" || skip "cannot mount a tmpfs here"
+  # [128,32] with AdamW: about 1.3 MB a checkpoint, so the first fits and the second does not.
+  run --separate-stderr small_run --model.hidden "[128,32]" --train.steps 20 --ckpt.dir "$mnt/ck" --ckpt.every 5 \
+    --ckpt.keep 0 --train.metrics ""
+  echo "status $status: $stderr"
+  [ "$status" -eq 3 ]
+  [[ $stderr == *"cannot write the checkpoint '$mnt/ck/step-00000010.h5.tmp'"*"No space left on device"* ]]
+  [ "$(ls "$mnt/ck")" = "$(printf 'latest\nstep-00000005.h5')" ]  # the partial file removed
+  run "$BUILD/bin/slurm-train" ckpt verify "$mnt/ck"
+  [ "$status" -eq 0 ]
+  [ "$(cat "$mnt/ck/latest")" = step-00000005.h5 ]
+}
+
+teardown() {
+  if mountpoint -q "$BATS_TEST_TMPDIR/small" 2>/dev/null; then umount "$BATS_TEST_TMPDIR/small"; fi
+}
+
+@test "an unwritable checkpoint folder is a clear error naming the path (exit 3)" {
+  touch "$BATS_TEST_TMPDIR/file"
+  run --separate-stderr small_run --train.steps 3 --ckpt.dir "$BATS_TEST_TMPDIR/file/ck" --train.metrics ""
+  [ "$status" -eq 3 ]
+  [[ $stderr == *"cannot create the checkpoint folder '$BATS_TEST_TMPDIR/file/ck'"* ]]
+}
+
+@test "ckpt show and h5ls describe the file; h5py loads the weights into NumPy as the README shows" {
+  d=$BATS_TEST_TMPDIR
+  small_run --train.steps 6 --ckpt.dir "$d/ck" --train.optimizer sgd --train.metrics "" --train.save "$d/m.h5" >/dev/null
+  f=$d/ck/step-00000006.h5
+  run "$BUILD/bin/slurm-train" ckpt show "$f"
+  [ "$status" -eq 0 ]
+  [[ $output == *"format_version   1"*"world_size       1"* ]]
+  [[ $output == *"step 6  epoch 0  batch_in_epoch 6"* ]]
+  [[ $output == *"kind sgd  step_count 6"* ]]
+  [[ $output == *"/optimizer/momentum_buffer/layer1.weight"*"float32  [64, 784]"* ]]
+  run h5ls -r "$f"
+  [[ $output == *"/model/layer1.weight"*"Dataset {64, 784}"* ]]
+  [[ $output == *"/train/step"*"Dataset {SCALAR}"* ]]
+  run h5dump -a /meta/format_version "$f"
+  [[ $output == *"(0): 1"* ]]
+  run $PY - "$f" "$d/m.h5" <<'PY'
+import sys, zlib
+import h5py, numpy as np
+with h5py.File(sys.argv[1], "r") as f:
+    weights = {name: f["model"][name][()] for name in f["model"]}   # NumPy arrays
+    step = int(f["train/step"][()])
+    for name, w in weights.items():                                   # the stored checksums
+        assert zlib.crc32(w.astype("<f4").tobytes()) == int(f["model"][name].attrs["crc32"]), name
+with h5py.File(sys.argv[2], "r") as m:
+    assert all(np.array_equal(weights[n], m["model"][n][()]) for n in weights)
+print(step, sorted(weights)[0], weights["layer1.weight"].shape)
+PY
+  [ "$output" = "6 layer1.bias (64, 784)" ]
+}

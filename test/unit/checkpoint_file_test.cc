@@ -1,0 +1,247 @@
+// The checkpoint file and folder: round trip, checksums catching flipped bytes and truncation,
+// the commit protocol's files, the keep policy on disk, falling back past a bad newest file,
+// the background writer's errors reaching the training thread, and resume compatibility.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+
+#include "test/unit/test_support.h"
+#include "train/checkpoint_file.h"
+#include "train/checkpoint_resume.h"
+#include "train/checkpoint_store.h"
+#include "train/checkpoint_writer.h"
+#include "train/h5.h"
+
+using namespace slurm_train;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char name[] = "/tmp/ckpt-test-XXXXXX";
+    REQUIRE(mkdtemp(name) != nullptr);
+    path = name;
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+CheckpointState sample_state(std::uint64_t step, const std::string& optimizer = "adamw") {
+  CheckpointState s;
+  s.layers = mlp_layout(MlpShape{6, {4}, 3});
+  const std::size_t n = s.layers.back().end();
+  s.params.resize(n);
+  std::iota(s.params.begin(), s.params.end(), 0.5f * static_cast<float>(step));
+  s.first.assign(n, 0.25f);
+  if (optimizer == "adamw") s.second.assign(n, 1e-3f);
+  s.optimizer = optimizer;
+  s.counters.step = step;
+  s.counters.epoch = step / 10;
+  s.counters.batch_in_epoch = step % 10;
+  s.counters.samples_seen = step * 32;
+  s.counters.seed = 42;
+  s.counters.global_batch = 32;
+  s.counters.schedule_total_steps = 100;
+  s.counters.next_lr = 1e-3;
+  s.counters.epoch_loss_sum = 1.5;
+  s.counters.optimizer_steps = step;
+  s.counters.world_size = 2;
+  s.config_toml = "[train]\nseed = 42\n";
+  s.program_version = "test";
+  s.created = "2026-01-01T00:00:00Z";
+  s.host = "node1";
+  return s;
+}
+
+// The file offset of a contiguous dataset's data, to damage exactly its bytes.
+haddr_t data_offset(const std::string& path, const std::string& dataset) {
+  h5::Handle file = h5::open_file(path, H5F_ACC_RDONLY);
+  h5::Handle set = h5::open_dataset(file, dataset, path);
+  return H5Dget_offset(set);
+}
+
+void flip_byte(const std::string& path, std::uintmax_t offset) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(offset));
+  char c = 0;
+  f.read(&c, 1);
+  c = static_cast<char>(c ^ 0x5a);
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.write(&c, 1);
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint file: everything written reads back bit for bit, SGD and AdamW") {
+  TempDir dir;
+  for (const char* optimizer : {"adamw", "sgd"}) {
+    const std::string path = dir.path + "/" + optimizer + ".h5";
+    const CheckpointState s = sample_state(7, optimizer);
+    write_checkpoint_file(path, s);
+    const CheckpointState r = read_checkpoint_file(path);
+    CHECK(r.params == s.params);
+    CHECK(r.first == s.first);
+    CHECK(r.second == s.second);
+    CHECK(r.optimizer == optimizer);
+    CHECK(std::memcmp(&r.counters, &s.counters, sizeof r.counters) == 0);
+    CHECK(r.config_toml == s.config_toml);
+    CHECK(r.host == "node1");
+    REQUIRE(r.layers.size() == 2);
+    CHECK(r.layers[1].in == 4);
+    CHECK(r.layers[1].out == 3);
+    CHECK(r.layers[1].weight == s.layers[1].weight);
+    CHECK(verify_checkpoint_file(path).empty());
+    const std::string text = describe_checkpoint_file(path);
+    CHECK(text.find("/model/layer1.weight") != std::string::npos);
+    CHECK(text.find("float32  [4, 6]") != std::string::npos);
+  }
+}
+
+TEST_CASE("checkpoint file: a flipped byte or a truncation is reported with the file and dataset") {
+  TempDir dir;
+  const std::string path = dir.path + "/c.h5";
+  write_checkpoint_file(path, sample_state(3));
+  flip_byte(path, data_offset(path, "/optimizer/exp_avg/layer2.bias") + 2);
+  const auto problems = verify_checkpoint_file(path);
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].find(path) != std::string::npos);
+  CHECK(problems[0].find("/optimizer/exp_avg/layer2.bias: checksum mismatch") != std::string::npos);
+  testing::check_refused<CheckpointError>([&] { read_checkpoint_file(path); }, "exp_avg/layer2.bias");
+
+  const std::string cut = dir.path + "/cut.h5";
+  write_checkpoint_file(cut, sample_state(3));
+  fs::resize_file(cut, fs::file_size(cut) / 2);
+  CHECK_FALSE(verify_checkpoint_file(cut).empty());
+  testing::check_refused<CheckpointError>([&] { read_checkpoint_file(cut); }, cut);
+}
+
+TEST_CASE("checkpoint store: commit, latest marker, keep policy, and no temp files left") {
+  TempDir dir;
+  const std::string ck = dir.path + "/ck";
+  for (std::uint64_t step : {10, 20, 30, 40, 50}) save_checkpoint(ck, sample_state(step), {2, 20});
+  std::ofstream(ck + "/step-00000060.h5.tmp") << "partial";  // a writer killed mid-write
+  save_checkpoint(ck, sample_state(60), {2, 20});
+  std::vector<std::uint64_t> steps;
+  for (const auto& e : list_checkpoints(ck)) steps.push_back(e.step);
+  CHECK(steps == std::vector<std::uint64_t>{20, 40, 50, 60});
+  std::ifstream latest(ck + "/latest");
+  std::string line;
+  std::getline(latest, line);
+  CHECK(line == "step-00000060.h5");
+  for (const auto& entry : fs::directory_iterator(ck)) CHECK(entry.path().extension() != ".tmp");
+  CHECK(find_newest_valid_checkpoint(ck, [](const std::string&) {}) == ck + "/step-00000060.h5");
+}
+
+TEST_CASE("checkpoint store: a corrupt or truncated newest file falls back to the previous one, with a warning") {
+  TempDir dir;
+  for (std::uint64_t step : {1, 2, 3}) save_checkpoint(dir.path, sample_state(step), {});
+  const std::string newest = dir.path + "/step-00000003.h5", middle = dir.path + "/step-00000002.h5";
+  flip_byte(newest, data_offset(newest, "/model/layer1.weight"));
+  fs::resize_file(middle, fs::file_size(middle) - 100);
+  std::vector<std::string> warnings;
+  auto state = load_newest_valid_checkpoint(dir.path, [&](const std::string& w) { warnings.push_back(w); });
+  REQUIRE(state);
+  CHECK(state->counters.step == 1);
+  REQUIRE(warnings.size() == 2);
+  CHECK(warnings[0].find("step-00000003.h5 is unusable") != std::string::npos);
+  CHECK(warnings[0].find("/model/layer1.weight: checksum mismatch") != std::string::npos);
+  CHECK(warnings[1].find("step-00000002.h5 is unusable") != std::string::npos);
+  TempDir empty;
+  CHECK_FALSE(load_newest_valid_checkpoint(empty.path, [](const std::string&) {}));
+  CHECK_FALSE(load_newest_valid_checkpoint(empty.path + "/missing", [](const std::string&) {}));
+}
+
+TEST_CASE("checkpoint store: an unwritable folder is a CheckpointWriteError naming the path") {
+  if (geteuid() == 0) {
+    // root writes anywhere: a path under a regular file cannot be a folder for anyone.
+    TempDir dir;
+    std::ofstream(dir.path + "/file") << "x";
+    testing::check_refused<CheckpointWriteError>([&] { save_checkpoint(dir.path + "/file/ck", sample_state(1), {}); },
+                                                 dir.path + "/file/ck");
+  } else {
+    TempDir dir;
+    chmod(dir.path.c_str(), 0500);
+    testing::check_refused<CheckpointWriteError>([&] { save_checkpoint(dir.path, sample_state(1), {}); }, dir.path);
+    chmod(dir.path.c_str(), 0700);
+  }
+}
+
+TEST_CASE("checkpoint writer: a background write's error reaches the training thread, named, exactly once") {
+  int writes = 0;
+  CheckpointWriter writer(true, [&](const CheckpointState& s) {
+    ++writes;
+    if (s.counters.step == 2) throw CheckpointWriteError("cannot write the checkpoint '/x/step-00000002.h5': disk full");
+  });
+  auto step = [](std::uint64_t n) { return [n](CheckpointState& s) { s.counters.step = n; }; };
+  writer.submit(step(1));
+  writer.wait_copied();
+  writer.submit(step(2));  // waits for step 1's write first
+  testing::check_refused<CheckpointWriteError>([&] { writer.wait(); }, "/x/step-00000002.h5");
+  CHECK_NOTHROW(writer.wait());  // reported once, not again
+  writer.submit(step(3));
+  writer.wait();
+  CHECK(writes == 3);
+  CHECK_FALSE(writer.busy());
+}
+
+TEST_CASE("checkpoint writer: the copy happens before wait_copied returns; a failed copy is reported there") {
+  std::vector<float> live(1000, 1.0f);
+  CheckpointWriter writer(true, [](const CheckpointState&) {});
+  writer.submit([&](CheckpointState& s) { s.params = live; });
+  writer.wait_copied();
+  live.assign(1000, 2.0f);  // the optimizer may now change the parameters
+  writer.wait();
+  CheckpointWriter failing(true, [](const CheckpointState&) {});
+  failing.submit([](CheckpointState&) { throw std::runtime_error("copy failed"); });
+  testing::check_refused<std::runtime_error>([&] { failing.wait_copied(); }, "copy failed");
+}
+
+TEST_CASE("checkpoint writer: synchronous mode copies and writes inside submit") {
+  std::uint64_t written = 0;
+  CheckpointWriter writer(false, [&](const CheckpointState& s) { written = s.counters.step; });
+  writer.submit([](CheckpointState& s) { s.counters.step = 9; });
+  CHECK(written == 9);
+}
+
+TEST_CASE("checkpoint resume: a checkpoint that does not fit the run is refused with the reason") {
+  const CheckpointState s = sample_state(5);
+  std::vector<float> p, f, g;
+  ResumeTarget t{s.layers, "adamw", 32, 42, 100, &p, &f, &g};
+  CHECK(checkpoint_mismatch(s, t).empty());
+  ResumeTarget other = t;
+  other.layers = mlp_layout(MlpShape{6, {5}, 3});
+  CHECK(checkpoint_mismatch(s, other) == "its layers (out x in) are [4x6, 3x4] but this run's model has [5x6, 3x5]");
+  other = t;
+  other.optimizer = "sgd";
+  CHECK(checkpoint_mismatch(s, other).find("adamw state but train.optimizer is sgd") != std::string::npos);
+  other = t;
+  other.global_batch = 64;
+  CHECK(checkpoint_mismatch(s, other).find("train.global_batch = 32") != std::string::npos);
+  other = t;
+  other.seed = 1;
+  CHECK(checkpoint_mismatch(s, other).find("train.seed = 42") != std::string::npos);
+}
+
+TEST_CASE("checkpoint file: tensors of several 8 MiB read pieces verify, and a flip in a later piece is caught") {
+  TempDir dir;
+  CheckpointState s = sample_state(1);
+  s.layers = mlp_layout(MlpShape{784, {3000}, 10});  // layer1.weight: 9.4 MB, two pieces
+  const std::size_t n = s.layers.back().end();
+  s.params.resize(n);
+  for (std::size_t i = 0; i < n; ++i) s.params[i] = static_cast<float>(i % 1000) * 1e-3f;
+  s.first.assign(n, 0.5f);
+  s.second.assign(n, 0.25f);
+  const std::string path = dir.path + "/big.h5";
+  write_checkpoint_file(path, s);
+  CHECK(read_checkpoint_file(path).params == s.params);
+  flip_byte(path, data_offset(path, "/model/layer1.weight") + (std::uintmax_t{17} << 19));  // 8.5 MiB: the second piece
+  testing::check_refused<CheckpointError>([&] { read_checkpoint_file(path); }, "/model/layer1.weight: checksum mismatch");
+}

@@ -1,0 +1,575 @@
+#include "train/checkpoint_file.h"
+
+#include <fcntl.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <fmt/format.h>
+
+#include <bit>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <future>
+#include <limits>
+#include <thread>
+
+#include "train/h5.h"
+
+namespace slurm_train {
+
+// Datasets are written and checksummed as the bytes in memory, declared little-endian in the
+// file: true only on a little-endian host (x86-64, aarch64), which is all we build for.
+static_assert(std::endian::native == std::endian::little, "checkpoints assume a little-endian host");
+
+namespace {
+
+constexpr const char* kRngNote =
+    "counter-based: dropout masks are a function of (seed, global row, unit) and each epoch's shuffle of "
+    "(seed, epoch); no rank holds mutable RNG state, so seed and step are the RNG state of every rank";
+constexpr const char* kChecksumNote = "crc32 attribute of each dataset: zlib CRC-32 of its little-endian bytes in C order";
+
+std::uint32_t crc32_continue(uLong crc, const void* data, std::size_t bytes) {
+  // zlib's crc32 takes a uInt length: feed it in pieces below 4 GiB.
+  const auto* p = static_cast<const Bytef*>(data);
+  while (bytes > 0) {
+    const std::size_t n = std::min<std::size_t>(bytes, 1u << 30);
+    crc = crc32(crc, p, static_cast<uInt>(n));
+    p += n, bytes -= n;
+  }
+  return static_cast<std::uint32_t>(crc);
+}
+
+std::uint32_t crc32_of(const void* data, std::size_t bytes) { return crc32_continue(crc32(0L, Z_NULL, 0), data, bytes); }
+
+int slow_write_ms() {
+  const char* v = std::getenv("SLURM_TRAIN_TEST_SLOW_CKPT_MS");
+  return v ? std::max(0, std::atoi(v)) : 0;
+}
+
+// ---- writing ----
+
+// Builds the file's structure through HDF5; the tensors' bytes are written afterwards by
+// write_pieces(), straight from the host buffers into the space HDF5 allocated for them (no copy
+// through HDF5, so the write runs at the device's bandwidth).
+class Writer {
+ public:
+  struct Piece {
+    std::string name;  // the dataset, whose crc32 attribute is set once the bytes are written
+    haddr_t offset;
+    const void* data;
+    std::size_t bytes;
+  };
+
+  explicit Writer(const std::string& path) : path_(path) {}
+
+  // A scalar, written through HDF5.
+  void scalar(hid_t parent, const std::string& name, hid_t type, const void* data, std::size_t bytes) {
+    const std::string where = path_ + ":" + name;
+    h5::Handle space(H5_CHECK(H5Screate(H5S_SCALAR), where));
+    h5::Handle set(H5_CHECK(H5Dcreate2(parent, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), where));
+    H5_CHECK(H5Dwrite(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), where);
+    crc_attribute(set, crc32_of(data, bytes), where);
+  }
+  // A contiguous float32 dataset whose space HDF5 allocates now and never fills; its bytes are
+  // recorded for write_pieces().
+  void floats(hid_t parent, const std::string& name, const std::vector<hsize_t>& shape, const float* data) {
+    const std::string where = path_ + ":" + name;
+    std::size_t n = 1;
+    for (hsize_t d : shape) n *= d;
+    h5::Handle space(H5_CHECK(H5Screate_simple(static_cast<int>(shape.size()), shape.data(), nullptr), where));
+    h5::Handle dcpl(H5_CHECK(H5Pcreate(H5P_DATASET_CREATE), where));
+    H5_CHECK(H5Pset_layout(dcpl, H5D_CONTIGUOUS), where);
+    H5_CHECK(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY), where);
+    H5_CHECK(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), where);
+    h5::Handle set(H5_CHECK(H5Dcreate2(parent, name.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT), where));
+    // The checksum is computed on a helper thread while the bytes are written (write_pieces) and
+    // stored afterwards (store_checksums); 0 until then, which no reader ever sees: the file is
+    // still a .tmp.
+    crc_attribute(set, crc32_of(data, 0), where);
+    if (n == 0) return;
+    const haddr_t offset = H5Dget_offset(set);
+    if (offset == HADDR_UNDEF) throw h5::Error(fmt::format("{}: HDF5 allocated no contiguous space", where));
+    std::string full(256, '\0');
+    full.resize(static_cast<std::size_t>(std::max<ssize_t>(0, H5Iget_name(set, full.data(), full.size()))));
+    pieces_.push_back({full, offset, data, n * sizeof(float)});
+  }
+  void u64(hid_t parent, const std::string& name, std::uint64_t v) { scalar(parent, name, H5T_STD_U64LE, &v, sizeof v); }
+  void i64(hid_t parent, const std::string& name, std::int64_t v) { scalar(parent, name, H5T_STD_I64LE, &v, sizeof v); }
+  void f64(hid_t parent, const std::string& name, double v) { scalar(parent, name, H5T_IEEE_F64LE, &v, sizeof v); }
+  const std::vector<Piece>& pieces() const { return pieces_; }
+
+  // One float32 dataset per parameter tensor, named as the model names them.
+  void tensors(hid_t group, const std::vector<LayerLayout>& layers, const std::vector<float>& buffer) {
+    for (std::size_t l = 0; l < layers.size(); ++l) {
+      const LayerLayout& L = layers[l];
+      floats(group, Mlp<float>::parameter_name(l, true), {hsize_t(L.out), hsize_t(L.in)}, &buffer[L.weight]);
+      floats(group, Mlp<float>::parameter_name(l, false), {hsize_t(L.out)}, &buffer[L.bias]);
+    }
+  }
+
+  h5::Handle group(hid_t parent, const std::string& name) {
+    return h5::Handle(H5_CHECK(H5Gcreate2(parent, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), path_ + ":" + name));
+  }
+  void int_attribute(hid_t object, const std::string& name, std::int64_t v) {
+    h5::Handle space(H5_CHECK(H5Screate(H5S_SCALAR), path_));
+    h5::Handle attr(H5_CHECK(H5Acreate2(object, name.c_str(), H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT), path_));
+    H5_CHECK(H5Awrite(attr, H5T_NATIVE_INT64, &v), path_);
+  }
+
+ private:
+  void crc_attribute(hid_t set, std::uint32_t crc, const std::string& where) {
+    h5::Handle space(H5_CHECK(H5Screate(H5S_SCALAR), where));
+    h5::Handle attr(H5_CHECK(H5Acreate2(set, "crc32", H5T_STD_U32LE, space, H5P_DEFAULT, H5P_DEFAULT), where));
+    H5_CHECK(H5Awrite(attr, H5T_STD_U32LE, &crc), where);
+  }
+
+  const std::string& path_;
+  std::vector<Piece> pieces_;
+};
+
+// HDF5 1.10 can crash at exit after a write of its own failed (a full disk); so the space a
+// checkpoint needs is checked before HDF5 writes anything, and the big writes are ours.
+void require_free_space(const std::string& path, std::size_t bytes) {
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  struct statvfs st {};
+  if (::statvfs(dir.empty() ? "." : dir.c_str(), &st) != 0) return;  // unknown: let the writes tell
+  const auto available = static_cast<std::uintmax_t>(st.f_bavail) * st.f_frsize;
+  if (available < bytes)
+    throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': No space left on device ({} bytes needed, "
+                                           "{} available)", path, bytes, available));
+}
+
+// The tensors' bytes into the space HDF5 allocated, while a helper thread computes their
+// CRC-32s, which it returns. A full disk or an I/O error is one message with errno.
+std::vector<std::uint32_t> write_pieces(const std::string& path, const std::vector<Writer::Piece>& pieces) {
+  auto checksums = std::async(std::launch::async, [&pieces] {
+    std::vector<std::uint32_t> crcs;
+    for (const auto& piece : pieces) crcs.push_back(crc32_of(piece.data, piece.bytes));
+    return crcs;
+  });
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    checksums.wait();
+    throw CheckpointWriteError(fmt::format("cannot open the checkpoint '{}': {}", path, std::strerror(err)));
+  }
+  const int slow_ms = slow_write_ms();
+  // The testing hook writes 64 KiB at a time with a pause after each, so that a test can kill
+  // the process while the file is half written.
+  // 8 MiB calls: the kernel starts writing back while later pieces are copied (64 MiB calls
+  // measured 2-3x slower here, throttled by dirty-page balancing).
+  const std::size_t most = slow_ms > 0 ? std::size_t{64} << 10 : std::size_t{8} << 20;
+  int err = 0;
+  for (const auto& piece : pieces) {
+    const auto* data = static_cast<const unsigned char*>(piece.data);
+    for (std::size_t done = 0; done < piece.bytes && err == 0;) {
+      const ssize_t n = ::pwrite(fd, data + done, std::min(most, piece.bytes - done), static_cast<off_t>(piece.offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        err = n < 0 ? errno : ENOSPC;
+        break;
+      }
+      done += static_cast<std::size_t>(n);
+      if (slow_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
+    }
+    if (err != 0) break;
+  }
+  if (::close(fd) != 0 && err == 0) err = errno;
+  std::vector<std::uint32_t> crcs = checksums.get();
+  if (err != 0) throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': {}", path, std::strerror(err)));
+  return crcs;
+}
+
+// Sets each tensor's crc32 attribute (a fixed-size value rewritten in place).
+void store_checksums(const std::string& path, const std::vector<Writer::Piece>& pieces,
+                     const std::vector<std::uint32_t>& crcs) {
+  try {
+    h5::Handle file = h5::open_file(path, H5F_ACC_RDWR);
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      const std::string where = path + ":" + pieces[i].name;
+      h5::Handle set(H5_CHECK(H5Dopen2(file, pieces[i].name.c_str(), H5P_DEFAULT), where));
+      h5::Handle attr(H5_CHECK(H5Aopen(set, "crc32", H5P_DEFAULT), where));
+      H5_CHECK(H5Awrite(attr, H5T_NATIVE_UINT32, &crcs[i]), where);
+    }
+    H5_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL), path);
+    H5_CHECK(H5Fclose(file.release()), path);
+  } catch (const h5::Error& e) {
+    throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': {}", path, e.what()));
+  }
+}
+
+void fsync_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw CheckpointWriteError(fmt::format("cannot open '{}' to fsync it: {}", path, std::strerror(errno)));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': fsync: {}", path, std::strerror(err)));
+}
+
+// ---- reading ----
+
+bool is_dataset(hid_t file, const std::string& name) { return h5::has_dataset(file, name); }
+
+std::string read_string_attribute(hid_t object, const char* name, const std::string& where) {
+  if (H5Aexists(object, name) <= 0) throw CheckpointError(fmt::format("{}: attribute '{}' is missing", where, name));
+  h5::Handle attr(H5_CHECK(H5Aopen(object, name, H5P_DEFAULT), where));
+  h5::Handle type(H5_CHECK(H5Aget_type(attr), where));
+  if (H5Tget_class(type) != H5T_STRING || H5Tis_variable_str(type) <= 0)
+    throw CheckpointError(fmt::format("{}: attribute '{}' is not a variable-length string", where, name));
+  char* text = nullptr;
+  H5_CHECK(H5Aread(attr, type, &text), where);
+  std::string value = text ? text : "";
+  h5::Handle space(H5_CHECK(H5Aget_space(attr), where));
+  H5Dvlen_reclaim(type, space, H5P_DEFAULT, &text);
+  return value;
+}
+
+std::int64_t read_int_attribute(hid_t object, const char* name, const std::string& where) {
+  if (H5Aexists(object, name) <= 0) throw CheckpointError(fmt::format("{}: attribute '{}' is missing", where, name));
+  h5::Handle attr(H5_CHECK(H5Aopen(object, name, H5P_DEFAULT), where));
+  std::int64_t v = 0;
+  H5_CHECK(H5Aread(attr, H5T_NATIVE_INT64, &v), where);
+  return v;
+}
+
+// A dataset's bytes as stored (read with its own file type) after checking them against its
+// crc32 attribute.
+struct RawDataset {
+  std::vector<hsize_t> shape;
+  hid_t type_class = -1;
+  std::size_t element_size = 0;
+  std::vector<unsigned char> bytes;
+};
+
+RawDataset read_verified(hid_t file, const std::string& name, const std::string& path) {
+  const std::string where = fmt::format("{}: dataset {}", path, name);
+  try {
+    h5::Handle set(H5_CHECK(H5Dopen2(file, name.c_str(), H5P_DEFAULT), where));
+    RawDataset raw;
+    raw.shape = h5::dataset_shape(set, where);
+    h5::Handle type(H5_CHECK(H5Dget_type(set), where));
+    raw.type_class = H5Tget_class(type);
+    if (raw.type_class != H5T_INTEGER && raw.type_class != H5T_FLOAT)
+      throw CheckpointError(fmt::format("{}: not a number type", where));
+    raw.element_size = H5Tget_size(type);
+    std::size_t n = 1;
+    for (hsize_t d : raw.shape) n *= d;
+    raw.bytes.resize(n * raw.element_size);
+    if (!raw.bytes.empty()) H5_CHECK(H5Dread(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw.bytes.data()), where);
+    if (H5Aexists(set, "crc32") <= 0) throw CheckpointError(fmt::format("{}: no crc32 attribute", where));
+    h5::Handle attr(H5_CHECK(H5Aopen(set, "crc32", H5P_DEFAULT), where));
+    std::uint32_t stored = 0;
+    H5_CHECK(H5Aread(attr, H5T_NATIVE_UINT32, &stored), where);
+    const std::uint32_t actual = crc32_of(raw.bytes.data(), raw.bytes.size());
+    if (stored != actual)
+      throw CheckpointError(fmt::format("{}: checksum mismatch (crc32 stored {:08x}, data {:08x})", where, stored, actual));
+    return raw;
+  } catch (const h5::Error& e) {
+    throw CheckpointError(e.what());
+  }
+}
+
+template <typename T>
+T read_scalar(hid_t file, const std::string& name, const std::string& path) {
+  const RawDataset raw = read_verified(file, name, path);
+  const bool is_float = std::is_floating_point_v<T>;
+  if (!raw.shape.empty() || raw.element_size != sizeof(T) || (raw.type_class == H5T_FLOAT) != is_float)
+    throw CheckpointError(fmt::format("{}: dataset {}: expected a scalar of {} bytes", path, name, sizeof(T)));
+  T v;
+  std::memcpy(&v, raw.bytes.data(), sizeof v);
+  return v;
+}
+
+// Reads `bytes` at `offset` into `into`, returning their CRC-32. The CRC-32 of each 8 MiB piece
+// is computed on a helper thread (two at a time) while the next pieces are read, and the
+// pieces' CRCs are joined with crc32_combine; so a resume costs about the read, not the read
+// plus the checksum (zlib's CRC-32 runs at about 1.4 GB/s a core, slower than a cached read).
+std::uint32_t pread_with_crc(int fd, haddr_t offset, unsigned char* into, std::size_t bytes, const std::string& where) {
+  constexpr std::size_t kPiece = std::size_t{8} << 20;
+  constexpr std::size_t kInFlight = 2;
+  struct Pending {
+    std::future<std::uint32_t> crc;
+    std::size_t bytes;
+  };
+  std::vector<Pending> pieces;
+  uLong crc = crc32(0L, Z_NULL, 0);
+  std::size_t joined = 0;  // pieces folded into crc
+  auto join_one = [&] {
+    crc = crc32_combine(crc, pieces[joined].crc.get(), static_cast<z_off_t>(pieces[joined].bytes));
+    ++joined;
+  };
+  try {
+    for (std::size_t done = 0; done < bytes;) {
+      const std::size_t n = std::min(kPiece, bytes - done);
+      for (std::size_t got = 0; got < n;) {
+        const ssize_t r = ::pread(fd, into + done + got, n - got, static_cast<off_t>(offset + done + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) throw CheckpointError(fmt::format("{}: {}", where, r < 0 ? std::strerror(errno) : "the file ends inside its data"));
+        got += static_cast<std::size_t>(r);
+      }
+      if (bytes <= kPiece) return crc32_of(into, n);  // one piece: no thread
+      while (pieces.size() - joined >= kInFlight) join_one();
+      pieces.push_back({std::async(std::launch::async, [p = into + done, n] { return crc32_of(p, n); }), n});
+      done += n;
+    }
+    while (joined < pieces.size()) join_one();
+  } catch (...) {
+    for (std::size_t i = joined; i < pieces.size(); ++i) pieces[i].crc.wait();  // they read `into`
+    throw;
+  }
+  return static_cast<std::uint32_t>(crc);
+}
+
+// A float32 tensor of the expected shape, read into `into` and checked against its crc32.
+// Contiguous datasets (ours) are read straight from the file (`fd`); others through HDF5.
+void read_tensor(hid_t file, int fd, const std::string& name, const std::vector<hsize_t>& shape, float* into,
+                 const std::string& path) {
+  const std::string where = fmt::format("{}: dataset {}", path, name);
+  try {
+    if (!h5::has_dataset(file, name)) throw CheckpointError(where + " is missing");
+    h5::Handle set(H5_CHECK(H5Dopen2(file, name.c_str(), H5P_DEFAULT), where));
+    h5::Handle type(H5_CHECK(H5Dget_type(set), where));
+    const auto found = h5::dataset_shape(set, where);
+    if (found != shape || H5Tequal(type, H5T_IEEE_F32LE) <= 0)
+      throw CheckpointError(fmt::format("{}: expected float32 [{}], found [{}] of another type or shape", where,
+                                        fmt::join(shape, ", "), fmt::join(found, ", ")));
+    if (H5Aexists(set, "crc32") <= 0) throw CheckpointError(where + ": no crc32 attribute");
+    h5::Handle attr(H5_CHECK(H5Aopen(set, "crc32", H5P_DEFAULT), where));
+    std::uint32_t stored = 0;
+    H5_CHECK(H5Aread(attr, H5T_NATIVE_UINT32, &stored), where);
+    std::size_t bytes = sizeof(float);
+    for (hsize_t d : shape) bytes *= d;
+    const haddr_t offset = H5Dget_offset(set);
+    std::uint32_t actual;
+    if (offset != HADDR_UNDEF && fd >= 0) {
+      actual = pread_with_crc(fd, offset, reinterpret_cast<unsigned char*>(into), bytes, where);
+    } else {
+      if (bytes > 0) H5_CHECK(H5Dread(set, H5T_IEEE_F32LE, H5S_ALL, H5S_ALL, H5P_DEFAULT, into), where);
+      actual = crc32_of(into, bytes);
+    }
+    if (stored != actual)
+      throw CheckpointError(fmt::format("{}: checksum mismatch (crc32 stored {:08x}, data {:08x})", where, stored, actual));
+  } catch (const h5::Error& e) {
+    throw CheckpointError(e.what());
+  }
+}
+
+h5::Handle open_checkpoint(const std::string& path) {
+  try {
+    return h5::open_file(path, H5F_ACC_RDONLY);
+  } catch (const h5::Error& e) {
+    throw CheckpointError(e.what());
+  }
+}
+
+// Every dataset's path in the file, in HDF5's visiting order.
+std::vector<std::string> dataset_names(hid_t file, const std::string& path) {
+  std::vector<std::string> names;
+  auto visit = [](hid_t, const char* name, const H5O_info_t* info, void* out) -> herr_t {
+    if (info->type == H5O_TYPE_DATASET) static_cast<std::vector<std::string>*>(out)->push_back(std::string("/") + name);
+    return 0;
+  };
+  H5_CHECK(H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_INC, visit, &names, H5O_INFO_BASIC), path);
+  return names;
+}
+
+}  // namespace
+
+void write_checkpoint_file(const std::string& path, const CheckpointState& s) {
+  const std::size_t tensor_bytes = (s.params.size() + s.first.size() + s.second.size()) * sizeof(float);
+  require_free_space(path, tensor_bytes + tensor_bytes / 100 + (std::size_t{64} << 10));  // + HDF5 metadata
+  Writer w(path);
+  try {
+    h5::Handle file = h5::create_file(path);
+    {
+      h5::Handle model = w.group(file, "/model");
+      w.tensors(model, s.layers, s.params);
+    }
+    {
+      h5::Handle optimizer = w.group(file, "/optimizer");
+      h5::write_string_attribute(optimizer, "kind", s.optimizer, path);
+      const auto names = optimizer_state_names(s.optimizer);
+      const std::vector<float>* buffers[2] = {&s.first, &s.second};
+      for (std::size_t i = 0; i < names.size(); ++i) {
+        h5::Handle state = w.group(optimizer, names[i]);
+        w.tensors(state, s.layers, *buffers[i]);
+      }
+      w.u64(optimizer, "step_count", s.counters.optimizer_steps);
+    }
+    {
+      const CheckpointCounters& c = s.counters;
+      h5::Handle train = w.group(file, "/train");
+      h5::write_string_attribute(train, "rng", kRngNote, path);
+      w.u64(train, "step", c.step);
+      w.u64(train, "epoch", c.epoch);
+      w.u64(train, "batch_in_epoch", c.batch_in_epoch);
+      w.u64(train, "samples_seen", c.samples_seen);
+      w.u64(train, "seed", c.seed);
+      w.u64(train, "global_batch", c.global_batch);
+      w.u64(train, "schedule_total_steps", c.schedule_total_steps);
+      w.f64(train, "next_lr", c.next_lr);
+      w.f64(train, "epoch_loss_sum", c.epoch_loss_sum);
+      w.f64(train, "epoch_seconds", c.epoch_seconds);
+      w.i64(train, "world_size", c.world_size);
+    }
+    {
+      h5::Handle meta = w.group(file, "/meta");
+      w.int_attribute(meta, "format_version", s.format_version);
+      w.int_attribute(meta, "world_size", s.counters.world_size);
+      h5::write_string_attribute(meta, "program_version", s.program_version, path);
+      h5::write_string_attribute(meta, "created", s.created, path);
+      h5::write_string_attribute(meta, "host", s.host, path);
+      h5::write_string_attribute(meta, "checksum", kChecksumNote, path);
+      h5::write_string_attribute(meta, "config", s.config_toml, path);
+    }
+    H5_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL), path);
+    H5_CHECK(H5Fclose(file.release()), path);  // the close writes too: its failure counts
+  } catch (const h5::Error& e) {
+    throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': {}", path, e.what()));
+  }
+  store_checksums(path, w.pieces(), write_pieces(path, w.pieces()));
+  fsync_file(path);
+}
+
+void read_checkpoint_file(const std::string& path, CheckpointState& s) {
+  h5::Handle file = open_checkpoint(path);
+  // The tensors' bytes are read from this descriptor (see read_tensor); closed on every path.
+  struct Fd {
+    int fd;
+    ~Fd() {
+      if (fd >= 0) ::close(fd);
+    }
+  } data{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  s.layers.clear();
+  try {
+    const std::string meta_where = path + ": /meta";
+    if (H5Lexists(file, "/meta", H5P_DEFAULT) <= 0) throw CheckpointError(meta_where + " is missing");
+    h5::Handle meta(H5_CHECK(H5Gopen2(file, "/meta", H5P_DEFAULT), meta_where));
+    s.format_version = read_int_attribute(meta, "format_version", meta_where);
+    if (s.format_version != kCheckpointFormatVersion)
+      throw CheckpointError(fmt::format("{}: format_version {} is not the {} this program reads", meta_where,
+                                        s.format_version, kCheckpointFormatVersion));
+    s.program_version = read_string_attribute(meta, "program_version", meta_where);
+    s.created = read_string_attribute(meta, "created", meta_where);
+    s.host = read_string_attribute(meta, "host", meta_where);
+    s.config_toml = read_string_attribute(meta, "config", meta_where);
+
+    // The layout, from the file's own /model shapes: layer1, layer2, ... until one is missing.
+    std::size_t offset = 0;
+    for (std::size_t l = 0;; ++l) {
+      const std::string w = "/model/" + Mlp<float>::parameter_name(l, true);
+      if (!is_dataset(file, w)) break;
+      h5::Handle set(H5_CHECK(H5Dopen2(file, w.c_str(), H5P_DEFAULT), path + ":" + w));
+      const auto shape = h5::dataset_shape(set, path + ":" + w);
+      if (shape.size() != 2) throw CheckpointError(fmt::format("{}: dataset {}: expected 2 dimensions", path, w));
+      LayerLayout L;
+      L.out = static_cast<int>(shape[0]);
+      L.in = static_cast<int>(shape[1]);
+      L.weight = offset;
+      L.bias = offset + shape[0] * shape[1];
+      offset = L.end();
+      s.layers.push_back(L);
+    }
+    if (s.layers.empty()) throw CheckpointError(fmt::format("{}: /model/layer1.weight is missing", path));
+    auto read_tensors = [&](const std::string& group, std::vector<float>& into) {
+      into.resize(offset);
+      for (std::size_t l = 0; l < s.layers.size(); ++l) {
+        const LayerLayout& L = s.layers[l];
+        read_tensor(file, data.fd, group + "/" + Mlp<float>::parameter_name(l, true), {hsize_t(L.out), hsize_t(L.in)},
+                    &into[L.weight], path);
+        read_tensor(file, data.fd, group + "/" + Mlp<float>::parameter_name(l, false), {hsize_t(L.out)}, &into[L.bias],
+                    path);
+      }
+    };
+    read_tensors("/model", s.params);
+
+    const std::string opt_where = path + ": /optimizer";
+    if (H5Lexists(file, "/optimizer", H5P_DEFAULT) <= 0) throw CheckpointError(opt_where + " is missing");
+    h5::Handle optimizer(H5_CHECK(H5Gopen2(file, "/optimizer", H5P_DEFAULT), opt_where));
+    s.optimizer = read_string_attribute(optimizer, "kind", opt_where);
+    if (s.optimizer != "adamw" && s.optimizer != "sgd")
+      throw CheckpointError(fmt::format("{}: unknown optimizer kind '{}'", opt_where, s.optimizer));
+    const auto names = optimizer_state_names(s.optimizer);
+    std::vector<float>* buffers[2] = {&s.first, &s.second};
+    for (std::size_t i = 0; i < names.size(); ++i) read_tensors("/optimizer/" + names[i], *buffers[i]);
+
+    CheckpointCounters& c = s.counters;
+    c.optimizer_steps = read_scalar<std::uint64_t>(file, "/optimizer/step_count", path);
+    c.step = read_scalar<std::uint64_t>(file, "/train/step", path);
+    c.epoch = read_scalar<std::uint64_t>(file, "/train/epoch", path);
+    c.batch_in_epoch = read_scalar<std::uint64_t>(file, "/train/batch_in_epoch", path);
+    c.samples_seen = read_scalar<std::uint64_t>(file, "/train/samples_seen", path);
+    c.seed = read_scalar<std::uint64_t>(file, "/train/seed", path);
+    c.global_batch = read_scalar<std::uint64_t>(file, "/train/global_batch", path);
+    c.schedule_total_steps = read_scalar<std::uint64_t>(file, "/train/schedule_total_steps", path);
+    c.next_lr = read_scalar<double>(file, "/train/next_lr", path);
+    c.epoch_loss_sum = read_scalar<double>(file, "/train/epoch_loss_sum", path);
+    c.epoch_seconds = read_scalar<double>(file, "/train/epoch_seconds", path);
+    c.world_size = read_scalar<std::int64_t>(file, "/train/world_size", path);
+  } catch (const h5::Error& e) {
+    throw CheckpointError(e.what());
+  }
+}
+
+CheckpointState read_checkpoint_file(const std::string& path) {
+  CheckpointState s;
+  read_checkpoint_file(path, s);
+  return s;
+}
+
+std::vector<std::string> verify_checkpoint_file(const std::string& path) {
+  std::vector<std::string> problems;
+  try {
+    h5::Handle file = open_checkpoint(path);
+    for (const std::string& name : dataset_names(file, path)) {
+      try {
+        read_verified(file, name, path);
+      } catch (const std::exception& e) {
+        problems.push_back(e.what());
+      }
+    }
+  } catch (const std::exception& e) {
+    problems.push_back(e.what());
+    return problems;
+  }
+  if (problems.empty()) {
+    try {
+      read_checkpoint_file(path);  // the structure: every dataset a resume needs is there
+    } catch (const std::exception& e) {
+      problems.push_back(e.what());
+    }
+  }
+  return problems;
+}
+
+std::string describe_checkpoint_file(const std::string& path) {
+  const CheckpointState s = read_checkpoint_file(path);
+  const CheckpointCounters& c = s.counters;
+  std::string out = fmt::format("{}\n/meta\n  format_version   {}\n  program_version  {}\n  created          {}\n"
+                                "  host             {}\n  world_size       {}\n",
+                                path, s.format_version, s.program_version, s.created, s.host, c.world_size);
+  out += fmt::format("/train\n  step {}  epoch {}  batch_in_epoch {}  samples_seen {}\n  seed {}  global_batch {}  "
+                     "schedule_total_steps {}  next_lr {:.6g}\n/optimizer\n  kind {}  step_count {}\n",
+                     c.step, c.epoch, c.batch_in_epoch, c.samples_seen, c.seed, c.global_batch,
+                     c.schedule_total_steps, c.next_lr, s.optimizer, c.optimizer_steps);
+  out += "tensors\n";
+  h5::Handle file = open_checkpoint(path);
+  for (const std::string& name : dataset_names(file, path)) {
+    h5::Handle set(H5_CHECK(H5Dopen2(file, name.c_str(), H5P_DEFAULT), path + ":" + name));
+    const auto shape = h5::dataset_shape(set, path + ":" + name);
+    h5::Handle type(H5_CHECK(H5Dget_type(set), path + ":" + name));
+    const bool is_float = H5Tget_class(type) == H5T_FLOAT;
+    const std::string type_name = fmt::format("{}{}", is_float ? "float" : (H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int"),
+                                              8 * H5Tget_size(type));
+    out += fmt::format("  {:<44} {:<8} [{}]\n", name, type_name, fmt::join(shape, ", "));
+  }
+  out += "config\n" + s.config_toml;
+  return out;
+}
+
+}  // namespace slurm_train

@@ -1,0 +1,51 @@
+// One checkpoint as one self-describing HDF5 file (format version kCheckpointFormatVersion):
+//   /model/<layerN.weight|layerN.bias>            float32 [out, in] and [out]
+//   /optimizer/<exp_avg|exp_avg_sq|momentum_buffer>/<param>   float32, same shapes
+//   /optimizer/step_count                          uint64 scalar; attribute kind
+//   /train/<step|epoch|batch_in_epoch|...>         scalars; attribute rng (why no RNG state)
+//   /meta                                          attributes: format_version, config,
+//                                                  world_size, program_version, created, host
+// Every dataset carries a `crc32` attribute: zlib's CRC-32 of its little-endian bytes in C
+// order, checked whenever the file is read.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "train/checkpoint_state.h"
+
+namespace slurm_train {
+
+// A checkpoint that cannot be read or fails a check; the message names the file and dataset.
+struct CheckpointError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// A checkpoint that could not be written (full disk, unwritable folder); names the path. The
+// run exits with kExitCheckpointWrite (see run_command.cc and the README).
+inline constexpr int kExitCheckpointWrite = 3;
+struct CheckpointWriteError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Writes `state` to `path` (created or truncated) and fsyncs it. Testing hook:
+// SLURM_TRAIN_TEST_SLOW_CKPT_MS=N writes the file in 64 KiB pieces with an N ms pause after
+// each, so that a test can kill the process in the middle of a write. Throws
+// CheckpointWriteError naming the path.
+void write_checkpoint_file(const std::string& path, const CheckpointState& state);
+
+// Reads a whole checkpoint, verifying every checksum and the structure; throws CheckpointError
+// naming the file and the dataset at fault.
+CheckpointState read_checkpoint_file(const std::string& path);
+// The same into `into`, whose buffers keep their capacity: a resume into buffers that exist
+// already skips the kernel's zeroing and page faults of fresh memory.
+void read_checkpoint_file(const std::string& path, CheckpointState& into);
+
+// Every problem of the file, one line each (empty: valid): each dataset's checksum, found by
+// walking the file, and that the file reads back as a checkpoint.
+std::vector<std::string> verify_checkpoint_file(const std::string& path);
+
+// For `ckpt show`: /meta, /train and every tensor's name, shape and type, as text.
+std::string describe_checkpoint_file(const std::string& path);
+
+}  // namespace slurm_train

@@ -1,0 +1,122 @@
+#include "train/checkpoint_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "train/checkpoint_file.h"
+#include "train/checkpoint_policy.h"
+
+namespace slurm_train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+void fsync_dir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw CheckpointWriteError(fmt::format("cannot open the folder '{}' to fsync it: {}", dir, std::strerror(errno)));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) throw CheckpointWriteError(fmt::format("cannot fsync the folder '{}': {}", dir, std::strerror(err)));
+}
+
+void rename_or_throw(const std::string& from, const std::string& to) {
+  if (std::rename(from.c_str(), to.c_str()) != 0)
+    throw CheckpointWriteError(fmt::format("cannot rename '{}' to '{}': {}", from, to, std::strerror(errno)));
+}
+
+// The `latest` marker, written like a checkpoint: temp file, fsync, rename, fsync the folder.
+void write_latest(const std::string& dir, const std::string& name) {
+  const std::string tmp = dir + "/latest.tmp", path = dir + "/latest";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw CheckpointWriteError(fmt::format("cannot create '{}': {}", tmp, std::strerror(errno)));
+  const std::string text = name + "\n";
+  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
+  const int err = errno;
+  ::close(fd);
+  if (!ok) {
+    ::unlink(tmp.c_str());
+    throw CheckpointWriteError(fmt::format("cannot write '{}': {}", tmp, std::strerror(err)));
+  }
+  rename_or_throw(tmp, path);
+  fsync_dir(dir);
+}
+
+}  // namespace
+
+std::string save_checkpoint(const std::string& dir, const CheckpointState& state, KeepPolicy keep) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw CheckpointWriteError(fmt::format("cannot create the checkpoint folder '{}': {}", dir, ec.message()));
+  const std::string name = checkpoint_file_name(state.counters.step);
+  const std::string path = dir + "/" + name, tmp = path + ".tmp";
+  try {
+    write_checkpoint_file(tmp, state);
+  } catch (...) {
+    ::unlink(tmp.c_str());  // a partial file only wastes space: it is never read
+    throw;
+  }
+  rename_or_throw(tmp, path);
+  fsync_dir(dir);
+  write_latest(dir, name);
+
+  // The keep policy, and .tmp files that a killed writer left behind (never the newest).
+  std::vector<std::uint64_t> steps;
+  for (const auto& e : list_checkpoints(dir)) steps.push_back(e.step);
+  for (std::uint64_t step : checkpoints_to_remove(steps, keep.keep, keep.keep_every))
+    if (step != state.counters.step) fs::remove(dir + "/" + checkpoint_file_name(step), ec);
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string file = entry.path().filename().string();
+    if (file.size() > 4 && file.ends_with(".h5.tmp") && checkpoint_step_of(file.substr(0, file.size() - 4)))
+      fs::remove(entry.path(), ec);
+  }
+  return path;
+}
+
+std::vector<CheckpointEntry> list_checkpoints(const std::string& dir) {
+  std::vector<CheckpointEntry> entries;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const auto step = checkpoint_step_of(entry.path().filename().string());
+    if (!step || !entry.is_regular_file(ec)) continue;
+    struct stat st {};
+    if (::stat(entry.path().c_str(), &st) != 0) continue;
+    entries.push_back({*step, entry.path().string(), static_cast<std::uintmax_t>(st.st_size), st.st_mtime});
+  }
+  std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
+  return entries;
+}
+
+std::optional<CheckpointState> load_newest_valid_checkpoint(const std::string& dir,
+                                                            const std::function<void(const std::string&)>& warn) {
+  std::vector<std::uint64_t> steps;
+  for (const auto& e : list_checkpoints(dir)) steps.push_back(e.step);
+  std::optional<CheckpointState> loaded;
+  choose_newest_valid(
+      steps,
+      [&](std::uint64_t step) -> std::string {
+        try {
+          loaded = read_checkpoint_file(dir + "/" + checkpoint_file_name(step));
+          return "";
+        } catch (const std::exception& e) {
+          return e.what();
+        }
+      },
+      [&](const std::string& line) { warn(fmt::format("warning: checkpoint folder {}: {}", dir, line)); });
+  return loaded;
+}
+
+std::string find_newest_valid_checkpoint(const std::string& dir, const std::function<void(const std::string&)>& warn) {
+  auto state = load_newest_valid_checkpoint(dir, warn);
+  return state ? dir + "/" + checkpoint_file_name(state->counters.step) : "";
+}
+
+}  // namespace slurm_train

@@ -1,0 +1,55 @@
+// A folder of checkpoints on (shared) storage: the atomic commit of a new one, the keep policy,
+// listing, and finding the newest one that loads. The launcher's preemption and auto-resume
+// (issue 5) call save_checkpoint and load_newest_valid_checkpoint; `slurm-train ckpt` lists and
+// verifies with the same functions.
+//
+// Commit protocol (a crash at any instant leaves every older checkpoint intact and never a
+// step-*.h5 that is not complete):
+//   1. write step-<8 digits>.h5.tmp, flush it, fsync it
+//   2. rename it to step-<8 digits>.h5, fsync the folder (the rename is now durable)
+//   3. write latest.tmp ("step-<8 digits>.h5\n"), fsync it, rename it to latest, fsync the folder
+//   4. remove what the keep policy no longer keeps, and stale .tmp files
+// Readers trust the step-*.h5 files (each verified by its checksums), not `latest`: `latest` is
+// for people and scripts, and at worst names a checkpoint one behind the newest.
+#pragma once
+
+#include <cstdint>
+#include <ctime>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "train/checkpoint_state.h"
+
+namespace slurm_train {
+
+struct KeepPolicy {
+  std::uint64_t keep = 0;        // newest N; 0: all
+  std::uint64_t keep_every = 0;  // and every K-th step; 0: none extra
+};
+
+// Commits `state` as DIR/step-<state.counters.step>.h5 (creating DIR), updates DIR/latest and
+// applies `keep`. Throws CheckpointWriteError naming the path; older checkpoints stay intact,
+// and the partial .tmp is removed when possible.
+std::string save_checkpoint(const std::string& dir, const CheckpointState& state, KeepPolicy keep);
+
+struct CheckpointEntry {
+  std::uint64_t step = 0;
+  std::string path;
+  std::uintmax_t bytes = 0;
+  std::time_t modified = 0;
+};
+// The committed checkpoints of DIR (no .tmp files), oldest first; empty when DIR is missing.
+std::vector<CheckpointEntry> list_checkpoints(const std::string& dir);
+
+// The newest checkpoint of DIR that reads back with every checksum right, loaded; each newer one
+// that does not is reported through `warn` (file and dataset) and skipped. nullopt when DIR holds
+// none that loads.
+std::optional<CheckpointState> load_newest_valid_checkpoint(const std::string& dir,
+                                                            const std::function<void(const std::string&)>& warn);
+
+// The same choice without keeping the state: the path of the newest valid checkpoint, or "".
+std::string find_newest_valid_checkpoint(const std::string& dir, const std::function<void(const std::string&)>& warn);
+
+}  // namespace slurm_train

@@ -1,0 +1,66 @@
+#include "train/checkpoint_writer.h"
+
+#include <iostream>
+#include <utility>
+
+namespace slurm_train {
+
+CheckpointWriter::CheckpointWriter(bool async, WriteFn write) : async_(async), write_(std::move(write)) {}
+
+CheckpointWriter::~CheckpointWriter() {
+  try {
+    wait();
+  } catch (const std::exception& e) {
+    std::cerr << "slurm-train: error: the checkpoint write in flight at shutdown failed: " << e.what() << "\n";
+  }
+}
+
+void CheckpointWriter::submit(FillFn fill) {
+  wait();
+  if (!async_) {
+    fill(state_);
+    write_(state_);
+    return;
+  }
+  done_ = false;
+  {
+    std::lock_guard lock(mutex_);
+    copied_ = false;
+  }
+  thread_ = std::thread([this, fill = std::move(fill)] {
+    auto mark_copied = [this] {
+      std::lock_guard lock(mutex_);
+      copied_ = true;
+      copied_changed_.notify_all();
+    };
+    try {
+      fill(state_);
+      mark_copied();
+      write_(state_);
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+    // done_ before the (repeated) mark: a wait_copied() woken by a failed copy must see it.
+    done_ = true;
+    mark_copied();
+  });
+}
+
+void CheckpointWriter::wait_copied() {
+  {
+    std::unique_lock lock(mutex_);
+    copied_changed_.wait(lock, [this] { return copied_; });
+  }
+  check();
+}
+
+void CheckpointWriter::check() {
+  if (thread_.joinable() && done_) wait();
+}
+
+void CheckpointWriter::wait() {
+  if (thread_.joinable()) thread_.join();
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+}
+
+}  // namespace slurm_train
