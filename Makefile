@@ -114,17 +114,19 @@ deps:
 test-programs: $(UNIT_TESTS) $(TEST_PROGRAMS)
 
 # test, demo and bench install what is missing first, then build in a second make, which sees
-# the freshly installed libraries.
+# the freshly installed libraries; on every core unless the caller chose -j itself.
+SUBMAKE = $(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc))
+
 test: deps
-	@$(MAKE) --no-print-directory all
+	@$(SUBMAKE) all
 	@BUILD=$(BUILD) SANITIZE=$(SANITIZE) test/run-tests.sh
 
 demo: deps
-	@$(MAKE) --no-print-directory all
+	@$(SUBMAKE) all
 	@BUILD=$(BUILD) scripts/demo.sh
 
 bench: deps
-	@$(MAKE) --no-print-directory $(BENCH_PROGRAMS) all
+	@$(SUBMAKE) $(BENCH_PROGRAMS) all
 	@BUILD=$(BUILD) bench/run.sh
 
 $(BUILD)/obj/%.o: %.cc Makefile | check-deps
