@@ -65,13 +65,13 @@ stall_max=$(echo "$stalls" | sort -g | tail -n 1)
 step_ms() {
   /usr/bin/python3 -c "
 import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
+rows = [r for r in map(json.loads, open(sys.argv[1])) if 'time_s' in r]
 print('%.2f' % (1e3 * statistics.median(sum(r['time_s'].values()) for r in rows)))" "$1"
 }
 mean_step_ms() {
   /usr/bin/python3 -c "
 import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
+rows = [r for r in map(json.loads, open(sys.argv[1])) if 'time_s' in r]
 print('%.2f' % (1e3 * statistics.mean(sum(r['time_s'].values()) for r in rows)))" "$1"
 }
 step_ms=$(step_ms "$DIR/m.jsonl")
