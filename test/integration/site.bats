@@ -22,10 +22,15 @@ teardown_file() {
 }
 
 # login_shell COMMANDS: a clean login shell as a user gets one (Lmod from /etc/profile.d), with
-# only this cluster's SLURM_CONF carried over.
+# only this cluster's SLURM_CONF carried over, and the harness's sanitizer settings (SANITIZE=1).
 login_shell() {
+  local sanitizer=() v
+  for v in ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS OMPI_MCA_mca_base_component_disable_dlclose \
+    PMIX_MCA_mca_base_component_disable_dlclose; do
+    [ -z "${!v:-}" ] || sanitizer+=("$v=${!v}")
+  done
   env -i HOME="$HOME" TERM=dumb PATH=/usr/local/bin:/usr/bin:/bin SLURM_CONF="$SLURM_CONF" \
-    OMPI_MCA_btl_vader_single_copy_mechanism=none bash -l -c "$1"
+    OMPI_MCA_btl_vader_single_copy_mechanism=none "${sanitizer[@]}" bash -l -c "$1"
 }
 
 @test "make install lays out the site's files under the prefix" {
