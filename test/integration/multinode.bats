@@ -74,6 +74,8 @@ teardown_file() {
   ! ip link show "sltr$port" 2>/dev/null
   run bash -c "ip -o link show | grep 'sltr${port}v'"
   [ -z "$output" ]
-  run wait "$srun_pid"
-  [ "$status" -ne 0 ]
+  # In this shell, srun's parent (run's subshell is not): its own exit status, non-zero.
+  srun_status=0
+  wait "$srun_pid" || srun_status=$?
+  [ "$srun_status" -ne 0 ]
 }
