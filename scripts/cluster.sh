@@ -156,7 +156,9 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$dir/munge/munge.socket
+# cred_expire also sets how long a requeued job waits before it may start again (default 120 s):
+# a local cluster launches steps in seconds, and the preemption tests requeue jobs.
+AuthInfo=socket=$dir/munge/munge.socket,cred_expire=10
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool/%n
 SlurmctldPidFile=$run/slurmctld.pid
