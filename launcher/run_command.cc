@@ -1,73 +1,413 @@
 #include "launcher/run_command.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
+#include <array>
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
+#include <ctime>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <thread>
 
 #include "launcher/config_checks.h"
 #include "launcher/config_options.h"
+#include "launcher/console.h"
+#include "launcher/exit_codes.h"
+#include "launcher/fault_injection.h"
 #include "launcher/mpi_session.h"
+#include "launcher/preempt_signals.h"
+#include "launcher/progress_line.h"
+#include "launcher/rank_log.h"
+#include "launcher/requeue.h"
+#include "launcher/restart_record.h"
+#include "launcher/watchdog.h"
+#include "spank/jobenv/cpuset.h"
 #include "train/checkpoint_file.h"
+#include "train/checkpoint_policy.h"
 #include "train/comm.h"
 #include "train/config.h"
 #include "train/trainer.h"
+
+extern char** environ;
 
 namespace slurm_train {
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 struct RunOptions {
   std::shared_ptr<ConfigOptions> config = std::make_shared<ConfigOptions>();
   bool print_config = false;
   bool dry_run = false;
+  bool no_resume = false;
+  double hang_timeout = 600;
+  std::string inject_fault;
+  std::string preempt_signals = "USR2,TERM";
+  unsigned max_restarts_without_progress = 3;
+  std::string log_dir = "slurm-train-logs";
+  Console::Mode progress = Console::Mode::kAuto;
 };
 
-std::string host() {
+// Every rank gives up together when rank 0 finds too many restarts without progress.
+struct GiveUp : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::string host_name() {
   char name[256] = {};
   gethostname(name, sizeof name - 1);
   return name;
 }
 
+std::string my_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return "?";
+  CpuSet cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return format_cpulist(cpus);
+}
+
+std::map<std::string, std::string> environment_map() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e; ++e) {
+    const std::string entry = *e;
+    const auto eq = entry.find('=');
+    if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  return env;
+}
+
+// The log folder's job id, the same on every rank: Slurm's, or one rank 0 makes up.
+std::string agreed_job_id(Comm& comm) {
+  char id[128] = {};
+  if (comm.rank() == 0) {
+    std::string text = log_job_id(environment_map());
+    if (text.empty()) {
+      const std::time_t now = std::time(nullptr);
+      std::tm tm{};
+      localtime_r(&now, &tm);
+      char stamp[32];
+      std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+      text = fmt::format("local-{}-{}", stamp, ::getpid());
+    }
+    std::snprintf(id, sizeof id, "%s", text.c_str());
+  }
+  comm.broadcast(id, sizeof id, 0);
+  return id;
+}
+
+// The steps between the watchdog, the faults to inject, the preemption decision, the progress
+// display and the restart record: the launcher's side of the training loop.
+class RunHooks {
+ public:
+  RunHooks(const RunOptions& options, const RunConfig& config, Comm& comm, Watchdog& watchdog, Console& console,
+           const FaultPlan& faults, Clock::time_point started)
+      : options_(options), config_(config), comm_(comm), watchdog_(watchdog), console_(console), faults_(faults),
+        started_(started), phase_started_(Clock::now()) {}
+
+  void mark_startup(const std::string& what) {
+    const auto now = Clock::now();
+    startup_ += fmt::format("{}{} {:.2f} s", startup_.empty() ? "" : ", ", what,
+                            std::chrono::duration<double>(now - phase_started_).count());
+    phase_started_ = now;
+  }
+
+  TrainHooks hooks() {
+    TrainHooks h;
+    h.on_phase = [this](TrainPhase p, std::uint64_t done) { on_phase(p, done); };
+    h.on_step = [this](const StepMetrics& m, std::uint64_t total) { on_step(m, total); };
+    h.after_step = [this](std::uint64_t done) { return after_step(done); };
+    return h;
+  }
+
+  int preempted_by() const { return preempted_by_; }
+  int signalled_ranks() const { return signalled_ranks_; }
+  std::uint64_t first_step() const { return first_step_; }
+  const std::optional<RestartRecord>& record() const { return record_; }
+
+ private:
+  void on_phase(TrainPhase p, std::uint64_t done) {
+    watchdog_.progress().set(p, done);
+    if (startup_open_) {
+      // Start-up phases, timed until the first batch is asked for.
+      if (p == TrainPhase::kBroadcast) mark_startup("data");
+      if (p == TrainPhase::kResume) mark_startup("parameters");
+      if (p == TrainPhase::kData) {
+        mark_startup(last_startup_phase_ == TrainPhase::kResume ? "resume" : "parameters");
+        startup_open_ = false;
+        first_step_ = done;
+        first_step_began();
+      }
+      last_startup_phase_ = p;
+    }
+    if (p == TrainPhase::kData && faults_.slow_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(faults_.slow_ms));
+    if (p == TrainPhase::kForward) {
+      switch (fault_at(faults_, done, comm_.rank())) {
+        case FaultAction::kCrash:
+          console_.line(fmt::format("--inject-fault: rank {} kills itself (SIGKILL) at step {}", comm_.rank(), done));
+          std::raise(SIGKILL);
+          break;
+        case FaultAction::kHang:
+          console_.line(fmt::format("--inject-fault: rank {} hangs at step {}", comm_.rank(), done));
+          for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+        case FaultAction::kNone: break;
+      }
+    }
+  }
+
+  void first_step_began() {
+    const double since_start = std::chrono::duration<double>(Clock::now() - started_).count();
+    const auto unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch()).count();
+    if (comm_.rank() == 0)
+      console_.line(fmt::format("start-up: {}; first step {:.2f} s after start (unix time {}.{:03})", startup_,
+                                since_start, unix_ms / 1000, unix_ms % 1000));
+    // The restart record: rank 0 keeps it beside the checkpoints and decides for everyone.
+    if (config_.ckpt.dir.empty()) return;
+    char give_up = 0;
+    if (comm_.rank() == 0) {
+      std::optional<RestartRecord> previous;
+      if (config_.ckpt.resume) previous = read_restart_record(config_.ckpt.dir);
+      record_ = next_start(previous, first_step_);
+      write_record(*record_);
+      if (record_->restarts_without_progress > 0)
+        console_.line(fmt::format("restart {} of this job from step {}: {} in a row without progress (the limit is "
+                                  "--max-restarts-without-progress={})",
+                                  record_->starts - 1, first_step_, record_->restarts_without_progress,
+                                  options_.max_restarts_without_progress));
+      give_up = should_give_up(*record_, options_.max_restarts_without_progress) ? 1 : 0;
+    }
+    watchdog_.progress().set(TrainPhase::kAgreement, first_step_);
+    comm_.broadcast(&give_up, 1, 0);
+    if (give_up)
+      throw GiveUp(fmt::format("started {} times in a row from step {} without getting further (more than "
+                               "--max-restarts-without-progress={}); not training again. Look at the rank logs for why "
+                               "it made no progress, then delete {}/restarts to try again",
+                               record_ ? record_->restarts_without_progress : 0, first_step_,
+                               options_.max_restarts_without_progress, config_.ckpt.dir));
+    watchdog_.progress().set(TrainPhase::kData, first_step_);
+  }
+
+  // A record that cannot be written is a failure of the checkpoint storage (exit 3).
+  void write_record(const RestartRecord& record) const {
+    try {
+      write_restart_record(config_.ckpt.dir, record);
+    } catch (const std::runtime_error& e) {
+      throw CheckpointWriteError(e.what());
+    }
+  }
+
+ public:
+  void finish_record(std::uint64_t steps_done) {
+    if (comm_.rank() != 0 || !record_) return;
+    record_->last_step_reached = steps_done;
+    write_record(*record_);
+  }
+
+ private:
+  void on_step(const StepMetrics& m, std::uint64_t total) {
+    window_.add(m.times.total());
+    losses_.add(m.loss);
+    const std::uint64_t done = m.step + 1;
+    const auto every = static_cast<std::uint64_t>(config_.train.log_every);
+    const double eta = window_.mean() * static_cast<double>(total - done);
+    // Over the recent steps, as the loss: one step's rate jumps with every evaluation and save.
+    const double rate = window_.mean() > 0 ? m.samples_per_second * m.times.total() / window_.mean() : 0;
+    const bool due = every > 0 && (done % every == 0 || done == total);
+    if (comm_.rank() == 0 && console_.is_terminal()) {
+      const auto now = Clock::now();
+      if (std::chrono::duration<double>(now - last_live_).count() >= 0.25 || done == total) {
+        last_live_ = now;
+        console_.progress(format_progress(done, total, losses_.mean(), rate, eta));
+      }
+    } else if (due) {
+      console_.line(format_progress(done, total, losses_.mean(), rate, eta) +
+                    (comm_.rank() == 0 ? "" : fmt::format("  (this rank: data {:.1f} ms, all-reduce wait {:.1f} ms)",
+                                                          1e3 * m.times.data, 1e3 * m.times.comm_wait)));
+    }
+  }
+
+  // The step boundary: every rank folds its signal into one all-reduce (a count per signal
+  // number), so that all of them stop at the same step even when the signal reached them at
+  // different times, and all know which signal it was.
+  StepDecision after_step(std::uint64_t /*done*/) {
+    const int own = preemption_signal_received();
+    if (comm_.size() == 1) {
+      if (own == 0) return StepDecision::kContinue;
+      preempted_by_ = own;
+      signalled_ranks_ = 1;
+      return StepDecision::kSaveAndStop;
+    }
+    seen_.fill(0.0);
+    if (own > 0 && own < static_cast<int>(seen_.size())) seen_[static_cast<std::size_t>(own)] = 1;
+    comm_.allreduce_sum(seen_.data(), seen_.size());
+    for (std::size_t s = 1; s < seen_.size(); ++s)
+      if (seen_[s] > 0 && (preempted_by_ == 0 || seen_[s] > signalled_ranks_)) {
+        preempted_by_ = static_cast<int>(s);
+        signalled_ranks_ = static_cast<int>(seen_[s]);
+      }
+    return preempted_by_ ? StepDecision::kSaveAndStop : StepDecision::kContinue;
+  }
+
+  const RunOptions& options_;
+  const RunConfig& config_;
+  Comm& comm_;
+  Watchdog& watchdog_;
+  Console& console_;
+  const FaultPlan& faults_;
+  Clock::time_point started_, phase_started_, last_live_{};
+  std::string startup_;
+  bool startup_open_ = true;
+  TrainPhase last_startup_phase_ = TrainPhase::kStartup;
+  std::uint64_t first_step_ = 0;
+  std::optional<RestartRecord> record_;
+  MovingMean window_, losses_{20};
+  int preempted_by_ = 0, signalled_ranks_ = 0;
+  std::array<double, 65> seen_{};  // per signal number: the ranks that received it
+};
+
+// After the checkpoint of a preemption: requeue the job (rank 0), and agree on the exit code.
+int finish_preempted(const RunConfig& config, Comm& comm, Watchdog& watchdog, Console& console, const RunHooks& hooks,
+                     const TrainResult& result) {
+  const std::string signal = fmt::format("{} on {} of {} rank(s)", signal_name(hooks.preempted_by()),
+                                         hooks.signalled_ranks(), comm.size());
+  int code = kExitPreempted;
+  std::string detail;
+  if (comm.rank() == 0) {
+    if (config.ckpt.dir.empty()) {
+      detail = "no checkpoint was written (ckpt.dir is not set), so the job is not requeued";
+    } else {
+      const std::string checkpoint = fmt::format("{}/{}", config.ckpt.dir, checkpoint_file_name(result.steps_done));
+      console.line(fmt::format("preempted ({}): stopped after step {}, checkpoint {} written", signal, result.steps_done,
+                               checkpoint));
+      const RequeueResult requeue = requeue_this_job();
+      if (requeue.requeued) {
+        code = kExitRequeued;
+        detail = fmt::format("requeued job {}: it resumes from step {} when it runs again", requeue.detail, result.steps_done);
+      } else {
+        detail = fmt::format("not requeued: {}; run the same command again to resume from step {}", requeue.detail,
+                             result.steps_done);
+      }
+    }
+  }
+  // Everyone exits with rank 0's code (srun reports the highest, mpirun the first).
+  int agreed = code;
+  watchdog.progress().set(TrainPhase::kAgreement, result.steps_done);
+  comm.broadcast(&agreed, sizeof agreed, 0);
+  if (comm.rank() == 0)
+    console.line(fmt::format("preempted ({}): {} (exit {})", signal, detail, agreed));
+  else
+    console.line(fmt::format("preempted ({}): checkpoint written by rank 0 after step {}; exit {}", signal,
+                             result.steps_done, agreed));
+  return agreed;
+}
+
 // Every rank runs this; an error on any rank tears the whole job down so that no rank is left
 // waiting in a collective for one that is gone.
 int run(const RunOptions& options) {
-  // Configuration errors are found before MPI starts: the same on every rank, and reported once
-  // by each rank's own stderr is acceptable for a job that never started.
-  const RunConfig config = load_run_config(*options.config);
+  const auto started = Clock::now();
+  RunConfig config;
+  FaultPlan faults;
+  std::vector<int> signals;
+  try {
+    // Configuration errors are found before MPI starts: the same on every rank.
+    config = load_run_config(*options.config);
+    if (options.no_resume) config.ckpt.resume = false;
+    faults = parse_fault_plan(options.inject_fault);
+    signals = parse_signal_list(options.preempt_signals);
+    if (options.hang_timeout < 0)
+      throw std::invalid_argument(fmt::format("--hang-timeout {}: expected seconds, or 0 to turn hang detection off",
+                                              options.hang_timeout));
+  } catch (const std::exception& e) {
+    std::cerr << "slurm-train: error: " << e.what() << "\n";
+    return kExitUsage;
+  }
   if (options.print_config) {
     std::cout << describe_config(config);
-    return 0;
+    return kExitOk;
   }
   if (options.dry_run) {
     const auto checks = check_configuration(config, current_environment());
     for (const auto& c : checks) std::cout << format_check(c) << "\n";
     std::cout << (any_failed(checks) ? "dry run: problems found, nothing was trained\n" : "dry run: ready to train\n");
-    return any_failed(checks) ? 1 : 0;
+    return any_failed(checks) ? kExitFailed : kExitOk;
   }
   // Open MPI busy-polls while a rank waits in a collective; with ranks sharing cores (or a
   // prefetch thread beside them) that takes the CPU from the ranks still computing. Yielding
   // costs a few microseconds a wait and doubled throughput on a loaded node (make bench).
   setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
+  // Before MPI_Init: Slurm may signal a job the moment it starts (a requeued job near its time
+  // limit gets the --signal warning again at once), and the default action would kill the rank.
+  install_preemption_handlers(signals);
   MpiSession mpi(nullptr, nullptr);
   std::unique_ptr<Comm> comm = make_mpi_comm();
+  const std::string host = host_name();
+  // Again after MPI_Init, so that they replace any the MPI library installed.
+  install_preemption_handlers(signals);
+
+  RankLog log;
+  std::unique_ptr<Watchdog> watchdog;
+  std::optional<Console> console;
+  auto fail = [&](int code, const std::string& cause) -> int {
+    const std::string message = fmt::format("rank {} of {} on {}: {}", comm->rank(), comm->size(), host, cause);
+    if (console) console->end_live();
+    std::cerr << "slurm-train: error: " << message << "\n" << std::flush;
+    log.line("error: " + cause);
+    if (watchdog) watchdog->report_failure(code, message);
+    if (comm->size() > 1) comm->abort(code);
+    return code;
+  };
   try {
-    train(config, *comm, std::cout);
-    return 0;
+    const double mpi_seconds = std::chrono::duration<double>(Clock::now() - started).count();
+    const std::string job = agreed_job_id(*comm);
+    if (!options.log_dir.empty())
+      log.open(fmt::format("{}/{}/rank-{}.log", options.log_dir, job, comm->rank()), comm->rank());
+    console.emplace(comm->rank() == 0, options.progress, log);
+    const RankIdentity me{host, static_cast<int>(::getpid()), my_cpus(), "cpu"};
+    log.line(fmt::format("slurm-train {} rank {} of {} (local {} of {}) on {}, pid {}, cpus {}, device {}",
+                         SLURM_TRAIN_VERSION, comm->rank(), comm->size(), comm->local_rank(), comm->local_size(), host,
+                         me.pid, me.cpus, me.device));
+    watchdog = std::make_unique<Watchdog>(*comm, me, WatchdogOptions{options.hang_timeout, 120}, log);
+    watchdog->progress().set(TrainPhase::kStartup, 0);
+    const auto ranks = watchdog->wait_for_all_ranks();
+    RunHooks hooks(options, config, *comm, *watchdog, *console, faults, started);
+    if (comm->rank() == 0) {
+      console->line(fmt::format("job {}: {} rank(s); rank logs in {}/{}/", job, comm->size(),
+                                options.log_dir.empty() ? "(none: --log-dir is empty)" : options.log_dir, job));
+      for (const auto& r : ranks)
+        console->line(fmt::format("  rank {:>4}  host {}  pid {}  cpus {}  device {}", r.rank, r.host, r.pid, r.cpus, r.device));
+      if (!faults.empty()) console->line(fmt::format("--inject-fault={}: faults will be injected (a testing aid)", options.inject_fault));
+    }
+    hooks.mark_startup(fmt::format("MPI {:.2f} s, watchdog", mpi_seconds));
+    LineStream out([&](const std::string& line) { console->line(line); });
+    const TrainResult result = train(config, *comm, out, hooks.hooks());
+    console->end_live();
+    hooks.finish_record(result.steps_done);
+    int code = kExitOk;
+    if (hooks.preempted_by() != 0) code = finish_preempted(config, *comm, *watchdog, *console, hooks, result);
+    watchdog->finish();
+    log.line(fmt::format("done (exit {})", code));
+    return code;
+  } catch (const GiveUp& e) {
+    if (console) console->end_live();
+    if (comm->rank() == 0) std::cerr << "slurm-train: error: " << e.what() << " (exit " << kExitDoNotRequeue << ")\n" << std::flush;
+    log.line(e.what());
+    if (watchdog) watchdog->finish();
+    return kExitDoNotRequeue;
   } catch (const CheckpointWriteError& e) {
     // Its own exit code: the job's script can tell "the storage failed" from a training error.
-    std::cerr << fmt::format("slurm-train: error: rank {} of {} on {}: {}\n", comm->rank(), comm->size(), host(), e.what())
-              << std::flush;
-    if (comm->size() > 1) comm->abort(kExitCheckpointWrite);
-    return kExitCheckpointWrite;
+    return fail(kExitCheckpointWrite, e.what());
   } catch (const std::exception& e) {
-    std::cerr << fmt::format("slurm-train: error: rank {} of {} on {}: {}\n", comm->rank(), comm->size(), host(), e.what())
-              << std::flush;
-    if (comm->size() > 1) comm->abort(1);
-    return 1;
+    return fail(kExitFailed, e.what());
   }
 }
 
@@ -81,7 +421,38 @@ void add_run_command(CLI::App& app, int& exit_code) {
                 "check the configuration and the files it names (datasets, output folders), then exit: 0 or 1");
   cmd->add_option("--config,-c", options->config->file, "TOML file with [data], [model], [train] and [ckpt] sections")
       ->check(CLI::ExistingFile);
+  cmd->add_flag("--no-resume", options->no_resume,
+                "start fresh even when ckpt.dir holds a checkpoint (same as --ckpt.resume=false)");
+  cmd->add_option("--log-dir", options->log_dir,
+                  "every rank appends to <log-dir>/<job id>/rank-<N>.log; empty: no rank logs")
+      ->envname("SLURM_TRAIN_LOG_DIR")
+      ->capture_default_str();
+  cmd->add_option("--hang-timeout", options->hang_timeout,
+                  "seconds a rank may go without progress before the watchdog ends the job (exit 4); 0: off")
+      ->envname("SLURM_TRAIN_HANG_TIMEOUT")
+      ->capture_default_str();
+  cmd->add_option("--preempt-signal", options->preempt_signals,
+                  "signals that mean 'checkpoint and stop' (comma-separated; Slurm sends SIGTERM before preempting "
+                  "and the one of sbatch --signal before the time limit)")
+      ->envname("SLURM_TRAIN_PREEMPT_SIGNAL")
+      ->capture_default_str();
+  cmd->add_option("--max-restarts-without-progress", options->max_restarts_without_progress,
+                  "give up (exit 7) after this many starts in a row from the same checkpoint; 0: never")
+      ->envname("SLURM_TRAIN_MAX_RESTARTS_WITHOUT_PROGRESS")
+      ->capture_default_str();
+  cmd->add_option("--inject-fault", options->inject_fault,
+                  "testing aid: hang@STEP:RANK, crash@STEP:RANK, slow@MS (comma-separated)")
+      ->envname("SLURM_TRAIN_INJECT_FAULT");
+  cmd->add_option("--progress", options->progress,
+                  "progress display of rank 0: live (one line rewritten in place), lines (plain lines every "
+                  "train.log_every steps) or auto (live on a terminal)")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, Console::Mode>{{"auto", Console::Mode::kAuto},
+                                                                               {"live", Console::Mode::kLive},
+                                                                               {"lines", Console::Mode::kLines}}))
+      ->envname("SLURM_TRAIN_PROGRESS")
+      ->default_str("auto");
   add_config_key_options(cmd, options->config);
+  cmd->footer(kExitCodeTable);
   cmd->callback([options, cmd, &exit_code] {
     reject_unknown_options(cmd);
     exit_code = run(*options);

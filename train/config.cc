@@ -60,6 +60,7 @@ const std::vector<Key>& keys() {
       {"train.kernels", "cpu (OpenBLAS) or reference (plain loops, slow)", [](RunConfig& c) -> ValueRef { return &c.train.kernels; }},
       {"train.eval_batch", "rows per evaluation batch", [](RunConfig& c) -> ValueRef { return &c.train.eval_batch; }},
       {"train.stop_after", "stop once this many steps are done (checkpointing first), as a preempted job would; 0: run to the end", [](RunConfig& c) -> ValueRef { return &c.train.stop_after; }},
+      {"train.log_every", "steps between progress lines on rank 0 and in every rank's log; 0: only the epoch lines", [](RunConfig& c) -> ValueRef { return &c.train.log_every; }},
       {"ckpt.dir", "checkpoint folder (step-<8 digits>.h5 and a 'latest' marker); empty: no checkpoints", [](RunConfig& c) -> ValueRef { return &c.ckpt.dir; }},
       {"ckpt.every", "save a checkpoint every N steps (and always at the end); 0: only at the end", [](RunConfig& c) -> ValueRef { return &c.ckpt.every; }},
       {"ckpt.keep", "keep the newest N checkpoints; 0: keep all", [](RunConfig& c) -> ValueRef { return &c.ckpt.keep; }},
@@ -335,6 +336,7 @@ std::vector<std::string> validate_config(const RunConfig& c) {
   require(c.train.threads >= 0, fmt::format("train.threads = {}: expected 0 (automatic) or more", c.train.threads));
   choice("train.kernels", c.train.kernels, {"cpu", "reference"});
   require(c.train.eval_batch >= 1, fmt::format("train.eval_batch = {}: expected at least 1", c.train.eval_batch));
+  require(c.train.log_every >= 0, fmt::format("train.log_every = {}: expected 0 (epoch lines only) or more", c.train.log_every));
   require(c.train.stop_after >= 0, fmt::format("train.stop_after = {}: expected 0 (off) or more", c.train.stop_after));
   require(c.ckpt.every >= 0, fmt::format("ckpt.every = {}: expected 0 (only at the end) or more", c.ckpt.every));
   require(c.ckpt.keep >= 0, fmt::format("ckpt.keep = {}: expected 0 (keep all) or more", c.ckpt.keep));

@@ -58,6 +58,7 @@ struct TrainConfig {
   // > 0: stop once this many steps are done (saving a checkpoint when ckpt.dir is set), as a
   // preempted job would; train.steps/epochs still define the schedule. 0: run to the end.
   std::int64_t stop_after = 0;
+  std::int64_t log_every = 100;     // steps between progress lines (and rank-log lines); 0: epochs only
 };
 
 struct CkptConfig {

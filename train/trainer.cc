@@ -63,7 +63,7 @@ OptimizerConfig optimizer_of(const TrainConfig& t) {
 
 // Test loss and accuracy over the whole test set: each rank evaluates a contiguous share.
 std::pair<double, double> evaluate(Mlp<float>& model, kernels::Kernels<float>& k, const Dataset& test,
-                                   Normalization norm, int eval_batch, Comm& comm) {
+                                   Normalization norm, int eval_batch, Comm& comm, const std::function<void()>& reducing) {
   const RowRange mine = rank_rows(test.count, comm.rank(), comm.size());
   std::vector<float> x;
   std::vector<std::int32_t> y;
@@ -82,6 +82,7 @@ std::pair<double, double> evaluate(Mlp<float>& model, kernels::Kernels<float>& k
     sums[0] += r.loss_sum;
     sums[1] += static_cast<double>(r.correct);
   }
+  reducing();
   comm.allreduce_sum(sums, 2);
   return {sums[0] / static_cast<double>(test.count), sums[1] / static_cast<double>(test.count)};
 }
@@ -117,6 +118,10 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   const auto started = Clock::now();
   const TrainConfig& tc = config.train;
   const bool rank0 = comm.rank() == 0;
+  auto phase = [&hooks](TrainPhase p, std::uint64_t done) {
+    if (hooks.on_phase) hooks.on_phase(p, done);
+  };
+  phase(TrainPhase::kLoadData, 0);
   openblas_set_num_threads(blas_threads_for_rank(tc.threads, comm.local_size()));
   auto kernels = tc.kernels == "reference" ? kernels::make_reference_kernels<float>() : kernels::make_cpu_kernels();
   auto& k = *kernels;
@@ -139,6 +144,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
 
   Mlp<float> model(shape_of(config, train_set.feature_size), k);
   model.initialize(static_cast<std::uint64_t>(tc.seed));
+  phase(TrainPhase::kBroadcast, 0);
   comm.broadcast(model.params().data(), model.params().size() * sizeof(float), 0);
   const OptimizerConfig opt_config = optimizer_of(tc);
   Optimizer optimizer(opt_config, model.layers(), model.params().size());
@@ -152,6 +158,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   const bool checkpoints = !cc.dir.empty();
   std::uint64_t start_step = 0;
   if (checkpoints && cc.resume) {
+    phase(TrainPhase::kResume, 0);
     ResumeTarget target{model.layers(), tc.optimizer, global_batch, static_cast<std::uint64_t>(tc.seed), total_steps,
                         &model.params(), &optimizer.first_state(), &optimizer.second_state()};
     const auto resumed = resume_from_checkpoint(cc.dir, target, comm, [&](const std::string& line) {
@@ -247,26 +254,32 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   std::uint64_t step = start_step;
   for (; step < total_steps; ++step) {
     StepTimes t;
-    auto phase = Clock::now();
-    auto lap = [&](double& into) { into += seconds_since(phase); phase = Clock::now(); };
+    auto phase_start = Clock::now();
+    auto lap = [&](double& into) { into += seconds_since(phase_start); phase_start = Clock::now(); };
 
+    phase(TrainPhase::kData, step);
     Batch batch = batches.next();
+    phase(TrainPhase::kForward, step);
     lap(t.data);
     const float* logits = model.forward(batch.x.data(), batch.rows, true, dropout_seed, batch.first_row);
     dlogits.resize(static_cast<std::size_t>(batch.rows) * config.data.num_classes);
     const auto local = k.softmax_cross_entropy(batch.rows, config.data.num_classes, logits, batch.y.data(),
                                                static_cast<float>(tc.label_smoothing), loss_scale, dlogits.data());
     lap(t.forward);
+    phase(TrainPhase::kBackward, step);
     model.backward(batch.x.data(), dlogits.data(),
                    [&](std::size_t layer) { buckets.layer_done(model.grads().data(), layer); });
     lap(t.backward);
+    phase(TrainPhase::kAllreduce, step);
     buckets.finish();
     double totals[2] = {local.loss_sum, static_cast<double>(local.correct)};
     comm.allreduce_sum(totals, 2);
     lap(t.comm_wait);
     const double grad_norm = clip_by_global_norm(k, model.grads(), opt_config.clip_norm);
     const float lr = learning_rate_at(opt_config, step, total_steps);
+    phase(TrainPhase::kCheckpoint, step);
     if (rank0) copied();
+    phase(TrainPhase::kOptimizer, step);
     optimizer.update(k, model.params(), model.grads(), lr, step);
     lap(t.optimizer);
 
@@ -276,12 +289,15 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
     const StepMetrics step_metrics{step, step / per_epoch, loss, totals[1] / static_cast<double>(global_batch), lr,
                                    grad_norm, static_cast<double>(global_batch) / t.total(), t};
     metrics.write(step_metrics);
+    if (hooks.on_step) hooks.on_step(step_metrics, total_steps);
     if ((step + 1) % static_cast<std::uint64_t>(tc.prometheus_every) == 0) publish(step_metrics);
 
     const bool epoch_end = (step + 1) % per_epoch == 0 || step + 1 == total_steps;
     if (epoch_end) {
       const std::uint64_t steps_in_epoch = step % per_epoch + 1;
-      const auto [test_loss, test_accuracy] = evaluate(model, k, test_set, norm, static_cast<int>(tc.eval_batch), comm);
+      phase(TrainPhase::kEvaluation, step + 1);
+      const auto [test_loss, test_accuracy] = evaluate(model, k, test_set, norm, static_cast<int>(tc.eval_batch), comm,
+                                                       [&] { phase(TrainPhase::kEvaluationReduce, step + 1); });
       EpochResult e{step / per_epoch + 1, step + 1, epoch_loss / static_cast<double>(steps_in_epoch), test_loss,
                     test_accuracy, static_cast<double>(steps_in_epoch * global_batch) / epoch_seconds};
       result.epochs.push_back(e);
@@ -298,8 +314,10 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
     // The step boundary: checkpoint (after the epoch bookkeeping, so that a resume continues it)
     // and stop, as the schedule, train.stop_after or the hook says.
     const std::uint64_t done = step + 1;
+    phase(TrainPhase::kAgreement, done);
     const StepDecision decision = hooks.after_step ? hooks.after_step(done) : StepDecision::kContinue;
     const bool stop = decision == StepDecision::kSaveAndStop || (stop_after > 0 && done == stop_after && done < total_steps);
+    phase(TrainPhase::kCheckpoint, done);
     if (checkpoints && (checkpoint_due(done, static_cast<std::uint64_t>(cc.every), total_steps) || stop ||
                         decision != StepDecision::kContinue))
       save(done);
@@ -313,6 +331,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   }
   result.steps_done = step;
   // Shutdown waits for the write in flight; its error fails the run.
+  phase(TrainPhase::kCheckpoint, step);
   if (rank0) {
     copied();
     writer.wait();

@@ -11,6 +11,8 @@
 
 #include "train/comm.h"
 #include "train/config.h"
+#include "train/metrics.h"
+#include "train/train_phase.h"
 
 namespace slurm_train {
 
@@ -38,6 +40,11 @@ struct TrainHooks {
   // collective first). kSave checkpoints now (with ckpt.dir set); kSaveAndStop also ends
   // train() after the write has finished, with stopped_early set.
   std::function<StepDecision(std::uint64_t steps_done)> after_step;
+  // Called on every rank as it enters each phase, with the steps done so far: the watchdog's
+  // heartbeat, and where injected faults strike.
+  std::function<void(TrainPhase phase, std::uint64_t steps_done)> on_phase;
+  // Called on every rank after each step with its metrics: the progress display and rank logs.
+  std::function<void(const StepMetrics& metrics, std::uint64_t total_steps)> on_step;
 };
 
 // Runs the whole training described by `config`. `out` receives rank 0's progress lines (other

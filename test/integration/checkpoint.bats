@@ -165,7 +165,8 @@ PY
   echo "status $status: $stderr"
   [ "$status" -eq 3 ]
   [[ $stderr == *"cannot write the checkpoint '$mnt/ck/step-00000010.h5.tmp'"*"No space left on device"* ]]
-  [ "$(ls "$mnt/ck")" = "$(printf 'latest\nstep-00000005.h5')" ]  # the partial file removed
+  # The partial file removed; `restarts` is the launcher's restart record.
+  [ "$(ls "$mnt/ck")" = "$(printf 'latest\nrestarts\nstep-00000005.h5')" ]
   run "$BUILD/bin/slurm-train" ckpt verify "$mnt/ck"
   [ "$status" -eq 0 ]
   [ "$(cat "$mnt/ck/latest")" = step-00000005.h5 ]

@@ -7,6 +7,8 @@ CLUSTER_SH=$ROOT/scripts/cluster.sh
 # Not the demo's port (6917): the tests run beside a demo cluster left running.
 TEST_CLUSTER_PORT=${TEST_CLUSTER_PORT:-6937}
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
+# Rank logs of the runs under test go under the build tree, not into the working folder.
+export SLURM_TRAIN_LOG_DIR=${SLURM_TRAIN_LOG_DIR:-$BUILD/test/logs}
 
 # start_test_cluster [cluster.sh start options]: one cluster per test file, under the build tree.
 start_test_cluster() {

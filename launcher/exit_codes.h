@@ -1,0 +1,31 @@
+// The exit codes of `slurm-train run`, one table for the README, --help and the code. A job
+// script (or a site's requeue policy) tells by them what happened without reading the log.
+#pragma once
+
+#include "train/checkpoint_file.h"
+
+namespace slurm_train {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailed = 1;        // an error on some rank (named in the message)
+inline constexpr int kExitUsage = 2;         // bad command line or configuration
+// kExitCheckpointWrite = 3 (train/checkpoint_file.h): a checkpoint could not be written.
+inline constexpr int kExitHang = 4;          // the watchdog found a rank without progress
+inline constexpr int kExitRequeued = 5;      // preempted: checkpoint written, job requeued
+inline constexpr int kExitPreempted = 6;     // preempted: checkpoint written, not requeued
+inline constexpr int kExitDoNotRequeue = 7;  // restarted too often without progress: give up
+static_assert(kExitCheckpointWrite == 3);
+
+// For `slurm-train run --help` and the README.
+inline constexpr const char* kExitCodeTable =
+    "Exit codes:\n"
+    "  0  training finished (or stopped at train.stop_after)\n"
+    "  1  an error on some rank; the message names the rank, host and cause\n"
+    "  2  usage or configuration error\n"
+    "  3  a checkpoint could not be written (the message names the path; older ones are intact)\n"
+    "  4  hang: a rank made no progress for --hang-timeout seconds (a rank-status table names it)\n"
+    "  5  preempted: checkpoint written and the job requeued itself (scontrol requeue)\n"
+    "  6  preempted: checkpoint written, not requeued (not a requeueable batch job)\n"
+    "  7  do not requeue: --max-restarts-without-progress restarts made no progress\n";
+
+}  // namespace slurm_train

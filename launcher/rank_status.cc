@@ -1,0 +1,84 @@
+#include "launcher/rank_status.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+namespace slurm_train {
+
+namespace {
+
+const char* state_name(RankState s) {
+  switch (s) {
+    case RankState::kConnecting: return "connecting";
+    case RankState::kRunning: return "running";
+    case RankState::kFinished: return "finished";
+    case RankState::kLost: return "lost";
+    case RankState::kFailed: return "failed";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string format_rank_list(const std::vector<int>& ranks) {
+  std::vector<int> sorted = ranks;
+  std::sort(sorted.begin(), sorted.end());
+  std::string out;
+  for (std::size_t i = 0; i < sorted.size();) {
+    std::size_t j = i;
+    while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
+    if (!out.empty()) out += ',';
+    out += j == i ? fmt::format("{}", sorted[i]) : fmt::format("{}-{}", sorted[i], sorted[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+HangVerdict judge_hang(const std::vector<RankStatus>& ranks, double timeout_seconds) {
+  HangVerdict v;
+  std::vector<const RankStatus*> stalled;
+  for (const auto& r : ranks)
+    if ((r.state == RankState::kRunning || r.state == RankState::kConnecting) && r.seconds_since_progress >= timeout_seconds)
+      stalled.push_back(&r);
+  if (stalled.empty()) return v;
+  v.hung = true;
+  std::uint64_t lowest = std::numeric_limits<std::uint64_t>::max();
+  for (const auto* r : stalled)
+    if (!waits_for_peers(r->phase)) lowest = std::min(lowest, r->step);
+  std::vector<int> waiting;
+  const RankStatus* first = nullptr;
+  for (const auto* r : stalled) {
+    if (!waits_for_peers(r->phase) && r->step == lowest) {
+      v.stuck.push_back(r->rank);
+      if (!first) first = r;
+    } else {
+      waiting.push_back(r->rank);
+    }
+  }
+  if (first) {
+    v.summary = fmt::format("rank{} {} ({}{}) made no progress for {:.0f} s in the {} phase of step {}",
+                            v.stuck.size() > 1 ? "s" : "", format_rank_list(v.stuck), first->host,
+                            v.stuck.size() > 1 ? ", ..." : fmt::format(", pid {}", first->pid),
+                            first->seconds_since_progress, phase_name(first->phase), first->step);
+    if (!waiting.empty()) v.summary += fmt::format("; rank(s) {} wait for it", format_rank_list(waiting));
+  } else {
+    v.summary = fmt::format(
+        "every stalled rank ({}) waits in a collective for {:.0f} s or more: MPI or the network is stuck, or a "
+        "rank is gone without closing its connection",
+        format_rank_list(waiting), timeout_seconds);
+  }
+  return v;
+}
+
+std::string format_status_table(const std::vector<RankStatus>& ranks) {
+  std::string out = fmt::format("{:>5}  {:<20} {:>8}  {:<10} {:>8}  {:<24} {:>8}\n", "rank", "host", "pid", "state",
+                                "step", "phase", "idle s");
+  for (const auto& r : ranks)
+    out += fmt::format("{:>5}  {:<20} {:>8}  {:<10} {:>8}  {:<24} {:>8.1f}\n", r.rank, r.host.empty() ? "?" : r.host, r.pid,
+                       state_name(r.state), r.step, phase_name(r.phase), r.seconds_since_progress);
+  return out;
+}
+
+}  // namespace slurm_train

@@ -1,0 +1,43 @@
+// The watchdog's view of every rank, and its verdict: which rank is stuck, in which phase, while
+// which others wait for it. Pure, so that it is tested without sockets or MPI.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "train/train_phase.h"
+
+namespace slurm_train {
+
+enum class RankState { kConnecting, kRunning, kFinished, kLost, kFailed };
+
+struct RankStatus {
+  int rank = 0;
+  std::string host;
+  int pid = 0;
+  std::string cpus, device;
+  RankState state = RankState::kConnecting;
+  std::uint64_t step = 0;  // steps done when it last reported
+  TrainPhase phase = TrainPhase::kStartup;
+  double seconds_since_progress = 0;
+};
+
+struct HangVerdict {
+  bool hung = false;
+  std::vector<int> stuck;  // the ranks to blame (empty when every rank waits in a collective)
+  std::string summary;     // one sentence for the error line
+};
+
+// Hung when a running rank made no progress for `timeout_seconds`. The ranks to blame are the
+// stalled ones not waiting in a collective, at the lowest step; if every stalled rank waits in a
+// collective, the summary says so (MPI or the network is stuck, or a rank is gone silently).
+HangVerdict judge_hang(const std::vector<RankStatus>& ranks, double timeout_seconds);
+
+// One line per rank: rank, host, pid, state, step, phase, seconds since progress.
+std::string format_status_table(const std::vector<RankStatus>& ranks);
+
+// "0-2,5" style list of ranks.
+std::string format_rank_list(const std::vector<int>& ranks);
+
+}  // namespace slurm_train

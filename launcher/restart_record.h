@@ -1,0 +1,34 @@
+// The restart record kept beside the checkpoints (<ckpt.dir>/restarts): how often the job has
+// started again without getting past the step it started from the time before. A job that keeps
+// being preempted (or crashing) before its next checkpoint would otherwise requeue forever.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace slurm_train {
+
+struct RestartRecord {
+  std::uint64_t starts = 0;                     // runs that have begun in this folder
+  std::uint64_t restarts_without_progress = 0;  // consecutive starts from the same step
+  std::uint64_t last_start_step = 0;            // the step the latest run started from
+  std::uint64_t last_step_reached = 0;          // the step the latest run got to (at its end)
+};
+
+// The record after a run that starts (resumed or fresh) from `start_step`.
+RestartRecord next_start(const std::optional<RestartRecord>& previous, std::uint64_t start_step);
+
+// max_without_progress == 0: never give up.
+bool should_give_up(const RestartRecord& record, std::uint64_t max_without_progress);
+
+std::string format_restart_record(const RestartRecord& record);
+// Throws std::invalid_argument naming the line it cannot read.
+RestartRecord parse_restart_record(const std::string& text);
+
+// <dir>/restarts, read (nullopt when absent; an unreadable record is an error naming the path)
+// and written atomically (temporary file, fsync, rename).
+std::optional<RestartRecord> read_restart_record(const std::string& dir);
+void write_restart_record(const std::string& dir, const RestartRecord& record);
+
+}  // namespace slurm_train

@@ -1,0 +1,111 @@
+// The watchdog: a thread on every rank, and a control connection (TCP) from every rank to
+// rank 0, beside MPI. Through it rank 0 keeps a table of every rank's step and phase, so that:
+//   - a rank that dies (SIGKILL, the OOM killer, a lost node) closes its connection and rank 0
+//     ends the whole job at once, naming it; if rank 0 dies, every rank sees its connection
+//     close and ends itself. Neither mpirun nor srun (without --kill-on-bad-exit) would end a
+//     job whose other ranks wait in a collective for a peer that is gone.
+//   - a rank that makes no progress for --hang-timeout seconds is named, with the phase it is
+//     stuck in and the ranks that wait for it, from a table gathered without the collective
+//     that is stuck; then the job ends with kExitHang.
+// The watchdog thread never calls MPI (MPI runs funneled through the main thread); it ends the
+// job by telling every rank over its connection and calling _exit.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "launcher/rank_status.h"
+#include "train/comm.h"
+#include "train/train_phase.h"
+
+namespace slurm_train {
+
+class RankLog;
+
+// Written by the training loop, read by the watchdog thread.
+class TrainProgress {
+ public:
+  void set(TrainPhase phase, std::uint64_t step) {
+    step_.store(step, std::memory_order_relaxed);
+    phase_.store(static_cast<std::uint32_t>(phase), std::memory_order_relaxed);
+    counter_.fetch_add(1, std::memory_order_release);
+  }
+  std::uint64_t counter() const { return counter_.load(std::memory_order_acquire); }
+  std::uint64_t step() const { return step_.load(std::memory_order_relaxed); }
+  TrainPhase phase() const { return static_cast<TrainPhase>(phase_.load(std::memory_order_relaxed)); }
+
+ private:
+  std::atomic<std::uint64_t> counter_{0}, step_{0};
+  std::atomic<std::uint32_t> phase_{0};
+};
+
+struct RankIdentity {
+  std::string host;
+  int pid = 0;
+  std::string cpus, device;
+};
+
+struct WatchdogOptions {
+  double hang_timeout = 600;    // seconds without progress; 0: no hang detection
+  double connect_timeout = 120; // for every rank to reach rank 0
+};
+
+class Watchdog {
+ public:
+  // Collective over `comm` (rank 0 broadcasts its address). Throws std::runtime_error when this
+  // rank cannot reach rank 0.
+  Watchdog(Comm& comm, const RankIdentity& me, const WatchdogOptions& options, RankLog& log);
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  TrainProgress& progress() { return progress_; }
+
+  // Rank 0: waits until every rank has connected and returns their identities (the others get
+  // an empty table).
+  std::vector<RankStatus> wait_for_all_ranks();
+
+  // A rank about to abort on an error tells rank 0 first, so that rank 0 ends the job naming
+  // the failure rather than reporting a lost rank.
+  void report_failure(int exit_code, const std::string& cause) noexcept;
+
+  // The normal end of this rank (training done or preempted): the peers stop watching it.
+  void finish() noexcept;
+
+  struct Frame;
+
+ private:
+  void run_root();
+  void run_member();
+  [[noreturn]] void end_job(int exit_code, const std::string& message, bool print);
+  void send_all(const Frame& f);
+
+  TrainProgress progress_;
+  RankIdentity me_;
+  WatchdogOptions options_;
+  RankLog& log_;
+  int rank_ = 0, size_ = 1;
+  int listen_fd_ = -1, root_fd_ = -1;
+  int wake_[2] = {-1, -1};
+  std::uint64_t token_ = 0;
+  std::string root_address_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> finished_{false};
+
+  std::mutex mutex_;       // guards table_, conns_ (root), connected_ and sends on them
+  std::mutex send_mutex_;  // a member's sends to rank 0 (beats from the thread, bye or fail from main)
+  std::condition_variable all_connected_;
+  std::vector<RankStatus> table_;
+  struct Conn;
+  std::vector<std::unique_ptr<Conn>> conns_;
+  int connected_ = 1;
+  std::thread thread_;
+};
+
+}  // namespace slurm_train

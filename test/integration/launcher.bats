@@ -1,0 +1,217 @@
+#!/usr/bin/env bats
+# slurm-train run as a launcher on a two-node local cluster: a rank killed under srun and under
+# mpirun ends the job within 30 s naming it; an injected hang is named by the watchdog; a job
+# signalled by Slurm before its time limit checkpoints, requeues itself, resumes and ends with
+# the parameters of an uninterrupted run; per-rank logs; the restart limit; --dry-run.
+
+load helpers
+
+setup_file() {
+  ensure_fashion_mnist
+  start_test_cluster --nodes 2
+}
+
+teardown_file() {
+  stop_test_cluster
+}
+
+# A small, quick variant of the reference configuration.
+set_small_args() {
+  SMALL=(--config "$ROOT/examples/fashion-mnist.toml" --data.train "$TEST_DATA/train.h5"
+    --data.test "$TEST_DATA/test.h5" --model.hidden "[64,32]" --train.metrics "" --train.eval_batch 2000
+    --train.global_batch 250)
+}
+
+# pid_of_rank LOGDIR RANK: the pid a rank wrote in the first line of its log.
+pid_of_rank() {
+  local log deadline=$((SECONDS + 30))
+  while :; do
+    log=$(ls "$1"/*/rank-"$2".log 2>/dev/null | head -1)
+    if [ -n "$log" ] && grep -q ' step ' "$log"; then
+      sed -n 's/.*, pid \([0-9]*\),.*/\1/p' "$log" | tail -1
+      return 0
+    fi
+    [ $SECONDS -lt $deadline ] || return 1
+    sleep 0.2
+  done
+}
+
+# kill_rank_and_time LOGDIR RANK PID_OF_LAUNCHER: SIGKILLs the rank once it trains, then waits
+# for the launcher; prints the seconds it took to end.
+kill_rank_and_time() {
+  local pid
+  pid=$(pid_of_rank "$1" "$2") || { echo "rank $2 never started training"; return 1; }
+  local t0=$SECONDS
+  kill -KILL "$pid"
+  wait "$3" || true
+  echo $((SECONDS - t0))
+}
+
+@test "a rank SIGKILLed under srun ends the whole job within 30 s, naming the rank" {
+  set_small_args
+  logs=$BATS_TEST_TMPDIR/logs
+  srun --mpi=pmix -N2 -n2 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 5000 --train.log_every 10 \
+    --inject-fault slow@20 --log-dir "$logs" >"$BATS_TEST_TMPDIR/out" 2>&1 &
+  launcher=$!
+  took=$(kill_rank_and_time "$logs" 1 $launcher)
+  wait $launcher && status=0 || status=$?
+  cat "$BATS_TEST_TMPDIR/out"
+  echo "ended ${took} s after the kill, exit $status"
+  [ "$took" -le 30 ]
+  [ "$status" -ne 0 ]
+  grep -q "slurm-train: error: rank 1 (host node2, pid [0-9]*) is gone" "$BATS_TEST_TMPDIR/out"
+  [ -z "$(squeue -h -s)" ]
+}
+
+@test "a rank SIGKILLed under mpirun ends the whole job within 30 s, naming the rank" {
+  set_small_args
+  logs=$BATS_TEST_TMPDIR/logs
+  mpirun -n 3 --oversubscribe "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 5000 --train.log_every 10 \
+    --inject-fault slow@20 --log-dir "$logs" >"$BATS_TEST_TMPDIR/out" 2>&1 &
+  launcher=$!
+  took=$(kill_rank_and_time "$logs" 2 $launcher)
+  wait $launcher && status=0 || status=$?
+  cat "$BATS_TEST_TMPDIR/out"
+  echo "ended ${took} s after the kill, exit $status"
+  [ "$took" -le 30 ]
+  [ "$status" -ne 0 ]
+  # Our watchdog's message, or mpirun's own when it was quicker to end the other ranks.
+  grep -q -e "rank 2 (host [^,]*, pid [0-9]*) is gone" -e "process rank 2 .* exited on signal 9" "$BATS_TEST_TMPDIR/out"
+}
+
+@test "rank 0 crashing (--inject-fault crash) ends every other rank under srun" {
+  set_small_args
+  start=$SECONDS
+  run timeout 60 srun --mpi=pmix -N2 -n2 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 5000 \
+    --inject-fault crash@30:0
+  echo "$output"
+  [ $((SECONDS - start)) -le 40 ]
+  [ "$status" -ne 0 ]
+  [ "$status" -ne 124 ]
+  [[ $output == *"--inject-fault: rank 0 kills itself (SIGKILL) at step 30"* ]]
+  [[ $output == *"rank 0 is gone: its watchdog connection"* ]]
+}
+
+@test "an injected hang: the watchdog names the stuck rank and its phase, and the job ends with exit 4" {
+  set_small_args
+  run timeout 90 srun --mpi=pmix -N2 -n2 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 5000 \
+    --inject-fault hang@40:1 --hang-timeout 4
+  echo "$output"
+  [ "$status" -eq 4 ]
+  [[ $output == *"rank status (gathered by the watchdog, not through MPI)"* ]]
+  [[ $output =~ \ 1\ +node2\ +[0-9]+\ +running\ +40\ +forward ]]
+  [[ $output =~ \ 0\ +node1\ +[0-9]+\ +running\ +40\ +gradient\ all-reduce ]]
+  [[ $output == *"hang: rank 1 (node2, pid "*") made no progress for 4 s in the forward phase of step 40; rank(s) 0 wait for it"* ]]
+}
+
+@test "examples/preemptible.sbatch (--signal=USR2@N --requeue): checkpoint, requeue, resume, and the parameters of an uninterrupted run" {
+  set_small_args
+  work=$BATS_TEST_TMPDIR/preempt
+  mkdir -p "$work/data"
+  ln -s "$TEST_DATA" "$work/data/fashion-mnist"
+  ln -s "$ROOT/examples" "$work/examples"
+  TUNE=(--model.hidden "[64,32]" --train.metrics "" --train.eval_batch 2000 --train.global_batch 250
+    --train.steps 600 --train.log_every 100)
+  # The uninterrupted run of the same configuration, on the same two ranks of one node.
+  (cd "$work" && srun --mpi=pmix -N1 -n2 "$BUILD/bin/slurm-train" run --config examples/fashion-mnist.toml "${TUNE[@]}" \
+    --train.save "$work/uninterrupted.h5" >/dev/null)
+  # Slurm sends the --signal warning once now + N + 30 s reaches the time limit (its time-limit
+  # check runs every 30 s), so between N + 30 and N seconds before the limit; with N + 30 at or
+  # above the limit it comes at once, in every run. With two minutes and N = 60: between 30 and 60
+  # s into each run. The slow steps make the training need about 65 s, so the first run is always
+  # signalled mid-training; a later run may be signalled again, and resumes the same way.
+  job=$(cd "$work" && PATH="$BUILD/bin:$PATH" sbatch --parsable --time=2 --signal=USR2@60 examples/preemptible.sbatch \
+    "${TUNE[@]}" --train.save "$work/preempted.h5" --log-dir "$work/logs" --inject-fault slow@105)
+  run wait_job "$job" 400
+  out=$(cat "$work/preemptible-$job.out")
+  echo "$out"
+  [ "$output" = COMPLETED ]
+  ckpt=$work/checkpoints/preemptible-$job
+  [[ $out == *"preempted (SIGUSR2 on "?" of 2 rank(s)): stopped after step "*", checkpoint checkpoints/preemptible-$job/step-"*".h5 written"* ]]
+  [[ $out == *"requeued job $job: it resumes from step"*"(exit 5)"* ]]
+  [[ $out == *"job $job starts on "*"(restart 1)"* ]]
+  [[ $out == *"resumed from checkpoints/preemptible-$job/step-"* ]]
+  [[ $out == *"final: test_acc"* ]]
+  restarts=$(scontrol show job "$job" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')
+  [ "$restarts" -ge 1 ]
+  run $PY "$ROOT/test/integration/compare_models.py" "$work/preempted.h5" "$work/uninterrupted.h5" 0
+  echo "$output"
+  [ "$status" -eq 0 ]
+  # Every rank's log holds every run, appended, each line with the time and the rank.
+  for r in 0 1; do
+    log=$work/logs/$job/rank-$r.log
+    [ "$(grep -c "rank $r: slurm-train .* rank $r of 2" "$log")" -ge 2 ]
+    grep -q "^20[0-9-]*T[0-9:.]*Z rank $r: preempted (SIGUSR2" "$log"
+    grep -q "rank $r: done (exit 0)" "$log"
+  done
+  grep -q '^restarts_without_progress = 0$' "$ckpt/restarts"
+  grep -q '^last_step_reached = 600$' "$ckpt/restarts"
+}
+
+@test "SIGTERM outside Slurm: checkpoint at the next step, exit 6 (preempted, not requeued); --no-resume starts fresh" {
+  set_small_args
+  ckpt=$BATS_TEST_TMPDIR/ckpt
+  env -u SLURM_JOB_ID "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 3000 --ckpt.dir "$ckpt" \
+    --inject-fault slow@10 >"$BATS_TEST_TMPDIR/out" 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do grep -q '^start-up:' "$BATS_TEST_TMPDIR/out" && break; sleep 0.1; done
+  sleep 0.5
+  kill -TERM $pid
+  wait $pid && status=0 || status=$?
+  cat "$BATS_TEST_TMPDIR/out"
+  [ "$status" -eq 6 ]
+  grep -q "preempted (SIGTERM on 1 of 1 rank(s)): not requeued: not inside a Slurm job" "$BATS_TEST_TMPDIR/out"
+  ls "$ckpt"/step-*.h5
+  run "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 3000 --ckpt.dir "$ckpt" --no-resume --train.stop_after 5
+  [ "$status" -eq 0 ]
+  [[ $output != *"resumed from"* ]]
+  [[ $output == *"stopping after step 5 of 3000"* ]]
+}
+
+@test "after --max-restarts-without-progress starts from the same step the job gives up with exit 7" {
+  set_small_args
+  ckpt=$BATS_TEST_TMPDIR/ckpt
+  run "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 100 --ckpt.dir "$ckpt" --train.stop_after 20
+  [ "$status" -eq 0 ]
+  # Runs that die before their next checkpoint (as on a failing node) start from step 20 again.
+  for i in 1 2; do
+    run "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 100 --ckpt.dir "$ckpt" --inject-fault crash@25:0 \
+      --max-restarts-without-progress 1
+    [ "$status" -eq 137 ]
+  done
+  grep -q '^restarts_without_progress = 1$' "$ckpt/restarts"
+  run "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 100 --ckpt.dir "$ckpt" --max-restarts-without-progress 1
+  echo "$output"
+  [ "$status" -eq 7 ]
+  [[ $output == *"started 2 times in a row from step 20 without getting further (more than --max-restarts-without-progress=1)"* ]]
+  grep -q '^restarts_without_progress = 2$' "$ckpt/restarts"
+  # Without the limit it trains on.
+  run "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 100 --ckpt.dir "$ckpt" --max-restarts-without-progress 0
+  [ "$status" -eq 0 ]
+}
+
+@test "--dry-run fails with a clear message for a bad key, a bad value and a missing dataset" {
+  set_small_args
+  run "$BUILD/bin/slurm-train" run "${SMALL[@]}" --dry-run --train.lrr 0.1
+  [ "$status" -eq 2 ]
+  [[ $output == *"unknown option '--train.lrr' (did you mean '--train.lr'?)"* ]]
+  run "$BUILD/bin/slurm-train" run "${SMALL[@]}" --dry-run --train.global_batch -3
+  [ "$status" -eq 2 ]
+  [[ $output == *"train.global_batch = -3"* ]]
+  run "$BUILD/bin/slurm-train" run "${SMALL[@]}" --dry-run --data.train "$BATS_TEST_TMPDIR/none.h5"
+  [ "$status" -eq 1 ]
+  [[ $output == *"FAIL  train data   cannot open HDF5 file '$BATS_TEST_TMPDIR/none.h5'"* ]]
+  run "$BUILD/bin/slurm-train" run "${SMALL[@]}" --dry-run --inject-fault hang@x
+  [ "$status" -eq 2 ]
+  [[ $output == *"--inject-fault 'hang@x': cannot read 'hang@x'"* ]]
+}
+
+@test "run --help documents the exit codes and the launcher's options" {
+  run "$BUILD/bin/slurm-train" run --help
+  [ "$status" -eq 0 ]
+  [[ $output == *"--hang-timeout"* ]]
+  [[ $output == *"--preempt-signal"*"USR2,TERM"* ]]
+  [[ $output == *"--max-restarts-without-progress"* ]]
+  [[ $output == *"5  preempted: checkpoint written and the job requeued itself (scontrol requeue)"* ]]
+  [[ $output == *"7  do not requeue"* ]]
+}
