@@ -11,6 +11,8 @@
 #   2. A wide MLP (4096-4096-4096-4096-10, batch 2048, the same recipe, synthetic data) on
 #      1 rank x 2 threads: the engine step's GEMM GFLOP/s against OpenBLAS sgemm (n = 4096,
 #      2 threads), timed by the same program, alternating with the steps.
+#   4. Start-up (bench/startup.sh): on the local Slurm cluster, srun of 2 ranks on 2 nodes to the
+#      first training step, against the whole of srun hostname on the same ranks.
 # The machine is shared and its timings noisy: every program reports the best of several timed
 # runs, and the whole set is repeated BENCH_ROUNDS times (default 3), engine and peers
 # interleaved within each round; the table shows the best of all rounds for each entry.
@@ -93,6 +95,8 @@ done
 
 echo "   checkpoints: write and cold read against dd on the same filesystem, stall per async save"
 checkpoint_rows=$(CKPT_BENCH_ROWS=1 BUILD=$BUILD "$ROOT/bench/checkpoint.sh")
+echo "   start-up: srun to the first training step against srun hostname, on the local cluster"
+startup_rows=$(STARTUP_BENCH_ROWS=1 BUILD=$BUILD "$ROOT/bench/startup.sh")
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
 verdict() { awk -v v="$1" -v t="$2" 'BEGIN { print (v >= t ? "met" : "NOT MET") }'; }
@@ -110,6 +114,7 @@ printf '%-52s %12.1f %12.1f %7.0f%% %8s  %s\n' "wide MLP 4096x3, batch 2048, 1 r
   "${BEST[wide-GF/s]}" "${BEST[sgemm-GF/s]}" "$(awk -v f="$fraction" 'BEGIN { print 100 * f }')" ">= 80%" \
   "$(verdict "$fraction" 0.8) (peer: sgemm n=4096)"
 echo "$checkpoint_rows"
+echo "$startup_rows"
 echo
 echo "GFLOP/s of a step = its GEMM work / step time; GEMM work = 2 B sum(in*out) forward + the same for"
 echo "the weight gradients + the same less the first layer for the input gradients = $wide_step_gflop GFLOP"
