@@ -41,7 +41,7 @@ std::optional<std::string> why_not_requeueable(const JobFacts& job) {
   return std::nullopt;
 }
 
-RequeueResult requeue_this_job() {
+RequeueResult requeue_target_of_this_job() {
   const char* id = std::getenv("SLURM_JOB_ID");
   if (!id || !*id) return {false, "not inside a Slurm job (SLURM_JOB_ID is not set)"};
   try {
@@ -49,7 +49,14 @@ RequeueResult requeue_this_job() {
     if (shown.exit_code != 0) return {false, fmt::format("scontrol show job {} failed (exit {})", id, shown.exit_code)};
     const JobFacts job = parse_scontrol_show_job(shown.out);
     if (const auto why = why_not_requeueable(job)) return {false, *why};
-    const std::string target = requeue_target(job);
+    return {true, requeue_target(job)};
+  } catch (const std::exception& e) {
+    return {false, e.what()};
+  }
+}
+
+RequeueResult requeue_job(const std::string& target) {
+  try {
     const ProcessResult requeued = run_process({"scontrol", "requeue", target}, "slurm-client");
     if (requeued.exit_code != 0) return {false, fmt::format("scontrol requeue {} failed (exit {})", target, requeued.exit_code)};
     return {true, target};

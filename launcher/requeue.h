@@ -28,11 +28,15 @@ std::string requeue_target(const JobFacts& job);
 std::optional<std::string> why_not_requeueable(const JobFacts& job);
 
 struct RequeueResult {
-  bool requeued = false;
-  std::string detail;  // the target, or why not
+  bool requeued = false;  // requeue_target_of_this_job: it may be requeued
+  std::string detail;     // the target, or why not
 };
 
-// Inside a Slurm job (SLURM_JOB_ID set): looks the job up and requeues it when it may be.
-RequeueResult requeue_this_job();
+// Inside a Slurm job (SLURM_JOB_ID set): looks the job up; requeued = true with the target when
+// it may be requeued.
+RequeueResult requeue_target_of_this_job();
+
+// scontrol requeue TARGET; the result says whether it worked, and why not.
+RequeueResult requeue_job(const std::string& target);
 
 }  // namespace slurm_train

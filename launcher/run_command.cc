@@ -275,40 +275,47 @@ class RunHooks {
   std::array<double, 65> seen_{};  // per signal number: the ranks that received it
 };
 
-// After the checkpoint of a preemption: requeue the job (rank 0), and agree on the exit code.
+// After the checkpoint of a preemption: agree on the exit code, stop the watchdog (once the job
+// is requeued Slurm kills its steps, which must not read as ranks that died), then requeue.
 int finish_preempted(const RunConfig& config, Comm& comm, Watchdog& watchdog, Console& console, const RunHooks& hooks,
                      const TrainResult& result) {
   const std::string signal = fmt::format("{} on {} of {} rank(s)", signal_name(hooks.preempted_by()),
                                          hooks.signalled_ranks(), comm.size());
   int code = kExitPreempted;
-  std::string detail;
-  if (comm.rank() == 0) {
-    if (config.ckpt.dir.empty()) {
-      detail = "no checkpoint was written (ckpt.dir is not set), so the job is not requeued";
-    } else {
-      const std::string checkpoint = fmt::format("{}/{}", config.ckpt.dir, checkpoint_file_name(result.steps_done));
-      console.line(fmt::format("preempted ({}): stopped after step {}, checkpoint {} written", signal, result.steps_done,
-                               checkpoint));
-      const RequeueResult requeue = requeue_this_job();
-      if (requeue.requeued) {
-        code = kExitRequeued;
-        detail = fmt::format("requeued job {}: it resumes from step {} when it runs again", requeue.detail, result.steps_done);
-      } else {
-        detail = fmt::format("not requeued: {}; run the same command again to resume from step {}", requeue.detail,
-                             result.steps_done);
-      }
-    }
+  RequeueResult target{false, "no checkpoint was written (ckpt.dir is not set), so the job is not requeued"};
+  if (comm.rank() == 0 && !config.ckpt.dir.empty()) {
+    console.line(fmt::format("preempted ({}): stopped after step {}, checkpoint {}/{} written", signal, result.steps_done,
+                             config.ckpt.dir, checkpoint_file_name(result.steps_done)));
+    target = requeue_target_of_this_job();
+    if (target.requeued) code = kExitRequeued;
   }
   // Everyone exits with rank 0's code (srun reports the highest, mpirun the first).
-  int agreed = code;
   watchdog.progress().set(TrainPhase::kAgreement, result.steps_done);
-  comm.broadcast(&agreed, sizeof agreed, 0);
-  if (comm.rank() == 0)
-    console.line(fmt::format("preempted ({}): {} (exit {})", signal, detail, agreed));
-  else
+  comm.broadcast(&code, sizeof code, 0);
+  watchdog.finish();
+  if (comm.rank() != 0) {
     console.line(fmt::format("preempted ({}): checkpoint written by rank 0 after step {}; exit {}", signal,
-                             result.steps_done, agreed));
-  return agreed;
+                             result.steps_done, code));
+    return code;
+  }
+  std::string detail;
+  if (code == kExitRequeued) {
+    const RequeueResult requeued = requeue_job(target.detail);
+    if (requeued.requeued) {
+      detail = fmt::format("requeued job {}: it resumes from step {} when it runs again", target.detail, result.steps_done);
+    } else {
+      code = kExitPreempted;
+      detail = fmt::format("not requeued: {}; requeue it or run the same command again to resume from step {}",
+                           requeued.detail, result.steps_done);
+    }
+  } else if (!config.ckpt.dir.empty()) {
+    detail = fmt::format("not requeued: {}; run the same command again to resume from step {}", target.detail,
+                         result.steps_done);
+  } else {
+    detail = target.detail;
+  }
+  console.line(fmt::format("preempted ({}): {} (exit {})", signal, detail, code));
+  return code;
 }
 
 // Every rank runs this; an error on any rank tears the whole job down so that no rank is left
