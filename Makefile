@@ -75,6 +75,7 @@ ENGINE_SRC   := $(wildcard train/*.cc kernels/cpu/*.cc)
 LAUNCHER_SRC := $(filter-out launcher/main.cc,$(wildcard launcher/*.cc))
 CUDA_SRC     := $(if $(NVCC),$(wildcard kernels/cuda/*.cu))
 UNIT_SRC     := $(wildcard test/unit/*.cc)
+CUDA_TEST_SRC := $(if $(CUDA_SRC),$(wildcard test/cuda/*.cc))
 TESTPROG_SRC := $(wildcard test/integration/*.cc)
 BENCH_SRC    := $(wildcard bench/*.cc)
 
@@ -86,13 +87,14 @@ ifneq ($(CUDA_SRC),)
   ALL_CXXFLAGS += -DSLURM_TRAIN_WITH_CUDA -I$(CUDA_HOME)/include
   LIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart
 endif
-NVCCFLAGS := -std=c++20 -O2 -g -I. -DSLURM_TRAIN_VERSION=\"$(VERSION)\" \
+NVCCFLAGS := -std=c++20 -O2 -g -I. -DSLURM_TRAIN_VERSION=\"$(VERSION)\" -DSLURM_TRAIN_WITH_CUDA \
              -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90] \
              -Xcompiler -fPIC,-Wall,-Wextra $(addprefix -Xcompiler ,$(PKG_CFLAGS))
 
 LAUNCHER := $(BUILD)/bin/slurm-train
 PLUGIN := $(if $(and $(SPANK_H),$(PLUGIN_SRC)),$(BUILD)/lib/spank_train.so)
 UNIT_TESTS := $(if $(UNIT_SRC),$(BUILD)/test/unit-tests)
+CUDA_TESTS := $(if $(CUDA_TEST_SRC),$(BUILD)/test/cuda-tests)
 TEST_PROGRAMS := $(patsubst test/integration/%.cc,$(BUILD)/test/%,$(TESTPROG_SRC))
 BENCH_PROGRAMS := $(patsubst bench/%.cc,$(BUILD)/bench/%,$(BENCH_SRC))
 
@@ -111,7 +113,7 @@ check-deps:
 deps:
 	@scripts/install-deps.sh
 
-test-programs: $(UNIT_TESTS) $(TEST_PROGRAMS)
+test-programs: $(UNIT_TESTS) $(CUDA_TESTS) $(TEST_PROGRAMS)
 
 # test, demo and bench install what is missing first, then build in a second make, which sees
 # the freshly installed libraries; on every core unless the caller chose -j itself.
@@ -172,6 +174,12 @@ $(BUILD)/lib/spank_train.so: $(PLUGIN_OBJ) spank/spank_train.map
 PLUGIN_PURE_SRC := $(filter-out spank/plugin.cc,$(PLUGIN_SRC))
 
 $(BUILD)/test/unit-tests: $(call obj,$(UNIT_SRC) $(PLUGIN_PURE_SRC)) $(LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(ALL_LDFLAGS) $^ -o $@ $(LIBS)
+
+# The CUDA kernels against the CPU reference kernels (each test reports itself skipped, with the
+# reason, on a machine without a usable GPU).
+$(BUILD)/test/cuda-tests: $(call obj,$(CUDA_TEST_SRC)) $(LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(ALL_LDFLAGS) $^ -o $@ $(LIBS)
 
