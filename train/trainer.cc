@@ -19,6 +19,7 @@
 #include "train/checkpoint_store.h"
 #include "train/checkpoint_writer.h"
 #include "train/dataset.h"
+#include "train/device.h"
 #include "train/gradient_buckets.h"
 #include "train/metrics.h"
 #include "train/model_file.h"
@@ -117,6 +118,9 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   const auto started = Clock::now();
   const TrainConfig& tc = config.train;
   const bool rank0 = comm.rank() == 0;
+  // Refused (train.device = cuda) before any data is read; a fallback is said once, by rank 0.
+  const DeviceChoice device = choose_device(tc.device, tc.device == "cpu" ? CudaProbe{} : probe_cuda());
+  if (rank0 && !device.note.empty()) std::cerr << "slurm-train: " << device.note << "\n" << std::flush;
   openblas_set_num_threads(blas_threads_for_rank(tc.threads, comm.local_size()));
   auto kernels = tc.kernels == "reference" ? kernels::make_reference_kernels<float>() : kernels::make_cpu_kernels();
   auto& k = *kernels;
