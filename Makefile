@@ -5,6 +5,8 @@
 #   make demo                 install what is missing, build, run the demo on a local Slurm cluster
 #   make bench                install what is missing, build, run the benchmarks (one table)
 #   make install PREFIX=/opt/slurm-train/$(VERSION) [DESTDIR=...]; make uninstall (same PREFIX)
+#   make gpu-bundle           binaries + the shared libraries they link, for a GPU machine without
+#                             MPI/HDF5 (scripts/gpu-bundle.sh; CUDA builds only)
 #   make clean
 #   make fuzz [FUZZ_SECONDS=300]  run the libFuzzer target of the plugin's parsers (clang)
 #   SANITIZE=1                AddressSanitizer + UndefinedBehaviorSanitizer, in build/sanitize
@@ -203,6 +205,12 @@ $(FUZZER): $(FUZZ_SRC) $(wildcard spank/*.h spank/jobenv/*.h) Makefile
 	@mkdir -p $(@D)
 	$(FUZZ_CXX) -std=c++20 -g -O1 -I. $(WARN) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	  $(FUZZ_SRC) -o $@
+
+.PHONY: gpu-bundle
+gpu-bundle: deps
+	@[ -n "$(CUDA_SRC)" ] || { echo "error: gpu-bundle needs a CUDA build (nvcc not found)" >&2; exit 1; }
+	@$(SUBMAKE) all $(BENCH_PROGRAMS)
+	BUILD=$(BUILD) scripts/gpu-bundle.sh $(BUILD)/gpu-bundle
 
 .PHONY: fuzz
 fuzz: $(FUZZER)
