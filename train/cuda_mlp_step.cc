@@ -223,14 +223,17 @@ struct CudaMlpStep::State {
     }
   }
 
-  void loss(const std::int32_t* y, int rows, float grad_scale, bool with_gradient) {
+  // Training: the configured label smoothing, with the gradient; evaluation: plain
+  // cross-entropy without it (as the CPU trainer evaluates).
+  void loss(const std::int32_t* y, int rows, float grad_scale, bool training) {
     const cuda::LossScratch scratch{row_loss.data(), row_flag.data()};
+    const float smoothing = training ? o.label_smoothing : 0.0f;
     if (half)
-      cuda::softmax_cross_entropy<bf16>(rows, shape.classes, logits.data(), y, o.label_smoothing, grad_scale,
-                                        with_gradient ? as<bf16>(dlogits) : nullptr, scratch, sums.data(), stream);
+      cuda::softmax_cross_entropy<bf16>(rows, shape.classes, logits.data(), y, smoothing, grad_scale,
+                                        training ? as<bf16>(dlogits) : nullptr, scratch, sums.data(), stream);
     else
-      cuda::softmax_cross_entropy<float>(rows, shape.classes, logits.data(), y, o.label_smoothing, grad_scale,
-                                         with_gradient ? as<float>(dlogits) : nullptr, scratch, sums.data(), stream);
+      cuda::softmax_cross_entropy<float>(rows, shape.classes, logits.data(), y, smoothing, grad_scale,
+                                         training ? as<float>(dlogits) : nullptr, scratch, sums.data(), stream);
     CUDA_CHECK(cudaMemcpyAsync(host_sums.data(), sums.data(), sizeof(cuda::LossSums), cudaMemcpyDeviceToHost, stream));
     CUDA_CHECK(cudaEventRecord(loss_ready, stream));
   }

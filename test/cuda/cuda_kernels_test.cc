@@ -171,71 +171,96 @@ TEST_CASE("cuda: the BIAS epilogue adds one bias per column of ours (fp32, bf16)
 }
 
 // Forward with RELU_AUX_BIAS / GELU_AUX_BIAS, then backward of the next product with
-// DRELU_BGRAD / DGELU_BGRAD, against the reference's separate steps (fp32 throughout). ReLU is
-// exact; for GELU the bound allows a hardware tanh (about 2^-11 relative), which also means this
-// test cannot tell the tanh form from the exact one (they differ by at most ~5e-4).
+// DRELU_BGRAD / DGELU_BGRAD, against the reference's separate steps in double, on the same
+// (T-rounded) inputs. ReLU is exact up to the output's rounding; for GELU the bound also allows
+// a hardware tanh (about 2^-11 relative), so this test cannot tell the tanh form from the exact
+// one (they differ by at most ~5e-4): it checks the epilogues' plumbing and rough values.
+template <typename T>
+std::vector<T> rounded(std::vector<double>& x) {
+  std::vector<T> out;
+  if constexpr (std::is_same_v<T, bf16>) {
+    out = to_bf16(as_float(x));
+    x = to_double(out);
+  } else {
+    out = as_float(x);
+  }
+  return out;
+}
+
+template <typename T>
 void check_activation_epilogues(bool relu) {
-  const double act_bound = relu ? 2e-6 : 2e-3;
+  constexpr bool half = std::is_same_v<T, bf16>;
+  const DataType type = half ? DataType::kBF16 : DataType::kF32;
+  const double out_bound = half ? 1e-2 : relu ? 2e-6 : 2e-3;  // bf16: the output's rounding, 2^-8
   const std::uint64_t seed = fresh_seed();
   CAPTURE(seed);
   CAPTURE(relu);
-  const LinearCase c = random_linear(72, 96, 160, seed);
+  CAPTURE(half);
+  LinearCase c = random_linear(72, 96, 160, seed);
+  const auto x_t = rounded<T>(c.x), w_t = rounded<T>(c.w), bias_t = rounded<T>(c.bias);
   auto ref = kernels::make_reference_kernels<double>();
   std::vector<double> z(std::size_t(c.rows) * c.out), a(z.size());
   ref->gemm(false, true, c.rows, c.out, c.in, 1.0, c.x.data(), c.in, c.w.data(), c.in, 0.0, z.data(), c.out);
   ref->bias_activation_forward(Activation::kIdentity, c.rows, c.out, c.bias.data(), z.data(), a.data(), {});
   for (std::size_t i = 0; i < z.size(); ++i) a[i] = relu ? std::max(z[i], 0.0) : kernels::gelu_tanh(z[i]);
 
-  auto dx = to_device(as_float(c.x)), dw = to_device(as_float(c.w)), db = to_device(as_float(c.bias));
-  DeviceBuffer<float> da(z.size());
+  auto dx = to_device(x_t), dw = to_device(w_t), db = to_device(bias_t);
+  DeviceBuffer<T> da(z.size());
   const std::int64_t aux_ld = relu ? cuda::relu_mask_ld(c.out) : cuda::gelu_aux_ld(c.out);
-  DeviceBuffer<std::uint8_t> aux(relu ? cuda::relu_mask_bytes(c.rows, c.out)
-                                      : std::size_t(aux_ld) * c.rows * sizeof(float));
+  DeviceBuffer<std::uint8_t> aux(relu ? cuda::relu_mask_bytes(c.rows, c.out) : std::size_t(aux_ld) * c.rows * sizeof(T));
   cuda::LtMatmul lt(false, false);
   MatmulArgs fwd{false, true, c.rows, c.out, c.in, dx.data(), c.in, dw.data(), c.in, da.data(), c.out};
+  fwd.ab_type = fwd.c_type = type;
   fwd.epilogue = relu ? Epilogue::kReluAuxBias : Epilogue::kGeluAuxBias;
   fwd.bias = db.data(), fwd.aux = aux.data(), fwd.aux_ld = aux_ld;
+  REQUIRE_MESSAGE(lt.supports(fwd), "cuBLASLt has no kernel for this forward epilogue");
   lt.run(fwd, nullptr);
-  const auto a_gpu = to_host(da.data(), a.size());
-  CHECK(scaled_error(a_gpu, a) < act_bound);
-  if (!relu) {  // the aux holds the pre-activation, one row of ours per aux_ld floats
-    const auto aux_host = to_host(reinterpret_cast<float*>(aux.data()), std::size_t(aux_ld) * c.rows);
-    std::vector<float> z_gpu;
+  const auto a_gpu = to_double(to_host(da.data(), a.size()));
+  CHECK(scaled_error(a_gpu, a) < out_bound);
+  if (!relu) {  // the aux holds the pre-activation (T), one row of ours per aux_ld elements
+    const auto aux_host = to_double(to_host(reinterpret_cast<T*>(aux.data()), std::size_t(aux_ld) * c.rows));
+    std::vector<double> z_gpu;
     for (int r = 0; r < c.rows; ++r)
       z_gpu.insert(z_gpu.end(), aux_host.begin() + r * aux_ld, aux_host.begin() + r * aux_ld + c.out);
-    CHECK(scaled_error(z_gpu, z) < 2e-6);
+    CHECK(scaled_error(z_gpu, z) < (half ? 8e-3 : 2e-6));
   }
 
   // Backward of a next layer W2 [next, out]: d(a) = dnext W2, then dz = d(a) * act'(z) and
-  // dbias = column sums of dz, all in the one product's epilogue.
+  // dbias = column sums of dz (in the output's type), all in the one product's epilogue.
   const int next = 48;
-  const auto dnext = uniform<double>(std::size_t(c.rows) * next, seed + 3);
-  const auto w2 = uniform<double>(std::size_t(next) * c.out, seed + 4);
+  auto dnext = uniform<double>(std::size_t(c.rows) * next, seed + 3);
+  auto w2 = uniform<double>(std::size_t(next) * c.out, seed + 4);
+  const auto dnext_t = rounded<T>(dnext), w2_t = rounded<T>(w2);
   std::vector<double> dz(z.size()), dbias(c.out);
   ref->gemm(false, false, c.rows, c.out, next, 1.0, dnext.data(), next, w2.data(), c.out, 0.0, dz.data(), c.out);
   for (std::size_t i = 0; i < dz.size(); ++i) {
     // ReLU: the mask is the GPU forward's own (a > 0), so that a pre-activation rounding to the
     // other side of 0 on one device cannot fail the test.
-    dz[i] *= relu ? (a_gpu[i] > 0.0f ? 1.0 : 0.0) : kernels::gelu_tanh_derivative(z[i]);
+    dz[i] *= relu ? (a_gpu[i] > 0.0 ? 1.0 : 0.0) : kernels::gelu_tanh_derivative(z[i]);
   }
   for (int r = 0; r < c.rows; ++r)
     for (int j = 0; j < c.out; ++j) dbias[j] += dz[std::size_t(r) * c.out + j];
-  auto d_dnext = to_device(as_float(dnext)), d_w2 = to_device(as_float(w2));
-  DeviceBuffer<float> d_dz(dz.size()), d_dbias(c.out);
+  auto d_dnext = to_device(dnext_t), d_w2 = to_device(w2_t);
+  DeviceBuffer<T> d_dz(dz.size()), d_dbias(c.out);
   MatmulArgs bwd{false, false, c.rows, c.out, next, d_dnext.data(), next, d_w2.data(), c.out, d_dz.data(), c.out};
+  bwd.ab_type = bwd.c_type = type;
   bwd.epilogue = relu ? Epilogue::kDReluBgrad : Epilogue::kDGeluBgrad;
   bwd.bias = d_dbias.data(), bwd.aux = aux.data(), bwd.aux_ld = aux_ld;
+  REQUIRE_MESSAGE(lt.supports(bwd), "cuBLASLt has no kernel for this backward epilogue");
   lt.run(bwd, nullptr);
-  CHECK(scaled_error(to_host(d_dz.data(), dz.size()), dz) < act_bound);
-  CHECK(scaled_error(to_host(d_dbias.data(), dbias.size()), dbias) < std::max(act_bound, 1e-5));
+  CHECK(scaled_error(to_double(to_host(d_dz.data(), dz.size())), dz) < out_bound);
+  CHECK(scaled_error(to_double(to_host(d_dbias.data(), dbias.size())), dbias) < std::max(out_bound, 1e-5));
 }
 
-TEST_CASE("cuda: RELU_AUX_BIAS forward and DRELU_BGRAD backward epilogues" * doctest::skip(no_gpu())) {
-  check_activation_epilogues(true);
+TEST_CASE("cuda: RELU_AUX_BIAS forward and DRELU_BGRAD backward epilogues (fp32, bf16)" * doctest::skip(no_gpu())) {
+  check_activation_epilogues<float>(true);
+  check_activation_epilogues<bf16>(true);
 }
 
-TEST_CASE("cuda: GELU_AUX_BIAS and DGELU_BGRAD epilogues compute the tanh form of GELU" * doctest::skip(no_gpu())) {
-  check_activation_epilogues(false);
+TEST_CASE("cuda: GELU_AUX_BIAS and DGELU_BGRAD epilogues compute the tanh form of GELU (fp32, bf16)" *
+          doctest::skip(no_gpu())) {
+  check_activation_epilogues<float>(false);
+  check_activation_epilogues<bf16>(false);
 }
 
 // ---- element-wise ------------------------------------------------------------------------------

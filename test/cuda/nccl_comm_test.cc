@@ -12,24 +12,6 @@ namespace {
 using namespace slurm_train;
 using namespace slurm_train::cuda_test;
 
-// A job of one process: the bootstrap the NCCL Comm needs, without MPI (which a GPU machine may
-// lack). Its collectives over one rank are the identity.
-class OneRankComm final : public Comm {
- public:
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  int local_rank() const override { return 0; }
-  int local_size() const override { return 1; }
-  void allreduce_sum(float*, std::size_t) override {}
-  void allreduce_sum(double*, std::size_t) override {}
-  void start_allreduce_sum(float*, std::size_t) override {}
-  void progress() override {}
-  void wait_all() override {}
-  void broadcast(void*, std::size_t, int) override {}
-  void barrier() override {}
-  [[noreturn]] void abort(int exit_code) noexcept override { std::_Exit(exit_code); }
-};
-
 TEST_CASE("nccl: a one-rank communicator sums in place, in buckets ordered after the compute stream" *
           doctest::skip(no_gpu())) {
   OneRankComm boot;
