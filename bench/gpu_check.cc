@@ -52,7 +52,7 @@ struct TrainOptions {
   float dropout = 0.2f, label_smoothing = 0.1f, clip = 5.0f, lr = 1e-3f, weight_decay = 0.01f;
   std::int64_t seed = 42;
   double loss_rtol = 1e-4, acc_points = 0.5;
-  bool fuse = true;
+  bool fuse = true, deterministic = false;
 };
 
 struct BenchOptions {
@@ -138,6 +138,7 @@ int run_train(const TrainOptions& o) {
   so.max_rows = std::max(o.batch, o.eval_batch);
   so.label_smoothing = o.label_smoothing;
   so.fuse_epilogues = o.fuse;
+  so.deterministic = o.deterministic;
   CudaMlpStep gpu(shape, opt, so, model.params());
 
   BatchPrefetcher batches(train_set, norm, static_cast<std::uint64_t>(o.seed), static_cast<std::size_t>(o.batch), 0, 1,
@@ -292,6 +293,7 @@ int main(int argc, char** argv) {
   train->add_option("--loss-rtol", t.loss_rtol, "fp32: bound on every step's relative loss difference");
   train->add_option("--acc-points", t.acc_points, "bf16 and tf32: bound on the test accuracy difference (points)");
   train->add_flag("!--no-fuse", t.fuse, "bias and activations by the element-wise kernels only");
+  train->add_flag("--deterministic", t.deterministic, "cuBLASLt algorithms without split-K reductions");
   BenchOptions b;
   CLI::App* bench = app.add_subcommand("bench", "a GEMM-bound MLP's training step and the matmul ceiling");
   bench->add_option("--precision", b.precision, "fp32, tf32 or bf16");

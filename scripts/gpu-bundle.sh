@@ -53,7 +53,8 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 find_cuda_dirs() {
   local want=(libcudart.so.13 libcublasLt.so.13 libcublas.so.13 libnccl.so.2) dirs=() name d found
-  local candidates=(${CUDA_LIB_DIRS//:/ } /usr/local/cuda/lib64 /usr/local/cuda-13*/lib64 /usr/lib/x86_64-linux-gnu)
+  local given=${CUDA_LIB_DIRS:-}
+  local candidates=(${given//:/ } /usr/local/cuda/lib64 /usr/local/cuda-13*/lib64 /usr/lib/x86_64-linux-gnu)
   local py
   for py in python3 /usr/bin/python3; do
     command -v "$py" >/dev/null || continue
