@@ -207,9 +207,10 @@ $(FUZZER): $(FUZZ_SRC) $(wildcard spank/*.h spank/jobenv/*.h) Makefile
 	  $(FUZZ_SRC) -o $@
 
 .PHONY: gpu-bundle
+# (+: the sub-make shares this make's job slots under -j, rather than falling back to one job.)
 gpu-bundle: deps
 	@[ -n "$(CUDA_SRC)" ] || { echo "error: gpu-bundle needs a CUDA build (nvcc not found)" >&2; exit 1; }
-	@$(SUBMAKE) all $(BENCH_PROGRAMS)
+	@+$(SUBMAKE) all $(BENCH_PROGRAMS)
 	BUILD=$(BUILD) scripts/gpu-bundle.sh $(BUILD)/gpu-bundle
 
 .PHONY: fuzz

@@ -58,10 +58,10 @@ run_unit() { run_doctest unit "$BUILD/test/unit-tests"; }
 # Built only where nvcc was found; elsewhere the suite counts as one skip with that reason.
 run_cuda() {
   if [ -e "$BUILD/test/cuda-tests" ]; then
-    run_doctest cuda "$BUILD/test/cuda-tests"
+    run_doctest cuda-tests "$BUILD/test/cuda-tests"
   else
     echo "== cuda tests: not built"
-    skipped=$((skipped + 1)); skip_lines+=("cuda: the CUDA tests were not built (no nvcc when this tree was built)")
+    skipped=$((skipped + 1)); skip_lines+=("cuda-tests: the CUDA tests were not built (no nvcc when this tree was built)")
   fi
 }
 
