@@ -6,7 +6,8 @@
 //     GPU (CudaMlpStep), step by step, then evaluates both on the test set. Prints a loss line
 //     every 20 steps and one verdict line: fp32 passes when every step's losses agree within
 //     --loss-rtol (1e-4) relative; bf16 when the final test accuracies agree within
-//     --acc-points (0.5). Exit 0 pass, 1 fail.
+//     --acc-points (0.5). Exit 0 pass, 1 fail. Also prints the CRC-32 of the final GPU parameters
+//     (two --deterministic runs must agree on it).
 //   gpu_check bench [--precision bf16] [--width 4096] [--layers 4] [--batch 4096] [--steps 20]
 //     An MLP of `layers` Linear layers width x width (ReLU between, AdamW, cross-entropy over
 //     `width` classes), synthetic data resident on the GPU, timed over --steps steps after
@@ -21,6 +22,7 @@
 #if defined(SLURM_TRAIN_WITH_CUDA)
 #include <cblas.h>
 #include <cuda_runtime.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <chrono>
@@ -178,6 +180,11 @@ int run_train(const TrainOptions& o) {
   const auto [gpu_test_loss, gpu_acc] = evaluate_gpu(gpu, test_set, norm, o.eval_batch);
   std::printf("test: cpu loss %.5f acc %.2f%%   gpu loss %.5f acc %.2f%%\n", cpu_test_loss, 100 * cpu_acc,
               gpu_test_loss, 100 * gpu_acc);
+  // The final GPU parameters' CRC-32: two --deterministic runs must print the same.
+  const std::vector<float> final_params = gpu.parameters();
+  std::printf("gpu_params_crc32 %08lx\n",
+              crc32(0L, reinterpret_cast<const Bytef*>(final_params.data()),
+                    static_cast<uInt>(final_params.size() * sizeof(float))));
   const bool fp32 = o.precision == "fp32";
   const double points = 100 * std::abs(gpu_acc - cpu_acc);
   const bool pass = fp32 ? worst <= o.loss_rtol : points <= o.acc_points;

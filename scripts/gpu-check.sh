@@ -4,6 +4,7 @@
 #   (b) Fashion-MNIST, 200 steps, the GPU step against the CPU path from the same seed, in fp32
 #       (every step's loss within 1e-4 relative) and bf16 (final test accuracy within 0.5
 #       points), each with dropout 0.2 (element-wise bias/activation) and 0 (fused epilogues);
+#       and the deterministic mode: two runs, the same final parameters bit for bit;
 #   (c) a GEMM-bound MLP (4 layers 4096 x 4096, batch 4096, bf16): samples/s and TFLOP/s of the
 #       engine's step and of PyTorch's (autocast bf16, fused AdamW) on the same GPU, and the
 #       bf16 matmul ceiling (cuBLASLt and torch.matmul) measured in the same run.
@@ -99,6 +100,18 @@ else
       fi
     done
   done
+  # The deterministic mode: the same run twice gives the same final parameters, bit for bit.
+  for attempt in 1 2; do
+    timeout 120 "${launch[@]}" "$gpu_check" train --data "$h5" --precision bf16 --dropout 0 --steps 50 \
+      --deterministic >"$work/deterministic-$attempt.log" 2>&1
+  done
+  crc1=$(sed -n 's/^gpu_params_crc32 //p' "$work/deterministic-1.log")
+  crc2=$(sed -n 's/^gpu_params_crc32 //p' "$work/deterministic-2.log")
+  if [ -n "$crc1" ] && [ "$crc1" = "$crc2" ]; then
+    record "deterministic bf16 x2" PASS "final parameters' CRC-32 $crc1 both times"
+  else
+    record "deterministic bf16 x2" FAIL "CRC-32 '${crc1:-none}' vs '${crc2:-none}' (see $work/deterministic-*.log)"
+  fi
 fi
 
 # ---- (c) benchmark ----

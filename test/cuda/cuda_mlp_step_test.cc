@@ -74,12 +74,14 @@ Losses train_cpu(const Recipe& r, std::uint64_t seed) {
   return out;
 }
 
-Losses train_gpu(const Recipe& r, std::uint64_t seed, cuda::Precision precision, bool fuse, Comm* comm = nullptr) {
+Losses train_gpu(const Recipe& r, std::uint64_t seed, cuda::Precision precision, bool fuse, Comm* comm = nullptr,
+                 bool deterministic = false) {
   auto k = kernels::make_reference_kernels<float>();
   Mlp<float> init(r.shape, *k);
   init.initialize(seed);
   CudaStepOptions o;
   o.precision = precision, o.max_rows = r.rows, o.label_smoothing = r.smoothing, o.fuse_epilogues = fuse;
+  o.deterministic = deterministic;
   CudaMlpStep step(r.shape, r.opt, o, init.params());
   std::unique_ptr<Comm> nccl;
   if (comm) {
@@ -152,6 +154,21 @@ TEST_CASE("cuda step: a one-rank NCCL gradient reduction changes no bit" * docte
   const Losses alone = train_gpu(r, seed, cuda::Precision::kFp32, true);
   const Losses reduced = train_gpu(r, seed, cuda::Precision::kFp32, true, &boot);
   CHECK(reduced.params == alone.params);
+}
+
+TEST_CASE("cuda step: deterministic mode gives the same parameters, bit for bit, run after run" *
+          doctest::skip(no_gpu())) {
+  const std::uint64_t seed = fresh_seed() % 100000;
+  CAPTURE(seed);
+  Recipe r = recipe(0.0f);
+  r.rows = 256;  // enough rows for cuBLASLt to consider splitting the weight gradients' reduction
+  for (auto precision : {cuda::Precision::kFp32, cuda::Precision::kBf16}) {
+    CAPTURE(cuda::precision_name(precision));
+    const Losses first = train_gpu(r, seed, precision, true, nullptr, true);
+    const Losses second = train_gpu(r, seed, precision, true, nullptr, true);
+    CHECK(first.params == second.params);
+    CHECK(first.per_step == second.per_step);
+  }
 }
 
 }  // namespace
