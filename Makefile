@@ -5,6 +5,8 @@
 #   make demo                 install what is missing, build, run the demo on a local Slurm cluster
 #   make bench                install what is missing, build, run the benchmarks (one table)
 #   make install PREFIX=/opt/slurm-train/$(VERSION) [DESTDIR=...]; make uninstall (same PREFIX)
+#   make gpu-bundle           binaries + the shared libraries they link, for a GPU machine without
+#                             MPI/HDF5 (scripts/gpu-bundle.sh; CUDA builds only)
 #   make clean
 #   make fuzz [FUZZ_SECONDS=300]  run the libFuzzer target of the plugin's parsers (clang)
 #   SANITIZE=1                AddressSanitizer + UndefinedBehaviorSanitizer, in build/sanitize
@@ -75,6 +77,7 @@ ENGINE_SRC   := $(wildcard train/*.cc kernels/cpu/*.cc)
 LAUNCHER_SRC := $(filter-out launcher/main.cc,$(wildcard launcher/*.cc))
 CUDA_SRC     := $(if $(NVCC),$(wildcard kernels/cuda/*.cu))
 UNIT_SRC     := $(wildcard test/unit/*.cc)
+CUDA_TEST_SRC := $(if $(CUDA_SRC),$(wildcard test/cuda/*.cc))
 TESTPROG_SRC := $(wildcard test/integration/*.cc)
 BENCH_SRC    := $(wildcard bench/*.cc)
 
@@ -86,13 +89,14 @@ ifneq ($(CUDA_SRC),)
   ALL_CXXFLAGS += -DSLURM_TRAIN_WITH_CUDA -I$(CUDA_HOME)/include
   LIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart
 endif
-NVCCFLAGS := -std=c++20 -O2 -g -I. -DSLURM_TRAIN_VERSION=\"$(VERSION)\" \
+NVCCFLAGS := -std=c++20 -O2 -g -I. -DSLURM_TRAIN_VERSION=\"$(VERSION)\" -DSLURM_TRAIN_WITH_CUDA \
              -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90] \
              -Xcompiler -fPIC,-Wall,-Wextra $(addprefix -Xcompiler ,$(PKG_CFLAGS))
 
 LAUNCHER := $(BUILD)/bin/slurm-train
 PLUGIN := $(if $(and $(SPANK_H),$(PLUGIN_SRC)),$(BUILD)/lib/spank_train.so)
 UNIT_TESTS := $(if $(UNIT_SRC),$(BUILD)/test/unit-tests)
+CUDA_TESTS := $(if $(CUDA_TEST_SRC),$(BUILD)/test/cuda-tests)
 TEST_PROGRAMS := $(patsubst test/integration/%.cc,$(BUILD)/test/%,$(TESTPROG_SRC))
 BENCH_PROGRAMS := $(patsubst bench/%.cc,$(BUILD)/bench/%,$(BENCH_SRC))
 
@@ -111,7 +115,7 @@ check-deps:
 deps:
 	@scripts/install-deps.sh
 
-test-programs: $(UNIT_TESTS) $(TEST_PROGRAMS)
+test-programs: $(UNIT_TESTS) $(CUDA_TESTS) $(TEST_PROGRAMS)
 
 # test, demo and bench install what is missing first, then build in a second make, which sees
 # the freshly installed libraries; on every core unless the caller chose -j itself.
@@ -175,6 +179,12 @@ $(BUILD)/test/unit-tests: $(call obj,$(UNIT_SRC) $(PLUGIN_PURE_SRC)) $(LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(ALL_LDFLAGS) $^ -o $@ $(LIBS)
 
+# The CUDA kernels against the CPU reference kernels (each test reports itself skipped, with the
+# reason, on a machine without a usable GPU).
+$(BUILD)/test/cuda-tests: $(call obj,$(CUDA_TEST_SRC)) $(LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(ALL_LDFLAGS) $^ -o $@ $(LIBS)
+
 $(BUILD)/test/%: $(BUILD)/obj/test/integration/%.o $(LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(ALL_LDFLAGS) $^ -o $@ $(LIBS)
@@ -195,6 +205,13 @@ $(FUZZER): $(FUZZ_SRC) $(wildcard spank/*.h spank/jobenv/*.h) Makefile
 	@mkdir -p $(@D)
 	$(FUZZ_CXX) -std=c++20 -g -O1 -I. $(WARN) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	  $(FUZZ_SRC) -o $@
+
+.PHONY: gpu-bundle
+# (+: the sub-make shares this make's job slots under -j, rather than falling back to one job.)
+gpu-bundle: deps
+	@[ -n "$(CUDA_SRC)" ] || { echo "error: gpu-bundle needs a CUDA build (nvcc not found)" >&2; exit 1; }
+	@+$(SUBMAKE) all $(BENCH_PROGRAMS)
+	BUILD=$(BUILD) scripts/gpu-bundle.sh $(BUILD)/gpu-bundle
 
 .PHONY: fuzz
 fuzz: $(FUZZER)

@@ -30,6 +30,22 @@ ST_HD T gelu_derivative(T x) {
   return cdf + x * pdf;
 }
 
+// GELU's tanh approximation (PyTorch's approximate='tanh'), which cuBLASLt's GELU epilogues
+// compute: the CUDA tests hold those epilogues to it. The model's GELU stays the exact form.
+template <typename T>
+ST_HD T gelu_tanh(T x) {
+  const T u = T(0.79788456080286535588) * (x + T(0.044715) * x * x * x);
+  return T(0.5) * x * (T(1) + std::tanh(u));
+}
+
+template <typename T>
+ST_HD T gelu_tanh_derivative(T x) {
+  const T u = T(0.79788456080286535588) * (x + T(0.044715) * x * x * x);
+  const T t = std::tanh(u);
+  return T(0.5) * (T(1) + t) +
+         T(0.5) * x * (T(1) - t * t) * T(0.79788456080286535588) * (T(1) + T(3) * T(0.044715) * x * x);
+}
+
 template <typename T>
 ST_HD T activate(Activation a, T x) {
   switch (a) {

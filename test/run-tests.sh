@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run-tests.sh: runs every test suite (unit, integration) and ends with one line for all of them:
 #   N passed, N failed[, N skipped]
-# with each skip's reason printed above it. Exits non-zero when any test or suite failed.
+# with each skip's reason printed above it (a skip is never counted as a pass). Exits non-zero
+# when any test or suite failed.
 #
 #   BUILD=build        the build folder (make test sets it; build/sanitize with SANITIZE=1)
 #   TEST_FILES="..."   only these integration files (default: test/integration/*.bats)
@@ -25,25 +26,42 @@ skip_lines=() failure_lines=()
 log_dir=$BUILD/test/logs
 mkdir -p "$log_dir"
 
-# ---- unit tests (doctest): its summary line gives the counts ----
-run_unit() {
-  local bin=$BUILD/test/unit-tests log=$log_dir/unit.log
-  echo "== unit tests ($bin)"
+# ---- doctest binaries: their summary line gives the counts ----
+# run_doctest NAME BINARY: the unit tests, and the CUDA kernel tests, whose cases skipped for want
+# of a GPU each print "skipped: <case>: <reason>" (test/cuda/main.cc); those lines are listed.
+run_doctest() {
+  local name=$1 bin=$2 log=$log_dir/$1.log
+  echo "== $name tests ($bin)"
   if [ ! -x "$bin" ]; then
-    failed=$((failed + 1)); failure_lines+=("unit: $bin was not built")
+    failed=$((failed + 1)); failure_lines+=("$name: $bin was not built")
     return
   fi
   # shellcheck disable=SC2086
-  "$bin" --no-version ${UNIT_ARGS:-} 2>&1 | tee "$log" | grep -vE '^\[doctest\] (run with|doctest version)'
-  local summary
+  "$bin" --no-version ${UNIT_ARGS:-} 2>&1 | tee "$log" | grep -vE '^\[doctest\] (run with|doctest version)|^skipped: '
+  local summary reasons
   summary=$(grep -E '^\[doctest\] test cases:' "$log" | tail -n 1)
   if [[ $summary =~ ([0-9]+)\ passed\ \|\ ([0-9]+)\ failed\ \|\ ([0-9]+)\ skipped ]]; then
     passed=$((passed + BASH_REMATCH[1])); failed=$((failed + BASH_REMATCH[2]))
     skipped=$((skipped + BASH_REMATCH[3]))
-    [ "${BASH_REMATCH[2]}" -eq 0 ] || failure_lines+=("unit: ${BASH_REMATCH[2]} test case(s) failed (see $log)")
-    [ "${BASH_REMATCH[3]}" -eq 0 ] || skip_lines+=("unit: ${BASH_REMATCH[3]} test case(s) skipped by their decorators")
+    [ "${BASH_REMATCH[2]}" -eq 0 ] || failure_lines+=("$name: ${BASH_REMATCH[2]} test case(s) failed (see $log)")
+    reasons=$(grep -c '^skipped: ' "$log")
+    while IFS= read -r line; do skip_lines+=("$name: ${line#skipped: }"); done < <(grep '^skipped: ' "$log")
+    [ "${BASH_REMATCH[3]}" -eq "$reasons" ] ||
+      skip_lines+=("$name: $((BASH_REMATCH[3] - reasons)) test case(s) skipped by their decorators or filters")
   else
-    failed=$((failed + 1)); failure_lines+=("unit: the test binary ended without a summary (crash?); see $log")
+    failed=$((failed + 1)); failure_lines+=("$name: the test binary ended without a summary (crash?); see $log")
+  fi
+}
+
+run_unit() { run_doctest unit "$BUILD/test/unit-tests"; }
+
+# Built only where nvcc was found; elsewhere the suite counts as one skip with that reason.
+run_cuda() {
+  if [ -e "$BUILD/test/cuda-tests" ]; then
+    run_doctest cuda-tests "$BUILD/test/cuda-tests"
+  else
+    echo "== cuda tests: not built"
+    skipped=$((skipped + 1)); skip_lines+=("cuda-tests: the CUDA tests were not built (no nvcc when this tree was built)")
   fi
 }
 
@@ -76,6 +94,7 @@ run_integration() {
 }
 
 run_unit
+run_cuda
 run_integration
 
 echo

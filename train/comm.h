@@ -1,7 +1,7 @@
-// Communication among the ranks of a job, behind one interface: MPI now, NCCL for the CUDA path
-// later. Every failure throws CommError naming the call, the rank, the host, the file and line;
-// the launcher's one top-level handler then tears the whole job down (abort) rather than let
-// one rank exit while the others hang.
+// Communication among the ranks of a job, behind one interface: MPI (comm_mpi.cc), and NCCL for
+// the CUDA path (comm_nccl.h). Every failure throws CommError naming the call, the rank, the
+// host, the file and line; the launcher's one top-level handler then tears the whole job down
+// (abort) rather than let one rank exit while the others hang.
 #pragma once
 
 #include <cstddef>

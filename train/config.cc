@@ -58,6 +58,7 @@ const std::vector<Key>& keys() {
       {"train.prometheus_every", "steps between rewrites of train.prometheus", [](RunConfig& c) -> ValueRef { return &c.train.prometheus_every; }},
       {"train.threads", "BLAS threads per rank; 0: this rank's share of its CPUs", [](RunConfig& c) -> ValueRef { return &c.train.threads; }},
       {"train.kernels", "cpu (OpenBLAS) or reference (plain loops, slow)", [](RunConfig& c) -> ValueRef { return &c.train.kernels; }},
+      {"train.device", "auto, cpu or cuda; the training loop runs on the CPU so far: auto says why in one line, cuda is refused", [](RunConfig& c) -> ValueRef { return &c.train.device; }},
       {"train.eval_batch", "rows per evaluation batch", [](RunConfig& c) -> ValueRef { return &c.train.eval_batch; }},
       {"train.stop_after", "stop once this many steps are done (checkpointing first), as a preempted job would; 0: run to the end", [](RunConfig& c) -> ValueRef { return &c.train.stop_after; }},
       {"train.log_every", "steps between progress lines on rank 0 and in every rank's log; 0: only the epoch lines", [](RunConfig& c) -> ValueRef { return &c.train.log_every; }},
@@ -335,6 +336,7 @@ std::vector<std::string> validate_config(const RunConfig& c) {
           fmt::format("train.prometheus_every = {}: expected at least 1", c.train.prometheus_every));
   require(c.train.threads >= 0, fmt::format("train.threads = {}: expected 0 (automatic) or more", c.train.threads));
   choice("train.kernels", c.train.kernels, {"cpu", "reference"});
+  choice("train.device", c.train.device, {"auto", "cpu", "cuda"});
   require(c.train.eval_batch >= 1, fmt::format("train.eval_batch = {}: expected at least 1", c.train.eval_batch));
   require(c.train.log_every >= 0, fmt::format("train.log_every = {}: expected 0 (epoch lines only) or more", c.train.log_every));
   require(c.train.stop_after >= 0, fmt::format("train.stop_after = {}: expected 0 (off) or more", c.train.stop_after));

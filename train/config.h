@@ -54,6 +54,7 @@ struct TrainConfig {
   std::int64_t prometheus_every = 10;
   int threads = 0;                  // BLAS threads per rank; 0: this rank's share of its CPUs
   std::string kernels = "cpu";      // cpu | reference
+  std::string device = "auto";      // auto | cpu | cuda (train/device.h)
   std::int64_t eval_batch = 1000;
   // > 0: stop once this many steps are done (saving a checkpoint when ckpt.dir is set), as a
   // preempted job would; train.steps/epochs still define the schedule. 0: run to the end.

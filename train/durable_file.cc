@@ -44,8 +44,8 @@ void write_file_durably(const std::string& path, const std::string& text) {
   }
   if (::close(fd) != 0) fail("cannot close", tmp, errno);
   if (::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename over", path, errno);
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::string dir = parent.empty() ? std::filesystem::path(".").string() : parent.string();
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) fail("cannot open the folder", dir, errno);
   const int rc = ::fsync(dfd);

@@ -19,6 +19,7 @@
 #include "train/checkpoint_store.h"
 #include "train/checkpoint_writer.h"
 #include "train/dataset.h"
+#include "train/device.h"
 #include "train/gradient_buckets.h"
 #include "train/metrics.h"
 #include "train/model_file.h"
@@ -118,6 +119,9 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   const auto started = Clock::now();
   const TrainConfig& tc = config.train;
   const bool rank0 = comm.rank() == 0;
+  // Refused (train.device = cuda) before any data is read; a fallback is said once, by rank 0.
+  const DeviceChoice device = choose_device(tc.device, tc.device == "cpu" ? CudaProbe{} : probe_cuda());
+  if (rank0 && !device.note.empty()) std::cerr << "slurm-train: " << device.note << "\n" << std::flush;
   auto phase = [&hooks](TrainPhase p, std::uint64_t done) {
     if (hooks.on_phase) hooks.on_phase(p, done);
   };

@@ -106,6 +106,23 @@ small_run() {
   [[ $output == *"train.bucket_mb"*"# default"* ]]
 }
 
+@test "train.device: an unknown value is refused; auto says in one line where it trains; cuda fails here" {
+  run small_run --train.steps 2 --train.device gpu
+  [ "$status" -ne 0 ]
+  [[ $output == *"train.device = 'gpu': expected one of: auto, cpu, cuda"* ]]
+  run --separate-stderr small_run --train.steps 2 --train.device auto
+  [ "$status" -eq 0 ]
+  [ "$(grep -c 'training on the CPU' <<<"$stderr")" -eq 1 ]
+  # Without a GPU, and (so far) with one too: the loop has no GPU path yet. Never silently CPU.
+  run small_run --train.steps 2 --train.device cuda
+  [ "$status" -ne 0 ]
+  [[ $output == *"train.device = cuda, but there is no usable GPU: "* ||
+     $output == *"train.device = cuda: "*"the training loop runs on the CPU only so far"* ]]
+  run --separate-stderr small_run --train.steps 2 --train.device cpu
+  [ "$status" -eq 0 ]
+  [[ $stderr != *"training on the CPU"* ]]
+}
+
 @test "one process trains, evaluates, writes per-step metrics and the final model" {
   run small_run --train.steps 30 --train.metrics "$BATS_TEST_TMPDIR/m.jsonl" --train.save "$BATS_TEST_TMPDIR/model.h5"
   [ "$status" -eq 0 ]

@@ -772,3 +772,20 @@ TEST_CASE("kernels: reference<double> softmax cross-entropy gradient matches fin
 }
 
 }  // namespace
+
+// ---- the tanh form of GELU (what cuBLASLt's GELU epilogues compute) -------------------------
+
+TEST_CASE("kernels: gelu_tanh at known points and its derivative against finite differences") {
+  // torch.nn.functional.gelu(x, approximate='tanh') in float64.
+  CHECK(gelu_tanh(1.0) == doctest::Approx(0.8411919906082768).epsilon(1e-15));
+  CHECK(gelu_tanh(-1.0) == doctest::Approx(-0.15880800939172324).epsilon(1e-15));
+  CHECK(gelu_tanh(2.5) == doctest::Approx(2.484915733910001).epsilon(1e-15));
+  // It differs from the exact form (by at most about 5e-4): the two are not interchangeable.
+  CHECK(std::abs(gelu_tanh(1.0) - gelu(1.0)) > 1e-4);
+  for (double x = -4.0; x <= 4.0; x += 0.37) {
+    const double h = 1e-6;
+    const double numeric = (gelu_tanh(x + h) - gelu_tanh(x - h)) / (2 * h);
+    CAPTURE(x);
+    CHECK(gelu_tanh_derivative(x) == doctest::Approx(numeric).epsilon(1e-8));
+  }
+}

@@ -1,0 +1,330 @@
+// gpu-check: the GPU training step against the CPU path, and its speed (scripts/gpu-check.sh).
+//
+//   gpu_check train --data DIR [--precision fp32|bf16] [--steps 200] [--dropout 0.2] ...
+//     Trains the same model from the same initial parameters on the same batches (BatchPrefetcher,
+//     one rank) on the CPU (Mlp + OpenBLAS kernels + Optimizer, as train/trainer.cc) and on the
+//     GPU (CudaMlpStep), step by step, then evaluates both on the test set. Prints a loss line
+//     every 20 steps and one verdict line: fp32 passes when every step's losses agree within
+//     --loss-rtol (1e-4) relative; bf16 when the final test accuracies agree within
+//     --acc-points (0.5). Exit 0 pass, 1 fail. Also prints the CRC-32 of the final GPU parameters
+//     (two --deterministic runs must agree on it).
+//   gpu_check bench [--precision bf16] [--width 4096] [--layers 4] [--batch 4096] [--steps 20]
+//     An MLP of `layers` Linear layers width x width (ReLU between, AdamW, cross-entropy over
+//     `width` classes), synthetic data resident on the GPU, timed over --steps steps after
+//     --warmup; then the cuBLASLt matmul ceiling in the same precision (batch x width x width
+//     products, timed the same way). Prints key=value lines for the script's table.
+//
+// Built in every build; without CUDA it says so and exits 2.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+#if defined(SLURM_TRAIN_WITH_CUDA)
+#include <cblas.h>
+#include <cuda_runtime.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/lt_matmul.h"
+#include "kernels/kernels.h"
+#include "train/batches.h"
+#include "train/cuda_mlp_step.h"
+#include "train/dataset.h"
+#include "train/device_batches.h"
+#include "train/mlp.h"
+#include "train/optimizer.h"
+#include "train/prefetcher.h"
+
+using namespace slurm_train;
+
+namespace {
+
+struct TrainOptions {
+  std::string data, precision = "fp32", hidden = "1024,512";
+  int steps = 200, batch = 256, eval_batch = 1000;
+  float dropout = 0.2f, label_smoothing = 0.1f, clip = 5.0f, lr = 1e-3f, weight_decay = 0.01f;
+  std::int64_t seed = 42;
+  double loss_rtol = 1e-4, acc_points = 0.5;
+  bool fuse = true, deterministic = false;
+};
+
+struct BenchOptions {
+  std::string precision = "bf16";
+  int width = 4096, layers = 4, batch = 4096, steps = 20, warmup = 5;
+  bool deterministic = false;
+};
+
+cuda::Precision precision_of(const std::string& name) {
+  if (name == "fp32") return cuda::Precision::kFp32;
+  if (name == "tf32") return cuda::Precision::kTf32;
+  if (name == "bf16") return cuda::Precision::kBf16;
+  throw std::invalid_argument("--precision '" + name + "': expected fp32, tf32 or bf16");
+}
+
+std::vector<int> widths(const std::string& list) {
+  std::vector<int> out;
+  std::stringstream items(list);
+  for (std::string item; std::getline(items, item, ',');)
+    if (!item.empty()) out.push_back(std::stoi(item));
+  return out;
+}
+
+// Test loss and accuracy of the CPU model over the whole test set.
+std::pair<double, double> evaluate_cpu(Mlp<float>& model, kernels::Kernels<float>& k, const Dataset& test,
+                                       Normalization norm, int eval_batch) {
+  std::vector<float> x;
+  std::vector<std::int32_t> y;
+  double loss = 0, correct = 0;
+  for (std::size_t begin = 0; begin < test.count; begin += static_cast<std::size_t>(eval_batch)) {
+    const std::size_t rows = std::min<std::size_t>(static_cast<std::size_t>(eval_batch), test.count - begin);
+    x.resize(rows * test.feature_size), y.resize(rows);
+    for (std::size_t i = 0; i < rows; ++i) {
+      for (std::size_t j = 0; j < test.feature_size; ++j)
+        x[i * test.feature_size + j] = (test.raw(begin + i, j) - norm.mean) * norm.inv_stddev;
+      y[i] = test.labels[begin + i];
+    }
+    const float* logits = model.forward(x.data(), static_cast<int>(rows), false);
+    const auto r = k.softmax_cross_entropy(static_cast<int>(rows), test.num_classes, logits, y.data(), 0.0f, 1.0f, nullptr);
+    loss += r.loss_sum, correct += static_cast<double>(r.correct);
+  }
+  return {loss / static_cast<double>(test.count), correct / static_cast<double>(test.count)};
+}
+
+std::pair<double, double> evaluate_gpu(CudaMlpStep& step, const Dataset& test, Normalization norm, int eval_batch) {
+  std::vector<float> x;
+  std::vector<std::int32_t> y;
+  double loss = 0, correct = 0;
+  for (std::size_t begin = 0; begin < test.count; begin += static_cast<std::size_t>(eval_batch)) {
+    const std::size_t rows = std::min<std::size_t>(static_cast<std::size_t>(eval_batch), test.count - begin);
+    x.resize(rows * test.feature_size), y.resize(rows);
+    for (std::size_t i = 0; i < rows; ++i) {
+      for (std::size_t j = 0; j < test.feature_size; ++j)
+        x[i * test.feature_size + j] = (test.raw(begin + i, j) - norm.mean) * norm.inv_stddev;
+      y[i] = test.labels[begin + i];
+    }
+    const StepLoss r = step.evaluate(x.data(), y.data(), static_cast<int>(rows));
+    loss += r.loss_sum, correct += static_cast<double>(r.correct);
+  }
+  return {loss / static_cast<double>(test.count), correct / static_cast<double>(test.count)};
+}
+
+int run_train(const TrainOptions& o) {
+  const Dataset train_set = load_dataset({o.data + "/train.h5", "/images", "/labels", 10});
+  const Dataset test_set = load_dataset({o.data + "/test.h5", "/images", "/labels", 10});
+  const Normalization norm = normalization_of(train_set);
+  MlpShape shape;
+  shape.inputs = static_cast<int>(train_set.feature_size);
+  shape.hidden = widths(o.hidden);
+  shape.classes = train_set.num_classes;
+  shape.dropout = o.dropout;
+  OptimizerConfig opt;  // the reference recipe's AdamW with warmup-cosine (examples/fashion-mnist.toml)
+  opt.lr = o.lr, opt.weight_decay = o.weight_decay, opt.clip_norm = o.clip;
+  opt.schedule = Schedule::kWarmupCosine, opt.warmup_steps = static_cast<std::uint64_t>(o.steps / 10);
+  const auto total = static_cast<std::uint64_t>(o.steps);
+
+  auto cpu_kernels = kernels::make_cpu_kernels();
+  Mlp<float> model(shape, *cpu_kernels);
+  model.initialize(static_cast<std::uint64_t>(o.seed));
+  Optimizer optimizer(opt, model.layers(), model.params().size());
+  CudaStepOptions so;
+  so.precision = precision_of(o.precision);
+  so.max_rows = std::max(o.batch, o.eval_batch);
+  so.label_smoothing = o.label_smoothing;
+  so.fuse_epilogues = o.fuse;
+  so.deterministic = o.deterministic;
+  CudaMlpStep gpu(shape, opt, so, model.params());
+
+  BatchPrefetcher batches(train_set, norm, static_cast<std::uint64_t>(o.seed), static_cast<std::size_t>(o.batch), 0, 1,
+                          0, total);
+  const float loss_scale = 1.0f / static_cast<float>(o.batch);
+  const auto dropout_seed = kernels::mix64(static_cast<std::uint64_t>(o.seed) + 0xd509);
+  std::vector<float> dlogits;
+  double worst = 0;
+  std::uint64_t worst_step = 0;
+  std::printf("gpu_check train: %s, MLP %d-%s-%d, dropout %g, batch %d, %d steps, fused epilogues %s\n",
+              o.precision.c_str(), shape.inputs, o.hidden.c_str(), shape.classes, o.dropout, o.batch, o.steps,
+              o.fuse ? "allowed" : "off");
+  for (std::uint64_t s = 0; s < total; ++s) {
+    const Batch b = batches.next();
+    const float lr = learning_rate_at(opt, s, total);
+    gpu.train_step(b.x.data(), b.y.data(), b.rows, b.first_row, lr, s, loss_scale, dropout_seed);
+    const float* logits = model.forward(b.x.data(), b.rows, true, dropout_seed, b.first_row);
+    dlogits.resize(static_cast<std::size_t>(b.rows) * shape.classes);
+    const auto cpu = cpu_kernels->softmax_cross_entropy(b.rows, shape.classes, logits, b.y.data(), o.label_smoothing,
+                                                        loss_scale, dlogits.data());
+    model.backward(b.x.data(), dlogits.data());
+    clip_by_global_norm(*cpu_kernels, model.grads(), opt.clip_norm);
+    optimizer.update(*cpu_kernels, model.params(), model.grads(), lr, s);
+    const StepLoss g = gpu.last_loss();
+    const double cpu_loss = cpu.loss_sum / b.rows, gpu_loss = g.loss_sum / b.rows;
+    const double rel = std::abs(gpu_loss - cpu_loss) / std::max(std::abs(cpu_loss), 1e-12);
+    if (rel > worst) worst = rel, worst_step = s;
+    if (s % 20 == 0 || s + 1 == total)
+      std::printf("step %4llu  cpu_loss %.6f  gpu_loss %.6f  rel %.2e\n", static_cast<unsigned long long>(s), cpu_loss,
+                  gpu_loss, rel);
+  }
+  const auto fused = gpu.fused_layers();
+  std::printf("hidden layers fused (RELU_AUX_BIAS/DRELU_BGRAD):");
+  for (bool f : fused) std::printf(" %s", f ? "yes" : "no");
+  std::printf("\n");
+  const auto [cpu_test_loss, cpu_acc] = evaluate_cpu(model, *cpu_kernels, test_set, norm, o.eval_batch);
+  const auto [gpu_test_loss, gpu_acc] = evaluate_gpu(gpu, test_set, norm, o.eval_batch);
+  std::printf("test: cpu loss %.5f acc %.2f%%   gpu loss %.5f acc %.2f%%\n", cpu_test_loss, 100 * cpu_acc,
+              gpu_test_loss, 100 * gpu_acc);
+  // The final GPU parameters' CRC-32: two --deterministic runs must print the same.
+  const std::vector<float> final_params = gpu.parameters();
+  std::printf("gpu_params_crc32 %08lx\n",
+              crc32(0L, reinterpret_cast<const Bytef*>(final_params.data()),
+                    static_cast<uInt>(final_params.size() * sizeof(float))));
+  const bool fp32 = o.precision == "fp32";
+  const double points = 100 * std::abs(gpu_acc - cpu_acc);
+  const bool pass = fp32 ? worst <= o.loss_rtol : points <= o.acc_points;
+  std::printf("verdict %s: %s: max relative loss difference %.2e (step %llu, bound %.0e); accuracy difference %.2f "
+              "points (bound %.2f)\n",
+              o.precision.c_str(), pass ? "PASS" : "FAIL", worst, static_cast<unsigned long long>(worst_step),
+              o.loss_rtol, points, o.acc_points);
+  return pass ? 0 : 1;
+}
+
+double seconds_of(cudaEvent_t begin, cudaEvent_t end) {
+  float ms = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, begin, end));
+  return ms / 1e3;
+}
+
+int run_bench(const BenchOptions& o) {
+  const cuda::Precision precision = precision_of(o.precision);
+  MlpShape shape;
+  shape.inputs = o.width;
+  shape.hidden.assign(static_cast<std::size_t>(o.layers - 1), o.width);
+  shape.classes = o.width;
+  shape.dropout = 0.0f;
+  OptimizerConfig opt;  // AdamW, constant lr, no clipping: the PyTorch peer's recipe
+  opt.schedule = Schedule::kConstant;
+  const auto layers = mlp_layout(shape);
+  std::vector<float> params(layers.back().end());
+  std::mt19937 rng(7);
+  for (const LayerLayout& L : layers) {
+    std::normal_distribution<float> normal(0.0f, std::sqrt(2.0f / static_cast<float>(L.in)));
+    for (std::size_t i = L.weight; i < L.bias; ++i) params[i] = normal(rng);
+  }
+  CudaStepOptions so;
+  so.precision = precision;
+  so.deterministic = o.deterministic;
+  so.max_rows = o.batch;
+  CudaMlpStep step(shape, opt, so, params);
+
+  // Synthetic batch resident on the GPU (as the peer's): the step's input path is not timed.
+  std::vector<float> x(static_cast<std::size_t>(o.batch) * o.width);
+  std::vector<std::int32_t> y(static_cast<std::size_t>(o.batch));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (auto& v : x) v = normal(rng);
+  for (auto& v : y) v = static_cast<std::int32_t>(rng() % static_cast<unsigned>(o.width));
+  cuda::DeviceBuffer<float> dx(x.size());
+  cuda::DeviceBuffer<std::int32_t> dy(y.size());
+  CUDA_CHECK(cudaMemcpy(dx.data(), x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(dy.data(), y.data(), y.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice));
+  const DeviceBatch batch{dx.data(), dy.data(), o.batch};
+
+  cudaEvent_t begin, end;
+  CUDA_CHECK(cudaEventCreate(&begin));
+  CUDA_CHECK(cudaEventCreate(&end));
+  for (int s = 0; s < o.warmup; ++s) step.train_step(batch, 0, 1e-4f, static_cast<std::uint64_t>(s), 1.0f / o.batch, 0);
+  CUDA_CHECK(cudaEventRecord(begin, step.stream()));
+  for (int s = 0; s < o.steps; ++s)
+    step.train_step(batch, 0, 1e-4f, static_cast<std::uint64_t>(o.warmup + s), 1.0f / o.batch, 0);
+  CUDA_CHECK(cudaEventRecord(end, step.stream()));
+  CUDA_CHECK(cudaEventSynchronize(end));
+  const StepLoss last = step.last_loss();
+  const double seconds = seconds_of(begin, end);
+  double sum_in_out = 0;
+  for (const LayerLayout& L : layers) sum_in_out += static_cast<double>(L.in) * L.out;
+  const double flops_per_step =
+      6.0 * o.batch * sum_in_out - 2.0 * o.batch * static_cast<double>(layers[0].in) * layers[0].out;
+  std::printf("engine precision=%s samples_per_s=%.1f tflops=%.1f step_ms=%.3f loss=%.4f fused=", o.precision.c_str(),
+              o.steps * static_cast<double>(o.batch) / seconds, flops_per_step * o.steps / seconds / 1e12,
+              1e3 * seconds / o.steps, last.loss_sum / o.batch);
+  for (bool f : step.fused_layers()) std::printf("%s", f ? "y" : "n");
+  std::printf("\n");
+
+  // The ceiling: the same library's product of the step's shape, back to back.
+  const bool half = precision == cuda::Precision::kBf16;
+  const std::size_t elem = half ? 2 : 4;
+  cuda::DeviceBuffer<std::uint8_t> a(static_cast<std::size_t>(o.batch) * o.width * elem),
+      b(static_cast<std::size_t>(o.width) * o.width * elem), c(static_cast<std::size_t>(o.batch) * o.width * elem);
+  CUDA_CHECK(cudaMemset(a.data(), 0, a.size()));
+  CUDA_CHECK(cudaMemset(b.data(), 0, b.size()));
+  cuda::LtMatmul lt(precision == cuda::Precision::kTf32, o.deterministic);
+  cuda::MatmulArgs args{false, true, o.batch, o.width, o.width, a.data(), o.width, b.data(), o.width, c.data(), o.width};
+  args.ab_type = args.c_type = half ? cuda::DataType::kBF16 : cuda::DataType::kF32;
+  const int products = 50;
+  for (int i = 0; i < 5; ++i) lt.run(args, step.stream());
+  CUDA_CHECK(cudaEventRecord(begin, step.stream()));
+  for (int i = 0; i < products; ++i) lt.run(args, step.stream());
+  CUDA_CHECK(cudaEventRecord(end, step.stream()));
+  CUDA_CHECK(cudaEventSynchronize(end));
+  const double per_product = 2.0 * o.batch * static_cast<double>(o.width) * o.width;
+  std::printf("ceiling precision=%s tflops=%.1f shape=%dx%dx%d\n", o.precision.c_str(),
+              products * per_product / seconds_of(begin, end) / 1e12, o.batch, o.width, o.width);
+  cudaEventDestroy(begin);
+  cudaEventDestroy(end);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"gpu_check: the GPU training step against the CPU path, and its speed"};
+  app.require_subcommand(1);
+  TrainOptions t;
+  CLI::App* train = app.add_subcommand("train", "the same training on the CPU and the GPU, step by step");
+  train->add_option("--data", t.data, "folder with train.h5 and test.h5 (slurm-train data import)")->required();
+  train->add_option("--precision", t.precision, "fp32, tf32 or bf16");
+  train->add_option("--steps", t.steps);
+  train->add_option("--batch", t.batch);
+  train->add_option("--hidden", t.hidden, "hidden widths, e.g. 1024,512");
+  train->add_option("--dropout", t.dropout);
+  train->add_option("--label-smoothing", t.label_smoothing);
+  train->add_option("--clip", t.clip);
+  train->add_option("--lr", t.lr);
+  train->add_option("--seed", t.seed);
+  train->add_option("--loss-rtol", t.loss_rtol, "fp32: bound on every step's relative loss difference");
+  train->add_option("--acc-points", t.acc_points, "bf16 and tf32: bound on the test accuracy difference (points)");
+  train->add_flag("!--no-fuse", t.fuse, "bias and activations by the element-wise kernels only");
+  train->add_flag("--deterministic", t.deterministic, "cuBLASLt algorithms without split-K reductions");
+  BenchOptions b;
+  CLI::App* bench = app.add_subcommand("bench", "a GEMM-bound MLP's training step and the matmul ceiling");
+  bench->add_option("--precision", b.precision, "fp32, tf32 or bf16");
+  bench->add_option("--width", b.width);
+  bench->add_option("--layers", b.layers);
+  bench->add_option("--batch", b.batch);
+  bench->add_option("--steps", b.steps);
+  bench->add_option("--warmup", b.warmup);
+  bench->add_flag("--deterministic", b.deterministic);
+  CLI11_PARSE(app, argc, argv);
+  try {
+    openblas_set_num_threads(std::max(1u, std::thread::hardware_concurrency()));
+    return train->parsed() ? run_train(t) : run_bench(b);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpu_check: error: %s\n", e.what());
+    return 1;
+  }
+}
+
+#else  // no CUDA in this build
+
+int main() {
+  std::fprintf(stderr, "gpu_check: this build has no CUDA support (nvcc was not found when it was built)\n");
+  return 2;
+}
+
+#endif

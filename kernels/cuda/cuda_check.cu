@@ -1,0 +1,49 @@
+// The error reports of CUDA_CHECK and CUBLAS_CHECK.
+#include "kernels/cuda/cuda_check.h"
+
+#include <unistd.h>
+
+#include <string>
+
+namespace slurm_train::cuda {
+namespace {
+
+std::string host_name() {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  return name;
+}
+
+const char* cuda_hint(cudaError_t rc) {
+  switch (rc) {
+    case cudaErrorInsufficientDriver:
+      return " (no NVIDIA driver, or one older than this CUDA runtime: check nvidia-smi)";
+    case cudaErrorNoDevice:
+      return " (no GPU visible: check CUDA_VISIBLE_DEVICES and the job's --gpus request)";
+    case cudaErrorInvalidDevice:
+      return " (device index beyond the visible GPUs: check CUDA_VISIBLE_DEVICES and the binding)";
+    case cudaErrorMemoryAllocation:
+      return " (out of GPU memory: a smaller batch or model, or another process holds the GPU)";
+    case cudaErrorNoKernelImageForDevice:
+      return " (this GPU's architecture is not among the build's: sm_80, sm_90 and PTX for newer)";
+    default: return "";
+  }
+}
+
+}  // namespace
+
+void cuda_fail(cudaError_t rc, const char* call, const char* file, int line) {
+  throw CudaError("CUDA call " + std::string(call) + " failed at " + file + ":" + std::to_string(line) + " on " +
+                  host_name() + ": " + cudaGetErrorName(rc) + ": " + cudaGetErrorString(rc) + cuda_hint(rc));
+}
+
+void cublas_fail(cublasStatus_t rc, const char* call, const char* file, int line) {
+  const char* hint = rc == CUBLAS_STATUS_NOT_SUPPORTED
+                         ? " (this combination of types, layout, alignment and epilogue has no kernel)"
+                     : rc == CUBLAS_STATUS_INVALID_VALUE ? " (a dimension, leading dimension or attribute is out of range)"
+                                                         : "";
+  throw CudaError("cuBLAS call " + std::string(call) + " failed at " + file + ":" + std::to_string(line) + " on " +
+                  host_name() + ": " + cublasGetStatusName(rc) + ": " + cublasGetStatusString(rc) + hint);
+}
+
+}  // namespace slurm_train::cuda

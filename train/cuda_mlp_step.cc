@@ -1,0 +1,385 @@
+// The GPU training step (see cuda_mlp_step.h).
+#if defined(SLURM_TRAIN_WITH_CUDA)
+#include "train/cuda_mlp_step.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/elementwise_kernels.h"
+#include "train/device_batches.h"
+#include "train/gradient_buckets.h"
+
+namespace slurm_train {
+
+namespace {
+
+using cuda::bf16;
+using cuda::DataType;
+using cuda::DeviceBuffer;
+using cuda::Epilogue;
+using cuda::MatmulArgs;
+using kernels::Activation;
+
+// On the GPU every tensor starts at a multiple of 128 elements (512 bytes in fp32, 256 in bf16):
+// cuBLASLt's fastest kernels want 16-byte-aligned operands, which the packed host layout does
+// not give. The padding is zero and stays zero (its gradient is zero).
+std::vector<LayerLayout> device_layout(const std::vector<LayerLayout>& packed) {
+  auto align = [](std::size_t n) { return (n + 127) / 128 * 128; };
+  std::vector<LayerLayout> out;
+  std::size_t offset = 0;
+  for (const LayerLayout& L : packed) {
+    LayerLayout d = L;
+    d.weight = align(offset);
+    d.bias = align(d.weight + static_cast<std::size_t>(L.in) * L.out);
+    offset = d.end();
+    out.push_back(d);
+  }
+  return out;
+}
+
+template <typename T>
+constexpr DataType data_type() {
+  return std::is_same_v<T, bf16> ? DataType::kBF16 : DataType::kF32;
+}
+
+}  // namespace
+
+struct CudaMlpStep::State {
+  MlpShape shape;
+  OptimizerConfig opt;
+  CudaStepOptions o;
+  std::vector<LayerLayout> packed, layers;  // host (checkpoint) layout, device layout
+  bool half = false;  // bf16 precision (activations and the weights' working copy in bf16)
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<cuda::LtMatmul> lt;
+  std::unique_ptr<DeviceBatchUploader> uploader;
+  DeviceBuffer<float> params, grads, m, v;
+  DeviceBuffer<bf16> working, x16, dbias16;
+  // Per layer: output a, pre-activation z (layers not fused), ReLU bit-mask (fused layers); in
+  // the activation type (float or bf16), hence bytes.
+  std::vector<DeviceBuffer<std::uint8_t>> act, pre, mask;
+  DeviceBuffer<float> logits;
+  DeviceBuffer<std::uint8_t> dlogits, gz[2], ga;
+  DeviceBuffer<float> row_loss;
+  DeviceBuffer<int> row_flag;
+  DeviceBuffer<cuda::LossSums> sums;
+  cuda::PinnedBuffer<cuda::LossSums> host_sums;
+  cudaEvent_t loss_ready = nullptr;
+  DeviceBuffer<double> partials, norm_sq;
+  DeviceBuffer<float> clip;
+  cuda::DecayFreeRanges no_decay;
+  std::vector<bool> fused;
+  std::unique_ptr<GradientBuckets> buckets;
+  bool dropout_active = false;
+  std::uint64_t dropout_seed = 0, first_row = 0;
+
+  std::size_t last() const { return layers.size() - 1; }
+  template <typename T>
+  T* as(DeviceBuffer<std::uint8_t>& b) {
+    return reinterpret_cast<T*>(b.data());
+  }
+  // The weights and biases the products read: the bf16 copy, or the fp32 master.
+  template <typename T>
+  T* weights() {
+    if constexpr (std::is_same_v<T, bf16>) return working.data();
+    else return params.data();
+  }
+
+  // As Mlp::dropout_of: the same masks as the CPU path.
+  kernels::DropoutParams dropout_of(std::size_t layer) const {
+    if (layer == last() || !dropout_active) return {};
+    return {shape.dropout, kernels::mix64(dropout_seed + 0x9e37 * (layer + 1)), first_row};
+  }
+
+  // Hidden layer l's forward product, and the next layer's input-gradient product that would
+  // apply its ReLU gradient.
+  template <typename T>
+  MatmulArgs forward_args(std::size_t l, const T* input, int rows) {
+    const LayerLayout& L = layers[l];
+    MatmulArgs a{false, true, rows, L.out, L.in, input, L.in, weights<T>() + L.weight, L.in, as<T>(act[l]), L.out};
+    a.ab_type = a.c_type = data_type<T>();
+    a.epilogue = Epilogue::kReluAuxBias;
+    a.bias = weights<T>() + L.bias;
+    a.aux = mask[l].data();
+    a.aux_ld = cuda::relu_mask_ld(L.out);
+    return a;
+  }
+  template <typename T>
+  MatmulArgs input_gradient_args(std::size_t l, const T* dz, T* out, int rows) {
+    const LayerLayout& L = layers[l];  // layer l's dz -> the gradient of layer l-1's output
+    const LayerLayout& B = layers[l - 1];
+    MatmulArgs a{false, false, rows, L.in, L.out, dz, L.out, weights<T>() + L.weight, L.in, out, L.in};
+    a.ab_type = a.c_type = data_type<T>();
+    if (!fused[l - 1]) return a;
+    a.epilogue = Epilogue::kDReluBgrad;
+    a.bias = half ? static_cast<void*>(dbias16.data()) : static_cast<void*>(grads.data() + B.bias);
+    a.aux = mask[l - 1].data();
+    a.aux_ld = cuda::relu_mask_ld(B.out);
+    return a;
+  }
+
+  template <typename T>
+  void forward(const float* x, int rows, bool training) {
+    const T* input = nullptr;
+    if constexpr (std::is_same_v<T, bf16>) {
+      cuda::cast(static_cast<std::size_t>(rows) * shape.inputs, x, x16.data(), stream);
+      input = x16.data();
+    } else {
+      input = x;
+    }
+    for (std::size_t l = 0; l < last(); ++l) {
+      const LayerLayout& L = layers[l];
+      MatmulArgs a = forward_args<T>(l, input, rows);
+      const kernels::DropoutParams d = dropout_of(l);
+      bool fuse = o.fuse_epilogues && shape.activation == Activation::kRelu && d.p == 0.0f && lt->supports(a);
+      if (training) {
+        // Fused forward needs the fused backward (DRELU_BGRAD reads the bit-mask) in the input-
+        // gradient product of layer l+1; input_gradient_args reads fused[l] to build it.
+        fused[l] = fuse;
+        if (fuse) fused[l] = fuse = lt->supports(input_gradient_args<T>(l + 1, as<T>(gz[0]), as<T>(gz[1]), rows));
+      }
+      if (fuse) {
+        lt->run(a, stream);
+      } else {
+        a.epilogue = Epilogue::kNone, a.bias = nullptr, a.aux = nullptr, a.aux_ld = 0;
+        a.c = pre[l].data();
+        lt->run(a, stream);
+        cuda::bias_activation_forward<T>(shape.activation, rows, L.out, weights<T>() + L.bias, as<T>(pre[l]),
+                                         as<T>(act[l]), d, stream);
+      }
+      input = as<T>(act[l]);
+    }
+    // The logits, in fp32 whatever the precision, their bias (fp32, the output's type) fused.
+    const LayerLayout& L = layers[last()];
+    MatmulArgs a{false, true, rows, L.out, L.in, input, L.in, weights<T>() + L.weight, L.in, logits.data(), L.out};
+    a.ab_type = data_type<T>();
+    a.c_type = DataType::kF32;
+    a.epilogue = Epilogue::kBias;
+    a.bias = params.data() + L.bias;
+    if (o.fuse_epilogues && lt->supports(a)) {
+      lt->run(a, stream);
+      return;
+    }
+    a.epilogue = Epilogue::kNone, a.bias = nullptr;
+    lt->run(a, stream);
+    cuda::bias_activation_forward<float>(Activation::kIdentity, rows, L.out, params.data() + L.bias, logits.data(),
+                                         logits.data(), {}, stream);
+  }
+
+  template <typename T>
+  void backward(const float* x, int rows) {
+    // The logits layer's dz is dlogits itself (identity); its bias gradient is their column sums.
+    const std::size_t top = last();
+    T* dz = as<T>(dlogits);
+    cuda::activation_backward<T>(Activation::kIdentity, rows, layers[top].out, dz, dz, dz,
+                                 grads.data() + layers[top].bias, {}, stream);
+    int spare = 0;
+    for (std::size_t l = top + 1; l-- > 0;) {
+      const LayerLayout& L = layers[l];
+      const T* input = l > 0 ? as<T>(act[l - 1]) : nullptr;
+      if (l == 0) {
+        if constexpr (std::is_same_v<T, bf16>) input = x16.data();
+        else input = x;
+      }
+      // dW = dz^T input, into the fp32 gradients in every precision.
+      MatmulArgs w{true, false, L.out, L.in, rows, dz, L.out, input, L.in, grads.data() + L.weight, L.in};
+      w.ab_type = data_type<T>();
+      w.c_type = DataType::kF32;
+      lt->run(w, stream);
+      if (l > 0) {
+        const LayerLayout& B = layers[l - 1];
+        T* next = as<T>(gz[spare]);
+        spare = 1 - spare;
+        if (fused[l - 1]) {
+          lt->run(input_gradient_args<T>(l, dz, next, rows), stream);
+          if (half) cuda::cast(static_cast<std::size_t>(B.out), dbias16.data(), grads.data() + B.bias, stream);
+        } else {
+          lt->run(input_gradient_args<T>(l, dz, as<T>(ga), rows), stream);
+          cuda::activation_backward<T>(shape.activation, rows, B.out, as<T>(pre[l - 1]), as<T>(ga), next,
+                                       grads.data() + B.bias, dropout_of(l - 1), stream);
+        }
+        dz = next;
+      }
+      if (buckets) buckets->layer_done(grads.data(), l);
+    }
+  }
+
+  void update(float lr, std::uint64_t step) {
+    const std::size_t n = params.size();
+    const float* factor = nullptr;
+    if (opt.clip_norm > 0.0f) {
+      cuda::sum_of_squares(n, grads.data(), partials.data(), norm_sq.data(), stream);
+      cuda::clip_factor(norm_sq.data(), opt.clip_norm, clip.data(), stream);
+      factor = clip.data();
+    }
+    bf16* copy = half ? working.data() : nullptr;
+    if (opt.kind == OptimizerKind::kAdamW) {
+      const kernels::AdamWParams h{lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, static_cast<long>(step + 1)};
+      cuda::adamw_update(n, params.data(), grads.data(), m.data(), v.data(), h, no_decay, factor, copy, stream);
+    } else {
+      const kernels::SgdParams h{lr, opt.momentum, opt.weight_decay, opt.nesterov};
+      cuda::sgd_update(n, params.data(), grads.data(), m.data(), h, no_decay, factor, copy, stream);
+    }
+  }
+
+  // Training: the configured label smoothing, with the gradient; evaluation: plain
+  // cross-entropy without it (as the CPU trainer evaluates).
+  void loss(const std::int32_t* y, int rows, float grad_scale, bool training) {
+    const cuda::LossScratch scratch{row_loss.data(), row_flag.data()};
+    const float smoothing = training ? o.label_smoothing : 0.0f;
+    if (half)
+      cuda::softmax_cross_entropy<bf16>(rows, shape.classes, logits.data(), y, smoothing, grad_scale,
+                                        training ? as<bf16>(dlogits) : nullptr, scratch, sums.data(), stream);
+    else
+      cuda::softmax_cross_entropy<float>(rows, shape.classes, logits.data(), y, smoothing, grad_scale,
+                                         training ? as<float>(dlogits) : nullptr, scratch, sums.data(), stream);
+    CUDA_CHECK(cudaMemcpyAsync(host_sums.data(), sums.data(), sizeof(cuda::LossSums), cudaMemcpyDeviceToHost, stream));
+    CUDA_CHECK(cudaEventRecord(loss_ready, stream));
+  }
+
+  StepLoss wait_loss() {
+    CUDA_CHECK(cudaEventSynchronize(loss_ready));
+    const cuda::LossSums s = host_sums.data()[0];
+    if (s.first_bad_row >= 0)
+      throw std::out_of_range("CUDA step: row " + std::to_string(s.first_bad_row) + " has a label outside [0, " +
+                              std::to_string(shape.classes) + ")");
+    return {s.loss_sum, s.correct};
+  }
+};
+
+CudaMlpStep::CudaMlpStep(const MlpShape& shape, const OptimizerConfig& optimizer, const CudaStepOptions& options,
+                         const std::vector<float>& initial_parameters)
+    : s_(std::make_unique<State>()) {
+  State& s = *s_;
+  s.shape = shape, s.opt = optimizer, s.o = options;
+  s.packed = mlp_layout(shape);
+  s.layers = device_layout(s.packed);
+  if (initial_parameters.size() != s.packed.back().end())
+    throw std::invalid_argument("CUDA step: " + std::to_string(initial_parameters.size()) + " initial parameters for a "
+                                "model of " + std::to_string(s.packed.back().end()));
+  if (s.layers.size() > static_cast<std::size_t>(cuda::DecayFreeRanges::kMax))
+    throw std::invalid_argument("CUDA step: at most " + std::to_string(cuda::DecayFreeRanges::kMax) + " layers");
+  s.half = options.precision == cuda::Precision::kBf16;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaEventCreateWithFlags(&s.loss_ready, cudaEventDisableTiming));
+  s.lt = std::make_unique<cuda::LtMatmul>(options.precision == cuda::Precision::kTf32, options.deterministic);
+  const std::size_t rows = static_cast<std::size_t>(options.max_rows);
+  s.uploader = std::make_unique<DeviceBatchUploader>(rows, static_cast<std::size_t>(shape.inputs), s.stream);
+
+  const std::size_t n = s.layers.back().end();
+  for (auto* b : {&s.params, &s.grads, &s.m, &s.v}) {
+    b->resize(n);
+    CUDA_CHECK(cudaMemsetAsync(b->data(), 0, n * sizeof(float), s.stream));
+  }
+  for (std::size_t l = 0; l < s.layers.size(); ++l) {
+    const LayerLayout &P = s.packed[l], &D = s.layers[l];
+    CUDA_CHECK(cudaMemcpyAsync(s.params.data() + D.weight, initial_parameters.data() + P.weight,
+                               static_cast<std::size_t>(P.in) * P.out * sizeof(float), cudaMemcpyHostToDevice, s.stream));
+    CUDA_CHECK(cudaMemcpyAsync(s.params.data() + D.bias, initial_parameters.data() + P.bias, P.out * sizeof(float),
+                               cudaMemcpyHostToDevice, s.stream));
+    s.no_decay.begin[l] = D.bias, s.no_decay.end[l] = D.end();
+  }
+  s.no_decay.count = static_cast<int>(s.layers.size());
+  CUDA_CHECK(cudaStreamSynchronize(s.stream));  // the host vector may go away after this
+
+  const std::size_t elem = s.half ? sizeof(bf16) : sizeof(float);
+  std::size_t widest = static_cast<std::size_t>(shape.inputs);
+  for (const LayerLayout& L : s.layers) widest = std::max<std::size_t>(widest, static_cast<std::size_t>(L.out));
+  if (s.half) {
+    s.working.resize(n);
+    cuda::cast(n, s.params.data(), s.working.data(), s.stream);
+    s.x16.resize(rows * shape.inputs);
+    s.dbias16.resize(widest);
+  }
+  s.act.resize(s.layers.size()), s.pre.resize(s.layers.size()), s.mask.resize(s.layers.size());
+  for (std::size_t l = 0; l + 1 < s.layers.size(); ++l) {
+    const int out = s.layers[l].out;
+    s.act[l].resize(rows * out * elem);
+    s.pre[l].resize(rows * out * elem);
+    s.mask[l].resize(cuda::relu_mask_bytes(static_cast<int>(rows), out));
+  }
+  s.logits.resize(rows * shape.classes);
+  s.dlogits.resize(rows * shape.classes * elem);
+  for (auto& b : s.gz) b.resize(rows * widest * elem);
+  s.ga.resize(rows * widest * elem);
+  s.row_loss.resize(rows), s.row_flag.resize(rows), s.sums.resize(1), s.host_sums.resize(1);
+  s.partials.resize(cuda::kSumOfSquaresBlocks), s.norm_sq.resize(1), s.clip.resize(1);
+  s.fused.assign(s.layers.size(), false);
+}
+
+CudaMlpStep::~CudaMlpStep() {
+  if (!s_) return;
+  cudaStreamSynchronize(s_->stream);
+  cudaEventDestroy(s_->loss_ready);
+  cudaStream_t stream = s_->stream;
+  s_.reset();  // buffers and handles before their stream
+  cudaStreamDestroy(stream);
+}
+
+cudaStream_t CudaMlpStep::stream() const { return s_->stream; }
+
+void CudaMlpStep::reduce_gradients_with(Comm& comm) {
+  s_->buckets = std::make_unique<GradientBuckets>(comm, s_->layers,
+                                                  static_cast<std::size_t>(s_->o.bucket_mb * 1024 * 1024));
+}
+
+std::vector<bool> CudaMlpStep::fused_layers() const {
+  return std::vector<bool>(s_->fused.begin(), s_->fused.end() - 1);
+}
+
+void CudaMlpStep::train_step(const float* x, const std::int32_t* y, int rows, std::uint64_t first_row, float lr,
+                             std::uint64_t step, float loss_scale, std::uint64_t dropout_seed) {
+  train_step(s_->uploader->upload(x, y, rows), first_row, lr, step, loss_scale, dropout_seed);
+}
+
+void CudaMlpStep::train_step(const DeviceBatch& batch, std::uint64_t first_row, float lr, std::uint64_t step,
+                             float loss_scale, std::uint64_t dropout_seed) {
+  State& s = *s_;
+  if (batch.rows > s.o.max_rows)
+    throw std::invalid_argument("CUDA step: a batch of " + std::to_string(batch.rows) + " rows exceeds max_rows " +
+                                std::to_string(s.o.max_rows));
+  const int rows = batch.rows;
+  s.dropout_active = s.shape.dropout > 0.0f;
+  s.dropout_seed = dropout_seed, s.first_row = first_row;
+  if (s.half) {
+    s.forward<bf16>(batch.x, rows, true);
+    s.loss(batch.y, rows, loss_scale, true);
+    s.backward<bf16>(batch.x, rows);
+  } else {
+    s.forward<float>(batch.x, rows, true);
+    s.loss(batch.y, rows, loss_scale, true);
+    s.backward<float>(batch.x, rows);
+  }
+  if (s.buckets) s.buckets->finish();
+  s.update(lr, step);
+}
+
+StepLoss CudaMlpStep::last_loss() { return s_->wait_loss(); }
+
+StepLoss CudaMlpStep::evaluate(const float* x, const std::int32_t* y, int rows) {
+  State& s = *s_;
+  const DeviceBatch batch = s.uploader->upload(x, y, rows);
+  s.dropout_active = false;
+  if (s.half) s.forward<bf16>(batch.x, rows, false);
+  else s.forward<float>(batch.x, rows, false);
+  s.loss(batch.y, rows, 1.0f, false);
+  return s.wait_loss();
+}
+
+std::vector<float> CudaMlpStep::parameters() {
+  State& s = *s_;
+  std::vector<float> out(s.packed.back().end());
+  for (std::size_t l = 0; l < s.layers.size(); ++l) {
+    const LayerLayout &P = s.packed[l], &D = s.layers[l];
+    CUDA_CHECK(cudaMemcpyAsync(out.data() + P.weight, s.params.data() + D.weight,
+                               static_cast<std::size_t>(P.in) * P.out * sizeof(float), cudaMemcpyDeviceToHost, s.stream));
+    CUDA_CHECK(cudaMemcpyAsync(out.data() + P.bias, s.params.data() + D.bias, P.out * sizeof(float),
+                               cudaMemcpyDeviceToHost, s.stream));
+  }
+  CUDA_CHECK(cudaStreamSynchronize(s.stream));
+  return out;
+}
+
+}  // namespace slurm_train
+#endif  // SLURM_TRAIN_WITH_CUDA

@@ -1,0 +1,85 @@
+// The MLP's training step resident on one GPU (built only with SLURM_TRAIN_WITH_CUDA): the same
+// model, loss, clipping and optimizer as the CPU path (train/mlp.h, train/optimizer.h), the
+// same dropout masks (counter-based, elementwise.h), from the same initial parameters.
+//
+//   forward   per layer one cuBLASLt product; a ReLU layer without dropout fuses bias + ReLU
+//             into it (RELU_AUX_BIAS, keeping the ReLU bit-mask), other layers add bias and
+//             activation (+ dropout) in one element-wise pass; the logits layer fuses its bias
+//   loss      fused softmax cross-entropy and its gradient, sums reduced in double on the GPU
+//   backward  per layer the weight-gradient product (fp32 gradients in every precision) and the
+//             input-gradient product, which for a fused ReLU layer below applies the ReLU
+//             gradient and the bias gradient in its epilogue (DRELU_BGRAD)
+//   update    the global gradient norm and the clipping factor stay on the GPU; one fused AdamW
+//             or SGD pass over all parameters (fp32 master weights, bias without decay), which
+//             in bf16 also refreshes the bf16 working copy the products read
+//
+// Precision: fp32; tf32 (products on TF32 tensor cores); bf16 (bf16 weights' copy, activations
+// and gradients of activations; fp32 accumulation, master weights, weight gradients, optimizer
+// state, logits and loss). deterministic: cuBLASLt algorithms without split-K reductions, the
+// same algorithm every call; the other kernels are deterministic always.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/cuda/lt_matmul.h"
+#include "train/comm.h"
+#include "train/device_batches.h"
+#include "train/mlp.h"
+#include "train/optimizer.h"
+
+namespace slurm_train {
+
+struct CudaStepOptions {
+  cuda::Precision precision = cuda::Precision::kFp32;
+  bool deterministic = false;
+  int max_rows = 256;            // the largest batch (rows of this rank) a step or evaluation gets
+  float label_smoothing = 0.0f;
+  bool fuse_epilogues = true;    // false: bias and activations by the element-wise kernels only
+  double bucket_mb = 4.0;        // gradient all-reduce buckets, when a Comm is given
+};
+
+struct StepLoss {
+  double loss_sum = 0;  // this rank's rows
+  long long correct = 0;
+};
+
+class CudaMlpStep {
+ public:
+  // On the current device (cudaSetDevice before), from parameters in mlp_layout(shape)'s order.
+  CudaMlpStep(const MlpShape& shape, const OptimizerConfig& optimizer, const CudaStepOptions& options,
+              const std::vector<float>& initial_parameters);
+  ~CudaMlpStep();
+  CudaMlpStep(const CudaMlpStep&) = delete;
+  CudaMlpStep& operator=(const CudaMlpStep&) = delete;
+
+  // Queues one training step on rows of host x (normalised) and y and returns without waiting;
+  // first_row is x's first row's global index (dropout masks), loss_scale the loss's factor
+  // (1 / global batch), step 0-based.
+  void train_step(const float* x, const std::int32_t* y, int rows, std::uint64_t first_row, float lr,
+                  std::uint64_t step, float loss_scale, std::uint64_t dropout_seed);
+  // The same on a batch already on the device (its x and y stay untouched until the step ends).
+  void train_step(const DeviceBatch& batch, std::uint64_t first_row, float lr, std::uint64_t step, float loss_scale,
+                  std::uint64_t dropout_seed);
+  // The loss sums of the last train_step (waits for it).
+  StepLoss last_loss();
+  // Loss sums over rows of x and y, without dropout or gradients (waits).
+  StepLoss evaluate(const float* x, const std::int32_t* y, int rows);
+  // The fp32 master parameters (waits).
+  std::vector<float> parameters();
+  cudaStream_t stream() const;
+  // Sums the gradients over ranks in buckets during backward, through a Comm over device memory
+  // (make_nccl_comm with this step's stream() as its compute stream). The loss sums stay local.
+  void reduce_gradients_with(Comm& comm);
+  // Which hidden layers ran fused in the last forward pass, for the log.
+  std::vector<bool> fused_layers() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace slurm_train
