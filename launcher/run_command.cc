@@ -20,6 +20,7 @@
 #include "launcher/console.h"
 #include "launcher/exit_codes.h"
 #include "launcher/fault_injection.h"
+#include "launcher/login_node.h"
 #include "launcher/mpi_session.h"
 #include "launcher/preempt_signals.h"
 #include "launcher/progress_line.h"
@@ -341,6 +342,10 @@ int run(const RunOptions& options) {
   if (options.print_config) {
     std::cout << describe_config(config);
     return kExitOk;
+  }
+  if (const auto refusal = login_node_refusal(config, environment_map(), options.config->file)) {
+    std::cerr << "slurm-train: " << *refusal << "\n";
+    return kExitUsage;
   }
   if (options.dry_run) {
     const auto checks = check_configuration(config, current_environment());

@@ -106,15 +106,22 @@ small_run() {
   [[ $output == *"train.bucket_mb"*"# default"* ]]
 }
 
-@test "train.device: an unknown value is refused; auto says in one line where it trains; cuda fails here" {
+@test "train.device: an unknown value is refused; auto says in one line where it trains; cuda fails here, and on a login node says how to submit" {
   run small_run --train.steps 2 --train.device gpu
   [ "$status" -ne 0 ]
   [[ $output == *"train.device = 'gpu': expected one of: auto, cpu, cuda"* ]]
   run --separate-stderr small_run --train.steps 2 --train.device auto
   [ "$status" -eq 0 ]
   [ "$(grep -c 'training on the CPU' <<<"$stderr")" -eq 1 ]
-  # Without a GPU, and (so far) with one too: the loop has no GPU path yet. Never silently CPU.
-  run small_run --train.steps 2 --train.device cuda
+  # Outside any allocation or launcher (a login node): how to submit, instead of training here.
+  run env -u SLURM_JOB_ID "$BUILD/bin/slurm-train" run --config "$ROOT/examples/fashion-mnist.toml" \
+    --data.train "$TEST_DATA/train.h5" --data.test "$TEST_DATA/test.h5" --train.steps 2 --train.device cuda
+  [ "$status" -eq 2 ]
+  [[ $output == *"this looks like a login node"*"slurm-train submit $ROOT/examples/fashion-mnist.toml --nodes 1 --gpus-per-node 1"* ]]
+  # Under a launcher, without a GPU, and (so far) with one too: the loop has no GPU path yet.
+  # Never silently CPU.
+  run mpirun -n 1 "$BUILD/bin/slurm-train" run --config "$ROOT/examples/fashion-mnist.toml" \
+    --data.train "$TEST_DATA/train.h5" --data.test "$TEST_DATA/test.h5" --train.steps 2 --train.device cuda
   [ "$status" -ne 0 ]
   [[ $output == *"train.device = cuda, but there is no usable GPU: "* ||
      $output == *"train.device = cuda: "*"the training loop runs on the CPU only so far"* ]]

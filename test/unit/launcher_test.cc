@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "launcher/fault_injection.h"
+#include "launcher/login_node.h"
 #include "launcher/preempt_signals.h"
 #include "launcher/progress_line.h"
 #include "launcher/rank_log.h"
@@ -166,4 +167,17 @@ TEST_CASE("rank logs go under the job id; an array task is <array>_<task>") {
   CHECK(log_job_id({{"SLURM_JOB_ID", "42"}}) == "42");
   CHECK(log_job_id({{"SLURM_JOB_ID", "57"}, {"SLURM_ARRAY_JOB_ID", "55"}, {"SLURM_ARRAY_TASK_ID", "2"}}) == "55_2");
   CHECK(log_job_id({}).empty());
+}
+
+TEST_CASE("a GPU configuration outside any allocation or launcher is sent to submit") {
+  RunConfig config;
+  config.train.device = "cuda";
+  const auto refusal = login_node_refusal(config, {{"PATH", "/usr/bin"}}, "job.toml");
+  REQUIRE(refusal);
+  CHECK(refusal->find("slurm-train submit job.toml --nodes 1 --gpus-per-node 1") != std::string::npos);
+  CHECK(refusal->find("login node") != std::string::npos);
+  CHECK_FALSE(login_node_refusal(config, {{"SLURM_JOB_ID", "42"}}, "job.toml"));
+  CHECK_FALSE(login_node_refusal(config, {{"OMPI_COMM_WORLD_SIZE", "2"}}, "job.toml"));
+  config.train.device = "auto";
+  CHECK_FALSE(login_node_refusal(config, {}, "job.toml"));
 }
