@@ -86,12 +86,7 @@ std::pair<double, double> evaluate_cpu(Mlp<float>& model, kernels::Kernels<float
   double loss = 0, correct = 0;
   for (std::size_t begin = 0; begin < test.count; begin += static_cast<std::size_t>(eval_batch)) {
     const std::size_t rows = std::min<std::size_t>(static_cast<std::size_t>(eval_batch), test.count - begin);
-    x.resize(rows * test.feature_size), y.resize(rows);
-    for (std::size_t i = 0; i < rows; ++i) {
-      for (std::size_t j = 0; j < test.feature_size; ++j)
-        x[i * test.feature_size + j] = (test.raw(begin + i, j) - norm.mean) * norm.inv_stddev;
-      y[i] = test.labels[begin + i];
-    }
+    normalized_rows(test, begin, rows, norm, x, y);
     const float* logits = model.forward(x.data(), static_cast<int>(rows), false);
     const auto r = k.softmax_cross_entropy(static_cast<int>(rows), test.num_classes, logits, y.data(), 0.0f, 1.0f, nullptr);
     loss += r.loss_sum, correct += static_cast<double>(r.correct);
@@ -105,12 +100,7 @@ std::pair<double, double> evaluate_gpu(CudaMlpStep& step, const Dataset& test, N
   double loss = 0, correct = 0;
   for (std::size_t begin = 0; begin < test.count; begin += static_cast<std::size_t>(eval_batch)) {
     const std::size_t rows = std::min<std::size_t>(static_cast<std::size_t>(eval_batch), test.count - begin);
-    x.resize(rows * test.feature_size), y.resize(rows);
-    for (std::size_t i = 0; i < rows; ++i) {
-      for (std::size_t j = 0; j < test.feature_size; ++j)
-        x[i * test.feature_size + j] = (test.raw(begin + i, j) - norm.mean) * norm.inv_stddev;
-      y[i] = test.labels[begin + i];
-    }
+    normalized_rows(test, begin, rows, norm, x, y);
     const StepLoss r = step.evaluate(x.data(), y.data(), static_cast<int>(rows));
     loss += r.loss_sum, correct += static_cast<double>(r.correct);
   }

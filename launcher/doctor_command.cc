@@ -1,7 +1,6 @@
 #include "launcher/doctor_command.h"
 
 #include <net/if.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -13,6 +12,7 @@
 #include "launcher/config_checks.h"
 #include "launcher/config_options.h"
 #include "launcher/doctor_checks.h"
+#include "launcher/process_facts.h"
 #include "launcher/mpi_session.h"
 #include "spank/jobenv/cpuset.h"
 #include "train/comm.h"
@@ -26,11 +26,6 @@ struct DoctorOptions {
   std::vector<std::string> dirs;
 };
 
-std::string hostname() {
-  char name[256] = {};
-  gethostname(name, sizeof name - 1);
-  return name;
-}
 
 std::vector<std::string> interfaces() {
   std::vector<std::string> names;
@@ -39,16 +34,6 @@ std::vector<std::string> interfaces() {
     if_freenameindex(list);
   }
   return names;
-}
-
-std::string allowed_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return "?";
-  CpuSet cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  return format_cpulist(cpus);
 }
 
 // The checks of this rank, as lines.
@@ -66,7 +51,7 @@ std::vector<Check> run_checks(const DoctorOptions& o, Comm& comm) {
 #else
   checks.push_back(check_gpus(env, false));
 #endif
-  checks.push_back(check_nccl(env, hostname(), interfaces()));
+  checks.push_back(check_nccl(env, host_name(), interfaces()));
   if (!o.config->file.empty() || !o.config->overrides.empty()) {
     try {
       for (Check& c : check_configuration(load_run_config(*o.config), env)) checks.push_back(std::move(c));
@@ -83,7 +68,7 @@ int doctor(const DoctorOptions& o) {
   std::unique_ptr<Comm> comm = make_mpi_comm();
   const std::vector<Check> checks = run_checks(o, *comm);
   // Rank 0 prints its checks and one line per rank; any rank's FAIL is shown and fails the run.
-  std::string mine = fmt::format("rank {:>4}  {:<16} local {:>2}  CPUs {:<12} GPUs {}", comm->rank(), hostname(),
+  std::string mine = fmt::format("rank {:>4}  {:<16} local {:>2}  CPUs {:<12} GPUs {}", comm->rank(), host_name(),
                                  comm->local_rank(), allowed_cpus(),
                                  std::getenv("CUDA_VISIBLE_DEVICES") ? std::getenv("CUDA_VISIBLE_DEVICES") : "-");
   for (const auto& c : checks)

@@ -1,6 +1,5 @@
 #include "launcher/run_command.h"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -16,6 +15,7 @@
 #include <thread>
 
 #include "launcher/config_checks.h"
+#include "launcher/doctor_checks.h"
 #include "launcher/config_options.h"
 #include "launcher/console.h"
 #include "launcher/exit_codes.h"
@@ -23,19 +23,17 @@
 #include "launcher/login_node.h"
 #include "launcher/mpi_session.h"
 #include "launcher/preempt_signals.h"
+#include "launcher/process_facts.h"
 #include "launcher/progress_line.h"
 #include "launcher/rank_log.h"
 #include "launcher/requeue.h"
 #include "launcher/restart_record.h"
 #include "launcher/watchdog.h"
-#include "spank/jobenv/cpuset.h"
 #include "train/checkpoint_file.h"
 #include "train/checkpoint_policy.h"
 #include "train/comm.h"
 #include "train/config.h"
 #include "train/trainer.h"
-
-extern char** environ;
 
 namespace slurm_train {
 
@@ -61,37 +59,11 @@ struct GiveUp : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-std::string host_name() {
-  char name[256] = {};
-  gethostname(name, sizeof name - 1);
-  return name;
-}
-
-std::string my_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return "?";
-  CpuSet cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  return format_cpulist(cpus);
-}
-
-std::map<std::string, std::string> environment_map() {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; *e; ++e) {
-    const std::string entry = *e;
-    const auto eq = entry.find('=');
-    if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
-  }
-  return env;
-}
-
 // The log folder's job id, the same on every rank: Slurm's, or one rank 0 makes up.
 std::string agreed_job_id(Comm& comm) {
   char id[128] = {};
   if (comm.rank() == 0) {
-    std::string text = log_job_id(environment_map());
+    std::string text = log_job_id(current_environment());
     if (text.empty()) {
       const std::time_t now = std::time(nullptr);
       std::tm tm{};
@@ -343,7 +315,7 @@ int run(const RunOptions& options) {
     std::cout << describe_config(config);
     return kExitOk;
   }
-  if (const auto refusal = login_node_refusal(config, environment_map(), options.config->file)) {
+  if (const auto refusal = login_node_refusal(config, current_environment(), options.config->file)) {
     std::cerr << "slurm-train: " << *refusal << "\n";
     return kExitUsage;
   }
@@ -384,7 +356,7 @@ int run(const RunOptions& options) {
     if (!options.log_dir.empty())
       log.open(fmt::format("{}/{}/rank-{}.log", options.log_dir, job, comm->rank()), comm->rank());
     console.emplace(comm->rank() == 0, options.progress, log);
-    const RankIdentity me{host, static_cast<int>(::getpid()), my_cpus(), "cpu"};
+    const RankIdentity me{host, static_cast<int>(::getpid()), allowed_cpus(), "cpu"};
     log.line(fmt::format("slurm-train {} rank {} of {} (local {} of {}) on {}, pid {}, cpus {}, device {}",
                          SLURM_TRAIN_VERSION, comm->rank(), comm->size(), comm->local_rank(), comm->local_size(), host,
                          me.pid, me.cpus, me.device));

@@ -281,16 +281,8 @@ void Watchdog::report_failure(int exit_code, const std::string& cause) noexcept 
   f.pid = me_.pid;
   f.code = exit_code;
   f.set_text(cause);
-  if (rank_ == 0) {
-    std::lock_guard lock(mutex_);
-    send_all(f);
-  } else if (root_fd_ >= 0) {
-    std::lock_guard lock(send_mutex_);
-    send_frame(root_fd_, f);
-  }
-  stop_ = true;
-  const char byte = 1;
-  [[maybe_unused]] const auto n = ::write(wake_[1], &byte, 1);
+  send_to_peers(f);
+  stop_thread();
 }
 
 void Watchdog::finish() noexcept {
@@ -299,14 +291,22 @@ void Watchdog::finish() noexcept {
     Frame f;
     f.kind = Frame::kBye;
     f.rank = rank_;
-    if (rank_ == 0) {
-      std::lock_guard lock(mutex_);
-      send_all(f);
-    } else if (root_fd_ >= 0) {
-      std::lock_guard lock(send_mutex_);
-      send_frame(root_fd_, f);
-    }
+    send_to_peers(f);
   }
+  stop_thread();
+}
+
+void Watchdog::send_to_peers(const Frame& f) {
+  if (rank_ == 0) {
+    std::lock_guard lock(mutex_);
+    send_all(f);
+  } else if (root_fd_ >= 0) {
+    std::lock_guard lock(send_mutex_);
+    send_frame(root_fd_, f);
+  }
+}
+
+void Watchdog::stop_thread() {
   stop_ = true;
   const char byte = 1;
   [[maybe_unused]] const auto n = ::write(wake_[1], &byte, 1);

@@ -84,7 +84,9 @@ class Watchdog {
   void run_root();
   void run_member();
   [[noreturn]] void end_job(int exit_code, const std::string& message, bool print);
-  void send_all(const Frame& f);
+  void send_all(const Frame& f);      // rank 0, with mutex_ held
+  void send_to_peers(const Frame& f);  // rank 0: to all; the others: to rank 0
+  void stop_thread();
 
   TrainProgress progress_;
   RankIdentity me_;

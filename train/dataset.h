@@ -46,4 +46,9 @@ struct Normalization {
 };
 Normalization normalization_of(const Dataset& d);
 
+// Rows [begin, begin + rows) of `d`, normalised, into x [rows, feature_size] and their labels into
+// y (both resized): what an evaluation feeds the model.
+void normalized_rows(const Dataset& d, std::size_t begin, std::size_t rows, Normalization norm, std::vector<float>& x,
+                     std::vector<std::int32_t>& y);
+
 }  // namespace slurm_train

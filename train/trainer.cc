@@ -71,13 +71,7 @@ std::pair<double, double> evaluate(Mlp<float>& model, kernels::Kernels<float>& k
   double sums[2] = {0.0, 0.0};  // loss sum, correct
   for (std::size_t begin = mine.begin; begin < mine.end; begin += static_cast<std::size_t>(eval_batch)) {
     const std::size_t rows = std::min<std::size_t>(static_cast<std::size_t>(eval_batch), mine.end - begin);
-    x.resize(rows * test.feature_size);
-    y.resize(rows);
-    for (std::size_t i = 0; i < rows; ++i) {
-      for (std::size_t j = 0; j < test.feature_size; ++j)
-        x[i * test.feature_size + j] = (test.raw(begin + i, j) - norm.mean) * norm.inv_stddev;
-      y[i] = test.labels[begin + i];
-    }
+    normalized_rows(test, begin, rows, norm, x, y);
     const float* logits = model.forward(x.data(), static_cast<int>(rows), false);
     const auto r = k.softmax_cross_entropy(static_cast<int>(rows), test.num_classes, logits, y.data(), 0.0f, 1.0f, nullptr);
     sums[0] += r.loss_sum;
