@@ -1,6 +1,10 @@
 // The CPU kernels: OpenBLAS for the matrix products and single passes over memory for the rest,
-// which is memory-bound. Every loop runs in a fixed order, so the same input gives bit-identical
-// output; OpenBLAS threads the GEMMs, the loops stay on one thread.
+// which is memory-bound. The passes run on the rank's threads too (as many as OpenBLAS has, in a
+// ThreadPool of this file's own), in fixed pieces whose results depend on the piece only, so the
+// same input gives bit-identical output for any number of threads:
+//   - element-wise loops (bias + activation + dropout, the optimizers, scale): any split works;
+//   - activation_backward splits the columns, so each dbias[c] still sums its rows in order;
+//   - sum_of_squares sums fixed blocks of elements, then the blocks' sums in block order.
 //
 // The element-wise loops are written so that GCC vectorizes them (restrict pointers, loop
 // invariants in locals, fixed-width partial sums), and each is compiled for AVX-512, AVX2 and
@@ -14,6 +18,7 @@
 #include <vector>
 
 #include "kernels/cpu/labels.h"
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/kernels.h"
 
 namespace slurm_train::kernels {
@@ -25,12 +30,13 @@ namespace {
 #define ST_VECTOR_CLONES
 #endif
 
-// keep[c] is all ones when dropout keeps unit (row, c), zero when it drops it: a mask that the
-// float loops select with. The 64-bit hash runs in its own loop, so that both loops vectorize.
-[[gnu::always_inline]] inline void dropout_keep_mask(int cols, std::uint64_t seed, std::uint64_t row,
+// keep[c - first_col] is all ones when dropout keeps unit (row, c), zero when it drops it, for c
+// in [first_col, first_col + cols): a mask that the float loops select with. The 64-bit hash
+// runs in its own loop, so that both loops vectorize.
+[[gnu::always_inline]] inline void dropout_keep_mask(int first_col, int cols, std::uint64_t seed, std::uint64_t row,
                                                      std::uint64_t threshold, std::uint32_t* __restrict keep) {
   for (int c = 0; c < cols; ++c)
-    keep[c] = counter_bits24(seed, row, static_cast<std::uint64_t>(c)) >= threshold ? ~0u : 0u;
+    keep[c] = counter_bits24(seed, row, static_cast<std::uint64_t>(first_col + c)) >= threshold ? ~0u : 0u;
 }
 
 template <Activation A>
@@ -50,7 +56,7 @@ template <Activation A>
       }
       continue;
     }
-    dropout_keep_mask(cols, d.seed, d.first_row + r, threshold, keep);
+    dropout_keep_mask(0, cols, d.seed, d.first_row + r, threshold, keep);
     for (int c = 0; c < cols; ++c) {
       const float pre = zr[c] + bias[c];
       zr[c] = pre;
@@ -60,18 +66,21 @@ template <Activation A>
   }
 }
 
-// Row by row: dbias is one row of accumulators that stays in cache while dz streams by.
+// Columns [first_col, first_col + cols) of a matrix `ld` wide, row by row: dbias (those columns)
+// is one row of accumulators that stays in cache while dz streams by, and sums its rows in order
+// however the columns are split.
 template <Activation A>
-[[gnu::always_inline]] inline void activation_backward_rows(int rows, int cols, const float* z, const float* dout,
-                                                            float* dz, float* __restrict dbias,
+[[gnu::always_inline]] inline void activation_backward_rows(int rows, int first_col, int cols, int ld, const float* z,
+                                                            const float* dout, float* dz, float* __restrict dbias,
                                                             const DropoutParams& d, std::uint32_t* __restrict keep) {
   const float keep_scale = 1.0f / (1.0f - d.p);
   const std::uint64_t threshold = dropout_threshold(d.p);
   std::fill(dbias, dbias + cols, 0.0f);
   for (int r = 0; r < rows; ++r) {
-    const float* zr = z + std::size_t(r) * cols;
-    const float* doutr = dout + std::size_t(r) * cols;
-    float* dzr = dz + std::size_t(r) * cols;
+    const std::size_t row = std::size_t(r) * ld + first_col;
+    const float* zr = z + row;
+    const float* doutr = dout + row;
+    float* dzr = dz + row;
     if (d.p == 0.0f) {
       for (int c = 0; c < cols; ++c) {
         const float grad = doutr[c] * activation_derivative(A, zr[c]);
@@ -81,7 +90,7 @@ template <Activation A>
       continue;
     }
     // The same mask and scale as forward: d(mask * a / keep)/da = mask / keep.
-    dropout_keep_mask(cols, d.seed, d.first_row + r, threshold, keep);
+    dropout_keep_mask(first_col, cols, d.seed, d.first_row + r, threshold, keep);
     for (int c = 0; c < cols; ++c) {
       const float kept = keep[c] ? doutr[c] * keep_scale : 0.0f;
       const float grad = kept * activation_derivative(A, zr[c]);
@@ -102,12 +111,15 @@ void bias_activation_loop(Activation act, int rows, int cols, const float* bias,
 }
 
 ST_VECTOR_CLONES
-void activation_backward_loop(Activation act, int rows, int cols, const float* z, const float* dout, float* dz,
-                              float* dbias, const DropoutParams& d, std::uint32_t* keep) {
+void activation_backward_loop(Activation act, int rows, int first_col, int cols, int ld, const float* z,
+                              const float* dout, float* dz, float* dbias, const DropoutParams& d, std::uint32_t* keep) {
   switch (act) {
-    case Activation::kRelu: return activation_backward_rows<Activation::kRelu>(rows, cols, z, dout, dz, dbias, d, keep);
-    case Activation::kGelu: return activation_backward_rows<Activation::kGelu>(rows, cols, z, dout, dz, dbias, d, keep);
-    default: return activation_backward_rows<Activation::kIdentity>(rows, cols, z, dout, dz, dbias, d, keep);
+    case Activation::kRelu:
+      return activation_backward_rows<Activation::kRelu>(rows, first_col, cols, ld, z, dout, dz, dbias, d, keep);
+    case Activation::kGelu:
+      return activation_backward_rows<Activation::kGelu>(rows, first_col, cols, ld, z, dout, dz, dbias, d, keep);
+    default:
+      return activation_backward_rows<Activation::kIdentity>(rows, first_col, cols, ld, z, dout, dz, dbias, d, keep);
   }
 }
 
@@ -125,7 +137,8 @@ void sgd_loop(std::size_t n, float* __restrict param, const float* __restrict gr
 }
 
 // Eight partial sums, element i going to sum i % 8, added up in a fixed order at the end: the
-// same result for every vector width, and eight independent chains instead of one.
+// same result for every vector width, and eight independent chains instead of one. One block of
+// sum_of_squares (see kSumBlock).
 ST_VECTOR_CLONES
 double sum_of_squares_loop(std::size_t n, const float* __restrict x) {
   constexpr std::size_t kLanes = 8;
@@ -144,8 +157,19 @@ void scale_loop(std::size_t n, float alpha, float* __restrict x) {
   for (std::size_t i = 0; i < n; ++i) x[i] *= alpha;
 }
 
+// The pieces the loops are cut into: about 128 KiB of floats each, enough to amortise a piece's
+// dispatch (tens of ns) and small enough that two threads share the work evenly.
+constexpr std::size_t kPiece = std::size_t{1} << 15;
+// sum_of_squares sums blocks of this many elements (a multiple of its eight lanes), then the
+// blocks' sums in block order: fixed, so the norm does not depend on the number of threads.
+constexpr std::size_t kSumBlock = kPiece;
+
+std::size_t pieces_of(std::size_t n, std::size_t piece) { return (n + piece - 1) / piece; }
+
 class CpuKernels final : public Kernels<float> {
  public:
+  explicit CpuKernels(int threads) : threads_(threads) {}
+
   const char* name() const override { return "cpu"; }
 
   void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
@@ -154,16 +178,37 @@ class CpuKernels final : public Kernels<float> {
                 trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
 
+  // Pieces of whole rows.
   void bias_activation_forward(Activation act, int rows, int cols, const float* bias, float* z,
                                float* out, const DropoutParams& dropout) override {
-    keep_.resize(static_cast<std::size_t>(cols));
-    bias_activation_loop(act, rows, cols, bias, z, out, dropout, keep_.data());
+    if (rows <= 0 || cols <= 0) return;
+    const std::size_t rows_per_piece = std::max<std::size_t>(1, kPiece / static_cast<std::size_t>(cols));
+    pool_.parallel(threads(), pieces_of(static_cast<std::size_t>(rows), rows_per_piece), [&](std::size_t piece) {
+      const std::size_t first = piece * rows_per_piece;
+      const int n = static_cast<int>(std::min(rows_per_piece, static_cast<std::size_t>(rows) - first));
+      const std::size_t at = first * static_cast<std::size_t>(cols);
+      DropoutParams d = dropout;
+      d.first_row += first;
+      bias_activation_loop(act, n, cols, bias, z + at, out + at, d, keep_mask(cols));
+    });
   }
 
+  // Pieces of whole columns, one per thread (whole cache lines of 16 floats each): each dbias[c]
+  // sums its rows in row order, as on one thread.
   void activation_backward(Activation act, int rows, int cols, const float* z, const float* dout,
                            float* dz, float* dbias, const DropoutParams& dropout) override {
-    keep_.resize(static_cast<std::size_t>(cols));
-    activation_backward_loop(act, rows, cols, z, dout, dz, dbias, dropout, keep_.data());
+    if (cols <= 0) return;
+    constexpr int kLine = 16;
+    const bool big = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols) >= 2 * kPiece;
+    const int lines = (cols + kLine - 1) / kLine;
+    const int pieces = big ? std::min(threads(), lines) : 1;
+    const int width = (lines + pieces - 1) / pieces * kLine;
+    pool_.parallel(pieces, static_cast<std::size_t>(pieces), [&](std::size_t piece) {
+      const int first = static_cast<int>(piece) * width;
+      const int n = std::min(width, cols - first);
+      if (n <= 0) return;
+      activation_backward_loop(act, rows, first, n, cols, z, dout, dz, dbias + first, dropout, keep_mask(n));
+    });
   }
 
   // Per row: one pass for the maximum, one for the exponentials (kept in dlogits), one to turn
@@ -203,24 +248,59 @@ class CpuKernels final : public Kernels<float> {
 
   void adamw_update(std::size_t n, float* param, const float* grad, float* m, float* v,
                     const AdamWParams& h) override {
-    adamw_loop(n, param, grad, m, v, h);
+    pool_.parallel(threads(), pieces_of(n, kPiece), [&](std::size_t piece) {
+      const std::size_t at = piece * kPiece;
+      adamw_loop(std::min(kPiece, n - at), param + at, grad + at, m + at, v + at, h);
+    });
   }
 
   void sgd_update(std::size_t n, float* param, const float* grad, float* momentum_buffer,
                   const SgdParams& h) override {
-    sgd_loop(n, param, grad, momentum_buffer, h);
+    pool_.parallel(threads(), pieces_of(n, kPiece), [&](std::size_t piece) {
+      const std::size_t at = piece * kPiece;
+      sgd_loop(std::min(kPiece, n - at), param + at, grad + at, momentum_buffer + at, h);
+    });
   }
 
-  double sum_of_squares(std::size_t n, const float* x) override { return sum_of_squares_loop(n, x); }
+  double sum_of_squares(std::size_t n, const float* x) override {
+    const std::size_t blocks = pieces_of(n, kSumBlock);
+    if (blocks <= 1) return sum_of_squares_loop(n, x);
+    block_sums_.resize(blocks);
+    pool_.parallel(threads(), blocks, [&](std::size_t block) {
+      const std::size_t at = block * kSumBlock;
+      block_sums_[block] = sum_of_squares_loop(std::min(kSumBlock, n - at), x + at);
+    });
+    double sum = 0.0;
+    for (double s : block_sums_) sum += s;
+    return sum;
+  }
 
-  void scale(std::size_t n, float alpha, float* x) override { scale_loop(n, alpha, x); }
+  void scale(std::size_t n, float alpha, float* x) override {
+    pool_.parallel(threads(), pieces_of(n, kPiece), [&](std::size_t piece) {
+      const std::size_t at = piece * kPiece;
+      scale_loop(std::min(kPiece, n - at), alpha, x + at);
+    });
+  }
 
  private:
-  std::vector<std::uint32_t> keep_;  // one row's dropout mask
+  // The threads of this rank: the constructor's number, or OpenBLAS's (which the engine sets to
+  // the rank's share of the cores) when that is 0.
+  int threads() const { return threads_ > 0 ? threads_ : std::max(1, openblas_get_num_threads()); }
+
+  // One row's dropout mask, per thread (the pool's workers and the caller each have their own).
+  static std::uint32_t* keep_mask(int cols) {
+    thread_local std::vector<std::uint32_t> keep;
+    if (keep.size() < static_cast<std::size_t>(cols)) keep.resize(static_cast<std::size_t>(cols));
+    return keep.data();
+  }
+
+  int threads_;
+  ThreadPool pool_;
+  std::vector<double> block_sums_;
 };
 
 }  // namespace
 
-std::unique_ptr<Kernels<float>> make_cpu_kernels() { return std::make_unique<CpuKernels>(); }
+std::unique_ptr<Kernels<float>> make_cpu_kernels(int threads) { return std::make_unique<CpuKernels>(threads); }
 
 }  // namespace slurm_train::kernels
