@@ -741,7 +741,7 @@ TEST_CASE("kernels: cpu forward and backward are bit-identical for any number of
           CHECK(z == z_first);
           CHECK(out == out_first);
           CHECK(dz == dz_first);
-          CHECK(dbias == dbias_first);  // each column summed in row order, however split
+          CHECK(dbias == dbias_first);  // fixed blocks of rows, summed in block order
         }
       }
     }
