@@ -64,7 +64,8 @@ class Kernels {
 template <typename T>
 std::unique_ptr<Kernels<T>> make_reference_kernels();
 
-// The fast CPU kernels (OpenBLAS + fused loops), float only.
-std::unique_ptr<Kernels<float>> make_cpu_kernels();
+// The fast CPU kernels (OpenBLAS + fused loops), float only. Their element-wise loops run on
+// `threads` threads; 0: as many as OpenBLAS uses at each call (openblas_set_num_threads).
+std::unique_ptr<Kernels<float>> make_cpu_kernels(int threads = 0);
 
 }  // namespace slurm_train::kernels

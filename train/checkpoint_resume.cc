@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <utility>
 
 #include "train/checkpoint_file.h"
 #include "train/checkpoint_policy.h"
@@ -46,27 +47,40 @@ std::optional<Resumed> resume_from_checkpoint(const std::string& dir, const Resu
   } header;
   std::string problem, path;
   if (comm.rank() == 0) {
+    // The run's buffers lent to the read, and handed back however it ends.
+    CheckpointState state;
+    const std::size_t sizes[3] = {t.params->size(), t.first->size(), t.second->size()};
+    auto lend = [&] {
+      std::swap(state.params, *t.params);
+      std::swap(state.first, *t.first);
+      std::swap(state.second, *t.second);
+    };
+    lend();
     try {
-      auto state = load_newest_valid_checkpoint(dir, warn);
-      if (state) {
-        path = dir + "/" + checkpoint_file_name(state->counters.step);
-        problem = checkpoint_mismatch(*state, t);
+      const bool found = load_newest_valid_checkpoint(dir, warn, state);
+      if (found) {
+        path = dir + "/" + checkpoint_file_name(state.counters.step);
+        problem = checkpoint_mismatch(state, t);
         if (!problem.empty()) problem = fmt::format("cannot resume from {}: {}", path, problem);
       }
-      if (state && problem.empty()) {
+      if (found && problem.empty()) {
         header.found = 1;
-        header.counters = state->counters;
-        *t.params = std::move(state->params);
-        *t.first = std::move(state->first);
-        *t.second = std::move(state->second);
-        if (state->counters.schedule_total_steps != t.total_steps)
+        header.counters = state.counters;
+        if (state.counters.schedule_total_steps != t.total_steps)
           warn(fmt::format("warning: {} was written by a run of {} steps; this one has {}: the learning-rate schedule "
                            "follows this run's length from step {}",
-                           path, state->counters.schedule_total_steps, t.total_steps, state->counters.step));
+                           path, state.counters.schedule_total_steps, t.total_steps, state.counters.step));
+      } else if (!found) {
+        // A fresh start: undo what reads of bad checkpoints (of any shape) left in the buffers.
+        state.params.resize(sizes[0]);
+        initialize_parameters(t.layers, t.seed, state.params);
+        state.first.assign(sizes[1], 0.0f);
+        state.second.assign(sizes[2], 0.0f);
       }
     } catch (const std::exception& e) {
       problem = e.what();
     }
+    lend();
     header.problem_bytes = problem.size();
   }
   comm.broadcast(&header, sizeof header, 0);

@@ -95,23 +95,29 @@ std::vector<CheckpointEntry> list_checkpoints(const std::string& dir) {
   return entries;
 }
 
-std::optional<CheckpointState> load_newest_valid_checkpoint(const std::string& dir,
-                                                            const std::function<void(const std::string&)>& warn) {
+bool load_newest_valid_checkpoint(const std::string& dir, const std::function<void(const std::string&)>& warn,
+                                  CheckpointState& into) {
   std::vector<std::uint64_t> steps;
   for (const auto& e : list_checkpoints(dir)) steps.push_back(e.step);
-  std::optional<CheckpointState> loaded;
-  choose_newest_valid(
+  const auto chosen = choose_newest_valid(
       steps,
       [&](std::uint64_t step) -> std::string {
         try {
-          loaded = read_checkpoint_file(dir + "/" + checkpoint_file_name(step));
+          read_checkpoint_file(dir + "/" + checkpoint_file_name(step), into);
           return "";
         } catch (const std::exception& e) {
           return e.what();
         }
       },
       [&](const std::string& line) { warn(fmt::format("warning: checkpoint folder {}: {}", dir, line)); });
-  return loaded;
+  return chosen.has_value();
+}
+
+std::optional<CheckpointState> load_newest_valid_checkpoint(const std::string& dir,
+                                                            const std::function<void(const std::string&)>& warn) {
+  CheckpointState state;
+  if (!load_newest_valid_checkpoint(dir, warn, state)) return std::nullopt;
+  return state;
 }
 
 std::string find_newest_valid_checkpoint(const std::string& dir, const std::function<void(const std::string&)>& warn) {

@@ -49,6 +49,12 @@ std::vector<CheckpointEntry> list_checkpoints(const std::string& dir);
 std::optional<CheckpointState> load_newest_valid_checkpoint(const std::string& dir,
                                                             const std::function<void(const std::string&)>& warn);
 
+// The same into `into`, whose buffers keep their capacity (a resume reads straight into the
+// run's own buffers). Each failed candidate may leave `into` partly overwritten: its contents
+// are meaningful only when this returns true.
+bool load_newest_valid_checkpoint(const std::string& dir, const std::function<void(const std::string&)>& warn,
+                                  CheckpointState& into);
+
 // The same choice without keeping the state: the path of the newest valid checkpoint, or "".
 std::string find_newest_valid_checkpoint(const std::string& dir, const std::function<void(const std::string&)>& warn);
 

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace slurm_train::h5 {
 
 namespace {
@@ -10,13 +12,25 @@ namespace {
 std::string innermost_error() {
   std::string message;
   auto walk = [](unsigned n, const H5E_error2_t* e, void* out) -> herr_t {
-    if (n == 0 && e->desc) *static_cast<std::string*>(out) = fmt::format("{} (in {})", e->desc, e->func_name);
+    if (n == 0 && e->desc) {
+      // One line: HDF5's own messages may hold newlines (a failed write's starts with a time).
+      std::string text = fmt::format("{} (in {})", e->desc, e->func_name);
+      std::replace(text.begin(), text.end(), '\n', ' ');
+      *static_cast<std::string*>(out) = std::move(text);
+    }
     return 0;
   };
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, walk, &message);
   H5Eclear2(H5E_DEFAULT);
   return message.empty() ? "no details from HDF5" : message;
 }
+
+// HDF5 1.10 closes the files still open from an atexit handler. After a failed flush (a full
+// disk, a file size limit) the file's own close has already half torn it down, and that second
+// close at exit crashed (SIGSEGV in H5F__close_cb, exit 139, instead of our error's exit code).
+// Every file of ours is closed by its Handle, so the handler is switched off: before the
+// library initialises, which is why this runs as a static initialiser.
+[[maybe_unused]] const bool kNoCloseAtExit = [] { return H5dont_atexit() >= 0; }();
 
 }  // namespace
 

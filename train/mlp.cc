@@ -39,9 +39,8 @@ std::string Mlp<T>::parameter_name(std::size_t layer, bool weight) {
 }
 
 template <typename T>
-void Mlp<T>::initialize(std::uint64_t seed) {
-  for (std::size_t l = 0; l < layers_.size(); ++l) {
-    const LayerLayout& L = layers_[l];
+void initialize_parameters(const std::vector<LayerLayout>& layers, std::uint64_t seed, std::vector<T>& params) {
+  for (const LayerLayout& L : layers) {
     const double stddev = std::sqrt(2.0 / L.in);
     const std::size_t n = static_cast<std::size_t>(L.in) * static_cast<std::size_t>(L.out);
     for (std::size_t i = 0; i < n; ++i) {
@@ -49,10 +48,15 @@ void Mlp<T>::initialize(std::uint64_t seed) {
       const double u1 = (kernels::mix64(seed ^ kernels::mix64(2 * (L.weight + i))) >> 11) * 0x1.0p-53;
       const double u2 = (kernels::mix64(seed ^ kernels::mix64(2 * (L.weight + i) + 1)) >> 11) * 0x1.0p-53;
       const double normal = std::sqrt(-2.0 * std::log(1.0 - u1)) * std::cos(6.283185307179586 * u2);
-      params_[L.weight + i] = static_cast<T>(stddev * normal);
+      params[L.weight + i] = static_cast<T>(stddev * normal);
     }
-    for (int j = 0; j < L.out; ++j) params_[L.bias + static_cast<std::size_t>(j)] = T(0);
+    for (int j = 0; j < L.out; ++j) params[L.bias + static_cast<std::size_t>(j)] = T(0);
   }
+}
+
+template <typename T>
+void Mlp<T>::initialize(std::uint64_t seed) {
+  initialize_parameters(layers_, seed, params_);
 }
 
 template <typename T>
@@ -116,5 +120,7 @@ void Mlp<T>::backward(const T* x, const T* dlogits, const std::function<void(std
 
 template class Mlp<float>;
 template class Mlp<double>;
+template void initialize_parameters<float>(const std::vector<LayerLayout>&, std::uint64_t, std::vector<float>&);
+template void initialize_parameters<double>(const std::vector<LayerLayout>&, std::uint64_t, std::vector<double>&);
 
 }  // namespace slurm_train

@@ -31,6 +31,12 @@ struct LayerLayout {
 
 std::vector<LayerLayout> mlp_layout(const MlpShape& shape);
 
+// He (Kaiming) normal weights for ReLU-family activations and zero biases into `params` (laid out
+// as `layers` says): what Mlp::initialize(seed) gives, and what a resume that finds no usable
+// checkpoint puts back (checkpoint_resume.h).
+template <typename T>
+void initialize_parameters(const std::vector<LayerLayout>& layers, std::uint64_t seed, std::vector<T>& params);
+
 template <typename T>
 class Mlp {
  public:

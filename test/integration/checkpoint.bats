@@ -172,6 +172,26 @@ PY
   [ "$(cat "$mnt/ck/latest")" = step-00000005.h5 ]
 }
 
+@test "a write that fails inside HDF5's own metadata writes is exit 3 naming the file, no crash; the checkpoint before it stays intact" {
+  d=$BATS_TEST_TMPDIR
+  # 1024-512 with AdamW: 16 MB checkpoints. The first run writes step 5 with no limit.
+  args=(--model.hidden "[1024,512]" --train.steps 12 --ckpt.dir "$d/ck" --ckpt.every 5 --train.metrics "")
+  small_run "${args[@]}" --train.stop_after 5 >/dev/null
+  # The resumed run may not write files over 8 MB (RLIMIT_FSIZE; SIGXFSZ ignored, so writes fail
+  # with EFBIG): its step-10 checkpoint passes the free-space check, and HDF5's flush of the file's
+  # metadata (at its end, past 8 MB) is the first write to fail. HDF5 1.10 used to crash at exit
+  # after that (exit 139).
+  run --separate-stderr bash -c "trap '' XFSZ; ulimit -f 8000; exec \"\$@\"" _ "$BUILD/bin/slurm-train" run $(small_args) \
+    "${args[@]}"
+  echo "status $status: $stderr"
+  [ "$status" -eq 3 ]
+  [[ $stderr == *"cannot write the checkpoint '$d/ck/step-00000010.h5.tmp'"*"File too large"* ]]
+  [ "$(ls "$d/ck")" = "$(printf 'latest\nstep-00000005.h5')" ]  # the partial file removed
+  [ "$(cat "$d/ck/latest")" = step-00000005.h5 ]
+  run "$BUILD/bin/slurm-train" ckpt verify "$d/ck"
+  [ "$status" -eq 0 ]
+}
+
 teardown() {
   if mountpoint -q "$BATS_TEST_TMPDIR/small" 2>/dev/null; then umount "$BATS_TEST_TMPDIR/small"; fi
 }

@@ -230,10 +230,10 @@ TEST_CASE("checkpoint resume: a checkpoint that does not fit the run is refused 
   CHECK(checkpoint_mismatch(s, other).find("train.seed = 42") != std::string::npos);
 }
 
-TEST_CASE("checkpoint file: tensors of several 8 MiB read pieces verify, and a flip in a later piece is caught") {
+TEST_CASE("checkpoint file: tensors of several read pieces verify, and a flip in a later piece is caught") {
   TempDir dir;
   CheckpointState s = sample_state(1);
-  s.layers = mlp_layout(MlpShape{784, {3000}, 10});  // layer1.weight: 9.4 MB, two pieces
+  s.layers = mlp_layout(MlpShape{784, {3000}, 10});  // layer1.weight: 9.4 MB, many 1 MiB pieces
   const std::size_t n = s.layers.back().end();
   s.params.resize(n);
   for (std::size_t i = 0; i < n; ++i) s.params[i] = static_cast<float>(i % 1000) * 1e-3f;
@@ -242,6 +242,60 @@ TEST_CASE("checkpoint file: tensors of several 8 MiB read pieces verify, and a f
   const std::string path = dir.path + "/big.h5";
   write_checkpoint_file(path, s);
   CHECK(read_checkpoint_file(path).params == s.params);
-  flip_byte(path, data_offset(path, "/model/layer1.weight") + (std::uintmax_t{17} << 19));  // 8.5 MiB: the second piece
+  flip_byte(path, data_offset(path, "/model/layer1.weight") + (std::uintmax_t{17} << 19));  // at 8.5 MiB: a later piece
   testing::check_refused<CheckpointError>([&] { read_checkpoint_file(path); }, "/model/layer1.weight: checksum mismatch");
+}
+
+namespace {
+
+// One rank: the collectives are no-ops, so resume_from_checkpoint runs on rank 0's code path.
+struct SingleRank final : Comm {
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  int local_rank() const override { return 0; }
+  int local_size() const override { return 1; }
+  void allreduce_sum(float*, std::size_t) override {}
+  void allreduce_sum(double*, std::size_t) override {}
+  void start_allreduce_sum(float*, std::size_t) override {}
+  void progress() override {}
+  void wait_all() override {}
+  void broadcast(void*, std::size_t, int) override {}
+  void barrier() override {}
+  [[noreturn]] void abort(int) noexcept override { std::abort(); }
+};
+
+}  // namespace
+
+TEST_CASE("checkpoint resume: reads into the run's own buffers; with no usable checkpoint they hold a fresh start") {
+  TempDir dir;
+  const CheckpointState saved = sample_state(7);
+  // A fresh run's state, as the trainer has it before resuming.
+  std::vector<float> params(saved.params.size()), first(saved.params.size(), 0.0f), second(saved.params.size(), 0.0f);
+  initialize_parameters(saved.layers, 42, params);
+  const std::vector<float> fresh = params;
+  ResumeTarget t{saved.layers, "adamw", 32, 42, 100, &params, &first, &second};
+  SingleRank comm;
+  auto quiet = [](const std::string&) {};
+  CHECK_FALSE(resume_from_checkpoint(dir.path, t, comm, quiet));  // empty folder
+  CHECK(params == fresh);
+
+  save_checkpoint(dir.path, saved, {});
+  const float* storage = params.data();
+  auto resumed = resume_from_checkpoint(dir.path, t, comm, quiet);
+  REQUIRE(resumed);
+  CHECK(resumed->counters.step == 7);
+  CHECK(params == saved.params);
+  CHECK(first == saved.first);
+  CHECK(second == saved.second);
+  CHECK(params.data() == storage);  // the same buffer, read into
+
+  // Every checkpoint bad (one damaged in its last tensor, after the parameters were read): a fresh start.
+  const std::string path = dir.path + "/step-00000007.h5";
+  flip_byte(path, data_offset(path, "/optimizer/exp_avg_sq/layer2.bias"));
+  std::vector<std::string> warnings;
+  CHECK_FALSE(resume_from_checkpoint(dir.path, t, comm, [&](const std::string& w) { warnings.push_back(w); }));
+  CHECK(warnings.size() == 1);
+  CHECK(params == fresh);
+  CHECK(first == std::vector<float>(fresh.size(), 0.0f));
+  CHECK(second == std::vector<float>(fresh.size(), 0.0f));
 }

@@ -692,6 +692,104 @@ TEST_CASE_FIXTURE(FloatKernels, "kernels: sum_of_squares accumulates in double; 
   }
 }
 
+// ---- the element-wise loops on several threads -------------------------------------------------
+
+// Shapes big enough for the CPU kernels to cut them into many pieces (they run small inputs on
+// one thread), with widths that are not multiples of the pieces, the vector width or the 16-float
+// column blocks.
+constexpr int kThreadCounts[] = {1, 2, 3, 4, 7};
+
+TEST_CASE("kernels: cpu forward and backward are bit-identical for any number of threads, and match the reference") {
+  auto ref = make_reference_kernels<float>();
+  struct Shape {
+    int rows, cols;
+  };
+  for (Activation act : {Activation::kRelu, Activation::kGelu}) {
+    for (Shape s : {Shape{300, 517}, Shape{2049, 40}, Shape{9, 20000}}) {
+      for (const DropoutParams& dropout : kDropouts) {
+        CAPTURE(activation_name(act));
+        CAPTURE(s.rows);
+        CAPTURE(s.cols);
+        CAPTURE(dropout.p);
+        const std::size_t n = std::size_t(s.rows) * s.cols;
+        const auto bias = uniform_vector<float>(s.cols, 101);
+        const auto z0 = uniform_vector<float>(n, 102, -3, 3);
+        const auto dout = uniform_vector<float>(n, 103);
+        std::vector<float> z_first, out_first, dz_first, dbias_first;
+        for (int threads : kThreadCounts) {
+          CAPTURE(threads);
+          auto cpu = make_cpu_kernels(threads);
+          auto z = z0;
+          std::vector<float> out(n), dz(n), dbias(s.cols, 99.0f);
+          cpu->bias_activation_forward(act, s.rows, s.cols, bias.data(), z.data(), out.data(), dropout);
+          cpu->activation_backward(act, s.rows, s.cols, z.data(), dout.data(), dz.data(), dbias.data(), dropout);
+          if (threads == 1) {
+            z_first = z, out_first = out, dz_first = dz, dbias_first = dbias;
+            // Against the reference, as the single-threaded tests above.
+            auto z_ref = z0;
+            std::vector<float> out_ref(n), dz_ref(n), dbias_ref(s.cols);
+            ref->bias_activation_forward(act, s.rows, s.cols, bias.data(), z_ref.data(), out_ref.data(), dropout);
+            ref->activation_backward(act, s.rows, s.cols, z_ref.data(), dout.data(), dz_ref.data(), dbias_ref.data(),
+                                     dropout);
+            CHECK(z == z_ref);
+            CHECK_ALL_CLOSE(out, out_ref, 1e-6, 1e-7);
+            CHECK_ALL_CLOSE(dz, dz_ref, 1e-6, 1e-7);
+            // Column sums of up to 2049 terms below 1 in magnitude.
+            CHECK_ALL_CLOSE(dbias, dbias_ref, 1e-4, 1e-4);
+            continue;
+          }
+          CHECK(z == z_first);
+          CHECK(out == out_first);
+          CHECK(dz == dz_first);
+          CHECK(dbias == dbias_first);  // fixed blocks of rows, summed in block order
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("kernels: cpu optimizers, scale and sum_of_squares are bit-identical for any number of threads") {
+  auto ref = make_reference_kernels<float>();
+  const std::size_t n = 300007;  // about nine pieces and a ragged end
+  const auto grad = uniform_vector<float>(n, 111);
+  const auto p0 = uniform_vector<float>(n, 112), m0 = uniform_vector<float>(n, 113, -0.1, 0.1);
+  const auto v0 = uniform_vector<float>(n, 114, 0.0, 0.01);
+  AdamWParams adamw;
+  adamw.weight_decay = 0.05f, adamw.step = 3;
+  SgdParams sgd;
+  sgd.nesterov = true, sgd.weight_decay = 0.01f;
+  double want_sum = 0.0;
+  for (float g : grad) want_sum += double(g) * g;
+  // The expected parameters: the reference, which is bit-exact with the cpu loops.
+  auto p_ref = p0, m_ref = m0, v_ref = v0;
+  ref->adamw_update(n, p_ref.data(), grad.data(), m_ref.data(), v_ref.data(), adamw);
+  ref->sgd_update(n, p_ref.data(), grad.data(), m_ref.data(), sgd);
+  ref->scale(n, 0.75f, p_ref.data());
+  double first_sum = 0.0;
+  for (int threads : kThreadCounts) {
+    CAPTURE(threads);
+    auto cpu = make_cpu_kernels(threads);
+    auto p = p0, m = m0, v = v0;
+    cpu->adamw_update(n, p.data(), grad.data(), m.data(), v.data(), adamw);
+    CHECK(v == v_ref);
+    cpu->sgd_update(n, p.data(), grad.data(), m.data(), sgd);
+    cpu->scale(n, 0.75f, p.data());
+    CHECK(p == p_ref);
+    CHECK(m == m_ref);
+    const double sum = cpu->sum_of_squares(n, grad.data());
+    CHECK(sum == doctest::Approx(want_sum).epsilon(1e-12));
+    if (threads == 1) first_sum = sum;
+    CHECK(sum == first_sum);  // fixed blocks, summed in block order
+  }
+}
+
+TEST_CASE("kernels: cpu kernels follow OpenBLAS's thread count when given none") {
+  // make_cpu_kernels() uses openblas_get_num_threads() at each call; the result is the same.
+  const std::size_t n = 100003;
+  const auto x = uniform_vector<float>(n, 121);
+  CHECK(make_cpu_kernels()->sum_of_squares(n, x.data()) == make_cpu_kernels(3)->sum_of_squares(n, x.data()));
+}
+
 // ---- gradients against finite differences (double) ------------------------------------------
 
 // Central differences with h = 1e-5: truncation error ~h^2 and rounding ~1e-16 / h are both far

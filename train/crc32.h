@@ -1,0 +1,17 @@
+// CRC-32 (the zlib / IEEE 802.3 polynomial, as zlib's crc32() and Python's zlib.crc32 compute
+// it) at memory speed: carry-less multiplication (PCLMULQDQ) folding 64 bytes a step, after
+// Gopal et al., "Fast CRC Computation for Generic Polynomials Using PCLMULQDQ Instruction"
+// (Intel, 2009). zlib's table-driven crc32 runs at about 1.4 GB/s a core here, slower than the
+// disk; this one at several times that. CPUs without PCLMULQDQ, and short inputs, use zlib's.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace slurm_train {
+
+// The CRC-32 of `bytes` continuing from `crc` (0 for a fresh start): crc32(crc, data, bytes)
+// in zlib's terms, for any length.
+std::uint32_t crc32_update(std::uint32_t crc, const void* data, std::size_t bytes);
+
+}  // namespace slurm_train
