@@ -186,7 +186,8 @@ PY
   echo "status $status: $stderr"
   [ "$status" -eq 3 ]
   [[ $stderr == *"cannot write the checkpoint '$d/ck/step-00000010.h5.tmp'"*"File too large"* ]]
-  [ "$(ls "$d/ck")" = "$(printf 'latest\nstep-00000005.h5')" ]  # the partial file removed
+  # The partial file removed; `restarts` is the launcher's restart record.
+  [ "$(ls "$d/ck")" = "$(printf 'latest\nrestarts\nstep-00000005.h5')" ]
   [ "$(cat "$d/ck/latest")" = step-00000005.h5 ]
   run "$BUILD/bin/slurm-train" ckpt verify "$d/ck"
   [ "$status" -eq 0 ]
