@@ -34,7 +34,7 @@ for _ in $(seq "$TRIALS"); do
   t0=$(now)
   out=$(srun --mpi=pmix -N2 -n2 "$BUILD/bin/slurm-train" run --config examples/fashion-mnist.toml \
     --data.train "$data/train.h5" --data.test "$data/test.h5" --train.steps 1 --train.metrics "" \
-    --train.log_every 0 --log-dir "")
+    --train.log_every 0 --log-dir "" --train.device cpu)
   line=$(grep '^start-up:' <<<"$out") || { echo "$out" >&2; echo "startup.sh: no start-up line" >&2; exit 1; }
   first=$(sed -n 's/.*(unix time \([0-9.]*\)).*/\1/p' <<<"$line")
   first_step_times+=("$(awk -v a="$t0" -v b="$first" 'BEGIN { print b - a }')")
