@@ -13,23 +13,16 @@ teardown_file() {
   stop_test_cluster
 }
 
-# SMALL: a small, quick variant of the reference configuration, as run arguments.
-set_small_args() {
-  SMALL=(--config "$ROOT/examples/fashion-mnist.toml" --data.train "$TEST_DATA/train.h5"
-    --data.test "$TEST_DATA/test.h5" --model.hidden "[64,32]" --train.metrics "" --train.eval_batch 2000
-    --train.steps 50 --train.global_batch 250)
-}
-
 @test "srun --mpi=pmix -N2 -n4 and -n2 train the same model as one process (1e-5 after 50 steps)" {
   set_small_args
-  "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.save "$BATS_FILE_TMPDIR/one.h5" >/dev/null
-  run srun --mpi=pmix -N2 --ntasks-per-node=2 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.save "$BATS_FILE_TMPDIR/four.h5"
+  "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 50 --train.save "$BATS_FILE_TMPDIR/one.h5" >/dev/null
+  run srun --mpi=pmix -N2 --ntasks-per-node=2 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 50 --train.save "$BATS_FILE_TMPDIR/four.h5"
   [ "$status" -eq 0 ]
   [[ $output == *"on 4 rank(s)"* ]]
   run $PY "$ROOT/test/integration/compare_models.py" "$BATS_FILE_TMPDIR/four.h5" "$BATS_FILE_TMPDIR/one.h5" 1e-5
   echo "$output"
   [ "$status" -eq 0 ]
-  run srun --mpi=pmix -n2 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.save "$BATS_FILE_TMPDIR/two.h5"
+  run srun --mpi=pmix -n2 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 50 --train.save "$BATS_FILE_TMPDIR/two.h5"
   [ "$status" -eq 0 ]
   run $PY "$ROOT/test/integration/compare_models.py" "$BATS_FILE_TMPDIR/two.h5" "$BATS_FILE_TMPDIR/one.h5" 1e-5
   echo "$output"
@@ -38,7 +31,7 @@ set_small_args() {
 
 @test "an error on one rank under srun ends the job with a message naming rank and host" {
   set_small_args
-  run timeout 60 srun --mpi=pmix -N2 --ntasks-per-node=1 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --data.test /nonexistent.h5
+  run timeout 60 srun --mpi=pmix -N2 --ntasks-per-node=1 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 50 --data.test /nonexistent.h5
   [ "$status" -ne 0 ]
   [[ $output == *"slurm-train: error: rank "*" of 2 on node"*"cannot open HDF5 file '/nonexistent.h5'"* ]]
 }

@@ -66,6 +66,14 @@ cluster_processes() {
   done
 }
 
+# set_small_args: SMALL, a small and quick variant of the reference configuration as run
+# arguments (after ensure_fashion_mnist).
+set_small_args() {
+  SMALL=(--config "$ROOT/examples/fashion-mnist.toml" --data.train "$TEST_DATA/train.h5"
+    --data.test "$TEST_DATA/test.h5" --model.hidden "[64,32]" --train.metrics "" --train.eval_batch 2000
+    --train.global_batch 250)
+}
+
 # Fashion-MNIST in HDF5 under the build tree, imported once and shared by the test files.
 ensure_fashion_mnist() {
   export TEST_DATA=$BUILD/test/data/fashion-mnist

@@ -15,13 +15,6 @@ teardown_file() {
   stop_test_cluster
 }
 
-# A small, quick variant of the reference configuration.
-set_small_args() {
-  SMALL=(--config "$ROOT/examples/fashion-mnist.toml" --data.train "$TEST_DATA/train.h5"
-    --data.test "$TEST_DATA/test.h5" --model.hidden "[64,32]" --train.metrics "" --train.eval_batch 2000
-    --train.global_batch 250)
-}
-
 # pid_of_rank LOGDIR RANK: the pid a rank wrote in the first line of its log.
 pid_of_rank() {
   local log deadline=$((SECONDS + 30))
