@@ -12,6 +12,7 @@
 
 #include "train/checkpoint_file.h"
 #include "train/checkpoint_policy.h"
+#include "train/durable_file.h"
 
 namespace slurm_train {
 
@@ -35,19 +36,11 @@ void rename_or_throw(const std::string& from, const std::string& to) {
 
 // The `latest` marker, written like a checkpoint: temp file, fsync, rename, fsync the folder.
 void write_latest(const std::string& dir, const std::string& name) {
-  const std::string tmp = dir + "/latest.tmp", path = dir + "/latest";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw CheckpointWriteError(fmt::format("cannot create '{}': {}", tmp, std::strerror(errno)));
-  const std::string text = name + "\n";
-  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
-  const int err = errno;
-  ::close(fd);
-  if (!ok) {
-    ::unlink(tmp.c_str());
-    throw CheckpointWriteError(fmt::format("cannot write '{}': {}", tmp, std::strerror(err)));
+  try {
+    write_file_durably(dir + "/latest", name + "\n");
+  } catch (const std::runtime_error& e) {
+    throw CheckpointWriteError(e.what());
   }
-  rename_or_throw(tmp, path);
-  fsync_dir(dir);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/cuda/device_buffer.h"
+#include "test/one_rank_comm.h"
 #include "train/comm.h"
 
 namespace slurm_train::cuda_test {
@@ -67,21 +68,7 @@ double scaled_error(const std::vector<A>& got, const std::vector<B>& want) {
 }
 
 // A job of one process: the bootstrap an NCCL Comm needs, without MPI (which a GPU machine may
-// lack). Its collectives over one rank are the identity.
-class OneRankComm final : public Comm {
- public:
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  int local_rank() const override { return 0; }
-  int local_size() const override { return 1; }
-  void allreduce_sum(float*, std::size_t) override {}
-  void allreduce_sum(double*, std::size_t) override {}
-  void start_allreduce_sum(float*, std::size_t) override {}
-  void progress() override {}
-  void wait_all() override {}
-  void broadcast(void*, std::size_t, int) override {}
-  void barrier() override {}
-  [[noreturn]] void abort(int exit_code) noexcept override { std::_Exit(exit_code); }
-};
+// lack).
+using OneRankComm = slurm_train::testing::OneRankComm;
 
 }  // namespace slurm_train::cuda_test

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <numeric>
 
+#include "test/one_rank_comm.h"
 #include "test/unit/test_support.h"
 #include "train/checkpoint_file.h"
 #include "train/checkpoint_resume.h"
@@ -249,20 +250,7 @@ TEST_CASE("checkpoint file: tensors of several read pieces verify, and a flip in
 namespace {
 
 // One rank: the collectives are no-ops, so resume_from_checkpoint runs on rank 0's code path.
-struct SingleRank final : Comm {
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  int local_rank() const override { return 0; }
-  int local_size() const override { return 1; }
-  void allreduce_sum(float*, std::size_t) override {}
-  void allreduce_sum(double*, std::size_t) override {}
-  void start_allreduce_sum(float*, std::size_t) override {}
-  void progress() override {}
-  void wait_all() override {}
-  void broadcast(void*, std::size_t, int) override {}
-  void barrier() override {}
-  [[noreturn]] void abort(int) noexcept override { std::abort(); }
-};
+using SingleRank = slurm_train::testing::OneRankComm;
 
 }  // namespace
 
