@@ -207,12 +207,24 @@ void fsync_file(const std::string& path) {
 
 bool is_dataset(hid_t file, const std::string& name) { return h5::has_dataset(file, name); }
 
-std::string read_string_attribute(hid_t object, const char* name, const std::string& where) {
+// An attribute that must hold one value of `type_class` (a string: variable-length), opened
+// after checking its dataspace and type, so that the read into one element cannot overflow.
+h5::Handle open_scalar_attribute(hid_t object, const char* name, H5T_class_t type_class, const char* expected,
+                                 const std::string& where) {
   if (H5Aexists(object, name) <= 0) throw CheckpointError(fmt::format("{}: attribute '{}' is missing", where, name));
   h5::Handle attr(H5_CHECK(H5Aopen(object, name, H5P_DEFAULT), where));
+  const h5::Extent e = h5::attribute_extent(attr, where);
+  const bool type_ok = e.type_class == type_class && (type_class != H5T_STRING || e.variable_string) &&
+                       (type_class == H5T_STRING || e.type_size <= 8);
+  if (!e.is_scalar() || !type_ok)
+    throw CheckpointError(
+        fmt::format("{}: attribute '{}' holds {}; expected one {} (a scalar)", where, name, e.describe(), expected));
+  return attr;
+}
+
+std::string read_string_attribute(hid_t object, const char* name, const std::string& where) {
+  h5::Handle attr = open_scalar_attribute(object, name, H5T_STRING, "variable-length string", where);
   h5::Handle type(H5_CHECK(H5Aget_type(attr), where));
-  if (H5Tget_class(type) != H5T_STRING || H5Tis_variable_str(type) <= 0)
-    throw CheckpointError(fmt::format("{}: attribute '{}' is not a variable-length string", where, name));
   char* text = nullptr;
   H5_CHECK(H5Aread(attr, type, &text), where);
   std::string value = text ? text : "";
@@ -222,19 +234,49 @@ std::string read_string_attribute(hid_t object, const char* name, const std::str
 }
 
 std::int64_t read_int_attribute(hid_t object, const char* name, const std::string& where) {
-  if (H5Aexists(object, name) <= 0) throw CheckpointError(fmt::format("{}: attribute '{}' is missing", where, name));
-  h5::Handle attr(H5_CHECK(H5Aopen(object, name, H5P_DEFAULT), where));
+  h5::Handle attr = open_scalar_attribute(object, name, H5T_INTEGER, "integer", where);
   std::int64_t v = 0;
   H5_CHECK(H5Aread(attr, H5T_NATIVE_INT64, &v), where);
   return v;
 }
 
+double read_double_attribute(hid_t object, const char* name, const std::string& where) {
+  h5::Handle attr = open_scalar_attribute(object, name, H5T_FLOAT, "float64", where);
+  double v = 0;
+  H5_CHECK(H5Aread(attr, H5T_NATIVE_DOUBLE, &v), where);
+  return v;
+}
+
+std::uint32_t read_crc_attribute(hid_t set, const std::string& where) {
+  if (H5Aexists(set, "crc32") <= 0) throw CheckpointError(fmt::format("{}: no crc32 attribute", where));
+  h5::Handle attr = open_scalar_attribute(set, "crc32", H5T_INTEGER, "uint32", where);
+  std::uint32_t stored = 0;
+  H5_CHECK(H5Aread(attr, H5T_NATIVE_UINT32, &stored), where);
+  return stored;
+}
+
+// A dataset's shape is believed only as far as the file holds its bytes, and checked before
+// anything is allocated for them: without filters HDF5 stores every byte (it would invent the
+// unwritten ones from the fill value, which is how a 100 KB file claims gigabytes); compressed,
+// a byte stored holds at most 1032 (deflate's highest ratio).
+void require_stored(hid_t set, const h5::Extent& e, std::size_t element_size, const std::string& where) {
+  const auto bytes = h5::byte_count(e.shape, element_size);
+  if (!bytes)
+    throw CheckpointError(fmt::format("{}: its shape {} of {}-byte elements overflows the address space", where,
+                                      e.describe(), element_size));
+  h5::Handle dcpl(H5_CHECK(H5Dget_create_plist(set), where));
+  const int filters = H5_CHECK(H5Pget_nfilters(dcpl), where);
+  const hsize_t stored = H5Dget_storage_size(set);
+  const long double most = filters == 0 ? stored : 1032.0L * stored;
+  if (static_cast<long double>(*bytes) > most)
+    throw CheckpointError(fmt::format("{}: its shape {} needs {} bytes but the file stores {}{} for it", where,
+                                      e.describe(), *bytes, stored, filters == 0 ? "" : " compressed bytes"));
+}
+
 // A dataset's bytes as stored (read with its own file type) after checking them against its
 // crc32 attribute.
 struct RawDataset {
-  std::vector<hsize_t> shape;
-  hid_t type_class = -1;
-  std::size_t element_size = 0;
+  h5::Extent extent;
   std::vector<unsigned char> bytes;
 };
 
@@ -243,20 +285,15 @@ RawDataset read_verified(hid_t file, const std::string& name, const std::string&
   try {
     h5::Handle set(H5_CHECK(H5Dopen2(file, name.c_str(), H5P_DEFAULT), where));
     RawDataset raw;
-    raw.shape = h5::dataset_shape(set, where);
+    raw.extent = h5::dataset_extent(set, where);
+    const h5::Extent& e = raw.extent;
+    if ((e.type_class != H5T_INTEGER && e.type_class != H5T_FLOAT) || e.null)
+      throw CheckpointError(fmt::format("{}: holds {}; expected numbers", where, e.describe()));
+    require_stored(set, e, e.type_size, where);
     h5::Handle type(H5_CHECK(H5Dget_type(set), where));
-    raw.type_class = H5Tget_class(type);
-    if (raw.type_class != H5T_INTEGER && raw.type_class != H5T_FLOAT)
-      throw CheckpointError(fmt::format("{}: not a number type", where));
-    raw.element_size = H5Tget_size(type);
-    std::size_t n = 1;
-    for (hsize_t d : raw.shape) n *= d;
-    raw.bytes.resize(n * raw.element_size);
+    raw.bytes.resize(*h5::byte_count(e.shape, e.type_size));
     if (!raw.bytes.empty()) H5_CHECK(H5Dread(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw.bytes.data()), where);
-    if (H5Aexists(set, "crc32") <= 0) throw CheckpointError(fmt::format("{}: no crc32 attribute", where));
-    h5::Handle attr(H5_CHECK(H5Aopen(set, "crc32", H5P_DEFAULT), where));
-    std::uint32_t stored = 0;
-    H5_CHECK(H5Aread(attr, H5T_NATIVE_UINT32, &stored), where);
+    const std::uint32_t stored = read_crc_attribute(set, where);
     const std::uint32_t actual = crc32_of(raw.bytes.data(), raw.bytes.size());
     if (stored != actual)
       throw CheckpointError(fmt::format("{}: checksum mismatch (crc32 stored {:08x}, data {:08x})", where, stored, actual));
@@ -269,9 +306,11 @@ RawDataset read_verified(hid_t file, const std::string& name, const std::string&
 template <typename T>
 T read_scalar(hid_t file, const std::string& name, const std::string& path) {
   const RawDataset raw = read_verified(file, name, path);
+  const h5::Extent& e = raw.extent;
   const bool is_float = std::is_floating_point_v<T>;
-  if (!raw.shape.empty() || raw.element_size != sizeof(T) || (raw.type_class == H5T_FLOAT) != is_float)
-    throw CheckpointError(fmt::format("{}: dataset {}: expected a scalar of {} bytes", path, name, sizeof(T)));
+  if (!e.is_scalar() || e.type_size != sizeof(T) || (e.type_class == H5T_FLOAT) != is_float)
+    throw CheckpointError(fmt::format("{}: dataset {}: holds {}; expected one {}{} (a scalar)", path, name, e.describe(),
+                                      is_float ? "float" : (std::is_signed_v<T> ? "int" : "uint"), 8 * sizeof(T)));
   T v;
   std::memcpy(&v, raw.bytes.data(), sizeof v);
   return v;
@@ -306,16 +345,12 @@ void read_tensor(hid_t file, int fd, const std::string& name, const std::vector<
     if (!h5::has_dataset(file, name)) throw CheckpointError(where + " is missing");
     h5::Handle set(H5_CHECK(H5Dopen2(file, name.c_str(), H5P_DEFAULT), where));
     h5::Handle type(H5_CHECK(H5Dget_type(set), where));
-    const auto found = h5::dataset_shape(set, where);
-    if (found != shape || H5Tequal(type, H5T_IEEE_F32LE) <= 0)
-      throw CheckpointError(fmt::format("{}: expected float32 [{}], found [{}] of another type or shape", where,
-                                        fmt::join(shape, ", "), fmt::join(found, ", ")));
-    if (H5Aexists(set, "crc32") <= 0) throw CheckpointError(where + ": no crc32 attribute");
-    h5::Handle attr(H5_CHECK(H5Aopen(set, "crc32", H5P_DEFAULT), where));
-    std::uint32_t stored = 0;
-    H5_CHECK(H5Aread(attr, H5T_NATIVE_UINT32, &stored), where);
-    std::size_t bytes = sizeof(float);
-    for (hsize_t d : shape) bytes *= d;
+    const h5::Extent found = h5::dataset_extent(set, where);
+    if (found.null || found.shape != shape || H5Tequal(type, H5T_IEEE_F32LE) <= 0)
+      throw CheckpointError(fmt::format("{}: holds {}; expected float32 [{}]", where, found.describe(), fmt::join(shape, ", ")));
+    require_stored(set, found, sizeof(float), where);
+    const std::uint32_t stored = read_crc_attribute(set, where);
+    const std::size_t bytes = *h5::byte_count(shape, sizeof(float));
     const haddr_t offset = H5Dget_offset(set);
     std::uint32_t actual;
     if (offset != HADDR_UNDEF && fd >= 0) {
@@ -350,9 +385,74 @@ std::vector<std::string> dataset_names(hid_t file, const std::string& path) {
   return names;
 }
 
+// One layer's layout from its weight dataset [out, in], placed at `offset`; both dimensions at
+// least 1 (a bias [out] is then never larger than its weight), within an int, and stored.
+LayerLayout layer_layout_of(hid_t file, const std::string& name, std::size_t offset, const std::string& path) {
+  const std::string where = fmt::format("{}: dataset {}", path, name);
+  h5::Handle set(H5_CHECK(H5Dopen2(file, name.c_str(), H5P_DEFAULT), where));
+  const h5::Extent e = h5::dataset_extent(set, where);
+  constexpr hsize_t kMost = std::numeric_limits<int>::max();
+  if (e.null || e.shape.size() != 2 || e.shape[0] == 0 || e.shape[1] == 0 || e.shape[0] > kMost || e.shape[1] > kMost)
+    throw CheckpointError(fmt::format("{}: holds {}; expected float32 [out, in], each from 1 to {}", where, e.describe(), kMost));
+  require_stored(set, e, sizeof(float), where);
+  LayerLayout L;
+  L.out = static_cast<int>(e.shape[0]);
+  L.in = static_cast<int>(e.shape[1]);
+  L.weight = offset;
+  L.bias = offset + e.shape[0] * e.shape[1];
+  return L;
+}
+
+// The /model attributes and /preprocessing (model_file.h). Files written before they existed
+// have neither: the defaults stay (the engine's activation and no preprocessing), which a
+// resume does not use. Present, they are checked against the layers.
+ModelRecipe read_model_recipe(hid_t file, const std::vector<LayerLayout>& layers, const std::string& path) {
+  ModelRecipe r;
+  if (H5Lexists(file, "/preprocessing", H5P_DEFAULT) <= 0) return r;
+  const std::string model_where = path + ": /model";
+  h5::Handle model(H5_CHECK(H5Gopen2(file, "/model", H5P_DEFAULT), model_where));
+  r.activation = read_string_attribute(model, "activation", model_where);
+  if (r.activation != "relu" && r.activation != "gelu" && r.activation != "identity")
+    throw CheckpointError(fmt::format("{}: attribute 'activation' is '{}'; expected relu, gelu or identity", model_where,
+                                      r.activation));
+  std::vector<std::int64_t> expected{layers.front().in};
+  for (const LayerLayout& L : layers) expected.push_back(L.out);
+  if (H5Aexists(model, "widths") <= 0) throw CheckpointError(model_where + ": attribute 'widths' is missing");
+  h5::Handle attr(H5_CHECK(H5Aopen(model, "widths", H5P_DEFAULT), model_where));
+  const h5::Extent e = h5::attribute_extent(attr, model_where);
+  const std::vector<hsize_t> shape{expected.size()};
+  if (e.null || e.shape != shape || e.type_class != H5T_INTEGER || e.type_size > 8)
+    throw CheckpointError(fmt::format("{}: attribute 'widths' holds {}; expected int64 [{}] ({})", model_where,
+                                      e.describe(), expected.size(), fmt::join(expected, ", ")));
+  std::vector<std::int64_t> widths(expected.size());
+  H5_CHECK(H5Aread(attr, H5T_NATIVE_INT64, widths.data()), model_where);
+  if (widths != expected)
+    throw CheckpointError(fmt::format("{}: attribute 'widths' is [{}] but the layers' shapes give [{}]", model_where,
+                                      fmt::join(widths, ", "), fmt::join(expected, ", ")));
+  const std::string pre_where = path + ": /preprocessing";
+  h5::Handle pre(H5_CHECK(H5Gopen2(file, "/preprocessing", H5P_DEFAULT), pre_where));
+  r.input_scale = read_double_attribute(pre, "input_scale", pre_where);
+  r.mean = read_double_attribute(pre, "mean", pre_where);
+  r.inv_stddev = read_double_attribute(pre, "inv_stddev", pre_where);
+  return r;
+}
+
 }  // namespace
 
-void write_checkpoint_file(const std::string& path, const CheckpointState& s) {
+std::string layout_mismatch(const std::vector<LayerLayout>& file, const std::vector<LayerLayout>& run) {
+  bool same = file.size() == run.size();
+  for (std::size_t i = 0; same && i < file.size(); ++i) same = file[i].in == run[i].in && file[i].out == run[i].out;
+  if (same) return "";
+  auto text = [](const std::vector<LayerLayout>& layers) {
+    std::string s;
+    for (const auto& L : layers) s += fmt::format("{}{}x{}", s.empty() ? "" : ", ", L.out, L.in);
+    return "[" + s + "]";
+  };
+  return fmt::format("its layers (out x in) are {} but this run's model has {}", text(file), text(run));
+}
+
+void write_checkpoint_file
+(const std::string& path, const CheckpointState& s) {
   const std::size_t tensor_bytes = (s.params.size() + s.first.size() + s.second.size()) * sizeof(float);
   require_free_space(path, tensor_bytes + tensor_bytes / 100 + (std::size_t{64} << 10));  // + HDF5 metadata
   Writer w(path);
@@ -362,6 +462,7 @@ void write_checkpoint_file(const std::string& path, const CheckpointState& s) {
       h5::Handle model = w.group(file, "/model");
       w.tensors(model, s.layers, s.params);
     }
+    write_model_recipe(file, s.layers, s.recipe, path);
     {
       h5::Handle optimizer = w.group(file, "/optimizer");
       h5::write_string_attribute(optimizer, "kind", s.optimizer, path);
@@ -408,7 +509,7 @@ void write_checkpoint_file(const std::string& path, const CheckpointState& s) {
   fsync_file(path);
 }
 
-void read_checkpoint_file(const std::string& path, CheckpointState& s) {
+void read_checkpoint_file(const std::string& path, CheckpointState& s, const std::vector<LayerLayout>* expected_layers) {
   h5::Handle file = open_checkpoint(path);
   // The tensors' bytes are read from this descriptor (see read_tensor); closed on every path.
   struct Fd {
@@ -438,18 +539,16 @@ void read_checkpoint_file(const std::string& path, CheckpointState& s) {
     for (std::size_t l = 0;; ++l) {
       const std::string w = "/model/" + Mlp<float>::parameter_name(l, true);
       if (!is_dataset(file, w)) break;
-      h5::Handle set(H5_CHECK(H5Dopen2(file, w.c_str(), H5P_DEFAULT), path + ":" + w));
-      const auto shape = h5::dataset_shape(set, path + ":" + w);
-      if (shape.size() != 2) throw CheckpointError(fmt::format("{}: dataset {}: expected 2 dimensions", path, w));
-      LayerLayout L;
-      L.out = static_cast<int>(shape[0]);
-      L.in = static_cast<int>(shape[1]);
-      L.weight = offset;
-      L.bias = offset + shape[0] * shape[1];
-      offset = L.end();
-      s.layers.push_back(L);
+      s.layers.push_back(layer_layout_of(file, w, offset, path));
+      offset = s.layers.back().end();
     }
     if (s.layers.empty()) throw CheckpointError(fmt::format("{}: /model/layer1.weight is missing", path));
+    // Before any buffer is sized from the file: a checkpoint of another model is refused here.
+    if (expected_layers) {
+      const std::string mismatch = layout_mismatch(s.layers, *expected_layers);
+      if (!mismatch.empty()) throw CheckpointMismatch(fmt::format("cannot resume from {}: {}", path, mismatch));
+    }
+    s.recipe = read_model_recipe(file, s.layers, path);
     auto read_tensors = [&](const std::string& group, std::vector<float>& into) {
       into.resize(offset);
       for (std::size_t l = 0; l < s.layers.size(); ++l) {
@@ -493,7 +592,7 @@ void read_checkpoint_file(const std::string& path, CheckpointState& s) {
 
 CheckpointState read_checkpoint_file(const std::string& path) {
   CheckpointState s;
-  read_checkpoint_file(path, s);
+  read_checkpoint_file(path, s, nullptr);
   return s;
 }
 
@@ -532,16 +631,15 @@ std::string describe_checkpoint_file(const std::string& path) {
                      "schedule_total_steps {}  next_lr {:.6g}\n/optimizer\n  kind {}  step_count {}\n",
                      c.step, c.epoch, c.batch_in_epoch, c.samples_seen, c.seed, c.global_batch,
                      c.schedule_total_steps, c.next_lr, s.optimizer, c.optimizer_steps);
+  const ModelRecipe& r = s.recipe;
+  out += fmt::format("/preprocessing\n  x = (raw * {:.9g} - {:.9g}) * {:.9g}  activation {}\n", r.input_scale, r.mean,
+                     r.inv_stddev, r.activation);
   out += "tensors\n";
   h5::Handle file = open_checkpoint(path);
   for (const std::string& name : dataset_names(file, path)) {
     h5::Handle set(H5_CHECK(H5Dopen2(file, name.c_str(), H5P_DEFAULT), path + ":" + name));
-    const auto shape = h5::dataset_shape(set, path + ":" + name);
-    h5::Handle type(H5_CHECK(H5Dget_type(set), path + ":" + name));
-    const bool is_float = H5Tget_class(type) == H5T_FLOAT;
-    const std::string type_name = fmt::format("{}{}", is_float ? "float" : (H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int"),
-                                              8 * H5Tget_size(type));
-    out += fmt::format("  {:<44} {:<8} [{}]\n", name, type_name, fmt::join(shape, ", "));
+    const h5::Extent e = h5::dataset_extent(set, path + ":" + name);
+    out += fmt::format("  {:<44} {:<8} [{}]\n", name, e.type_name, fmt::join(e.shape, ", "));
   }
   out += "config\n" + s.config_toml;
   return out;

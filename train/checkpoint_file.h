@@ -3,6 +3,7 @@
 //   /optimizer/<exp_avg|exp_avg_sq|momentum_buffer>/<param>   float32, same shapes
 //   /optimizer/step_count                          uint64 scalar; attribute kind
 //   /train/<step|epoch|batch_in_epoch|...>         scalars; attribute rng (why no RNG state)
+//   /model attributes widths, activation; /preprocessing attributes (model_file.h)
 //   /meta                                          attributes: format_version, config,
 //                                                  world_size, program_version, created, host
 // Every dataset carries a `crc32` attribute: zlib's CRC-32 of its little-endian bytes in C
@@ -21,6 +22,11 @@ namespace slurm_train {
 struct CheckpointError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+// A checkpoint whose layers differ from the model a resume expects: not a damaged file to skip
+// for an older one, but a run configured for another model.
+struct CheckpointMismatch : CheckpointError {
+  using CheckpointError::CheckpointError;
+};
 // A checkpoint that could not be written (full disk, unwritable folder); names the path. The
 // run exits with kExitCheckpointWrite (see run_command.cc and the README).
 inline constexpr int kExitCheckpointWrite = 3;
@@ -38,8 +44,15 @@ void write_checkpoint_file(const std::string& path, const CheckpointState& state
 // naming the file and the dataset at fault.
 CheckpointState read_checkpoint_file(const std::string& path);
 // The same into `into`, whose buffers keep their capacity: a resume into buffers that exist
-// already skips the kernel's zeroing and page faults of fresh memory.
-void read_checkpoint_file(const std::string& path, CheckpointState& into);
+// already skips the kernel's zeroing and page faults of fresh memory. With `expected_layers`, a
+// file of other layers throws CheckpointMismatch before any buffer is sized from it.
+// Every size is checked against the bytes the file stores before it is allocated, and every
+// attribute's dataspace and type before it is read.
+void read_checkpoint_file(const std::string& path, CheckpointState& into,
+                          const std::vector<LayerLayout>* expected_layers = nullptr);
+
+// Why layers read from a file are not a run's, or "" when they are. Pure.
+std::string layout_mismatch(const std::vector<LayerLayout>& file, const std::vector<LayerLayout>& run);
 
 // Every problem of the file, one line each (empty: valid): each dataset's checksum, found by
 // walking the file, and that the file reads back as a checkpoint.

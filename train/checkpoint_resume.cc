@@ -13,20 +13,34 @@ namespace slurm_train {
 
 namespace {
 
-std::string shape_text(const std::vector<LayerLayout>& layers) {
-  std::string s;
-  for (const auto& L : layers) s += fmt::format("{}{}x{}", s.empty() ? "" : ", ", L.out, L.in);
-  return "[" + s + "]";
+// The counters of a checkpoint this program wrote for this run: a step within its schedule (one
+// beyond it would "resume" a run with nothing left to train) and the counters that follow from
+// the step as the trainer writes them.
+std::string counters_mismatch(const CheckpointCounters& c, const ResumeTarget& t) {
+  if (c.step > t.total_steps)
+    return fmt::format("its /train/step is {} but this run has {} steps (expected 0 to {})", c.step, t.total_steps,
+                       t.total_steps);
+  const std::uint64_t per_epoch = t.steps_per_epoch;
+  if (per_epoch > 0 && c.epoch != c.step / per_epoch)
+    return fmt::format("its /train/epoch is {} but step {} at {} batches per epoch is in epoch {}", c.epoch, c.step,
+                       per_epoch, c.step / per_epoch);
+  if (per_epoch > 0 && c.batch_in_epoch != c.step % per_epoch)
+    return fmt::format("its /train/batch_in_epoch is {} but step {} at {} batches per epoch is batch {}",
+                       c.batch_in_epoch, c.step, per_epoch, c.step % per_epoch);
+  std::uint64_t samples = 0;
+  if (__builtin_mul_overflow(c.step, c.global_batch, &samples) || c.samples_seen != samples)
+    return fmt::format("its /train/samples_seen is {} but step {} of global batches of {} is {} samples",
+                       c.samples_seen, c.step, c.global_batch, samples);
+  if (c.optimizer_steps != c.step)
+    return fmt::format("its /optimizer/step_count is {} but its /train/step is {} (expected equal)", c.optimizer_steps,
+                       c.step);
+  return "";
 }
 
 }  // namespace
 
 std::string checkpoint_mismatch(const CheckpointState& c, const ResumeTarget& t) {
-  bool same_layers = c.layers.size() == t.layers.size();
-  for (std::size_t i = 0; same_layers && i < c.layers.size(); ++i)
-    same_layers = c.layers[i].in == t.layers[i].in && c.layers[i].out == t.layers[i].out;
-  if (!same_layers)
-    return fmt::format("its layers (out x in) are {} but this run's model has {}", shape_text(c.layers), shape_text(t.layers));
+  if (std::string layers = layout_mismatch(c.layers, t.layers); !layers.empty()) return layers;
   if (c.optimizer != t.optimizer)
     return fmt::format("it holds {} state but train.optimizer is {}", c.optimizer, t.optimizer);
   // The data position counts global batches of one size, and the shuffle follows the seed.
@@ -35,7 +49,7 @@ std::string checkpoint_mismatch(const CheckpointState& c, const ResumeTarget& t)
                        t.global_batch);
   if (c.counters.seed != t.seed)
     return fmt::format("it was written with train.seed = {} but this run has {}", c.counters.seed, t.seed);
-  return "";
+  return counters_mismatch(c.counters, t);
 }
 
 std::optional<Resumed> resume_from_checkpoint(const std::string& dir, const ResumeTarget& t, Comm& comm,
@@ -57,7 +71,7 @@ std::optional<Resumed> resume_from_checkpoint(const std::string& dir, const Resu
     };
     lend();
     try {
-      const bool found = load_newest_valid_checkpoint(dir, warn, state);
+      const bool found = load_newest_valid_checkpoint(dir, warn, state, &t.layers);
       if (found) {
         path = dir + "/" + checkpoint_file_name(state.counters.step);
         problem = checkpoint_mismatch(state, t);

@@ -25,6 +25,7 @@ struct ResumeTarget {
   std::vector<float>* params = nullptr;
   std::vector<float>* first = nullptr;
   std::vector<float>* second = nullptr;  // may be empty (SGD)
+  std::uint64_t steps_per_epoch = 0;     // global batches of an epoch
 };
 
 // Why a checkpoint cannot continue this run, or "" when it can. Pure: unit-tested.

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "train/mlp.h"
+#include "train/model_file.h"
 
 namespace slurm_train {
 
@@ -41,6 +42,7 @@ struct CheckpointState {
   std::vector<LayerLayout> layers;       // the parameters' layout in the buffers below
   std::vector<float> params;             // /model/<layerN.weight|bias>
   std::vector<float> first, second;      // AdamW exp_avg, exp_avg_sq; SGD momentum_buffer, (empty)
+  ModelRecipe recipe;                    // /model widths and activation, /preprocessing (model_file.h)
   std::string config_toml;               // /meta config
   std::string program_version, created, host;  // /meta; created: ISO 8601 UTC
   std::int64_t format_version = kCheckpointFormatVersion;

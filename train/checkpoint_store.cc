@@ -89,15 +89,17 @@ std::vector<CheckpointEntry> list_checkpoints(const std::string& dir) {
 }
 
 bool load_newest_valid_checkpoint(const std::string& dir, const std::function<void(const std::string&)>& warn,
-                                  CheckpointState& into) {
+                                  CheckpointState& into, const std::vector<LayerLayout>* expected_layers) {
   std::vector<std::uint64_t> steps;
   for (const auto& e : list_checkpoints(dir)) steps.push_back(e.step);
   const auto chosen = choose_newest_valid(
       steps,
       [&](std::uint64_t step) -> std::string {
         try {
-          read_checkpoint_file(dir + "/" + checkpoint_file_name(step), into);
+          read_checkpoint_file(dir + "/" + checkpoint_file_name(step), into, expected_layers);
           return "";
+        } catch (const CheckpointMismatch&) {
+          throw;
         } catch (const std::exception& e) {
           return e.what();
         }

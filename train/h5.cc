@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 
 namespace slurm_train::h5 {
 
@@ -104,6 +105,64 @@ std::vector<hsize_t> dataset_shape(hid_t dataset, const std::string& context) {
   return shape;
 }
 
+namespace {
+
+std::string type_name_of(hid_t type) {
+  switch (H5Tget_class(type)) {
+    case H5T_INTEGER: return fmt::format("{}{}", H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int", 8 * H5Tget_size(type));
+    case H5T_FLOAT: return fmt::format("float{}", 8 * H5Tget_size(type));
+    case H5T_STRING: return "string";
+    default: return fmt::format("HDF5 type class {}", static_cast<int>(H5Tget_class(type)));
+  }
+}
+
+Extent extent_of(hid_t space, hid_t type, const std::string& context) {
+  Extent e;
+  const H5S_class_t kind = H5Sget_simple_extent_type(space);
+  if (kind == H5S_NO_CLASS) fail("H5Sget_simple_extent_type", __FILE__, __LINE__, context);
+  e.null = kind == H5S_NULL;
+  if (kind == H5S_SIMPLE) {
+    const int rank = H5_CHECK(H5Sget_simple_extent_ndims(space), context);
+    e.shape.resize(static_cast<std::size_t>(rank));
+    H5_CHECK(H5Sget_simple_extent_dims(space, e.shape.data(), nullptr), context);
+  }
+  e.type_class = H5_CHECK(H5Tget_class(type), context);
+  e.type_size = H5Tget_size(type);
+  if (e.type_size == 0) fail("H5Tget_size", __FILE__, __LINE__, context);
+  e.variable_string = e.type_class == H5T_STRING && H5Tis_variable_str(type) > 0;
+  e.type_name = type_name_of(type);
+  return e;
+}
+
+}  // namespace
+
+std::string Extent::describe() const {
+  if (null) return type_name + " with no elements (a null dataspace)";
+  if (shape.empty()) return type_name + " scalar";
+  return fmt::format("{} [{}]", type_name, fmt::join(shape, ", "));
+}
+
+Extent attribute_extent(hid_t attr, const std::string& context) {
+  Handle space(H5_CHECK(H5Aget_space(attr), context));
+  Handle type(H5_CHECK(H5Aget_type(attr), context));
+  return extent_of(space, type, context);
+}
+
+Extent dataset_extent(hid_t dataset, const std::string& context) {
+  Handle space(H5_CHECK(H5Dget_space(dataset), context));
+  Handle type(H5_CHECK(H5Dget_type(dataset), context));
+  return extent_of(space, type, context);
+}
+
+std::optional<std::size_t> byte_count(const std::vector<hsize_t>& shape, std::size_t element_size) {
+  std::size_t bytes = element_size;
+  for (hsize_t d : shape) {
+    if (d != 0 && bytes > std::numeric_limits<std::size_t>::max() / d) return std::nullopt;
+    bytes *= static_cast<std::size_t>(d);
+  }
+  return bytes;
+}
+
 void write_uint8(hid_t file, const std::string& name, const std::vector<hsize_t>& shape,
                  const std::uint8_t* data, const std::string& context) {
   Handle space(H5_CHECK(H5Screate_simple(static_cast<int>(shape.size()), shape.data(), nullptr), context));
@@ -138,6 +197,20 @@ void write_string_attribute(hid_t object, const std::string& name, const std::st
   Handle attr(H5_CHECK(H5Acreate2(object, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT), context));
   const char* text = value.c_str();
   H5_CHECK(H5Awrite(attr, type, &text), context);
+}
+
+void write_double_attribute(hid_t object, const std::string& name, double value, const std::string& context) {
+  Handle space(H5_CHECK(H5Screate(H5S_SCALAR), context));
+  Handle attr(H5_CHECK(H5Acreate2(object, name.c_str(), H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT), context));
+  H5_CHECK(H5Awrite(attr, H5T_NATIVE_DOUBLE, &value), context);
+}
+
+void write_int64_list_attribute(hid_t object, const std::string& name, const std::vector<std::int64_t>& values,
+                                const std::string& context) {
+  const hsize_t count = values.size();
+  Handle space(H5_CHECK(H5Screate_simple(1, &count, nullptr), context));
+  Handle attr(H5_CHECK(H5Acreate2(object, name.c_str(), H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT), context));
+  H5_CHECK(H5Awrite(attr, H5T_NATIVE_INT64, values.data()), context);
 }
 
 void write_string_list_attribute(hid_t object, const std::string& name,

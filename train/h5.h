@@ -5,6 +5,7 @@
 #include <hdf5.h>
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -58,6 +59,25 @@ bool has_dataset(hid_t file, const std::string& name);
 Handle open_dataset(hid_t file, const std::string& name, const std::string& path);
 std::vector<hsize_t> dataset_shape(hid_t dataset, const std::string& context);
 
+// What an attribute or dataset holds, read before any of its data: a read into a buffer of one
+// element must first know that the file holds one element of the expected type (a crafted file
+// may hold thousands where a scalar belongs).
+struct Extent {
+  bool null = false;            // H5S_NULL: no elements at all
+  std::vector<hsize_t> shape;   // empty: a scalar
+  H5T_class_t type_class = H5T_NO_CLASS;
+  std::size_t type_size = 0;
+  bool variable_string = false;
+  std::string type_name;        // "int64", "float32", "string", ...
+  bool is_scalar() const { return !null && shape.empty(); }
+  std::string describe() const;  // "int64 [4096]", "string scalar"
+};
+Extent attribute_extent(hid_t attr, const std::string& context);
+Extent dataset_extent(hid_t dataset, const std::string& context);
+
+// Elements of `shape` times `element_size`; nullopt when that overflows size_t. Pure.
+std::optional<std::size_t> byte_count(const std::vector<hsize_t>& shape, std::size_t element_size);
+
 // Writes a chunked, compressed dataset of unsigned bytes with the given shape.
 void write_uint8(hid_t file, const std::string& name, const std::vector<hsize_t>& shape,
                  const std::uint8_t* data, const std::string& context);
@@ -68,6 +88,9 @@ void write_float32(hid_t parent, const std::string& name, const std::vector<hsiz
 
 void write_string_attribute(hid_t object, const std::string& name, const std::string& value,
                             const std::string& context);
+void write_double_attribute(hid_t object, const std::string& name, double value, const std::string& context);
+void write_int64_list_attribute(hid_t object, const std::string& name, const std::vector<std::int64_t>& values,
+                                const std::string& context);
 void write_string_list_attribute(hid_t object, const std::string& name,
                                  const std::vector<std::string>& values, const std::string& context);
 

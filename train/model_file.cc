@@ -12,8 +12,36 @@
 
 namespace slurm_train {
 
+namespace {
+
+constexpr const char* kFormula =
+    "x = (raw * input_scale - mean) * inv_stddev, raw being each stored feature (a uint8 pixel or a float) of the "
+    "sample flattened in C order; then layerN: x = x @ weight.T + bias, the activation after each but the last";
+
+}  // namespace
+
+ModelRecipe model_recipe_of(Normalization norm, bool uint8_features, const std::string& activation) {
+  // The factors as the engine applies them (Dataset::raw, normalized_rows): float32 values.
+  return {activation, uint8_features ? static_cast<double>(1.0f / 255.0f) : 1.0, norm.mean, norm.inv_stddev};
+}
+
+void write_model_recipe(hid_t file, const std::vector<LayerLayout>& layers, const ModelRecipe& recipe,
+                        const std::string& context) {
+  std::vector<std::int64_t> widths;
+  if (!layers.empty()) widths.push_back(layers.front().in);
+  for (const LayerLayout& L : layers) widths.push_back(L.out);
+  h5::Handle model(H5_CHECK(H5Gopen2(file, "/model", H5P_DEFAULT), context + ":/model"));
+  h5::write_int64_list_attribute(model, "widths", widths, context);
+  h5::write_string_attribute(model, "activation", recipe.activation, context);
+  h5::Handle pre(H5_CHECK(H5Gcreate2(file, "/preprocessing", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), context));
+  h5::write_double_attribute(pre, "input_scale", recipe.input_scale, context);
+  h5::write_double_attribute(pre, "mean", recipe.mean, context);
+  h5::write_double_attribute(pre, "inv_stddev", recipe.inv_stddev, context);
+  h5::write_string_attribute(pre, "formula", kFormula, context);
+}
+
 void save_model(const std::string& path, const std::vector<LayerLayout>& layers, const std::vector<float>& params,
-                const std::string& config_toml) {
+                const std::string& config_toml, const ModelRecipe& recipe) {
   const std::string tmp = path + ".tmp";
   {
     h5::Handle file = h5::create_file(tmp);
@@ -25,6 +53,7 @@ void save_model(const std::string& path, const std::vector<LayerLayout>& layers,
       h5::write_float32(group, Mlp<float>::parameter_name(l, true), {weight_shape, weight_shape + 2}, &params[L.weight], tmp);
       h5::write_float32(group, Mlp<float>::parameter_name(l, false), {bias_shape, bias_shape + 1}, &params[L.bias], tmp);
     }
+    write_model_recipe(file, layers, recipe, tmp);
     h5::Handle meta(H5_CHECK(H5Gcreate2(file, "/meta", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), tmp));
     h5::write_string_attribute(meta, "program_version", SLURM_TRAIN_VERSION, tmp);
     h5::write_string_attribute(meta, "config", config_toml, tmp);

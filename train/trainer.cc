@@ -139,6 +139,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
                                             train_set.count, config.data.train));
   const std::uint64_t total_steps = tc.steps > 0 ? static_cast<std::uint64_t>(tc.steps) : tc.epochs * per_epoch;
   const Normalization norm = normalization_of(train_set);
+  const ModelRecipe recipe = model_recipe_of(norm, train_set.is_uint8(), config.model.activation);
 
   Mlp<float> model(shape_of(config, train_set.feature_size), k);
   model.initialize(static_cast<std::uint64_t>(tc.seed));
@@ -158,7 +159,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   if (checkpoints && cc.resume) {
     phase(TrainPhase::kResume, 0);
     ResumeTarget target{model.layers(), tc.optimizer, global_batch, static_cast<std::uint64_t>(tc.seed), total_steps,
-                        &model.params(), &optimizer.first_state(), &optimizer.second_state()};
+                        &model.params(), &optimizer.first_state(), &optimizer.second_state(), per_epoch};
     const auto resumed = resume_from_checkpoint(cc.dir, target, comm, [&](const std::string& line) {
       std::cerr << "slurm-train: " << line << "\n" << std::flush;
     });
@@ -215,6 +216,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
       s.program_version = SLURM_TRAIN_VERSION;
       s.created = created;
       s.host = host;
+      s.recipe = recipe;
     });
     pending = {true, done, seconds_since(begin)};
   };
@@ -341,7 +343,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   }
   result.parameters = model.params();
   if (rank0 && !tc.save.empty()) {
-    save_model(tc.save, model.layers(), model.params(), config_as_toml(config));
+    save_model(tc.save, model.layers(), model.params(), config_as_toml(config), recipe);
     out << fmt::format("saved the model to {}\n", tc.save) << std::flush;
   }
   result.seconds = seconds_since(started);
