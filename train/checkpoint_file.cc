@@ -521,6 +521,7 @@ void read_checkpoint_file(const std::string& path, CheckpointState& s, const std
   // The tensors are read front to back: a larger read-ahead window (advice only; failure is harmless).
   if (data.fd >= 0) ::posix_fadvise(data.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   s.layers.clear();
+  s.path = path;
   try {
     const std::string meta_where = path + ": /meta";
     if (H5Lexists(file, "/meta", H5P_DEFAULT) <= 0) throw CheckpointError(meta_where + " is missing");

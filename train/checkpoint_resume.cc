@@ -73,8 +73,10 @@ std::optional<Resumed> resume_from_checkpoint(const std::string& dir, const Resu
     try {
       const bool found = load_newest_valid_checkpoint(dir, warn, state, &t.layers);
       if (found) {
-        path = dir + "/" + checkpoint_file_name(state.counters.step);
+        path = state.path;
         problem = checkpoint_mismatch(state, t);
+        if (problem.empty() && path != dir + "/" + checkpoint_file_name(state.counters.step))
+          problem = fmt::format("its /train/step is {} but its name says another step", state.counters.step);
         if (!problem.empty()) problem = fmt::format("cannot resume from {}: {}", path, problem);
       }
       if (found && problem.empty()) {

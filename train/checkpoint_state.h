@@ -46,6 +46,7 @@ struct CheckpointState {
   std::string config_toml;               // /meta config
   std::string program_version, created, host;  // /meta; created: ISO 8601 UTC
   std::int64_t format_version = kCheckpointFormatVersion;
+  std::string path;  // the file it was read from; not written
 };
 
 // /optimizer/<state> group names: PyTorch's names, so that people know them.

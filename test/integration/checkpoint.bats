@@ -204,6 +204,44 @@ teardown() {
   [[ $stderr == *"cannot create the checkpoint folder '$BATS_TEST_TMPDIR/file/ck'"* ]]
 }
 
+# resume_into_unwritable DIR MESSAGE PREFIX...: DIR/ck holds step 3 and the caller made it
+# unwritable; a run resumed there through PREFIX (as another user, say) must end with exit 3,
+# MESSAGE and a path in DIR/ck, and leave step 3 intact.
+resume_into_unwritable() {
+  local d=$1 expected=$2
+  shift 2
+  run --separate-stderr "$@" "$BUILD/bin/slurm-train" run $(small_args) --train.steps 6 --ckpt.dir "$d/ck" --train.metrics ""
+  echo "status $status: $stderr"
+  [ "$status" -eq 3 ]
+  [[ $stderr == *"'$d/ck/"*"$expected"* ]]
+  [ "$(ls "$d/ck")" = "$(printf 'latest\nrestarts\nstep-00000003.h5')" ]
+  run "$BUILD/bin/slurm-train" ckpt verify "$d/ck"
+  [ "$status" -eq 0 ]
+}
+
+@test "a checkpoint folder the user may not write (EACCES: mode 0555, owned by root, run as nobody) is exit 3 naming the path" {
+  [ "$(id -u)" -eq 0 ] || skip "needs root to run as another user"
+  # Under /tmp, not BATS_TEST_TMPDIR, whose parents nobody may not enter.
+  d=$(mktemp -d /tmp/ckpt-eacces-XXXXXX)
+  chmod 0755 "$d"
+  mkdir -m 0777 "$d/logs"
+  small_run --train.steps 6 --train.stop_after 3 --ckpt.dir "$d/ck" --train.metrics "" >/dev/null
+  chmod 0555 "$d/ck"
+  resume_into_unwritable "$d" "Permission denied" setpriv --reuid=nobody --regid=nogroup --clear-groups \
+    env HOME="$d" SLURM_TRAIN_LOG_DIR="$d/logs"
+  rm -rf "$d"
+}
+
+@test "a checkpoint folder on a read-only mount (EROFS) is exit 3 naming the path" {
+  [ "$(id -u)" -eq 0 ] || skip "needs root to mount a tmpfs"
+  d=$BATS_TEST_TMPDIR/small
+  mkdir -p "$d"
+  mount -t tmpfs -o size=16m tmpfs "$d" || skip "cannot mount a tmpfs here"
+  small_run --train.steps 6 --train.stop_after 3 --ckpt.dir "$d/ck" --train.metrics "" >/dev/null
+  mount -o remount,ro "$d"
+  resume_into_unwritable "$d" "Read-only file system" env
+}
+
 @test "ckpt show and h5ls describe the file; h5py loads the weights into NumPy as the README shows" {
   d=$BATS_TEST_TMPDIR
   small_run --train.steps 6 --ckpt.dir "$d/ck" --train.optimizer sgd --train.metrics "" --train.save "$d/m.h5" >/dev/null
@@ -232,4 +270,147 @@ with h5py.File(sys.argv[2], "r") as m:
 print(step, sorted(weights)[0], weights["layer1.weight"].shape)
 PY
   [ "$output" = "6 layer1.bias (64, 784)" ]
+}
+
+# craft SOURCE DEST CASE: a copy of checkpoint SOURCE made hostile with h5py (CASE below), as a
+# crafted file would be; datasets keep a right crc32 so that only the named check can refuse them.
+craft() {
+  $PY - "$@" <<'PY'
+import shutil, sys, zlib
+import h5py, numpy as np
+src, dst, case = sys.argv[1:4]
+shutil.copy(src, dst)
+def replace(f, name, **kwargs):
+    del f[name]
+    d = f.create_dataset(name, **kwargs)
+    d.attrs.create("crc32", zlib.crc32(d[()].tobytes()) if "data" in kwargs else 0, dtype="<u4")
+with h5py.File(dst, "r+") as f:
+    if case == "format_version":  # the issue's own example
+        f["meta"].attrs.create("format_version", np.arange(4096, dtype="<i8"))
+    elif case == "config":
+        f["meta"].attrs.create("config", ["x"] * 3000, dtype=h5py.string_dtype())
+    elif case == "crc32":
+        f["model/layer2.weight"].attrs.create("crc32", np.arange(4096, dtype="<u4"))
+    elif case == "step_array":
+        replace(f, "train/step", data=np.arange(4096, dtype="<u8"))
+    elif case == "dims":  # 2 GiB of zeros if believed; the file stays this small
+        replace(f, "model/layer1.weight", shape=(32768, 16384), dtype="<f4")
+    elif case == "dims_2p40":
+        replace(f, "train/epoch_seconds", shape=(2**40,), dtype="<f8")
+    elif case == "overflow":  # (2^61 + 1) * 8 bytes wraps to 8 in 64 bits
+        replace(f, "train/seed", shape=(2**61 + 1,), dtype="<u8", chunks=(1024,))
+    elif case == "step_max":
+        f["train/step"][()] = np.uint64(2**64 - 1)
+        f["train/step"].attrs.modify("crc32", np.uint32(zlib.crc32(np.array(2**64 - 1, dtype="<u8").tobytes())))
+    else:
+        sys.exit("unknown case " + case)
+PY
+}
+
+# The program built with AddressSanitizer reserves terabytes of address space: `ulimit -v`
+# cannot apply to it.
+sanitized() { ldd "$BUILD/bin/slurm-train" | grep -q libasan; }
+
+@test "an array where a scalar attribute or dataset belongs: ckpt verify, list and show name it, and a resume falls back" {
+  d=$BATS_TEST_TMPDIR
+  small_run --train.steps 30 --train.stop_after 12 --ckpt.dir "$d/ck" --ckpt.every 4 --train.metrics "" >/dev/null
+  good=$d/ck/step-00000012.h5
+  expect_format_version="/meta: attribute 'format_version' holds int64 [4096]; expected one integer (a scalar)"
+  declare -A expected=(
+    [format_version]="$expect_format_version"
+    [config]="/meta: attribute 'config' holds string [3000]; expected one variable-length string (a scalar)"
+    [crc32]="dataset /model/layer2.weight: attribute 'crc32' holds uint32 [4096]; expected one uint32 (a scalar)"
+    [step_array]="dataset /train/step: holds uint64 [4096]; expected one uint64 (a scalar)"
+  )
+  for case in "${!expected[@]}"; do
+    f=$d/$case.h5
+    craft "$good" "$f" "$case"
+    run "$BUILD/bin/slurm-train" ckpt verify "$f"
+    echo "$case: $status $output"
+    [ "$status" -eq 1 ]
+    [[ $output == *"FAIL $f"*"$f: ${expected[$case]}"* ]]
+    run --separate-stderr "$BUILD/bin/slurm-train" ckpt show "$f"
+    echo "$case: $status $stderr"
+    [ "$status" -eq 1 ]
+    [[ $stderr == *"$f: ${expected[$case]}"* ]]
+  done
+  craft "$good" "$good.crafted" format_version
+  mv "$good.crafted" "$good"
+  run "$BUILD/bin/slurm-train" ckpt list "$d/ck"
+  [ "$status" -eq 0 ]
+  [[ $output == *"12 "*"INVALID: $good: $expect_format_version"* ]]
+  run --separate-stderr small_run --train.steps 30 --train.stop_after 13 --ckpt.dir "$d/ck" --train.metrics ""
+  echo "$status $stderr"
+  [ "$status" -eq 0 ]
+  [[ $stderr == *"step-00000012.h5 is unusable: $good: $expect_format_version"*"falling back to step-00000008.h5"* ]]
+  [[ $output == *"resumed from $d/ck/step-00000008.h5 at step 8"* ]]
+}
+
+@test "absurd dimensions (2 GiB of zeros, 2^40 elements, a size that overflows): a clear error before any allocation; a resume falls back" {
+  d=$BATS_TEST_TMPDIR
+  small_run --train.steps 30 --train.stop_after 12 --ckpt.dir "$d/ck" --ckpt.every 4 --train.metrics "" >/dev/null
+  good=$d/ck/step-00000012.h5
+  declare -A expected=(
+    [dims]="dataset /model/layer1.weight: its shape float32 [32768, 16384] needs 2147483648 bytes but the file stores 0 for it"
+    [dims_2p40]="dataset /train/epoch_seconds: its shape float64 [1099511627776] needs 8796093022208 bytes but the file stores 0 for it"
+    [overflow]="dataset /train/seed: its shape uint64 [2305843009213693953] of 8-byte elements overflows the address space"
+  )
+  # 1 GiB of address space: enough for the program, not for the 2 GiB the first file claims.
+  limit=(bash -c 'ulimit -v 1048576; exec "$@"' _)
+  if sanitized; then limit=(); fi
+  for case in "${!expected[@]}"; do
+    f=$d/$case.h5
+    craft "$good" "$f" "$case"
+    [ "$(stat -c %s "$f")" -lt 1000000 ]
+    run "${limit[@]}" "$BUILD/bin/slurm-train" ckpt verify "$f"
+    echo "$case: $status $output"
+    [ "$status" -eq 1 ]
+    [[ $output == *"FAIL $f"*"$f: ${expected[$case]}"* ]]
+    run --separate-stderr "${limit[@]}" "$BUILD/bin/slurm-train" ckpt show "$f"
+    echo "$case: $status $stderr"
+    [ "$status" -eq 1 ]
+    [[ $stderr == *"$f: ${expected[$case]}"* ]]
+  done
+  craft "$good" "$good.crafted" dims
+  mv "$good.crafted" "$good"
+  run --separate-stderr small_run --train.steps 30 --train.stop_after 13 --ckpt.dir "$d/ck" --train.metrics ""
+  echo "$status $stderr"
+  [ "$status" -eq 0 ]
+  [[ $stderr == *"step-00000012.h5 is unusable: $good: ${expected[dims]}"*"falling back to step-00000008.h5"* ]]
+  [[ $output == *"resumed from $d/ck/step-00000008.h5 at step 8"* ]]
+}
+
+@test "a checkpoint whose /train/step is 2^64-1 is refused naming the file, the value and the range (exit 1), not resumed" {
+  d=$BATS_TEST_TMPDIR
+  small_run --train.steps 30 --train.stop_after 12 --ckpt.dir "$d/ck" --ckpt.every 4 --train.metrics "" >/dev/null
+  f=$d/ck/step-00000012.h5
+  craft "$f" "$f.crafted" step_max
+  mv "$f.crafted" "$f"
+  run --separate-stderr small_run --train.steps 30 --ckpt.dir "$d/ck" --train.metrics ""
+  echo "$status $output $stderr"
+  [ "$status" -eq 1 ]
+  [[ $stderr == *"cannot resume from $f: its /train/step is 18446744073709551615 but this run has 30 steps (expected 0 to 30)"* ]]
+  [[ $output != *"resumed from"* ]]
+}
+
+@test "examples/load_in_pytorch.py runs the saved model (and the last checkpoint) in PyTorch from the file alone: the run's test accuracy within 0.05 points" {
+  d=$BATS_TEST_TMPDIR
+  set_small_args
+  # GELU: the script must take the activation from the file, not assume ReLU.
+  run "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.epochs 1 --model.activation gelu --train.save "$d/m.h5" \
+    --ckpt.dir "$d/ck"
+  [ "$status" -eq 0 ]
+  final=$(sed -n 's/^final: test_acc \([0-9.]*\)%.*/\1/p' <<<"$output")
+  [ -n "$final" ]
+  run h5dump -a /preprocessing/mean "$d/m.h5"
+  [[ $output == *"(0): 0.286"* ]]
+  # The IDX files as shipped, and the imported HDF5 test set.
+  for args in "$d/m.h5" "$d/m.h5 --test $TEST_DATA/test.h5" "$d/ck/step-00000240.h5"; do
+    # shellcheck disable=SC2086
+    run $PY "$ROOT/examples/load_in_pytorch.py" $args
+    echo "$args: $output (the run: $final)"
+    [ "$status" -eq 0 ]
+    [[ $output =~ ^test_acc\ ([0-9.]+)$ ]]
+    awk -v a="${BASH_REMATCH[1]}" -v b="$final" 'BEGIN { d = a - b; exit !(d <= 0.05 && d >= -0.05) }'
+  done
 }

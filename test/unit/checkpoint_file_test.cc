@@ -6,11 +6,14 @@
 
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <numeric>
+#include <thread>
 
 #include "test/one_rank_comm.h"
 #include "test/unit/test_support.h"
@@ -195,21 +198,48 @@ TEST_CASE("checkpoint writer: a background write's error reaches the training th
 
 TEST_CASE("checkpoint writer: the copy happens before wait_copied returns; a failed copy is reported there") {
   std::vector<float> live(1000, 1.0f);
-  CheckpointWriter writer(true, [](const CheckpointState&) {});
-  writer.submit([&](CheckpointState& s) { s.params = live; });
+  std::vector<float> written;
+  std::promise<void> changed;
+  // The write itself waits until the parameters have changed: what it writes must be the copy.
+  CheckpointWriter writer(true, [&, done = changed.get_future().share()](const CheckpointState& s) {
+    done.wait();
+    written = s.params;
+  });
+  writer.submit([&](CheckpointState& s) {
+    // A slow copy: a wait_copied that returned before it would let the change below in first.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    s.params = live;
+  });
   writer.wait_copied();
   live.assign(1000, 2.0f);  // the optimizer may now change the parameters
+  changed.set_value();
   writer.wait();
+  CHECK(written == std::vector<float>(1000, 1.0f));
   CheckpointWriter failing(true, [](const CheckpointState&) {});
   failing.submit([](CheckpointState&) { throw std::runtime_error("copy failed"); });
   testing::check_refused<std::runtime_error>([&] { failing.wait_copied(); }, "copy failed");
 }
 
 TEST_CASE("checkpoint writer: synchronous mode copies and writes inside submit") {
-  std::uint64_t written = 0;
-  CheckpointWriter writer(false, [&](const CheckpointState& s) { written = s.counters.step; });
-  writer.submit([](CheckpointState& s) { s.counters.step = 9; });
-  CHECK(written == 9);
+  std::vector<float> live(100, 1.0f);
+  std::vector<float> written;
+  std::thread::id copier, writer_thread;
+  CheckpointWriter writer(false, [&](const CheckpointState& s) {
+    writer_thread = std::this_thread::get_id();
+    written = s.params;
+  });
+  writer.submit([&](CheckpointState& s) {
+    copier = std::this_thread::get_id();
+    s.params = live;
+  });
+  // Both done by the time submit returns, on the calling thread, with nothing left in flight.
+  CHECK(copier == std::this_thread::get_id());
+  CHECK(writer_thread == std::this_thread::get_id());
+  CHECK(written == std::vector<float>(100, 1.0f));
+  CHECK_FALSE(writer.busy());
+  live.assign(100, 2.0f);
+  writer.wait();
+  CHECK(written == std::vector<float>(100, 1.0f));
 }
 
 TEST_CASE("checkpoint resume: a checkpoint that does not fit the run is refused with the reason") {
@@ -229,6 +259,80 @@ TEST_CASE("checkpoint resume: a checkpoint that does not fit the run is refused 
   other = t;
   other.seed = 1;
   CHECK(checkpoint_mismatch(s, other).find("train.seed = 42") != std::string::npos);
+}
+
+TEST_CASE("checkpoint resume: a step beyond the run's schedule, or counters that disagree with the step, are refused") {
+  std::vector<float> p, f, g;
+  const CheckpointState s = sample_state(25);  // 10 batches per epoch, global batch 32
+  ResumeTarget t{s.layers, "adamw", 32, 42, 100, &p, &f, &g, 10};
+  CHECK(checkpoint_mismatch(s, t).empty());
+  CheckpointState bad = s;
+  bad.counters.step = ~std::uint64_t{0};
+  CHECK(checkpoint_mismatch(bad, t) == "its /train/step is 18446744073709551615 but this run has 100 steps (expected 0 to 100)");
+  t.total_steps = 25;  // a finished run's last checkpoint
+  CHECK(checkpoint_mismatch(s, t).empty());
+  t.total_steps = 24;
+  CHECK(checkpoint_mismatch(s, t) == "its /train/step is 25 but this run has 24 steps (expected 0 to 24)");
+  t.total_steps = 100;
+  bad = s;
+  bad.counters.epoch = 7;
+  CHECK(checkpoint_mismatch(bad, t) == "its /train/epoch is 7 but step 25 at 10 batches per epoch is in epoch 2");
+  bad = s;
+  bad.counters.batch_in_epoch = 9;
+  CHECK(checkpoint_mismatch(bad, t) == "its /train/batch_in_epoch is 9 but step 25 at 10 batches per epoch is batch 5");
+  bad = s;
+  bad.counters.samples_seen = 1;
+  CHECK(checkpoint_mismatch(bad, t) == "its /train/samples_seen is 1 but step 25 of global batches of 32 is 800 samples");
+  bad = s;
+  bad.counters.optimizer_steps = 3;
+  CHECK(checkpoint_mismatch(bad, t) == "its /optimizer/step_count is 3 but its /train/step is 25 (expected equal)");
+}
+
+TEST_CASE("checkpoint file: a checkpoint of other layers is refused before any buffer is sized from it") {
+  TempDir dir;
+  const std::string path = dir.path + "/c.h5";
+  write_checkpoint_file(path, sample_state(3));
+  const auto run_layers = mlp_layout(MlpShape{6, {5}, 3});
+  CheckpointState into;
+  into.params.assign(run_layers.back().end(), 0.0f);
+  testing::check_refused<CheckpointMismatch>(
+      [&] { read_checkpoint_file(path, into, &run_layers); },
+      "cannot resume from " + path + ": its layers (out x in) are [4x6, 3x4] but this run's model has [5x6, 3x5]");
+  CHECK(into.params.size() == run_layers.back().end());
+  CHECK(into.first.empty());
+}
+
+TEST_CASE("checkpoint file: the model's preprocessing and architecture are stored and read back") {
+  TempDir dir;
+  const std::string path = dir.path + "/c.h5";
+  CheckpointState s = sample_state(3);
+  s.recipe = model_recipe_of(Normalization{0.286f, 2.8326666f}, true, "gelu");
+  write_checkpoint_file(path, s);
+  const CheckpointState r = read_checkpoint_file(path);
+  CHECK(r.recipe.activation == "gelu");
+  CHECK(r.recipe.input_scale == static_cast<double>(1.0f / 255.0f));
+  CHECK(r.recipe.mean == static_cast<double>(0.286f));
+  CHECK(r.recipe.inv_stddev == static_cast<double>(2.8326666f));
+  h5::Handle file = h5::open_file(path, H5F_ACC_RDONLY);
+  h5::Handle model(H5Gopen2(file, "/model", H5P_DEFAULT));
+  h5::Handle widths(H5Aopen(model, "widths", H5P_DEFAULT));
+  REQUIRE(widths.get() >= 0);
+  CHECK(h5::attribute_extent(widths, path).describe() == "int64 [3]");
+  std::int64_t values[3] = {};
+  REQUIRE(H5Aread(widths, H5T_NATIVE_INT64, values) >= 0);
+  CHECK(values[0] == 6);
+  CHECK(values[1] == 4);
+  CHECK(values[2] == 3);
+  CHECK(describe_checkpoint_file(path).find("x = (raw * 0.00392156886 - 0.286000013) * 2.83266664  activation gelu") !=
+        std::string::npos);
+}
+
+TEST_CASE("h5 byte_count: a shape's bytes, or nullopt when they overflow") {
+  CHECK(h5::byte_count({}, 8) == 8u);
+  CHECK(h5::byte_count({32768, 16384}, 4) == std::size_t{1} << 31);
+  CHECK(h5::byte_count({0, ~hsize_t{0}}, 8) == 0u);
+  CHECK_FALSE(h5::byte_count({(hsize_t{1} << 61) + 1}, 8));
+  CHECK_FALSE(h5::byte_count({hsize_t{1} << 40, hsize_t{1} << 40}, 1));
 }
 
 TEST_CASE("checkpoint file: tensors of several read pieces verify, and a flip in a later piece is caught") {
