@@ -327,6 +327,26 @@ TEST_CASE("checkpoint file: the model's preprocessing and architecture are store
         std::string::npos);
 }
 
+TEST_CASE("checkpoint file: a file from before the preprocessing was stored still reads, with the defaults") {
+  TempDir dir;
+  const std::string path = dir.path + "/c.h5";
+  CheckpointState s = sample_state(3);
+  s.recipe = model_recipe_of(Normalization{0.5f, 2.0f}, true, "gelu");
+  write_checkpoint_file(path, s);
+  {
+    h5::Handle file = h5::open_file(path, H5F_ACC_RDWR);
+    REQUIRE(H5Ldelete(file, "/preprocessing", H5P_DEFAULT) >= 0);
+    h5::Handle model(H5Gopen2(file, "/model", H5P_DEFAULT));
+    REQUIRE(H5Adelete(model, "widths") >= 0);
+    REQUIRE(H5Adelete(model, "activation") >= 0);
+  }
+  CHECK(verify_checkpoint_file(path).empty());
+  const CheckpointState r = read_checkpoint_file(path);
+  CHECK(r.params == s.params);
+  CHECK(r.recipe.activation == ModelRecipe{}.activation);
+  CHECK(r.recipe.mean == 0.0);
+}
+
 TEST_CASE("h5 byte_count: a shape's bytes, or nullopt when they overflow") {
   CHECK(h5::byte_count({}, 8) == 8u);
   CHECK(h5::byte_count({32768, 16384}, 4) == std::size_t{1} << 31);
