@@ -98,10 +98,10 @@ PY
     pid=$!
     # Wait for a write to start (one of the first few), then kill at a random moment within it.
     skip_writes=$((RANDOM % 2))
-    for _ in $(seq 0 "$skip_writes"); do
+    for write in $(seq 0 "$skip_writes"); do
       deadline=$((SECONDS + 10))
       until compgen -G "$d/step-*.h5.tmp" >/dev/null || [ $SECONDS -ge $deadline ]; do sleep 0.01; done
-      [ "$_" -eq "$skip_writes" ] || while compgen -G "$d/step-*.h5.tmp" >/dev/null; do sleep 0.01; done
+      [ "$write" -eq "$skip_writes" ] || while compgen -G "$d/step-*.h5.tmp" >/dev/null; do sleep 0.01; done
     done
     sleep "$(awk -v s="$RANDOM" 'BEGIN { srand(s); printf "%.3f", rand() * 0.18 }')"
     if compgen -G "$d/step-*.h5.tmp" >/dev/null; then mid_write=$((mid_write + 1)); fi
