@@ -1,7 +1,9 @@
 #!/usr/bin/env bats
 # Checkpoints (issue 6): exact resume on 1 and 2 ranks and across world sizes, crash consistency
 # under SIGKILL mid-write, corruption and truncation falling back to the previous file, a full
-# filesystem and an unwritable folder, and the ckpt list/show/verify commands and h5py.
+# filesystem and an unwritable folder (a path under a file, EACCES, a read-only mount), files
+# crafted with h5py to be hostile (arrays where scalars belong, absurd sizes, a step past the
+# schedule), the ckpt list/show/verify commands, h5py, and the model run in PyTorch.
 
 load helpers
 
