@@ -82,7 +82,10 @@ TESTPROG_SRC := $(wildcard test/integration/*.cc)
 BENCH_SRC    := $(wildcard bench/*.cc)
 
 obj = $(patsubst %.cc,$(BUILD)/obj/%.o,$(filter %.cc,$(1))) $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(filter %.cu,$(1)))
-LIB_OBJ := $(call obj,$(JOBENV_SRC) $(ENGINE_SRC) $(LAUNCHER_SRC) $(CUDA_SRC))
+# The plugin's option parser is in the launcher too: submit checks --train-* values with it, so
+# that both accept the same values.
+PLUGIN_OPTIONS_SRC := spank/options.cc
+LIB_OBJ := $(call obj,$(JOBENV_SRC) $(PLUGIN_OPTIONS_SRC) $(ENGINE_SRC) $(LAUNCHER_SRC) $(CUDA_SRC))
 LIB := $(BUILD)/lib/libslurmtrain.a
 
 ifneq ($(CUDA_SRC),)
@@ -175,7 +178,7 @@ $(BUILD)/lib/spank_train.so: $(PLUGIN_OBJ) spank/spank_train.map
 # The plugin's pure files (all of spank/ but the Slurm dispatch) are unit-tested too.
 PLUGIN_PURE_SRC := $(filter-out spank/plugin.cc,$(PLUGIN_SRC))
 
-$(BUILD)/test/unit-tests: $(call obj,$(UNIT_SRC) $(PLUGIN_PURE_SRC)) $(LIB)
+$(BUILD)/test/unit-tests: $(call obj,$(UNIT_SRC) $(filter-out $(PLUGIN_OPTIONS_SRC),$(PLUGIN_PURE_SRC))) $(LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(ALL_LDFLAGS) $^ -o $@ $(LIBS)
 

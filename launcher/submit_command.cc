@@ -9,7 +9,9 @@
 #include <iostream>
 #include <memory>
 
+#include "launcher/config_checks.h"
 #include "launcher/config_options.h"
+#include "launcher/doctor_checks.h"
 #include "launcher/submit_script.h"
 #include "launcher/subprocess.h"
 
@@ -25,19 +27,49 @@ std::string this_program() {
   return ec ? std::string("slurm-train") : self.string();
 }
 
-void submit(SubmitOptions o, const ConfigOptions& config_options, bool dry_run) {
-  // Fail here, on the login node, rather than after the job waited in the queue.
-  load_run_config(config_options);
-  const auto problems = validate_submit_options(o);
-  if (!problems.empty()) {
-    std::string message = "cannot write the job script:";
-    for (const auto& p : problems) message += "\n  " + p;
-    throw CLI::ValidationError(message);
+// The checkpoint folder submit adds is created by the run; until then the nearest existing
+// folder above it must take it.
+Check check_added_checkpoint_folder(const fs::path& dir, const Environment& env) {
+  std::error_code ec;
+  fs::path existing = dir;
+  while (!fs::exists(existing, ec) && existing.has_parent_path() && existing != existing.parent_path())
+    existing = existing.parent_path();
+  return check_folder("checkpoints", existing.string(), env);
+}
+
+// Everything that would make the job fail on the node, found here on the login node: the
+// options, the configuration's keys and values, and (as run --dry-run checks them) the files it
+// names. Fills in what the script needs from the configuration. Throws a ValidationError (exit 2)
+// listing every problem; prints the warnings to stderr.
+void check_before_submitting(SubmitOptions& o, const ConfigOptions& config_options) {
+  std::vector<std::string> problems = validate_submit_options(o);
+  try {
+    const RunConfig config = load_run_config(config_options);
+    o.config_has_ckpt_dir = !config.ckpt.dir.empty();
+    const Environment env = current_environment();
+    std::vector<Check> checks = check_configuration(config, env);
+    const std::string ckpt_prefix = added_checkpoint_dir_prefix(o);
+    if (!ckpt_prefix.empty()) checks.push_back(check_added_checkpoint_folder(ckpt_prefix, env));
+    for (const Check& c : checks) {
+      if (c.verdict == Verdict::kFail) problems.push_back(c.what + ": " + c.detail);
+      if (c.verdict == Verdict::kWarn) std::cerr << "slurm-train: warning: " << c.what << ": " << c.detail << "\n";
+    }
+  } catch (const ConfigError& e) {
+    problems.push_back(e.what());
   }
+  if (problems.empty()) return;
+  std::string message = "nothing was submitted:";
+  for (const auto& p : problems) message += "\n  " + p;
+  throw CLI::ValidationError(message);
+}
+
+void submit(SubmitOptions o, const ConfigOptions& config_options, bool dry_run) {
   o.program = this_program();
   o.workdir = fs::current_path().string();
   o.config = fs::absolute(config_options.file).lexically_normal().string();
   o.overrides = config_options.overrides;
+  // Fail here, on the login node, rather than after the job waited in the queue.
+  check_before_submitting(o, config_options);
   const std::string script = sbatch_script(o, SLURM_TRAIN_VERSION);
   if (dry_run) {
     std::cout << script;
@@ -53,6 +85,11 @@ void submit(SubmitOptions o, const ConfigOptions& config_options, bool dry_run) 
   const std::string job = r.out.substr(0, r.out.find_first_of(";\n"));
   std::cout << fmt::format("submitted job {}\n  script: {}\n  log:    {}\n", job, script_path.string(),
                            (log_dir / fmt::format("{}-{}.out", o.job_name, job)).string());
+  const std::string ckpt_prefix = added_checkpoint_dir_prefix(o);
+  if (!ckpt_prefix.empty())
+    std::cout << fmt::format("  checkpoints: {}{} (added: the configuration names no ckpt.dir and the job may be "
+                             "requeued; --no-requeue or ckpt.dir to choose otherwise)\n",
+                             ckpt_prefix, job);
 }
 
 }  // namespace
@@ -74,11 +111,19 @@ void add_submit_command(CLI::App& app) {
   cmd->add_option("--log-dir", o->log_dir, "folder of the job's log (created)")->capture_default_str();
   cmd->add_option("--signal-seconds", o->signal_seconds,
                   "send USR2 this long before the time limit (0: none)")->capture_default_str();
-  cmd->add_flag("!--no-requeue", o->requeue, "do not requeue the job on preemption or node failure");
+  cmd->add_flag("!--no-requeue", o->requeue,
+                "do not requeue the job on preemption or node failure (a requeued job whose configuration names "
+                "no ckpt.dir checkpoints to <submit folder>/checkpoints/<job name>-<job id>)");
   cmd->add_option("--train-bind", o->train_bind, "spank_train's --train-bind (soft, strict, none)");
   cmd->add_option("--train-nccl", o->train_nccl, "spank_train's --train-nccl (a profile, or off)");
   cmd->add_flag("--dry-run", *dry_run, "print the script instead of submitting it");
   add_config_key_options(cmd, config);  // passed on to run
+  cmd->footer(
+      "Before writing anything, submit checks the options (the plugin's with the plugin's own parser), the "
+      "configuration and the files it names, as run --dry-run does; a problem exits 2 and nothing is queued.\n"
+      "The job is requeued on preemption or node failure unless --no-requeue; when the configuration names no "
+      "ckpt.dir, the script adds --ckpt.dir=<submit folder>/checkpoints/<job name>-<job id>, so that the "
+      "signalled run saves there and the requeued one resumes; submit prints the folder.");
   cmd->callback([o, config, dry_run, cmd] {
     reject_unknown_options(cmd);
     submit(*o, *config, *dry_run);

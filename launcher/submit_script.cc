@@ -4,6 +4,8 @@
 
 #include <regex>
 
+#include "spank/options.h"
+
 namespace slurm_train {
 
 std::string shell_quote(const std::string& s) {
@@ -15,6 +17,11 @@ std::string shell_quote(const std::string& s) {
 int effective_tasks_per_node(const SubmitOptions& o) {
   if (o.tasks_per_node > 0) return o.tasks_per_node;
   return o.gpus_per_node > 0 ? o.gpus_per_node : 1;
+}
+
+std::string added_checkpoint_dir_prefix(const SubmitOptions& o) {
+  if (!o.requeue || o.config_has_ckpt_dir) return "";
+  return o.workdir + "/checkpoints/" + o.job_name + "-";
 }
 
 std::vector<std::string> validate_submit_options(const SubmitOptions& o) {
@@ -34,10 +41,17 @@ std::vector<std::string> validate_submit_options(const SubmitOptions& o) {
   require(o.signal_seconds >= 0 && o.signal_seconds <= 65535,
           fmt::format("--signal-seconds {}: expected 0 to 65535", o.signal_seconds));
   for (const auto& [name, value] : {std::pair{"--partition", o.partition}, {"--account", o.account}, {"--qos", o.qos},
-                                    {"--job-name", o.job_name}, {"--log-dir", o.log_dir},
-                                    {"--train-bind", o.train_bind}, {"--train-nccl", o.train_nccl}}) {
+                                    {"--job-name", o.job_name}, {"--log-dir", o.log_dir}}) {
     require(std::regex_match(value, plain) && value.size() <= 200,
             fmt::format("{} '{}': expected letters, digits and _.,:@%+=/- only", name, value));
+  }
+  // The plugin's own parser (stricter than `plain`), so that submit accepts exactly what
+  // spank_train will: a bad value is found here, not when the job starts.
+  RecordedOptions recorded;
+  for (const auto& [id, value] : {std::pair{OptionId::bind, o.train_bind}, {OptionId::nccl, o.train_nccl}}) {
+    if (value.empty()) continue;
+    const std::string problem = record_option(recorded, id, value.c_str());
+    require(problem.empty(), problem);
   }
   require(!o.job_name.empty(), "--job-name: must not be empty");
   require(!o.log_dir.empty(), "--log-dir: must not be empty");
@@ -65,8 +79,13 @@ std::string sbatch_script(const SubmitOptions& o, const std::string& version) {
   if (!o.train_nccl.empty()) s += fmt::format("#SBATCH --train-nccl={}\n", o.train_nccl);
   s += "set -euo pipefail\n";
   s += "echo \"== $(date -Is) job ${SLURM_JOB_ID} (restart ${SLURM_RESTART_COUNT:-0}) on ${SLURM_JOB_NODELIST}\"\n";
+  const std::string ckpt_prefix = added_checkpoint_dir_prefix(o);
+  if (!ckpt_prefix.empty())
+    s += fmt::format("# The configuration names no ckpt.dir and the job may be requeued: checkpoints go to\n"
+                     "# {}<job id>, from where a requeued job resumes.\n", ckpt_prefix);
   s += fmt::format("srun --mpi=pmix {} run --config {}", shell_quote(o.program), shell_quote(o.config));
   for (const auto& [key, value] : o.overrides) s += " " + shell_quote("--" + key + "=" + value);
+  if (!ckpt_prefix.empty()) s += " " + shell_quote("--ckpt.dir=" + ckpt_prefix) + "\"${SLURM_JOB_ID}\"";
   s += "\n";
   return s;
 }

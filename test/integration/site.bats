@@ -85,6 +85,8 @@ login_shell() {
   script=$output
   [[ $script == *"#SBATCH --nodes=2"*"#SBATCH --ntasks-per-node=1"*"#SBATCH --open-mode=append"*"#SBATCH --signal=USR2@120"*"#SBATCH --requeue"* ]]
   [[ $script == *"srun --mpi=pmix '$PREFIX/bin/slurm-train' run --config '$WORK/examples/fashion-mnist.toml' '--train.steps=20'"* ]]
+  # The reference configuration names no ckpt.dir: the requeueable job gets one in the submit folder.
+  [[ $script == *" '--ckpt.dir=$WORK/checkpoints/slurm-train-'\"\${SLURM_JOB_ID}\"" ]]
   bash -n <<<"$script"
   run sbatch --test-only <<<"$script"
   [ "$status" -eq 0 ]
@@ -96,6 +98,7 @@ login_shell() {
   [[ $output =~ submitted\ job\ ([0-9]+) ]]
   job=${BASH_REMATCH[1]}
   [[ $output == *"log:    $WORK/logs/slurm-train-$job.out"* ]]
+  [[ $output == *"checkpoints: $WORK/checkpoints/slurm-train-$job (added"* ]]
   run wait_job "$job" 180
   cat "$WORK/logs/slurm-train-$job.out"
   [ "$output" = COMPLETED ]

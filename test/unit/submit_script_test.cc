@@ -41,7 +41,47 @@ TEST_CASE("submit: the script asks for what a preemptible, requeueable training 
   CHECK(s.find("--train-nccl") == std::string::npos);
   CHECK(s.find("--account") == std::string::npos);
   CHECK(s.find("srun --mpi=pmix '/opt/slurm-train/bin/slurm-train' run --config '/home/ana/runs/fm.toml' "
-               "'--train.lr=0.01' '--data.train=/data/it'\\''s here.h5'\n") != std::string::npos);
+               "'--train.lr=0.01' '--data.train=/data/it'\\''s here.h5' "
+               "'--ckpt.dir=/home/ana/runs/checkpoints/slurm-train-'\"${SLURM_JOB_ID}\"\n") != std::string::npos);
+}
+
+TEST_CASE("submit: a requeued job whose configuration names no ckpt.dir gets one folder per job") {
+  SubmitOptions o = example();
+  o.job_name = "fm";
+  CHECK(added_checkpoint_dir_prefix(o) == "/home/ana/runs/checkpoints/fm-");
+  const std::string s = sbatch_script(o, "1");
+  CHECK(s.find("# The configuration names no ckpt.dir and the job may be requeued: checkpoints go to\n"
+               "# /home/ana/runs/checkpoints/fm-<job id>, from where a requeued job resumes.\n") != std::string::npos);
+  CHECK(s.find(" '--ckpt.dir=/home/ana/runs/checkpoints/fm-'\"${SLURM_JOB_ID}\"\n") != std::string::npos);
+
+  o.config_has_ckpt_dir = true;  // the user's folder is kept
+  CHECK(added_checkpoint_dir_prefix(o).empty());
+  CHECK(sbatch_script(o, "1").find("ckpt.dir") == std::string::npos);
+
+  o.config_has_ckpt_dir = false;
+  o.requeue = false;  // nothing to resume: the user asked for no requeue
+  CHECK(added_checkpoint_dir_prefix(o).empty());
+  CHECK(sbatch_script(o, "1").find("ckpt.dir") == std::string::npos);
+}
+
+TEST_CASE("submit: the plugin's options are checked by the plugin's own parser") {
+  SubmitOptions o = example();
+  for (const char* bind : {"soft", "strict", "none"}) {
+    o.train_bind = bind;
+    for (const char* nccl : {"off", "ib", "cluster-ib"}) {
+      o.train_nccl = nccl;
+      CAPTURE(bind);
+      CAPTURE(nccl);
+      CHECK(validate_submit_options(o).empty());
+    }
+  }
+  o.train_bind = "strcit";
+  o.train_nccl = "../ib";
+  const auto problems = validate_submit_options(o);
+  REQUIRE(problems.size() == 2);
+  CHECK(problems[0] == "--train-bind='strcit': expected soft, strict or none");
+  CHECK(problems[1].find("--train-nccl") == 0);
+  CHECK(problems[1].find("'../ib'") != std::string::npos);
 }
 
 TEST_CASE("submit: ranks per node default to one per GPU, else one") {
