@@ -77,9 +77,9 @@ std::string chart_script(const std::vector<ChartRun>& runs, const std::string& o
     loss += fmt::format(", {} u 1:2 w lp {} pt 7 dt 2 t {}", evals, color, gnuplot_quote(r.label + " test"));
     accuracy += fmt::format(", {} u 1:3 w lp {} pt 7 dt 2 t {}", evals, color,
                             gnuplot_quote(fmt::format("{} test (final {:.2f}%)", r.label, final_accuracy)));
-    final_labels += fmt::format("set label {} {} at {}, {} right offset -1, 1 tc {} front\n", i + 1,
+    final_labels += fmt::format("set label {} {} at {}, {} right offset -1, 1 tc lt {} front\n", i + 1,
                                 gnuplot_quote(fmt::format("{:.2f}%", final_accuracy)), r.final_eval_step,
-                                final_accuracy, color);
+                                final_accuracy, i + 1);
   }
   const AxisRange acc = accuracy_axis(runs);
   return fmt::format(
@@ -89,7 +89,7 @@ std::string chart_script(const std::vector<ChartRun>& runs, const std::string& o
       "set grid\nset xlabel 'step'\nset xrange [0:{}]\nset lmargin 10\nset rmargin 3\n"
       "{}plot {}\n"
       "{}{}set yrange [{}:{}]\nplot {}\nunset label\nset autoscale y\n"
-      "{}plot {}\n"
+      "set offsets 0, 0, graph 0.25, 0\n{}plot {}\n"
       "unset multiplot\n",
       gnuplot_quote(output), gnuplot_quote(title), last_step,
       panel("loss", "top right",
@@ -100,7 +100,7 @@ std::string chart_script(const std::vector<ChartRun>& runs, const std::string& o
             fmt::format("accuracy: test after each epoch, final value labelled; train over its batches (with "
                         "dropout); axis {:.0f}-{:.0f}%",
                         acc.low, acc.high)),
-      final_labels, acc.low, acc.high, accuracy, panel("samples/s", "bottom right", "throughput over all ranks"),
+      final_labels, acc.low, acc.high, accuracy, panel("samples/s", "top right", "throughput over all ranks"),
       speed);
 }
 
