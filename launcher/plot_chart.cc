@@ -77,16 +77,17 @@ std::string chart_script(const std::vector<ChartRun>& runs, const std::string& o
     loss += fmt::format(", {} u 1:2 w lp {} pt 7 dt 2 t {}", evals, color, gnuplot_quote(r.label + " test"));
     accuracy += fmt::format(", {} u 1:3 w lp {} pt 7 dt 2 t {}", evals, color,
                             gnuplot_quote(fmt::format("{} test (final {:.2f}%)", r.label, final_accuracy)));
-    final_labels += fmt::format("set label {} {} at {}, {} right offset -1, 1 tc lt {} front\n", i + 1,
+    // Stacked one line apart: runs of a sweep often end within a tenth of a percent.
+    final_labels += fmt::format("set label {} {} at {}, {} right offset -1, {} tc lt {} boxed front\n", i + 1,
                                 gnuplot_quote(fmt::format("{:.2f}%", final_accuracy)), r.final_eval_step,
-                                final_accuracy, i + 1);
+                                final_accuracy, 1 + static_cast<int>(i), i + 1);
   }
   const AxisRange acc = accuracy_axis(runs);
   return fmt::format(
       "set terminal pngcairo size 1200,1100 noenhanced\n"
       "set output {}\n"
       "set multiplot layout 3,1 title {}\n"
-      "set grid\nset xlabel 'step'\nset xrange [0:{}]\nset lmargin 10\nset rmargin 3\n"
+      "set grid\nset style textbox opaque noborder\nset xlabel 'step'\nset xrange [0:{}]\nset lmargin 10\nset rmargin 3\n"
       "{}plot {}\n"
       "{}{}set yrange [{}:{}]\nplot {}\nunset label\nset autoscale y\n"
       "set offsets 0, 0, graph 0.25, 0\n{}plot {}\n"

@@ -60,6 +60,12 @@ TEST_CASE("plot: the script ends the step axis at the last step, keeps the legen
   CHECK(has(s, "so train lies above test"));
 }
 
+TEST_CASE("plot: the final accuracies of a sweep's runs are stacked, not drawn over each other") {
+  const std::string s = chart_script({reference_run("lr-0.001"), reference_run("lr-0.002")}, "sweep.png", "sweep");
+  CHECK(has(s, "set label 1 '89.50%' at 3510, 89.5 right offset -1, 1 tc lt 1 boxed"));
+  CHECK(has(s, "set label 2 '89.50%' at 3510, 89.5 right offset -1, 2 tc lt 2 boxed"));
+}
+
 TEST_CASE("plot: a run without evaluations has no test curve and no final label") {
   ChartRun r = reference_run("it's");
   r.evals_file.clear();
