@@ -62,7 +62,8 @@ AxisRange accuracy_axis(const std::vector<ChartRun>& runs) {
 
 std::string chart_script(const std::vector<ChartRun>& runs, const std::string& output, const std::string& title) {
   double last_step = 1;
-  for (const auto& r : runs) last_step = std::max(last_step, r.last_step);
+  // Step metrics count from 0 and an evaluation names the steps done: the last one lies at N.
+  for (const auto& r : runs) last_step = std::max({last_step, r.last_step, r.final_eval_step});
   std::string loss, accuracy, speed, final_labels;
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const ChartRun& r = runs[i];

@@ -60,6 +60,13 @@ TEST_CASE("plot: the script ends the step axis at the last step, keeps the legen
   CHECK(has(s, "so train lies above test"));
 }
 
+TEST_CASE("plot: the step axis reaches the last evaluation, one step past the last step metrics") {
+  ChartRun r = reference_run("fm");
+  r.last_step = 99;
+  r.final_eval_step = 100;
+  CHECK(has(chart_script({r}, "o.png", "t"), "set xrange [0:100]\n"));
+}
+
 TEST_CASE("plot: the final accuracies of a sweep's runs are stacked, not drawn over each other") {
   const std::string s = chart_script({reference_run("lr-0.001"), reference_run("lr-0.002")}, "sweep.png", "sweep");
   CHECK(has(s, "set label 1 '89.50%' at 3510, 89.5 right offset -1, 1 tc lt 1 boxed"));
