@@ -78,31 +78,40 @@ std::string chart_script(const std::vector<ChartRun>& runs, const std::string& o
     loss += fmt::format(", {} u 1:2 w lp {} pt 7 dt 2 t {}", evals, color, gnuplot_quote(r.label + " test"));
     accuracy += fmt::format(", {} u 1:3 w lp {} pt 7 dt 2 t {}", evals, color,
                             gnuplot_quote(fmt::format("{} test (final {:.2f}%)", r.label, final_accuracy)));
-    // Stacked one line apart: runs of a sweep often end within a tenth of a percent.
-    final_labels += fmt::format("set label {} {} at {}, {} right offset -1, {} tc lt {} boxed front\n", i + 1,
-                                gnuplot_quote(fmt::format("{:.2f}%", final_accuracy)), r.final_eval_step,
-                                final_accuracy, 1 + static_cast<int>(i), i + 1);
+    // One run: its final accuracy beside the last point. A sweep's runs end close together, so
+    // their labels would cover each other: the legend gives each run's final value instead.
+    if (runs.size() == 1)
+      final_labels = fmt::format("set label 1 {} at {}, {} right offset -1, 1 tc lt 1 boxed front\n",
+                                 gnuplot_quote(fmt::format("{:.2f}%", final_accuracy)), r.final_eval_step,
+                                 final_accuracy);
   }
   const AxisRange acc = accuracy_axis(runs);
+  // Inside the panel where the curves leave room (loss falls, accuracy rises); a sweep's longer
+  // legends go in a band under their panel rather than over its curves.
+  const bool sweep = runs.size() > 1;
+  const std::string loss_key = sweep ? "below" : "inside top right",
+                    accuracy_key = sweep ? "below" : "inside bottom right";
+  // The three panels share the step axis, named once under the last (a sweep's legends take the
+  // room under the others).
   return fmt::format(
       "set terminal pngcairo size 1200,1100 noenhanced\n"
       "set output {}\n"
       "set multiplot layout 3,1 title {}\n"
-      "set grid\nset style textbox opaque noborder\nset xlabel 'step'\nset xrange [0:{}]\nset lmargin 10\nset rmargin 3\n"
+      "set grid\nset style textbox opaque noborder\nset xrange [0:{}]\nset lmargin 10\nset rmargin 3\n"
       "{}plot {}\n"
       "{}{}set yrange [{}:{}]\nplot {}\nunset label\nset autoscale y\n"
-      "set offsets 0, 0, graph 0.25, 0\n{}plot {}\n"
+      "set offsets 0, 0, graph 0.25, 0\nset xlabel 'step (all panels)'\n{}plot {}\n"
       "unset multiplot\n",
       gnuplot_quote(output), gnuplot_quote(title), last_step,
-      panel("loss", "top right",
+      panel("loss", loss_key,
             "loss: train as trained (with dropout and label smoothing when set), test without them: so train lies "
             "above test"),
       loss,
-      panel("accuracy (%)", "bottom right",
-            fmt::format("accuracy: test after each epoch, final value labelled; train over its batches (with "
+      panel("accuracy (%)", accuracy_key,
+            fmt::format("accuracy: test after each epoch, final value in the legend; train over its batches (with "
                         "dropout); axis {:.0f}-{:.0f}%",
                         acc.low, acc.high)),
-      final_labels, acc.low, acc.high, accuracy, panel("samples/s", "top right", "throughput over all ranks"),
+      final_labels, acc.low, acc.high, accuracy, panel("samples/s", "inside top right", "throughput over all ranks"),
       speed);
 }
 

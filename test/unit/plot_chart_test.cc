@@ -67,10 +67,13 @@ TEST_CASE("plot: the step axis reaches the last evaluation, one step past the la
   CHECK(has(chart_script({r}, "o.png", "t"), "set xrange [0:100]\n"));
 }
 
-TEST_CASE("plot: the final accuracies of a sweep's runs are stacked, not drawn over each other") {
+TEST_CASE("plot: a sweep's final accuracies are in its legend, not drawn over each other; its legends below") {
   const std::string s = chart_script({reference_run("lr-0.001"), reference_run("lr-0.002")}, "sweep.png", "sweep");
-  CHECK(has(s, "set label 1 '89.50%' at 3510, 89.5 right offset -1, 1 tc lt 1 boxed"));
-  CHECK(has(s, "set label 2 '89.50%' at 3510, 89.5 right offset -1, 2 tc lt 2 boxed"));
+  CHECK_FALSE(has(s, "\nset label"));
+  CHECK(has(s, "'lr-0.001 test (final 89.50%)'"));
+  CHECK(has(s, "'lr-0.002 test (final 89.50%)'"));
+  CHECK(has(s, "set key below"));
+  CHECK_FALSE(has(chart_script({reference_run("fm")}, "one.png", "one"), "set key below"));
 }
 
 TEST_CASE("plot: a run without evaluations has no test curve and no final label") {
