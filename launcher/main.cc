@@ -14,6 +14,9 @@
 int main(int argc, char** argv) {
   CLI::App app{"slurm-train: data-parallel training on Slurm clusters", "slurm-train"};
   app.set_version_flag("--version", slurm_train::build_info());
+  // One subcommand at most: once `run` is parsed, a value that names another (`--ckpt.dir ckpt`)
+  // is a value, not the `ckpt` subcommand.
+  app.require_subcommand(0, 1);
   app.footer("See README.md (or $SLURM_TRAIN_HOME/share/doc/slurm-train) for the full guide.");
   int exit_code = 0;
   slurm_train::add_run_command(app, exit_code);

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <memory>
 
+#include "launcher/plot_chart.h"
 #include "launcher/subprocess.h"
 
 namespace slurm_train {
@@ -61,28 +62,35 @@ std::vector<double> trailing_mean(const std::vector<double>& v, std::size_t wind
   return out;
 }
 
-// Runs are named by file name; files of the same name (a sweep's folders) by their folder.
-std::vector<std::string> run_names(const std::vector<std::string>& paths) {
-  std::vector<std::string> names;
-  for (const auto& p : paths) names.push_back(fs::path(p).stem().string());
-  for (std::size_t i = 0; i < names.size(); ++i)
-    for (std::size_t k = 0; k < names.size(); ++k)
-      if (i != k && names[i] == fs::path(paths[k]).stem().string()) {
-        const fs::path parent = fs::absolute(paths[i]).parent_path();
-        names[i] = parent.filename().string();
-        break;
-      }
-  return names;
-}
-
-std::string gnuplot_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
-  return out + "'";
+// The run's series as gnuplot reads them (TSV files under `tmp`), with what the chart's axes and
+// labels need to know.
+ChartRun chart_run(const Run& run, const std::string& label, const fs::path& tmp, std::size_t index) {
+  const std::size_t window = std::max<std::size_t>(1, run.step.size() / 50);
+  const auto loss_trend = trailing_mean(run.loss, window), accuracy_trend = trailing_mean(run.accuracy, window);
+  const auto speed_trend = trailing_mean(run.samples_per_s, window);
+  ChartRun c;
+  c.label = label;
+  c.steps_file = (tmp / fmt::format("run{}.tsv", index)).string();
+  std::ofstream s(c.steps_file);
+  for (std::size_t i = 0; i < run.step.size(); ++i)
+    s << fmt::format("{}\t{}\t{}\t{}\t{}\n", run.step[i], run.loss[i], loss_trend[i], accuracy_trend[i], speed_trend[i]);
+  if (!s.flush()) throw std::runtime_error(fmt::format("cannot write the plot data '{}'", c.steps_file));
+  c.last_step = run.step.back();
+  c.late_train_accuracy.assign(accuracy_trend.begin() + static_cast<std::ptrdiff_t>(accuracy_trend.size() / 2),
+                               accuracy_trend.end());
+  if (run.eval_step.empty()) return c;
+  c.evals_file = (tmp / fmt::format("run{}-eval.tsv", index)).string();
+  std::ofstream e(c.evals_file);
+  for (std::size_t i = 0; i < run.eval_step.size(); ++i)
+    e << fmt::format("{}\t{}\t{}\n", run.eval_step[i], run.test_loss[i], run.test_accuracy[i]);
+  if (!e.flush()) throw std::runtime_error(fmt::format("cannot write the plot data '{}'", c.evals_file));
+  c.test_accuracy = run.test_accuracy;
+  c.final_eval_step = run.eval_step.back();
+  return c;
 }
 
 void plot(const std::vector<std::string>& paths, const std::string& output, const std::string& title) {
-  const std::vector<std::string> names = run_names(paths);
+  const std::vector<std::string> labels = run_labels(paths);
   char pattern[] = "/tmp/slurm-train-plot-XXXXXX";
   if (!mkdtemp(pattern)) throw std::runtime_error("cannot create a temporary folder for the plot data");
   const fs::path tmp = pattern;
@@ -94,45 +102,10 @@ void plot(const std::vector<std::string>& paths, const std::string& output, cons
     }
   } cleanup{tmp};
 
-  std::string loss_plot, accuracy_plot, speed_plot;
-  for (std::size_t r = 0; r < paths.size(); ++r) {
-    const Run run = read_run(paths[r]);
-    const std::size_t window = std::max<std::size_t>(1, run.step.size() / 50);
-    const auto loss_trend = trailing_mean(run.loss, window), accuracy_trend = trailing_mean(run.accuracy, window);
-    const auto speed_trend = trailing_mean(run.samples_per_s, window);
-    const fs::path steps = tmp / fmt::format("run{}.tsv", r), evals = tmp / fmt::format("run{}-eval.tsv", r);
-    std::ofstream s(steps), e(evals);
-    for (std::size_t i = 0; i < run.step.size(); ++i)
-      s << fmt::format("{}\t{}\t{}\t{}\t{}\n", run.step[i], run.loss[i], loss_trend[i], accuracy_trend[i], speed_trend[i]);
-    for (std::size_t i = 0; i < run.eval_step.size(); ++i)
-      e << fmt::format("{}\t{}\t{}\n", run.eval_step[i], run.test_loss[i], run.test_accuracy[i]);
-    s.close();
-    e.close();
-    const std::string color = fmt::format("lc {}", r + 1), name = names[r];
-    const std::string sep = r == 0 ? "" : ", ";
-    loss_plot += fmt::format("{}{} u 1:2 w l {} lw 0.5 dt 3 notitle, {} u 1:3 w l {} lw 2 t {}", sep,
-                             gnuplot_quote(steps), color, gnuplot_quote(steps), color, gnuplot_quote(name + " train"));
-    accuracy_plot += fmt::format("{}{} u 1:4 w l {} lw 2 t {}", sep, gnuplot_quote(steps), color,
-                                 gnuplot_quote(name + " train (batch)"));
-    if (!run.eval_step.empty()) {
-      loss_plot += fmt::format(", {} u 1:2 w lp {} pt 7 dt 2 t {}", gnuplot_quote(evals), color, gnuplot_quote(name + " test"));
-      accuracy_plot += fmt::format(", {} u 1:3 w lp {} pt 7 dt 2 t {}", gnuplot_quote(evals), color,
-                                   gnuplot_quote(name + " test"));
-    }
-    speed_plot += fmt::format("{}{} u 1:5 w l {} lw 2 t {}", sep, gnuplot_quote(steps), color, gnuplot_quote(name));
-  }
-
+  std::vector<ChartRun> runs;
+  for (std::size_t r = 0; r < paths.size(); ++r) runs.push_back(chart_run(read_run(paths[r]), labels[r], tmp, r));
   const fs::path script = tmp / "plot.gp";
-  std::ofstream(script) << fmt::format(
-      "set terminal pngcairo size 1200,1100 noenhanced\n"
-      "set output {}\n"
-      "set multiplot layout 3,1 title {}\n"
-      "set grid\nset key outside right top\nset xlabel 'step'\nset lmargin 10\nset rmargin 34\n"
-      "set ylabel 'loss'\nplot {}\n"
-      "set ylabel 'accuracy (%)'\nplot {}\n"
-      "set ylabel 'samples/s'\nplot {}\n"
-      "unset multiplot\n",
-      gnuplot_quote(output), gnuplot_quote(title), loss_plot, accuracy_plot, speed_plot);
+  std::ofstream(script) << chart_script(runs, output, title);
   const ProcessResult r = run_process({"gnuplot", script.string()}, "gnuplot-nox");
   if (r.exit_code != 0) throw std::runtime_error(fmt::format("gnuplot failed (exit {}) drawing {}", r.exit_code, output));
   std::cout << fmt::format("wrote {} ({} run(s))\n", output, paths.size());

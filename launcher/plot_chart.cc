@@ -1,0 +1,118 @@
+#include "launcher/plot_chart.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+
+namespace slurm_train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string gnuplot_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
+}
+
+bool has_duplicates(const std::vector<std::string>& names) {
+  std::map<std::string, int> count;
+  for (const auto& n : names)
+    if (++count[n] > 1) return true;
+  return false;
+}
+
+std::string panel(const std::string& ylabel, const std::string& key, const std::string& note) {
+  return fmt::format("set ylabel {}\nset key {} opaque box samplen 2\nset title {}\n", gnuplot_quote(ylabel), key,
+                     gnuplot_quote(note));
+}
+
+}  // namespace
+
+std::vector<std::string> run_labels(const std::vector<std::string>& paths) {
+  std::vector<std::string> folders, stems, given;
+  for (const auto& p : paths) {
+    folders.push_back(fs::absolute(p).lexically_normal().parent_path().filename().string());
+    stems.push_back(fs::path(p).stem().string());
+    given.push_back(p);
+  }
+  if (!has_duplicates(folders)) return folders;
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    const bool shared = std::count(folders.begin(), folders.end(), folders[i]) > 1;
+    names.push_back(shared ? folders[i] + "/" + stems[i] : folders[i]);
+  }
+  return has_duplicates(names) ? given : names;
+}
+
+AxisRange accuracy_axis(const std::vector<ChartRun>& runs) {
+  double low = 100, high = 0;
+  for (const auto& r : runs) {
+    for (double a : r.test_accuracy) low = std::min(low, a), high = std::max(high, a);
+    for (double a : r.late_train_accuracy) low = std::min(low, a), high = std::max(high, a);
+  }
+  if (low > high) return {};
+  const double margin = std::max(1.0, 0.1 * (high - low));
+  return {std::max(0.0, std::floor(low - margin)), std::min(100.0, std::ceil(high + margin))};
+}
+
+std::string chart_script(const std::vector<ChartRun>& runs, const std::string& output, const std::string& title) {
+  double last_step = 1;
+  // Step metrics count from 0 and an evaluation names the steps done: the last one lies at N.
+  for (const auto& r : runs) last_step = std::max({last_step, r.last_step, r.final_eval_step});
+  std::string loss, accuracy, speed, final_labels;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const ChartRun& r = runs[i];
+    const std::string sep = i == 0 ? "" : ", ", color = fmt::format("lc {}", i + 1);
+    const std::string steps = gnuplot_quote(r.steps_file), evals = gnuplot_quote(r.evals_file);
+    loss += fmt::format("{}{} u 1:2 w l {} lw 0.5 dt 3 notitle, {} u 1:3 w l {} lw 2 t {}", sep, steps, color, steps,
+                        color, gnuplot_quote(r.label + " train"));
+    accuracy += fmt::format("{}{} u 1:4 w l {} lw 2 t {}", sep, steps, color, gnuplot_quote(r.label + " train"));
+    speed += fmt::format("{}{} u 1:5 w l {} lw 2 t {}", sep, steps, color, gnuplot_quote(r.label));
+    if (r.evals_file.empty() || r.test_accuracy.empty()) continue;
+    const double final_accuracy = r.test_accuracy.back();
+    loss += fmt::format(", {} u 1:2 w lp {} pt 7 dt 2 t {}", evals, color, gnuplot_quote(r.label + " test"));
+    accuracy += fmt::format(", {} u 1:3 w lp {} pt 7 dt 2 t {}", evals, color,
+                            gnuplot_quote(fmt::format("{} test (final {:.2f}%)", r.label, final_accuracy)));
+    // One run: its final accuracy beside the last point. A sweep's runs end close together, so
+    // their labels would cover each other: the legend gives each run's final value instead.
+    if (runs.size() == 1)
+      final_labels = fmt::format("set label 1 {} at {}, {} right offset -1, 1 tc lt 1 boxed front\n",
+                                 gnuplot_quote(fmt::format("{:.2f}%", final_accuracy)), r.final_eval_step,
+                                 final_accuracy);
+  }
+  const AxisRange acc = accuracy_axis(runs);
+  // Inside the panel where the curves leave room (loss falls, accuracy rises); a sweep's longer
+  // legends go in a band under their panel rather than over its curves.
+  const bool sweep = runs.size() > 1;
+  const std::string loss_key = sweep ? "below" : "inside top right",
+                    accuracy_key = sweep ? "below" : "inside bottom right";
+  // The three panels share the step axis, named once under the last (a sweep's legends take the
+  // room under the others).
+  return fmt::format(
+      "set terminal pngcairo size 1200,1100 noenhanced\n"
+      "set output {}\n"
+      "set multiplot layout 3,1 title {}\n"
+      "set grid\nset style textbox opaque noborder\nset xrange [0:{}]\nset lmargin 10\nset rmargin 3\n"
+      "{}plot {}\n"
+      "{}{}set yrange [{}:{}]\nplot {}\nunset label\nset autoscale y\n"
+      "set offsets 0, 0, graph 0.25, 0\nset xlabel 'step (all panels)'\n{}plot {}\n"
+      "unset multiplot\n",
+      gnuplot_quote(output), gnuplot_quote(title), last_step,
+      panel("loss", loss_key,
+            "loss: train as trained (with dropout and label smoothing when set), test without them: so train lies "
+            "above test"),
+      loss,
+      panel("accuracy (%)", accuracy_key,
+            fmt::format("accuracy: test after each epoch, final value in the legend; train over its batches (with "
+                        "dropout); axis {:.0f}-{:.0f}%",
+                        acc.low, acc.high)),
+      final_labels, acc.low, acc.high, accuracy, panel("samples/s", "inside top right", "throughput over all ranks"),
+      speed);
+}
+
+}  // namespace slurm_train

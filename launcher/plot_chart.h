@@ -1,0 +1,38 @@
+// The chart of `slurm-train plot`: the gnuplot script that draws the loss, accuracy and
+// throughput panels of one or several runs, the run names in its legends, and the accuracy
+// axis. Pure: it reads no file and runs nothing (plot_command.cc does that).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace slurm_train {
+
+// One run as the chart draws it: its legend name, the data files gnuplot reads, and what the
+// axes and the labels need to know of its values.
+struct ChartRun {
+  std::string label;
+  std::string steps_file;  // TSV: step, loss, loss trend, accuracy trend (%), samples/s trend
+  std::string evals_file;  // TSV: step, test loss, test accuracy (%); empty when no evaluation
+  double last_step = 0;
+  std::vector<double> test_accuracy;        // % at each evaluation
+  double final_eval_step = 0;               // the step of the last evaluation
+  std::vector<double> late_train_accuracy;  // % (trend) over the second half of the run
+};
+
+struct AxisRange {
+  double low = 0, high = 100;
+};
+
+// Legend names: the folder each metrics file is in (a sweep's lr-0.001, a job's folder), or,
+// for runs whose files share a folder, the file's name without its extension.
+std::vector<std::string> run_labels(const std::vector<std::string>& paths);
+
+// The accuracy axis: the band that every run's test accuracy and its training accuracy over the
+// second half span, with a margin, in whole percents within [0, 100]; so that the 85-91% that
+// tell runs apart are not squashed at the top of 0-100%. The first steps fall below it.
+AxisRange accuracy_axis(const std::vector<ChartRun>& runs);
+
+std::string chart_script(const std::vector<ChartRun>& runs, const std::string& output, const std::string& title);
+
+}  // namespace slurm_train

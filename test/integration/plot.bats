@@ -1,0 +1,63 @@
+#!/usr/bin/env bats
+# slurm-train plot draws with the real gnuplot: runs shaped like the reference configuration's
+# (3510 steps, an evaluation per epoch of 234 steps, test accuracy 84-89.5%), one and several.
+# The chart's script itself is checked by the unit tests (test/unit/plot_chart_test.cc).
+
+load helpers
+
+# write_run FILE SEED: a run's metrics as `slurm-train run` writes them.
+write_run() {
+  $PY - "$1" "$2" <<'EOF'
+import json, math, random, sys
+path, seed = sys.argv[1], int(sys.argv[2])
+rng = random.Random(seed)
+with open(path, "w") as f:
+    for step in range(1, 3511):
+        acc = 0.9 - 0.8 * math.exp(-step / 60) + rng.gauss(0, 0.02)
+        f.write(json.dumps({"step": step, "epoch": (step - 1) // 234 + 1, "loss": 0.55 + 1.8 * math.exp(-step / 60),
+                            "accuracy": min(1, acc), "samples_per_s": 2500 + rng.gauss(0, 200)}) + "\n")
+        if step % 234 == 0:
+            e = step // 234
+            f.write(json.dumps({"eval": {"epoch": e, "step": step, "test_loss": 0.45 - 0.01 * e,
+                                         "test_accuracy": 0.84 + 0.055 * (e - 1) / 14 + 0.001 * seed}}) + "\n")
+EOF
+}
+
+png_size() {
+  $PY -c "
+import struct, sys
+data = open(sys.argv[1], 'rb').read()
+assert data[:8] == b'\x89PNG\r\n\x1a\n', data[:8]
+print('%dx%d' % struct.unpack('>II', data[16:24]))" "$1"
+}
+
+@test "plot draws one run named by its folder, and several runs of a sweep on one chart" {
+  cd "$BATS_TEST_TMPDIR"
+  mkdir -p fm sweep/lr-0.001 sweep/lr-0.002
+  write_run fm/metrics.jsonl 0
+  write_run sweep/lr-0.001/metrics.jsonl 1
+  write_run sweep/lr-0.002/metrics.jsonl 2
+  run "$BUILD/bin/slurm-train" plot fm/metrics.jsonl -o one.png
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "wrote one.png (1 run(s))" ]
+  [ "$(png_size one.png)" = 1200x1100 ]
+  run "$BUILD/bin/slurm-train" plot sweep/*/metrics.jsonl -o sweep.png --title "it's a sweep"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "wrote sweep.png (2 run(s))" ]
+  [ "$(png_size sweep.png)" = 1200x1100 ]
+  mkdir -p "$BUILD/test"
+  cp one.png "$BUILD/test/plot-one.png"  # kept for a look
+  cp sweep.png "$BUILD/test/plot-sweep.png"
+}
+
+@test "plot draws a run without evaluations" {
+  cd "$BATS_TEST_TMPDIR"
+  write_run all.jsonl 0
+  grep -v '"eval"' all.jsonl >steps-only.jsonl
+  run "$BUILD/bin/slurm-train" plot steps-only.jsonl -o steps.png
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(png_size steps.png)" = 1200x1100 ]
+}

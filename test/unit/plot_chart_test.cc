@@ -1,0 +1,87 @@
+#include "launcher/plot_chart.h"
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+using namespace slurm_train;
+
+namespace {
+
+// A run as the reference configuration gives it: 3510 steps, 15 evaluations between 84 and 89.5%.
+ChartRun reference_run(const std::string& label) {
+  ChartRun r;
+  r.label = label;
+  r.steps_file = "/tmp/x/run0.tsv";
+  r.evals_file = "/tmp/x/run0-eval.tsv";
+  r.last_step = 3510;
+  for (int e = 1; e <= 15; ++e) r.test_accuracy.push_back(84.0 + 5.5 * (e - 1) / 14.0);
+  r.final_eval_step = 3510;
+  r.late_train_accuracy = {86.5, 88.0, 91.2};
+  return r;
+}
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("plot: runs are named by their folder, runs sharing a folder by their file") {
+  CHECK(run_labels({"/home/ana/runs/fm/metrics.jsonl"}) == std::vector<std::string>{"fm"});
+  CHECK(run_labels({"sweep/lr-0.001/metrics.jsonl", "sweep/lr-0.002/metrics.jsonl"}) ==
+        std::vector<std::string>{"lr-0.001", "lr-0.002"});
+  CHECK(run_labels({"logs/1234/metrics.jsonl", "logs/1235/metrics.jsonl"}) ==
+        std::vector<std::string>{"1234", "1235"});
+  CHECK(run_labels({"/r/a.jsonl", "/r/b.jsonl", "/s/c.jsonl"}) == std::vector<std::string>{"r/a", "r/b", "s"});
+}
+
+TEST_CASE("plot: the accuracy axis spans the accuracies that tell runs apart, not 0-100%") {
+  const AxisRange a = accuracy_axis({reference_run("fm")});
+  CHECK(a.low == 83);  // 84% minus a 1-point margin
+  CHECK(a.high == 93);  // 91.2% plus the margin, rounded up
+  ChartRun early = reference_run("other");
+  early.test_accuracy = {40.0};
+  early.late_train_accuracy = {99.9};
+  CHECK(accuracy_axis({reference_run("fm"), early}).low == 34);
+  CHECK(accuracy_axis({reference_run("fm"), early}).high == 100);
+  CHECK(accuracy_axis({}).low == 0);
+}
+
+TEST_CASE("plot: the script ends the step axis at the last step, keeps the legends inside, labels the final accuracy "
+          "and says why train loss lies above test loss") {
+  const std::string s = chart_script({reference_run("lr-0.001")}, "curves.png", "fm");
+  CHECK(has(s, "set xrange [0:3510]\n"));
+  CHECK_FALSE(has(s, "outside"));
+  CHECK_FALSE(has(s, "rmargin 34"));
+  CHECK(has(s, "set yrange [83:93]\n"));
+  CHECK(has(s, "set label 1 '89.50%' at 3510, 89.5"));
+  CHECK(has(s, "'lr-0.001 test (final 89.50%)'"));
+  CHECK(has(s, "'lr-0.001 train'"));
+  CHECK(has(s, "with dropout and label smoothing"));
+  CHECK(has(s, "so train lies above test"));
+}
+
+TEST_CASE("plot: the step axis reaches the last evaluation, one step past the last step metrics") {
+  ChartRun r = reference_run("fm");
+  r.last_step = 99;
+  r.final_eval_step = 100;
+  CHECK(has(chart_script({r}, "o.png", "t"), "set xrange [0:100]\n"));
+}
+
+TEST_CASE("plot: a sweep's final accuracies are in its legend, not drawn over each other; its legends below") {
+  const std::string s = chart_script({reference_run("lr-0.001"), reference_run("lr-0.002")}, "sweep.png", "sweep");
+  CHECK_FALSE(has(s, "\nset label"));
+  CHECK(has(s, "'lr-0.001 test (final 89.50%)'"));
+  CHECK(has(s, "'lr-0.002 test (final 89.50%)'"));
+  CHECK(has(s, "set key below"));
+  CHECK_FALSE(has(chart_script({reference_run("fm")}, "one.png", "one"), "set key below"));
+}
+
+TEST_CASE("plot: a run without evaluations has no test curve and no final label") {
+  ChartRun r = reference_run("it's");
+  r.evals_file.clear();
+  r.test_accuracy.clear();
+  const std::string s = chart_script({r}, "o.png", "t");
+  CHECK_FALSE(has(s, "set label 1"));
+  CHECK_FALSE(has(s, "s test'"));
+  CHECK(has(s, "'it''s train'"));
+}
