@@ -8,6 +8,7 @@
 #include <iostream>
 #include <memory>
 
+#include "launcher/plot_run.h"
 #include "launcher/subprocess.h"
 
 namespace slurm_train {
@@ -16,38 +17,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Run {
-  std::string name;
-  std::vector<double> step, loss, accuracy, samples_per_s;
-  std::vector<double> eval_step, test_loss, test_accuracy;
-};
-
-Run read_run(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(fmt::format("cannot read the metrics file '{}'", path));
-  Run run;
-  std::string line;
-  for (int number = 1; std::getline(in, line); ++number) {
-    if (line.empty()) continue;
-    try {
-      const auto j = nlohmann::json::parse(line);
-      if (j.contains("eval")) {
-        run.eval_step.push_back(j["eval"]["step"].get<double>());
-        run.test_loss.push_back(j["eval"]["test_loss"].get<double>());
-        run.test_accuracy.push_back(100.0 * j["eval"]["test_accuracy"].get<double>());
-      } else {
-        run.step.push_back(j.at("step").get<double>());
-        run.loss.push_back(j.at("loss").get<double>());
-        run.accuracy.push_back(100.0 * j.at("accuracy").get<double>());
-        run.samples_per_s.push_back(j.at("samples_per_s").get<double>());
-      }
-    } catch (const nlohmann::json::exception& e) {
-      throw std::runtime_error(fmt::format("{}:{}: not a slurm-train metrics line ({})", path, number, e.what()));
-    }
-  }
-  if (run.step.empty()) throw std::runtime_error(fmt::format("'{}' holds no step metrics", path));
-  return run;
-}
+using Run = PlotRun;
+const auto read_run = read_plot_run;
 
 // Mean of the last `window` values at each point: the trend through batch-to-batch noise.
 std::vector<double> trailing_mean(const std::vector<double>& v, std::size_t window) {
