@@ -15,10 +15,13 @@ PlotRun parse_plot_run(std::istream& in, const std::string& path) {
     if (line.empty()) continue;
     try {
       const auto j = nlohmann::json::parse(line);
+      // at(), never operator[]: on a const object a missing key is undefined behaviour (an
+      // assertion in nlohmann's debug build), where at() throws.
       if (j.contains("eval")) {
-        run.eval_step.push_back(j["eval"]["step"].get<double>());
-        run.test_loss.push_back(j["eval"]["test_loss"].get<double>());
-        run.test_accuracy.push_back(100.0 * j["eval"]["test_accuracy"].get<double>());
+        const auto& eval = j.at("eval");
+        run.eval_step.push_back(eval.at("step").get<double>());
+        run.test_loss.push_back(eval.at("test_loss").get<double>());
+        run.test_accuracy.push_back(100.0 * eval.at("test_accuracy").get<double>());
       } else {
         run.step.push_back(j.at("step").get<double>());
         run.loss.push_back(j.at("loss").get<double>());
