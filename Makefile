@@ -8,7 +8,7 @@
 #   make gpu-bundle           binaries + the shared libraries they link, for a GPU machine without
 #                             MPI/HDF5 (scripts/gpu-bundle.sh; CUDA builds only)
 #   make clean
-#   make fuzz [FUZZ_SECONDS=300]  run the libFuzzer target of the plugin's parsers (clang)
+#   make fuzz [FUZZ_SECONDS=300]  run every libFuzzer target (each parser of outside input) so long each
 #   SANITIZE=1                AddressSanitizer + UndefinedBehaviorSanitizer, in build/sanitize
 SHELL := /bin/bash
 .DEFAULT_GOAL := all
@@ -197,17 +197,62 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
 	$(CXX) $(ALL_LDFLAGS) $^ -o $@ $(LIBS)
 
 # ---- fuzzing: every parser of outside input under libFuzzer + ASan + UBSan (clang) ------------
-# `make fuzz` runs for FUZZ_SECONDS (300 by default); make test runs a few seconds of it.
+# One target per parser (test/fuzz/*_fuzz.cc), each with its seed corpus of real files in
+# test/fuzz/seeds/<target>/. The sources they call are compiled with clang, instrumented, into
+# $(BUILD)/fuzz/obj and linked from one archive. `make fuzz` runs every target FUZZ_SECONDS each
+# and prints its runs and coverage; make test runs a few seconds of each (fuzz.bats).
 FUZZ_CXX ?= $(firstword $(shell command -v clang++-14 clang++ 2>/dev/null))
 FUZZ_SECONDS ?= 300
-FUZZ_SRC := test/fuzz/parsers_fuzz.cc $(JOBENV_SRC) $(PLUGIN_PURE_SRC)
-FUZZER := $(BUILD)/fuzz/parsers_fuzz
+FUZZ_TARGETS := $(patsubst test/fuzz/%.cc,%,$(wildcard test/fuzz/*_fuzz.cc))
+FUZZERS := $(addprefix $(BUILD)/fuzz/,$(FUZZ_TARGETS))
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_CXXFLAGS = -std=c++20 -g -O1 -fno-omit-frame-pointer -I. $(WARN) -DOMPI_SKIP_MPICXX \
+                -DSLURM_TRAIN_VERSION=\"$(VERSION)\" $(PKG_CFLAGS) $(FUZZ_SAN)
+# Everything but CUDA: the fuzz build runs on any machine.
+FUZZ_LIB_SRC := $(JOBENV_SRC) $(PLUGIN_PURE_SRC) $(ENGINE_SRC) $(LAUNCHER_SRC)
+FUZZ_LIB := $(BUILD)/fuzz/libfuzzed.a
+# A single allocation above 1 GiB from inputs of at most FUZZ_MAX_LEN bytes is a finding, and
+# so is a process above 2 GiB.
+FUZZ_MAX_LEN ?= 131072
+FUZZ_FLAGS = -max_total_time=$(FUZZ_SECONDS) -max_len=$(FUZZ_MAX_LEN) -timeout=10 -rss_limit_mb=2048 \
+             -malloc_limit_mb=1024 -print_final_stats=1
 
-$(FUZZER): $(FUZZ_SRC) $(wildcard spank/*.h spank/jobenv/*.h) Makefile
-	@[ -n "$(FUZZ_CXX)" ] || { echo "error: missing clang: apt-get install clang-14 libclang-rt-14-dev" >&2; exit 1; }
+define need_clang
+@[ -n "$(FUZZ_CXX)" ] || { echo "error: missing clang: apt-get install clang-14 libclang-rt-14-dev" >&2; exit 1; }
+endef
+
+$(BUILD)/fuzz/obj/%.o: %.cc Makefile | check-deps
+	$(need_clang)
 	@mkdir -p $(@D)
-	$(FUZZ_CXX) -std=c++20 -g -O1 -I. $(WARN) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-	  $(FUZZ_SRC) -o $@
+	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+
+$(FUZZ_LIB): $(patsubst %.cc,$(BUILD)/fuzz/obj/%.o,$(FUZZ_LIB_SRC))
+	@mkdir -p $(@D)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+$(BUILD)/fuzz/%_fuzz: $(BUILD)/fuzz/obj/test/fuzz/%_fuzz.o $(FUZZ_LIB)
+	$(FUZZ_CXX) $(FUZZ_SAN) -fsanitize=fuzzer -pthread $^ -o $@ $(PKG_LIBS) -lz
+
+.PHONY: fuzz fuzz-build
+fuzz-build: $(FUZZERS)
+
+# Each target: its seeds, read only, and a working corpus under $(BUILD)/fuzz/corpus/<target>;
+# a crash lands in $(BUILD)/fuzz/crashes/<target>/ and fails make after the other targets ran.
+fuzz: $(FUZZERS)
+	@failed=""; for target in $(FUZZ_TARGETS); do \
+	  mkdir -p $(BUILD)/fuzz/corpus/$$target $(BUILD)/fuzz/crashes/$$target; \
+	  echo "== $$target: $(FUZZ_SECONDS) s"; \
+	  LSAN_OPTIONS=suppressions=$(CURDIR)/test/fuzz/lsan.supp:print_suppressions=0 \
+	  $(BUILD)/fuzz/$$target $(FUZZ_FLAGS) -artifact_prefix=$(BUILD)/fuzz/crashes/$$target/ \
+	    $(BUILD)/fuzz/corpus/$$target test/fuzz/seeds/$$target >$(BUILD)/fuzz/$$target.log 2>&1 \
+	    || failed="$$failed $$target"; \
+	  grep -E "^(==[0-9]+== ?ERROR|SUMMARY|Done |stat::number_of_executed_units)" $(BUILD)/fuzz/$$target.log; \
+	  grep -E "^#[0-9]+[[:space:]]" $(BUILD)/fuzz/$$target.log | tail -n 1; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz: findings in$$failed (see $(BUILD)/fuzz/<target>.log)" >&2; exit 1; fi
+
+-include $(patsubst %.cc,$(BUILD)/fuzz/obj/%.d,$(FUZZ_LIB_SRC) $(wildcard test/fuzz/*_fuzz.cc))
 
 .PHONY: gpu-bundle
 # (+: the sub-make shares this make's job slots under -j, rather than falling back to one job.)
@@ -215,12 +260,6 @@ gpu-bundle: deps
 	@[ -n "$(CUDA_SRC)" ] || { echo "error: gpu-bundle needs a CUDA build (nvcc not found)" >&2; exit 1; }
 	@+$(SUBMAKE) all $(BENCH_PROGRAMS)
 	BUILD=$(BUILD) scripts/gpu-bundle.sh $(BUILD)/gpu-bundle
-
-.PHONY: fuzz
-fuzz: $(FUZZER)
-	@mkdir -p $(BUILD)/fuzz/corpus
-	$(FUZZER) -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
-	  -print_final_stats=1 -artifact_prefix=$(BUILD)/fuzz/ $(BUILD)/fuzz/corpus test/fuzz/seeds
 
 # Man pages: the version filled in.
 $(BUILD)/share/man/man1/%: docs/%.in VERSION

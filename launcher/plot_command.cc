@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "launcher/plot_chart.h"
+#include "launcher/plot_run.h"
 #include "launcher/subprocess.h"
 
 namespace slurm_train {
@@ -17,38 +18,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Run {
-  std::string name;
-  std::vector<double> step, loss, accuracy, samples_per_s;
-  std::vector<double> eval_step, test_loss, test_accuracy;
-};
-
-Run read_run(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(fmt::format("cannot read the metrics file '{}'", path));
-  Run run;
-  std::string line;
-  for (int number = 1; std::getline(in, line); ++number) {
-    if (line.empty()) continue;
-    try {
-      const auto j = nlohmann::json::parse(line);
-      if (j.contains("eval")) {
-        run.eval_step.push_back(j["eval"]["step"].get<double>());
-        run.test_loss.push_back(j["eval"]["test_loss"].get<double>());
-        run.test_accuracy.push_back(100.0 * j["eval"]["test_accuracy"].get<double>());
-      } else {
-        run.step.push_back(j.at("step").get<double>());
-        run.loss.push_back(j.at("loss").get<double>());
-        run.accuracy.push_back(100.0 * j.at("accuracy").get<double>());
-        run.samples_per_s.push_back(j.at("samples_per_s").get<double>());
-      }
-    } catch (const nlohmann::json::exception& e) {
-      throw std::runtime_error(fmt::format("{}:{}: not a slurm-train metrics line ({})", path, number, e.what()));
-    }
-  }
-  if (run.step.empty()) throw std::runtime_error(fmt::format("'{}' holds no step metrics", path));
-  return run;
-}
 
 // Mean of the last `window` values at each point: the trend through batch-to-batch noise.
 std::vector<double> trailing_mean(const std::vector<double>& v, std::size_t window) {
@@ -64,7 +33,7 @@ std::vector<double> trailing_mean(const std::vector<double>& v, std::size_t wind
 
 // The run's series as gnuplot reads them (TSV files under `tmp`), with what the chart's axes and
 // labels need to know.
-ChartRun chart_run(const Run& run, const std::string& label, const fs::path& tmp, std::size_t index) {
+ChartRun chart_run(const PlotRun& run, const std::string& label, const fs::path& tmp, std::size_t index) {
   const std::size_t window = std::max<std::size_t>(1, run.step.size() / 50);
   const auto loss_trend = trailing_mean(run.loss, window), accuracy_trend = trailing_mean(run.accuracy, window);
   const auto speed_trend = trailing_mean(run.samples_per_s, window);
@@ -103,7 +72,7 @@ void plot(const std::vector<std::string>& paths, const std::string& output, cons
   } cleanup{tmp};
 
   std::vector<ChartRun> runs;
-  for (std::size_t r = 0; r < paths.size(); ++r) runs.push_back(chart_run(read_run(paths[r]), labels[r], tmp, r));
+  for (std::size_t r = 0; r < paths.size(); ++r) runs.push_back(chart_run(read_plot_run(paths[r]), labels[r], tmp, r));
   const fs::path script = tmp / "plot.gp";
   std::ofstream(script) << chart_script(runs, output, title);
   const ProcessResult r = run_process({"gnuplot", script.string()}, "gnuplot-nox");

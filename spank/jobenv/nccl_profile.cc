@@ -1,8 +1,13 @@
 #include "spank/jobenv/nccl_profile.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "spank/jobenv/text.h"
 
@@ -56,6 +61,39 @@ std::vector<std::string> split_list(std::string_view text) {
   }
 }
 
+// The site file's text, at most kMaxProfileFileSize + 1 bytes (parse_profile refuses more). A
+// symbolic link is refused, not followed (O_NOFOLLOW, so nothing can swap one in between a check
+// and the open): it could point at any file root may read, and a parse error would show a piece
+// of it to the user.
+std::string read_profile_file(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ELOOP) throw InputError(path.string() + ": a symbolic link (the profiles folder holds regular files only)");
+    throw InputError(path.string() + ": cannot be read: " + std::strerror(errno));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw InputError(path.string() + ": not a regular file");
+  }
+  std::string text(kMaxProfileFileSize + 1, '\0');
+  std::size_t used = 0;
+  while (used < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + used, text.size() - used);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int error = errno;
+      ::close(fd);
+      throw InputError(path.string() + ": cannot be read: " + std::strerror(error));
+    }
+    if (n == 0) break;
+    used += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  text.resize(used);
+  return text;
+}
+
 std::string join(const std::vector<std::string>& items) {
   std::string out;
   for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
@@ -106,7 +144,8 @@ NcclProfile parse_profile(std::string_view name, std::string_view origin, std::s
     if (line.empty()) continue;
     if (line.find('\0') != line.npos) throw InputError(where + ": contains a NUL byte");
     auto eq = line.find('=');
-    if (eq == line.npos) throw InputError(where + ": " + quote_value(line) + ": expected KEY=VALUE");
+    // Not quoted: a line that is no KEY=VALUE may be anything (a password hash, a key).
+    if (eq == line.npos) throw InputError(where + ": expected KEY=VALUE (the line is not shown)");
     std::string_view key = trim(line.substr(0, eq)), value = trim(line.substr(eq + 1));
     if (key == "allow_debug") {
       check_text(where + ": allow_debug", value, 1024);
@@ -138,15 +177,9 @@ NcclProfile load_profile(std::string_view name, const std::string& profiles_dir)
   if (!profiles_dir.empty()) {
     fs::path path = fs::path(profiles_dir) / (std::string(name) + ".conf");
     std::error_code ec;
-    if (fs::exists(path, ec)) {
-      if (!fs::is_regular_file(path, ec)) throw InputError(path.string() + ": not a regular file");
-      std::ifstream in(path, std::ios::binary);
-      if (!in) throw InputError(path.string() + ": cannot be read");
-      std::string text(kMaxProfileFileSize + 1, '\0');
-      in.read(text.data(), static_cast<std::streamsize>(text.size()));
-      text.resize(static_cast<std::size_t>(in.gcount()));
-      return parse_profile(name, path.string(), text);
-    }
+    // symlink_status: a dangling link is a link too, refused rather than taken for no file.
+    if (fs::exists(fs::symlink_status(path, ec)))
+      return parse_profile(name, path.string(), read_profile_file(path));
   }
   if (auto builtin = builtin_profile(name)) return *builtin;
   throw InputError("NCCL profile " + quote_value(name) + " does not exist (available: " +
@@ -158,7 +191,7 @@ std::vector<std::string> available_profiles(const std::string& profiles_dir) {
   std::error_code ec;
   if (!profiles_dir.empty() && fs::is_directory(profiles_dir, ec)) {
     for (const auto& entry : fs::directory_iterator(profiles_dir, ec)) {
-      if (entry.path().extension() != ".conf") continue;
+      if (entry.path().extension() != ".conf" || entry.is_symlink(ec)) continue;
       std::string stem = entry.path().stem().string();
       try {
         check_profile_name("", stem);

@@ -38,10 +38,10 @@ NcclProfile parse_profile(std::string_view name, std::string_view origin, std::s
 
 // The profile `name`: the site file <profiles_dir>/<name>.conf when profiles_dir is set and the
 // file exists (a site may override a built-in), else the built-in. Throws InputError when there
-// is neither, or the file is unreadable or malformed.
+// is neither, or the file is unreadable, malformed, or a symbolic link (never followed).
 NcclProfile load_profile(std::string_view name, const std::string& profiles_dir);
 
-// The names a user may choose: built-ins and the site's files, sorted.
+// The names a user may choose: built-ins and the site's regular files, sorted.
 std::vector<std::string> available_profiles(const std::string& profiles_dir);
 
 struct NcclAssignment {

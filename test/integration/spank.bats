@@ -248,6 +248,13 @@ expand_cpus() {
   echo "NCCL_ALGO=Ring" >"$BATS_TEST_TMPDIR/profiles/fast.conf"
   bad "plugstack.conf default_profile=fast: $BATS_TEST_TMPDIR/profiles/fast.conf:1: NCCL_ALGO is a debugging key" \
     profiles=$BATS_TEST_TMPDIR/profiles default_profile=fast
+  # A symbolic link in the profiles folder is refused, not followed: nothing of the file it
+  # points to reaches the message.
+  echo "root:s3cret-hash:19000:0:99999:7:::" >"$BATS_TEST_TMPDIR/secret"
+  ln -s "$BATS_TEST_TMPDIR/secret" "$BATS_TEST_TMPDIR/profiles/leak.conf"
+  bad "plugstack.conf default_profile=leak: $BATS_TEST_TMPDIR/profiles/leak.conf: a symbolic link" \
+    profiles=$BATS_TEST_TMPDIR/profiles default_profile=leak
+  [[ $output != *s3cret* ]]
 }
 
 @test "slurmd refuses to start with a bad plugstack.conf argument, saying why" {

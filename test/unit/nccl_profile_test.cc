@@ -63,7 +63,7 @@ TEST_CASE("nccl: bad site files are refused with file, line and reason") {
   refuses("NCCL_ALGO=Ring\n", "p.conf:1: NCCL_ALGO is a debugging key; a profile sets it only when the file says allow_debug=NCCL_ALGO");
   refuses("\nNCCL_PROTO=LL\nallow_debug=NCCL_ALGO\n", "p.conf:2: NCCL_PROTO is a debugging key");
   refuses("allow_debug=NCCL_IB_HCA\n", "p.conf:1: allow_debug names NCCL_IB_HCA, which is not a debugging key");
-  refuses("NCCL_IB_HCA\n", "p.conf:1: 'NCCL_IB_HCA': expected KEY=VALUE");
+  refuses("NCCL_IB_HCA\n", "p.conf:1: expected KEY=VALUE");
   refuses("LD_PRELOAD=/tmp/x.so\n", "p.conf:1: key 'LD_PRELOAD': expected an NCCL variable name");
   refuses("nccl_ib_hca=x\n", "expected an NCCL variable name");
   refuses("NCCL_=x\n", "expected an NCCL variable name");
@@ -98,6 +98,35 @@ TEST_CASE("nccl: site files are found by name, override built-ins, and unknown n
   check_refused<InputError>([&] { load_profile("nope", dir.path.string()); },
                             "NCCL profile 'nope' does not exist (available: broken, fabric, ib, off, roce, tcp)");
   check_refused<InputError>([&] { load_profile("nope", ""); }, "(available: ib, off, roce, tcp)");
+}
+
+TEST_CASE("nccl: a symlink in the profiles folder is refused, and nothing of the file it points to is quoted") {
+  ProfileDir dir;
+  // A file the profile reader must never show: its first line is no KEY=VALUE.
+  const std::filesystem::path secret = dir.path / "secret";
+  std::ofstream(secret) << "root:s3cret-hash:19000:0:99999:7:::\n";
+  std::filesystem::create_directories(dir.path / "profiles");
+  std::filesystem::create_symlink(secret, dir.path / "profiles" / "leak.conf");
+  std::filesystem::create_symlink(dir.path / "profiles" / "missing", dir.path / "profiles" / "dangling.conf");
+  const std::string folder = (dir.path / "profiles").string();
+  for (const char* name : {"leak", "dangling"}) {
+    CAPTURE(name);
+    try {
+      load_profile(name, folder);
+      FAIL("a symlinked profile was loaded");
+    } catch (const InputError& e) {
+      CHECK(std::string(e.what()).find(std::string(name) + ".conf: a symbolic link") != std::string::npos);
+      CHECK(std::string(e.what()).find("s3cret") == std::string::npos);
+    }
+  }
+  CHECK(available_profiles(folder) == std::vector<std::string>{"ib", "off", "roce", "tcp"});
+  // A regular file whose line is unparsable: the line is not quoted either.
+  try {
+    parse_profile("p", "p.conf", "root:s3cret-hash:19000\n");
+    FAIL("an unparsable line was accepted");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()) == "p.conf:1: expected KEY=VALUE (the line is not shown)");
+  }
 }
 
 TEST_CASE("nccl: precedence: explicit option > the user's exports > the profile") {

@@ -1,0 +1,45 @@
+#include "launcher/plot_run.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <stdexcept>
+
+namespace slurm_train {
+
+PlotRun parse_plot_run(std::istream& in, const std::string& path) {
+  PlotRun run;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    if (line.empty()) continue;
+    try {
+      const auto j = nlohmann::json::parse(line);
+      // at(), never operator[]: on a const object a missing key is undefined behaviour (an
+      // assertion in nlohmann's debug build), where at() throws.
+      if (j.contains("eval")) {
+        const auto& eval = j.at("eval");
+        run.eval_step.push_back(eval.at("step").get<double>());
+        run.test_loss.push_back(eval.at("test_loss").get<double>());
+        run.test_accuracy.push_back(100.0 * eval.at("test_accuracy").get<double>());
+      } else {
+        run.step.push_back(j.at("step").get<double>());
+        run.loss.push_back(j.at("loss").get<double>());
+        run.accuracy.push_back(100.0 * j.at("accuracy").get<double>());
+        run.samples_per_s.push_back(j.at("samples_per_s").get<double>());
+      }
+    } catch (const nlohmann::json::exception& e) {
+      throw std::runtime_error(fmt::format("{}:{}: not a slurm-train metrics line ({})", path, number, e.what()));
+    }
+  }
+  if (run.step.empty()) throw std::runtime_error(fmt::format("'{}' holds no step metrics", path));
+  return run;
+}
+
+PlotRun read_plot_run(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(fmt::format("cannot read the metrics file '{}'", path));
+  return parse_plot_run(in, path);
+}
+
+}  // namespace slurm_train

@@ -1,0 +1,55 @@
+// What every fuzz target shares: the input written to a file, for the readers that take a path,
+// and the rule for what a reader may do with bad input. Any std::exception is a clean rejection
+// (each reader documents its own error type; the targets do not re-check which); a crash, a
+// leak, undefined behaviour, an allocation above -malloc_limit_mb or an abort() of a target's
+// own invariant check is a finding.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string>
+
+namespace slurm_train::fuzz {
+
+// One file per process, rewritten for every input: in /dev/shm when there is one (no disk I/O
+// per run), else in TMPDIR or /tmp. Removed when the process ends normally.
+class InputFile {
+ public:
+  explicit InputFile(const char* suffix) {
+    const char* dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : std::getenv("TMPDIR");
+    path_ = std::string(dir ? dir : "/tmp") + "/slurm-train-fuzz-" + std::to_string(getpid()) + suffix;
+  }
+  ~InputFile() { std::remove(path_.c_str()); }
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+
+  // Replaces the file's contents with the input; aborts when it cannot (no finding is possible).
+  const std::string& write(const std::uint8_t* data, std::size_t size) {
+    std::FILE* f = std::fopen(path_.c_str(), "wb");
+    if (!f || (size && std::fwrite(data, 1, size, f) != size) || std::fclose(f) != 0) {
+      std::perror(path_.c_str());
+      std::abort();
+    }
+    return path_;
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Runs `call`; a std::exception is a clean rejection.
+template <typename F>
+void rejecting_cleanly(F&& call) {
+  try {
+    call();
+  } catch (const std::exception&) {
+  }
+}
+
+}  // namespace slurm_train::fuzz

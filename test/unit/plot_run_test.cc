@@ -1,0 +1,39 @@
+// The metrics reader of `slurm-train plot`: the lines it takes, and lines that lack a field are
+// refused with the file and line, never read as missing values.
+#include <doctest/doctest.h>
+
+#include <sstream>
+
+#include "launcher/plot_run.h"
+#include "test/unit/test_support.h"
+
+using namespace slurm_train;
+using slurm_train::testing::check_refused;
+
+namespace {
+PlotRun parse(const std::string& text) {
+  std::istringstream in(text);
+  return parse_plot_run(in, "m.jsonl");
+}
+}  // namespace
+
+TEST_CASE("plot: step and evaluation lines of a metrics file") {
+  PlotRun run = parse(R"({"step":0,"loss":2.5,"accuracy":0.25,"samples_per_s":100})"
+                      "\n\n"
+                      R"({"eval":{"step":1,"test_loss":2.0,"test_accuracy":0.5}})"
+                      "\n");
+  CHECK(run.step == std::vector<double>{0});
+  CHECK(run.accuracy == std::vector<double>{25});
+  CHECK(run.eval_step == std::vector<double>{1});
+  CHECK(run.test_accuracy == std::vector<double>{50});
+}
+
+TEST_CASE("plot: a line without a field it needs is refused, naming the file and line") {
+  const std::string step = R"({"step":0,"loss":2.5,"accuracy":0.25,"samples_per_s":100})";
+  check_refused<std::runtime_error>([&] { parse(step + "\n" + R"({"eval":{"step":1,"test_accuracy":0.5}})"); },
+                                    "m.jsonl:2: not a slurm-train metrics line");
+  check_refused<std::runtime_error>([&] { parse(step + "\n" + R"({"eval":{}})"); }, "m.jsonl:2:");
+  check_refused<std::runtime_error>([&] { parse(R"({"step":0,"loss":2.5})"); }, "m.jsonl:1:");
+  check_refused<std::runtime_error>([&] { parse(R"({"eval":{"step":1,"test_loss":2,"test_accuracy":0.5}})"); },
+                                    "holds no step metrics");
+}
