@@ -8,7 +8,8 @@
 #   make gpu-bundle           binaries + the shared libraries they link, for a GPU machine without
 #                             MPI/HDF5 (scripts/gpu-bundle.sh; CUDA builds only)
 #   make clean
-#   make fuzz [FUZZ_SECONDS=300]  run every libFuzzer target (each parser of outside input) so long each
+#   make fuzz [FUZZ_SECONDS=300] [FUZZ_RUNS=N FUZZ_SEED=S]  every libFuzzer target (each parser of
+#                             outside input) so long each; runs and seed make it repeatable
 #   SANITIZE=1                AddressSanitizer + UndefinedBehaviorSanitizer, in build/sanitize
 SHELL := /bin/bash
 .DEFAULT_GOAL := all
@@ -214,8 +215,13 @@ FUZZ_LIB := $(BUILD)/fuzz/libfuzzed.a
 # A single allocation above 1 GiB from inputs of at most FUZZ_MAX_LEN bytes is a finding, and
 # so is a process above 2 GiB.
 FUZZ_MAX_LEN ?= 131072
+# FUZZ_RUNS and FUZZ_SEED make a run repeatable (make test's: the same inputs every time, so that
+# it passes or fails on the code, not on how far a loaded machine got in the time).
+FUZZ_RUNS ?=
+FUZZ_SEED ?=
 FUZZ_FLAGS = -max_total_time=$(FUZZ_SECONDS) -max_len=$(FUZZ_MAX_LEN) -timeout=10 -rss_limit_mb=2048 \
-             -malloc_limit_mb=1024 -print_final_stats=1
+             -malloc_limit_mb=1024 -print_final_stats=1 $(if $(FUZZ_RUNS),-runs=$(FUZZ_RUNS)) \
+             $(if $(FUZZ_SEED),-seed=$(FUZZ_SEED))
 
 define need_clang
 @[ -n "$(FUZZ_CXX)" ] || { echo "error: missing clang: apt-get install clang-14 libclang-rt-14-dev" >&2; exit 1; }

@@ -18,7 +18,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-
 // Mean of the last `window` values at each point: the trend through batch-to-batch noise.
 std::vector<double> trailing_mean(const std::vector<double>& v, std::size_t window) {
   std::vector<double> out(v.size());
