@@ -41,7 +41,8 @@ std::vector<Check> check_before_start(const RunConfig& c, std::uint64_t ranks, c
       const DatasetLayout layout = inspect_dataset(spec_of(c, path));
       require_dataset_memory(spec_of(c, path), layout, memory);
       data_bytes += *layout.feature_bytes;
-      checks.push_back({Verdict::kOk, what, fmt::format("{}: {} samples of {} features", path, layout.count, layout.feature_size)});
+      checks.push_back({Verdict::kOk, what, fmt::format("{}: {} samples of {} features, {} classes", path, layout.count,
+                                                        layout.feature_size, c.data.num_classes)});
       return layout;
     } catch (const std::exception& e) {
       checks.push_back({Verdict::kFail, what, e.what()});
@@ -79,8 +80,9 @@ std::vector<Check> check_before_start(const RunConfig& c, std::uint64_t ranks, c
 std::vector<Check> check_configuration(const RunConfig& c, const Environment& env) {
   std::vector<Check> checks = check_before_start(c, static_cast<std::uint64_t>(launch_position(env).size),
                                                  current_memory_facts());
-  if (any_failed(checks)) return checks;
+  const bool data_inspected = !any_failed(checks);
   for (const auto& [what, path] : {std::pair{"train data", c.data.train}, std::pair{"test data", c.data.test}}) {
+    if (!data_inspected) break;
     try {
       load_dataset(spec_of(c, path));
     } catch (const std::exception& e) {

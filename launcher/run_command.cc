@@ -323,7 +323,7 @@ void check_run_options(const RunOptions& options) {
 // --dry-run: every check, printed by rank 0; exit 2 when the configuration cannot run, 1 when
 // the data or a folder fails a deeper check, 0 when ready.
 int dry_run(const RunConfig& config, const std::vector<Check>& before, const PreMpiReporter& reporter) {
-  const auto checks = any_failed(before) ? before : check_configuration(config, current_environment());
+  const auto checks = check_configuration(config, current_environment());
   if (reporter.speaks()) {
     for (const auto& c : checks) std::cout << format_check(c) << "\n";
     std::cout << (any_failed(checks) ? "dry run: problems found, nothing was trained\n" : "dry run: ready to train\n");
