@@ -446,7 +446,8 @@ void add_run_command(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand("run", "train on every rank of the job (srun --mpi=pmix, mpirun, or alone)");
   cmd->add_flag("--print-config", options->print_config, "print every effective value and where it came from, then exit");
   cmd->add_flag("--dry-run", options->dry_run,
-                "check the configuration and the files it names (datasets, output folders), then exit: 0 or 1");
+                "check the configuration and the files it names (datasets, memory, output folders), then exit: 0 ready, "
+                "1 a deeper check failed (the data read), 2 the configuration cannot run");
   cmd->add_option("--config,-c", options->config->file, "TOML file with [data], [model], [train] and [ckpt] sections")
       ->check(CLI::ExistingFile);
   cmd->add_flag("--no-resume", options->no_resume,
