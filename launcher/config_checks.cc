@@ -5,42 +5,100 @@
 #include <filesystem>
 #include <optional>
 
+#include "launcher/launch_position.h"
 #include "train/batches.h"
 #include "train/dataset.h"
+#include "train/model_memory.h"
 
 namespace slurm_train {
 
-std::vector<Check> check_configuration(const RunConfig& c, const Environment& env) {
+namespace {
+
+namespace fs = std::filesystem;
+
+DatasetSpec spec_of(const RunConfig& c, const std::string& path) {
+  return {path, c.data.features, c.data.labels, c.data.num_classes};
+}
+
+// The folder an output file (train.save, ...) goes into must exist: the run does not create it,
+// and finding that out after the training would lose the training.
+std::optional<Check> missing_output_folder(const std::string& key, const std::string& path) {
+  if (path.empty()) return std::nullopt;
+  std::error_code ec;
+  const fs::path folder = fs::absolute(path, ec).parent_path();
+  if (fs::is_directory(folder, ec)) return std::nullopt;
+  return Check{Verdict::kFail, "output",
+               fmt::format("{} = '{}': its folder '{}' does not exist (create it first)", key, path, folder.string())};
+}
+
+}  // namespace
+
+std::vector<Check> check_before_start(const RunConfig& c, std::uint64_t ranks, const MemoryFacts& memory) {
   std::vector<Check> checks;
-  auto load = [&](const char* what, const std::string& path) -> std::optional<Dataset> {
+  std::uint64_t data_bytes = 0;
+  auto inspect = [&](const char* what, const std::string& path) -> std::optional<DatasetLayout> {
     try {
-      Dataset d = load_dataset({path, c.data.features, c.data.labels, c.data.num_classes});
-      checks.push_back({Verdict::kOk, what, fmt::format("{}: {} samples of {} features, {} classes", path, d.count,
-                                                        d.feature_size, d.num_classes)});
-      return d;
+      const DatasetLayout layout = inspect_dataset(spec_of(c, path));
+      require_dataset_memory(spec_of(c, path), layout, memory);
+      data_bytes += *layout.feature_bytes;
+      checks.push_back({Verdict::kOk, what, fmt::format("{}: {} samples of {} features, {} classes", path, layout.count,
+                                                        layout.feature_size, c.data.num_classes)});
+      return layout;
     } catch (const std::exception& e) {
       checks.push_back({Verdict::kFail, what, e.what()});
       return std::nullopt;
     }
   };
-  const auto train = load("train data", c.data.train);
-  const auto test = load("test data", c.data.test);
+  const auto train = inspect("train data", c.data.train);
+  const auto test = inspect("test data", c.data.test);
   if (train && test && train->feature_size != test->feature_size)
     checks.push_back({Verdict::kFail, "data", fmt::format("{} has {} features per sample but {} has {}", c.data.test,
                                                           test->feature_size, c.data.train, train->feature_size)});
   if (train && batches_per_epoch(train->count, static_cast<std::size_t>(c.train.global_batch)) == 0)
     checks.push_back({Verdict::kFail, "data", fmt::format("train.global_batch = {} is larger than the {} samples of {}",
                                                           c.train.global_batch, train->count, c.data.train)});
+  if (train) {
+    const ModelMemory model = model_training_memory(c, train->feature_size, ranks);
+    MemoryFacts rest = memory;  // what the datasets leave
+    rest.mem_available = memory.mem_available > data_bytes ? memory.mem_available - data_bytes : (memory.mem_available ? 1 : 0);
+    rest.mapped += data_bytes;
+    rest.data += data_bytes;
+    try {
+      require_memory(fmt::format("model.hidden = [{}]", fmt::join(c.model.hidden, ", ")), model.bytes, model.why, rest);
+      checks.push_back({Verdict::kOk, "model", fmt::format("{} parameters, {} to train", model.parameters, format_bytes(*model.bytes))});
+    } catch (const MemoryError& e) {
+      checks.push_back({Verdict::kFail, "model", e.what()});
+    }
+  }
+  for (const auto& [key, path] : {std::pair{"train.save", c.train.save}, std::pair{"train.metrics", c.train.metrics},
+                                  std::pair{"train.prometheus", c.train.prometheus}})
+    if (auto missing = missing_output_folder(key, path)) checks.push_back(*missing);
+  // ckpt.dir is not among them: the run creates it, parents and all.
+  return checks;
+}
+
+std::vector<Check> check_configuration(const RunConfig& c, const Environment& env) {
+  std::vector<Check> checks = check_before_start(c, static_cast<std::uint64_t>(launch_position(env).size),
+                                                 current_memory_facts());
+  const bool data_inspected = !any_failed(checks);
+  for (const auto& [what, path] : {std::pair{"train data", c.data.train}, std::pair{"test data", c.data.test}}) {
+    if (!data_inspected) break;
+    try {
+      load_dataset(spec_of(c, path));
+    } catch (const std::exception& e) {
+      checks.push_back({Verdict::kFail, what, e.what()});
+    }
+  }
   for (const std::string& out : {c.train.metrics, c.train.save, c.train.prometheus}) {
     if (out.empty()) continue;
-    checks.push_back(check_folder("output", std::filesystem::absolute(out).parent_path().string(), env));
+    checks.push_back(check_folder("output", fs::absolute(out).parent_path().string(), env));
   }
   if (!c.ckpt.dir.empty()) {
     // The run creates the folder; until then its parent must take it.
     std::error_code ec;
-    const auto dir = std::filesystem::absolute(c.ckpt.dir);
-    checks.push_back(std::filesystem::exists(dir, ec) ? check_folder("checkpoints", dir.string(), env)
-                                                      : check_folder("checkpoints", dir.parent_path().string(), env));
+    const auto dir = fs::absolute(c.ckpt.dir);
+    checks.push_back(fs::exists(dir, ec) ? check_folder("checkpoints", dir.string(), env)
+                                         : check_folder("checkpoints", dir.parent_path().string(), env));
   }
   return checks;
 }

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "train/data_import.h"
+#include "train/idx.h"
 
 namespace slurm_train {
 
@@ -40,7 +41,16 @@ void add_data_command(CLI::App& app) {
   CLI::App* ix = import->add_subcommand("idx", "any IDX pair (MNIST and friends) -> one HDF5 file");
   ix->add_option("IMAGES", idx->images, "IDX file of the images (uint8, [N, ...]), plain or .gz")->required();
   ix->add_option("LABELS", idx->labels, "IDX file of the labels (uint8, [N])")->required();
-  ix->add_option("--out", idx->out, "output HDF5 file")->required();
+  ix->add_option("--out", idx->out, "output HDF5 file (replaced whole when it exists)")
+      ->required()
+      ->check([](const std::string& out) {
+        try {
+          require_importable_output(out);
+          return std::string();
+        } catch (const IdxError& e) {
+          return std::string(e.what());
+        }
+      });
   ix->callback([idx] { report({import_idx_pair(idx->images, idx->labels, idx->out, {})}); });
 }
 

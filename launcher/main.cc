@@ -7,6 +7,7 @@
 #include "launcher/ckpt_command.h"
 #include "launcher/data_command.h"
 #include "launcher/doctor_command.h"
+#include "launcher/launch_position.h"
 #include "launcher/plot_command.h"
 #include "launcher/run_command.h"
 #include "launcher/submit_command.h"
@@ -34,7 +35,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    // Every rank of a job parses the same command line: one copy of the error is enough.
+    if (slurm_train::launch_position(slurm_train::current_environment()).rank == 0) app.exit(e);
     return 2;  // usage errors
   } catch (const std::exception& e) {
     std::cerr << "slurm-train: error: " << e.what() << "\n";

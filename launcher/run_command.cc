@@ -6,6 +6,7 @@
 
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <ctime>
@@ -20,6 +21,7 @@
 #include "launcher/console.h"
 #include "launcher/exit_codes.h"
 #include "launcher/fault_injection.h"
+#include "launcher/launch_position.h"
 #include "launcher/login_node.h"
 #include "launcher/mpi_session.h"
 #include "launcher/preempt_signals.h"
@@ -291,10 +293,58 @@ int finish_preempted(const RunConfig& config, Comm& comm, Watchdog& watchdog, Co
   return code;
 }
 
+// Before MPI starts every rank finds the same configuration errors; rank 0 alone reports them
+// (as it alone prints --print-config and --dry-run), and every rank exits 2.
+class PreMpiReporter {
+ public:
+  explicit PreMpiReporter(LaunchPosition launch) : launch_(launch) {}
+  bool speaks() const { return launch_.rank == 0; }
+  int usage_error(const std::string& message) const {
+    if (speaks())
+      std::cerr << "slurm-train: error: " << message
+                << (launch_.size > 1 ? fmt::format("\n(found alike by all {} ranks before MPI started; reported by rank 0)",
+                                                   launch_.size)
+                                     : "")
+                << "\n" << std::flush;
+    return kExitUsage;
+  }
+
+ private:
+  LaunchPosition launch_;
+};
+
+// The command-line values that are not configuration keys.
+void check_run_options(const RunOptions& options) {
+  if (!std::isfinite(options.hang_timeout) || options.hang_timeout < 0)
+    throw std::invalid_argument(fmt::format("--hang-timeout {}: expected seconds (a finite number), or 0 to turn hang "
+                                            "detection off", options.hang_timeout));
+}
+
+// --dry-run: every check, printed by rank 0; exit 2 when the configuration cannot run, 1 when
+// the data or a folder fails a deeper check, 0 when ready.
+int dry_run(const RunConfig& config, const std::vector<Check>& before, const PreMpiReporter& reporter) {
+  const auto checks = check_configuration(config, current_environment());
+  if (reporter.speaks()) {
+    for (const auto& c : checks) std::cout << format_check(c) << "\n";
+    std::cout << (any_failed(checks) ? "dry run: problems found, nothing was trained\n" : "dry run: ready to train\n");
+  }
+  if (any_failed(before)) return kExitUsage;
+  return any_failed(checks) ? kExitFailed : kExitOk;
+}
+
+std::string failed_checks(const std::vector<Check>& checks) {
+  std::string text = "the configuration cannot run:";
+  for (const auto& c : checks)
+    if (c.verdict == Verdict::kFail) text += fmt::format("\n  {}: {}", c.what, c.detail);
+  return text;
+}
+
 // Every rank runs this; an error on any rank tears the whole job down so that no rank is left
 // waiting in a collective for one that is gone.
 int run(const RunOptions& options) {
   const auto started = Clock::now();
+  const LaunchPosition launch = launch_position(current_environment());
+  const PreMpiReporter reporter(launch);
   RunConfig config;
   FaultPlan faults;
   std::vector<int> signals;
@@ -304,27 +354,21 @@ int run(const RunOptions& options) {
     if (options.no_resume) config.ckpt.resume = false;
     faults = parse_fault_plan(options.inject_fault);
     signals = parse_signal_list(options.preempt_signals);
-    if (options.hang_timeout < 0)
-      throw std::invalid_argument(fmt::format("--hang-timeout {}: expected seconds, or 0 to turn hang detection off",
-                                              options.hang_timeout));
+    check_run_options(options);
   } catch (const std::exception& e) {
-    std::cerr << "slurm-train: error: " << e.what() << "\n";
-    return kExitUsage;
+    return reporter.usage_error(e.what());
   }
   if (options.print_config) {
-    std::cout << describe_config(config);
+    if (reporter.speaks()) std::cout << describe_config(config);
     return kExitOk;
   }
   if (const auto refusal = login_node_refusal(config, current_environment(), options.config->file)) {
-    std::cerr << "slurm-train: " << *refusal << "\n";
+    if (reporter.speaks()) std::cerr << "slurm-train: " << *refusal << "\n";
     return kExitUsage;
   }
-  if (options.dry_run) {
-    const auto checks = check_configuration(config, current_environment());
-    for (const auto& c : checks) std::cout << format_check(c) << "\n";
-    std::cout << (any_failed(checks) ? "dry run: problems found, nothing was trained\n" : "dry run: ready to train\n");
-    return any_failed(checks) ? kExitFailed : kExitOk;
-  }
+  const auto before = check_before_start(config, static_cast<std::uint64_t>(launch.size), current_memory_facts());
+  if (options.dry_run) return dry_run(config, before, reporter);
+  if (any_failed(before)) return reporter.usage_error(failed_checks(before));
   // Open MPI busy-polls while a rank waits in a collective; with ranks sharing cores (or a
   // prefetch thread beside them) that takes the CPU from the ranks still computing. Yielding
   // costs a few microseconds a wait and doubled throughput on a loaded node (make bench).
@@ -402,15 +446,18 @@ void add_run_command(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand("run", "train on every rank of the job (srun --mpi=pmix, mpirun, or alone)");
   cmd->add_flag("--print-config", options->print_config, "print every effective value and where it came from, then exit");
   cmd->add_flag("--dry-run", options->dry_run,
-                "check the configuration and the files it names (datasets, output folders), then exit: 0 or 1");
+                "check the configuration and the files it names (datasets, memory, output folders), then exit: 0 ready, "
+                "1 a deeper check failed (the data read), 2 the configuration cannot run");
   cmd->add_option("--config,-c", options->config->file, "TOML file with [data], [model], [train] and [ckpt] sections")
       ->check(CLI::ExistingFile);
   cmd->add_flag("--no-resume", options->no_resume,
                 "start fresh even when ckpt.dir holds a checkpoint (same as --ckpt.resume=false)");
-  cmd->add_option("--log-dir", options->log_dir,
-                  "every rank appends to <log-dir>/<job id>/rank-<N>.log; empty: no rank logs")
+  // "--log-dir=" is the empty value (no rank logs), and never takes the next argument as its own.
+  cmd->add_option_function<std::string>(
+         "--log-dir", [options](const std::string& dir) { options->log_dir = dir; },
+         "every rank appends to <log-dir>/<job id>/rank-<N>.log (default slurm-train-logs); empty: no rank logs")
       ->envname("SLURM_TRAIN_LOG_DIR")
-      ->capture_default_str();
+      ->expected(0, 1);  // no default_str: CLI11 would put it in place of the empty value
   cmd->add_option("--hang-timeout", options->hang_timeout,
                   "seconds a rank may go without progress before the watchdog ends the job (exit 4); 0: off")
       ->envname("SLURM_TRAIN_HANG_TIMEOUT")

@@ -8,6 +8,8 @@
 #include <charconv>
 #include <cmath>
 #include <functional>
+#include <limits>
+#include <utility>
 #include <sstream>
 #include <variant>
 
@@ -99,14 +101,34 @@ std::string unknown_key_message(const std::string& key) {
                       : fmt::format("unknown key '{}' (did you mean '{}'?)", key, near);
 }
 
+// What a key of type T accepts, for errors: "a whole number in [-2147483648, 2147483647]".
+template <typename T>
+std::string expected_number() {
+  if constexpr (std::is_floating_point_v<T>) return "a finite number";
+  else return fmt::format("a whole number in [{}, {}]", std::numeric_limits<T>::min(), std::numeric_limits<T>::max());
+}
+
+// A whole number into T, refused when T cannot hold it (a cast would wrap 2^32 + 16 to 16).
+template <typename T>
+T narrow_integer(const std::string& key, std::int64_t value, const std::string& where) {
+  if (!std::in_range<T>(value)) throw ConfigError(fmt::format("{}{} = {}: expected {}", where, key, value, expected_number<T>()));
+  return static_cast<T>(value);
+}
+
+// A non-finite value (inf, nan) is never a meaningful setting: it would train to NaN.
+double finite_number(const std::string& key, double value, const std::string& where) {
+  if (!std::isfinite(value)) throw ConfigError(fmt::format("{}{} = {}: expected a finite number", where, key, value));
+  return value;
+}
+
 template <typename T>
 T parse_number(const std::string& key, const std::string& text) {
   T value{};
   const char* end = text.data() + text.size();
   auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (ec != std::errc() || ptr != end)
-    throw ConfigError(fmt::format("{} = '{}': expected {}", key, text,
-                                  std::is_floating_point_v<T> ? "a number" : "a whole number"));
+  bool ok = ec == std::errc() && ptr == end;
+  if constexpr (std::is_floating_point_v<T>) ok = ok && std::isfinite(value);
+  if (!ok) throw ConfigError(fmt::format("{} = '{}': expected {}", key, text, expected_number<T>()));
   return value;
 }
 
@@ -155,15 +177,15 @@ void assign_toml(const std::string& key, ValueRef ref, const toml::node& node, c
           p->clear();
           for (const toml::node& item : *node.as_array()) {
             if (!item.is_integer()) throw wrong("an array of whole numbers, e.g. [1024, 512]");
-            p->push_back(static_cast<int>(item.as_integer()->get()));
+            p->push_back(narrow_integer<int>(key, item.as_integer()->get(), where + ": "));
           }
         } else if constexpr (std::is_floating_point_v<T>) {
-          if (node.is_floating_point()) *p = node.as_floating_point()->get();
+          if (node.is_floating_point()) *p = finite_number(key, node.as_floating_point()->get(), where + ": ");
           else if (node.is_integer()) *p = static_cast<T>(node.as_integer()->get());
           else throw wrong("a number");
         } else {
           if (!node.is_integer()) throw wrong("a whole number");
-          *p = static_cast<T>(node.as_integer()->get());
+          *p = narrow_integer<T>(key, node.as_integer()->get(), where + ": ");
         }
       },
       ref);
@@ -310,7 +332,8 @@ std::vector<std::string> validate_config(const RunConfig& c) {
     problems.push_back(fmt::format("{} = '{}': expected one of: {}", key, value, fmt::join(allowed, ", ")));
   };
   require(!c.data.train.empty(), "data.train: a training file is needed");
-  require(c.data.num_classes >= 2, fmt::format("data.num_classes = {}: expected at least 2", c.data.num_classes));
+  require(c.data.num_classes >= 2 && c.data.num_classes <= 1 << 16,
+          fmt::format("data.num_classes = {}: expected 2..65536", c.data.num_classes));
   for (int w : c.model.hidden)
     require(w > 0 && w <= 1 << 16, fmt::format("model.hidden: width {} is outside 1..65536", w));
   choice("model.activation", c.model.activation, {"relu", "gelu"});
@@ -319,22 +342,27 @@ std::vector<std::string> validate_config(const RunConfig& c) {
   require(c.train.steps >= 0, fmt::format("train.steps = {}: expected 0 or more", c.train.steps));
   require(c.train.global_batch >= 1, fmt::format("train.global_batch = {}: expected at least 1", c.train.global_batch));
   choice("train.optimizer", c.train.optimizer, {"adamw", "sgd"});
-  require(c.train.lr > 0 && std::isfinite(c.train.lr), fmt::format("train.lr = {}: expected a positive number", c.train.lr));
+  // Beyond these bounds a step overshoots by orders of magnitude and the loss becomes NaN.
+  require(c.train.lr > 0 && c.train.lr <= 10, fmt::format("train.lr = {}: expected a number in (0, 10]", c.train.lr));
   require(c.train.momentum >= 0 && c.train.momentum < 1, fmt::format("train.momentum = {}: expected [0, 1)", c.train.momentum));
-  require(c.train.weight_decay >= 0, fmt::format("train.weight_decay = {}: expected 0 or more", c.train.weight_decay));
+  require(c.train.weight_decay >= 0 && c.train.weight_decay <= 10,
+          fmt::format("train.weight_decay = {}: expected a number in [0, 10]", c.train.weight_decay));
   require(c.train.beta1 >= 0 && c.train.beta1 < 1, fmt::format("train.beta1 = {}: expected [0, 1)", c.train.beta1));
   require(c.train.beta2 >= 0 && c.train.beta2 < 1, fmt::format("train.beta2 = {}: expected [0, 1)", c.train.beta2));
-  require(c.train.eps > 0, fmt::format("train.eps = {}: expected a positive number", c.train.eps));
+  require(c.train.eps > 0 && c.train.eps <= 1, fmt::format("train.eps = {}: expected a number in (0, 1]", c.train.eps));
   choice("train.schedule", c.train.schedule, {"cosine", "constant"});
   require(c.train.warmup_steps >= 0, fmt::format("train.warmup_steps = {}: expected 0 or more", c.train.warmup_steps));
   require(c.train.min_lr_ratio >= 0 && c.train.min_lr_ratio <= 1, fmt::format("train.min_lr_ratio = {}: expected [0, 1]", c.train.min_lr_ratio));
-  require(c.train.clip_norm >= 0, fmt::format("train.clip_norm = {}: expected 0 (off) or more", c.train.clip_norm));
+  require(c.train.clip_norm >= 0 && std::isfinite(c.train.clip_norm),
+          fmt::format("train.clip_norm = {}: expected 0 (off) or a finite norm", c.train.clip_norm));
   require(c.train.label_smoothing >= 0 && c.train.label_smoothing < 1,
           fmt::format("train.label_smoothing = {}: expected [0, 1)", c.train.label_smoothing));
-  require(c.train.bucket_mb > 0, fmt::format("train.bucket_mb = {}: expected a positive size", c.train.bucket_mb));
+  require(c.train.bucket_mb > 0 && c.train.bucket_mb <= 4096,
+          fmt::format("train.bucket_mb = {}: expected a size in (0, 4096]", c.train.bucket_mb));
   require(c.train.prometheus_every >= 1,
           fmt::format("train.prometheus_every = {}: expected at least 1", c.train.prometheus_every));
-  require(c.train.threads >= 0, fmt::format("train.threads = {}: expected 0 (automatic) or more", c.train.threads));
+  require(c.train.threads >= 0 && c.train.threads <= 4096,
+          fmt::format("train.threads = {}: expected 0 (automatic) to 4096", c.train.threads));
   choice("train.kernels", c.train.kernels, {"cpu", "reference"});
   choice("train.device", c.train.device, {"auto", "cpu", "cuda"});
   require(c.train.eval_batch >= 1, fmt::format("train.eval_batch = {}: expected at least 1", c.train.eval_batch));

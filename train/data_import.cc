@@ -2,8 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "train/h5.h"
@@ -29,12 +34,42 @@ std::string find_idx(const std::string& dir, const std::string& stem) {
                              "dataset-fashion-mnist, or give --from DIR)", stem, stem, dir));
 }
 
+// fsync of a file or a folder, so that a rename that replaced a good file is on disk.
+void sync_path(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw IdxError(fmt::format("cannot open '{}' to fsync it: {}", path, std::strerror(errno)));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) throw IdxError(fmt::format("cannot fsync '{}': {}", path, std::strerror(err)));
+}
+
+// Removes the temporary file unless the import reached its rename: a failed import leaves
+// nothing behind.
+struct TemporaryFile {
+  std::string path;
+  bool kept = false;
+  ~TemporaryFile() {
+    if (!kept) std::remove(path.c_str());
+  }
+};
+
 }  // namespace
+
+void require_importable_output(const std::string& out_path) {
+  std::error_code ec;
+  if (fs::is_directory(out_path, ec))
+    throw IdxError(fmt::format("--out '{}' is a folder (expected the path of the HDF5 file to write)", out_path));
+  const fs::path parent = fs::absolute(out_path, ec).parent_path();
+  if (!fs::is_directory(parent, ec))
+    throw IdxError(fmt::format("--out '{}': its folder '{}' does not exist", out_path, parent.string()));
+}
 
 ImportedFile import_idx_pair(const std::string& images_path, const std::string& labels_path,
                              const std::string& out_path, std::vector<std::string> class_names) {
-  const IdxArray images = read_idx_ubyte(images_path);
-  const IdxArray labels = read_idx_ubyte(labels_path);
+  require_importable_output(out_path);
+  const IdxArray images = read_idx_ubyte(images_path, current_memory_facts());
+  const IdxArray labels = read_idx_ubyte(labels_path, current_memory_facts());
   if (images.dims.size() < 2)
     throw IdxError(fmt::format("IDX file '{}': images need at least 2 dimensions, found {}", images_path,
                                images.dims.size()));
@@ -52,6 +87,7 @@ ImportedFile import_idx_pair(const std::string& images_path, const std::string& 
   }
 
   const std::string tmp = out_path + ".tmp";
+  TemporaryFile guard{tmp};
   {
     h5::Handle file = h5::create_file(tmp);
     std::vector<hsize_t> shape(images.dims.begin(), images.dims.end());
@@ -62,9 +98,12 @@ ImportedFile import_idx_pair(const std::string& images_path, const std::string& 
     h5::write_string_list_attribute(file, "class_names", class_names, tmp);
     H5_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL), tmp);
   }
+  sync_path(tmp);
   std::error_code ec;
   fs::rename(tmp, out_path, ec);
   if (ec) throw IdxError(fmt::format("cannot rename '{}' to '{}': {}", tmp, out_path, ec.message()));
+  guard.kept = true;
+  sync_path(fs::absolute(out_path).parent_path().string());
   return {out_path, images.dims[0]};
 }
 

@@ -16,10 +16,15 @@ struct ImportedFile {
   std::size_t samples = 0;
 };
 
-// Writes `out_path` (through a temporary file and a rename: an interrupted import never leaves
-// a file that looks complete). Class names may be empty: then classes are named by number.
+// Writes `out_path` through a temporary file, fsynced and renamed over it (an existing file is
+// replaced whole or not at all; a failed import removes the temporary file). Class names may be
+// empty: then classes are named by number.
 ImportedFile import_idx_pair(const std::string& images_path, const std::string& labels_path,
                              const std::string& out_path, std::vector<std::string> class_names);
+
+// Throws IdxError when `out_path` cannot be an output file: it is a folder, or its folder is
+// missing. Checked before anything is read.
+void require_importable_output(const std::string& out_path);
 
 // Reads the four Fashion-MNIST IDX files (plain or .gz) from `from_dir`; writes
 // out_dir/train.h5 and out_dir/test.h5.

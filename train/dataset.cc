@@ -2,57 +2,101 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "train/h5.h"
 
 namespace slurm_train {
 
-Dataset load_dataset(const DatasetSpec& spec) {
+namespace {
+
+// A dataset's file and datasets, opened and checked, nothing read yet.
+struct OpenedDataset {
+  h5::Handle file, features, labels;
+  std::string fctx, lctx;  // "path:/images", for errors
+  DatasetLayout layout;
+};
+
+OpenedDataset open_dataset_files(const DatasetSpec& spec) {
   const std::string& path = spec.path;
   if (spec.num_classes < 2)
     throw std::invalid_argument(fmt::format("data: num_classes = {} (expected at least 2)", spec.num_classes));
-  h5::Handle file = h5::open_file(path, H5F_ACC_RDONLY);
-  h5::Handle features = h5::open_dataset(file, spec.features, path);
-  h5::Handle labels = h5::open_dataset(file, spec.labels, path);
-  const std::string fctx = path + ":" + spec.features, lctx = path + ":" + spec.labels;
+  OpenedDataset o;
+  o.file = h5::open_file(path, H5F_ACC_RDONLY);
+  o.features = h5::open_dataset(o.file, spec.features, path);
+  o.labels = h5::open_dataset(o.file, spec.labels, path);
+  o.fctx = path + ":" + spec.features;
+  o.lctx = path + ":" + spec.labels;
 
-  const auto fshape = h5::dataset_shape(features, fctx);
-  const auto lshape = h5::dataset_shape(labels, lctx);
+  const auto fshape = h5::dataset_shape(o.features, o.fctx);
+  const auto lshape = h5::dataset_shape(o.labels, o.lctx);
   if (fshape.empty() || fshape[0] == 0)
-    throw h5::Error(fmt::format("{}: the features dataset is empty (expected shape [N, ...])", fctx));
+    throw h5::Error(fmt::format("{}: the features dataset is empty (expected shape [N, ...])", o.fctx));
   if (lshape.size() != 1)
-    throw h5::Error(fmt::format("{}: labels have {} dimensions (expected shape [N])", lctx, lshape.size()));
+    throw h5::Error(fmt::format("{}: labels have {} dimensions (expected shape [N])", o.lctx, lshape.size()));
   if (lshape[0] != fshape[0])
-    throw h5::Error(fmt::format("{} has {} samples but {} has {} labels", fctx, fshape[0], lctx, lshape[0]));
+    throw h5::Error(fmt::format("{} has {} samples but {} has {} labels", o.fctx, fshape[0], o.lctx, lshape[0]));
 
+  h5::Handle ftype(H5_CHECK(H5Dget_type(o.features), o.fctx));
+  const H5T_class_t fclass = H5_CHECK(H5Tget_class(ftype), o.fctx);
+  o.layout.uint8_features = fclass == H5T_INTEGER && H5Tget_size(ftype) == 1 && H5Tget_sign(ftype) == H5T_SGN_NONE;
+  if (!o.layout.uint8_features && fclass != H5T_FLOAT)
+    throw h5::Error(fmt::format("{}: features must be uint8 or floating point", o.fctx));
+  h5::Handle ltype(H5_CHECK(H5Dget_type(o.labels), o.lctx));
+  if (H5Tget_class(ltype) != H5T_INTEGER) throw h5::Error(fmt::format("{}: labels must be integers", o.lctx));
+
+  const std::vector<std::uint64_t> dims(fshape.begin(), fshape.end());
+  const auto feature_size = checked_bytes({dims.begin() + 1, dims.end()}, 1);
+  o.layout.feature_bytes = checked_bytes(dims, o.layout.uint8_features ? 1 : sizeof(float));
+  o.layout.shape = dims;
+  o.layout.count = fshape[0];
+  o.layout.feature_size = feature_size.value_or(0);
+  return o;
+}
+
+// Every feature finite: one NaN would make the normalisation, and so the whole training, NaN.
+void require_finite(const std::vector<float>& values, std::size_t feature_size, const std::string& fctx) {
+  const auto bad = std::find_if(values.begin(), values.end(), [](float v) { return !std::isfinite(v); });
+  if (bad == values.end()) return;
+  const auto k = static_cast<std::size_t>(bad - values.begin());
+  throw h5::Error(fmt::format("{}: feature {} of sample {} is {} (expected finite numbers; float64 values beyond "
+                              "float32's range read as inf)", fctx, k % feature_size, k / feature_size, *bad));
+}
+
+}  // namespace
+
+DatasetLayout inspect_dataset(const DatasetSpec& spec) { return open_dataset_files(spec).layout; }
+
+void require_dataset_memory(const DatasetSpec& spec, const DatasetLayout& layout, const MemoryFacts& memory) {
+  const std::string why = fmt::format("{} of [{}]", layout.uint8_features ? "uint8" : "float32", fmt::join(layout.shape, ", "));
+  require_memory(fmt::format("{}:{}", spec.path, spec.features), layout.feature_bytes, why, memory);
+}
+
+Dataset load_dataset(const DatasetSpec& spec) { return load_dataset(spec, current_memory_facts()); }
+
+Dataset load_dataset(const DatasetSpec& spec, const MemoryFacts& memory) {
+  OpenedDataset o = open_dataset_files(spec);
+  require_dataset_memory(spec, o.layout, memory);
   Dataset d;
-  d.path = path;
-  d.count = fshape[0];
-  d.feature_size = 1;
-  for (std::size_t i = 1; i < fshape.size(); ++i) d.feature_size *= fshape[i];
+  d.path = spec.path;
+  d.count = o.layout.count;
+  d.feature_size = o.layout.feature_size;
   d.num_classes = spec.num_classes;
-
-  h5::Handle ftype(H5_CHECK(H5Dget_type(features), fctx));
-  const H5T_class_t fclass = H5Tget_class(ftype);
-  if (fclass == H5T_INTEGER && H5Tget_size(ftype) == 1 && H5Tget_sign(ftype) == H5T_SGN_NONE) {
+  if (o.layout.uint8_features) {
     d.features_u8.resize(d.count * d.feature_size);
-    H5_CHECK(H5Dread(features, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, d.features_u8.data()), fctx);
-  } else if (fclass == H5T_FLOAT) {
-    d.features_f32.resize(d.count * d.feature_size);
-    H5_CHECK(H5Dread(features, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, d.features_f32.data()), fctx);
+    H5_CHECK(H5Dread(o.features, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, d.features_u8.data()), o.fctx);
   } else {
-    throw h5::Error(fmt::format("{}: features must be uint8 or floating point", fctx));
+    d.features_f32.resize(d.count * d.feature_size);
+    H5_CHECK(H5Dread(o.features, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, d.features_f32.data()), o.fctx);
+    require_finite(d.features_f32, d.feature_size, o.fctx);
   }
 
-  h5::Handle ltype(H5_CHECK(H5Dget_type(labels), lctx));
-  if (H5Tget_class(ltype) != H5T_INTEGER)
-    throw h5::Error(fmt::format("{}: labels must be integers", lctx));
   d.labels.resize(d.count);
-  H5_CHECK(H5Dread(labels, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, d.labels.data()), lctx);
+  H5_CHECK(H5Dread(o.labels, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, d.labels.data()), o.lctx);
   for (std::size_t i = 0; i < d.count; ++i) {
     if (d.labels[i] < 0 || d.labels[i] >= spec.num_classes)
-      throw h5::Error(fmt::format("{}: label {} of sample {} is outside [0, {}) (data.num_classes)", lctx,
+      throw h5::Error(fmt::format("{}: label {} of sample {} is outside [0, {}) (data.num_classes)", o.lctx,
                                   d.labels[i], i, spec.num_classes));
   }
   return d;

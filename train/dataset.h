@@ -6,8 +6,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "train/memory_budget.h"
 
 namespace slurm_train {
 
@@ -35,9 +38,27 @@ struct Dataset {
   }
 };
 
-// Reads and validates: shapes, element types, N equal in both, every label in [0, classes).
-// Errors name the file and the dataset.
+// What a dataset's file promises, read from its metadata alone.
+struct DatasetLayout {
+  std::vector<std::uint64_t> shape;  // of the features
+  std::size_t count = 0;
+  std::size_t feature_size = 0;
+  bool uint8_features = false;  // otherwise read as float32
+  std::optional<std::uint64_t> feature_bytes;  // in memory; nullopt: beyond 64 bits
+};
+
+// Opens the file and checks shapes and element types (N equal in both) without reading the
+// data: the check a run does on every rank before it starts. Errors name the file and dataset.
+DatasetLayout inspect_dataset(const DatasetSpec& spec);
+
+// Throws MemoryError naming the file and dataset when its features do not fit `memory`.
+void require_dataset_memory(const DatasetSpec& spec, const DatasetLayout& layout, const MemoryFacts& memory);
+
+// Reads and validates: what inspect_dataset checks, that the features fit in memory before they
+// are allocated, every float feature finite and every label in [0, classes). Errors name the
+// file, the dataset and the first bad sample.
 Dataset load_dataset(const DatasetSpec& spec);
+Dataset load_dataset(const DatasetSpec& spec, const MemoryFacts& memory);
 
 // Per-feature-set normalisation: out = (raw - mean) / stddev, computed once from the
 // training set and applied to every split.

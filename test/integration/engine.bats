@@ -64,11 +64,12 @@ small_run() {
 }
 
 @test "a missing dataset, a missing file or a label outside the classes names the file and dataset" {
+  # The first two are found before training starts: configuration errors (exit 2).
   run small_run --train.steps 1 --data.features /pixels
-  [ "$status" -eq 1 ]
+  [ "$status" -eq 2 ]
   [[ $output == *"HDF5 file '$TEST_DATA/train.h5' has no dataset '/pixels'"* ]]
   run small_run --train.steps 1 --data.train "$BATS_TEST_TMPDIR/none.h5"
-  [ "$status" -eq 1 ]
+  [ "$status" -eq 2 ]
   [[ $output == *"cannot open HDF5 file '$BATS_TEST_TMPDIR/none.h5'"* ]]
   run small_run --train.steps 1 --data.num_classes 5
   [ "$status" -eq 1 ]
@@ -86,7 +87,7 @@ small_run() {
   run small_run --model.activation tanh --train.lr -1
   [ "$status" -ne 0 ]
   [[ $output == *"model.activation = 'tanh': expected one of: relu, gelu"* ]]
-  [[ $output == *"train.lr = -1: expected a positive number"* ]]
+  [[ $output == *"train.lr = -1: expected a number in (0, 10]"* ]]
   printf '[train]\nepochs = "many"\n' >"$BATS_TEST_TMPDIR/type.toml"
   run "$BUILD/bin/slurm-train" run --config "$BATS_TEST_TMPDIR/type.toml"
   [[ $output == *"type.toml:2:10: train.epochs: expected a whole number"* ]]
@@ -212,7 +213,7 @@ print('ok')"
   [[ $output == *"dry run: ready to train"* ]]
   [ ! -e "$BATS_TEST_TMPDIR/m.h5" ]
   run small_run --dry-run --data.test /missing.h5 --train.global_batch 70000 --train.save /proc/m.h5
-  [ "$status" -eq 1 ]
+  [ "$status" -eq 2 ]
   [[ $output == *"FAIL  test data    cannot open HDF5 file '/missing.h5'"* ]]
   [[ $output == *"FAIL  data         train.global_batch = 70000 is larger than the 60000 samples"* ]]
   [[ $output == *"FAIL  output       '/proc' is not writable"* ]]

@@ -31,9 +31,10 @@ teardown_file() {
 
 @test "an error on one rank under srun ends the job with a message naming rank and host" {
   set_small_args
-  run timeout 60 srun --mpi=pmix -N2 --ntasks-per-node=1 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 50 --data.test /nonexistent.h5
+  # A label outside the classes is found only when the data is read, after MPI started.
+  run timeout 60 srun --mpi=pmix -N2 --ntasks-per-node=1 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 50 --data.num_classes 5
   [ "$status" -ne 0 ]
-  [[ $output == *"slurm-train: error: rank "*" of 2 on node"*"cannot open HDF5 file '/nonexistent.h5'"* ]]
+  [[ $output == *"slurm-train: error: rank "*" of 2 on node"*"label "*" is outside [0, 5) (data.num_classes)"* ]]
 }
 
 @test "the sbatch example trains the reference configuration to at least 89% test accuracy" {

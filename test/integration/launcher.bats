@@ -192,7 +192,7 @@ kill_rank_and_time() {
   [ "$status" -eq 2 ]
   [[ $output == *"train.global_batch = -3"* ]]
   run "$BUILD/bin/slurm-train" run "${SMALL[@]}" --dry-run --data.train "$BATS_TEST_TMPDIR/none.h5"
-  [ "$status" -eq 1 ]
+  [ "$status" -eq 2 ]
   [[ $output == *"FAIL  train data   cannot open HDF5 file '$BATS_TEST_TMPDIR/none.h5'"* ]]
   run "$BUILD/bin/slurm-train" run "${SMALL[@]}" --dry-run --inject-fault hang@x
   [ "$status" -eq 2 ]

@@ -110,7 +110,7 @@ login_shell() {
   cd "$WORK"
   run "$PREFIX/bin/slurm-train" submit examples/fashion-mnist.toml --train.lr=-1
   [ "$status" -ne 0 ]
-  [[ $output == *"train.lr = -1: expected a positive number"* ]]
+  [[ $output == *"train.lr = -1: expected a number in (0, 10]"* ]]
   run "$PREFIX/bin/slurm-train" submit examples/fashion-mnist.toml --time "soon" --partition 'a b'
   [ "$status" -eq 2 ]
   [[ $output == *"--time 'soon': expected a Slurm time limit"* ]]

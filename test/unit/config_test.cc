@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <limits>
 
 #include <unistd.h>
 
@@ -69,8 +70,8 @@ TEST_CASE("config: unknown keys name the nearest, with the file position") {
 
 TEST_CASE("config: values of the wrong type say what is expected") {
   RunConfig c;
-  CHECK(error_of([&] { apply_config_override(c, "train.epochs", "many"); }) == "train.epochs = 'many': expected a whole number");
-  CHECK(error_of([&] { apply_config_override(c, "train.lr", "1e-3x"); }) == "train.lr = '1e-3x': expected a number");
+  CHECK(error_of([&] { apply_config_override(c, "train.epochs", "many"); }) == "train.epochs = 'many': expected a whole number in [-2147483648, 2147483647]");
+  CHECK(error_of([&] { apply_config_override(c, "train.lr", "1e-3x"); }) == "train.lr = '1e-3x': expected a finite number");
   CHECK(error_of([&] { apply_config_override(c, "train.nesterov", "maybe"); }) == "train.nesterov = 'maybe': expected true or false");
   const std::string file = write_temp("[model]\nhidden = \"wide\"\n");
   CHECK(error_of([&] { apply_config_file(c, file); }) == file + ":2:10: model.hidden: expected an array of whole numbers, e.g. [1024, 512]");
@@ -103,4 +104,54 @@ TEST_CASE("config: the effective configuration as TOML reads back the same") {
   CHECK(back.model.hidden == std::vector<int>{3, 2});
   CHECK(config_key_env_name("train.global_batch") == "SLURM_TRAIN_TRAIN_GLOBAL_BATCH");
   std::remove(file.c_str());
+}
+
+TEST_CASE("config: a whole number that does not fit its key is refused, never wrapped") {
+  RunConfig c;
+  const std::string file = write_temp("[model]\nhidden = [4294967312]\n[train]\nepochs = 4294967297\n");
+  CHECK(error_of([&] { apply_config_file(c, file); }) ==
+        file + ":2:10: model.hidden = 4294967312: expected a whole number in [-2147483648, 2147483647]");
+  const std::string epochs = write_temp("[train]\nepochs = 4294967297\n");
+  CHECK(error_of([&] { apply_config_file(c, epochs); }) ==
+        epochs + ":2:10: train.epochs = 4294967297: expected a whole number in [-2147483648, 2147483647]");
+  CHECK(c.train.epochs == 10);
+  CHECK(error_of([&] { apply_config_override(c, "model.hidden", "[16, 4294967312]"); }) ==
+        "model.hidden = '4294967312': expected a whole number in [-2147483648, 2147483647]");
+  CHECK(error_of([&] { apply_config_override(c, "train.steps", "9223372036854775808"); }) ==
+        "train.steps = '9223372036854775808': expected a whole number in [-9223372036854775808, 9223372036854775807]");
+  std::remove(file.c_str());
+  std::remove(epochs.c_str());
+}
+
+TEST_CASE("config: non-finite numbers are refused in every source") {
+  RunConfig c;
+  for (const char* text : {"inf", "-inf", "nan", "infinity"})
+    CHECK(error_of([&] { apply_config_override(c, "train.eps", text); }) ==
+          std::string("train.eps = '") + text + "': expected a finite number");
+  const std::string file = write_temp("[train]\nweight_decay = inf\n");
+  CHECK(error_of([&] { apply_config_file(c, file); }) == file + ":2:16: train.weight_decay = inf: expected a finite number");
+  const std::string nan = write_temp("[model]\ndropout = nan\n");
+  CHECK(error_of([&] { apply_config_file(c, nan); }) == nan + ":2:11: model.dropout = nan: expected a finite number");
+  CHECK(error_of([&] { apply_config_environment(c, {"SLURM_TRAIN_TRAIN_LR=nan"}); }) ==
+        "train.lr = 'nan': expected a finite number");
+  std::remove(file.c_str());
+  std::remove(nan.c_str());
+}
+
+TEST_CASE("config: numbers outside what trains are refused by validation") {
+  auto problems_with = [](const std::string& key, const std::string& value) {
+    RunConfig c;
+    apply_config_override(c, key, value);
+    return validate_config(c);
+  };
+  CHECK(problems_with("train.lr", "1e30") == std::vector<std::string>{"train.lr = 1e+30: expected a number in (0, 10]"});
+  CHECK(problems_with("train.weight_decay", "1e6") ==
+        std::vector<std::string>{"train.weight_decay = 1000000: expected a number in [0, 10]"});
+  CHECK(problems_with("train.eps", "0") == std::vector<std::string>{"train.eps = 0: expected a number in (0, 1]"});
+  CHECK(problems_with("train.bucket_mb", "1e300").size() == 1);
+  CHECK(problems_with("data.num_classes", "100000").size() == 1);
+  RunConfig c;
+  c.train.clip_norm = std::numeric_limits<double>::infinity();
+  c.train.momentum = std::numeric_limits<double>::quiet_NaN();
+  CHECK(validate_config(c).size() == 2);
 }
