@@ -21,6 +21,7 @@
 #include "launcher/exit_codes.h"
 #include "launcher/fault_injection.h"
 #include "launcher/login_node.h"
+#include "launcher/mpi_plugin_check.h"
 #include "launcher/mpi_session.h"
 #include "launcher/preempt_signals.h"
 #include "launcher/process_facts.h"
@@ -33,6 +34,7 @@
 #include "train/checkpoint_policy.h"
 #include "train/comm.h"
 #include "train/config.h"
+#include "train/divergence.h"
 #include "train/trainer.h"
 
 namespace slurm_train {
@@ -99,6 +101,7 @@ class RunHooks {
     h.on_phase = [this](TrainPhase p, std::uint64_t done) { on_phase(p, done); };
     h.on_step = [this](const StepMetrics& m, std::uint64_t total) { on_step(m, total); };
     h.after_step = [this](std::uint64_t done) { return after_step(done); };
+    if (faults_.nan) h.inject_nan = [this](std::uint64_t step) { return nan_at(faults_, step, comm_.rank()); };
     return h;
   }
 
@@ -332,6 +335,10 @@ int run(const RunOptions& options) {
   // Before MPI_Init: Slurm may signal a job the moment it starts (a requeued job near its time
   // limit gets the --signal warning again at once), and the default action would kill the rank.
   install_preemption_handlers(signals);
+  if (const auto missing = missing_mpi_plugin(current_environment())) {
+    std::cerr << "slurm-train: error: " << *missing << "\n";
+    return kExitUsage;
+  }
   MpiSession mpi(nullptr, nullptr);
   std::unique_ptr<Comm> comm = make_mpi_comm();
   const std::string host = host_name();
@@ -387,6 +394,13 @@ int run(const RunOptions& options) {
     log.line(e.what());
     if (watchdog) watchdog->finish();
     return kExitDoNotRequeue;
+  } catch (const TrainingDiverged& e) {
+    // Every rank found it at the same step (the values are agreed): they stop together.
+    if (console) console->end_live();
+    if (comm->rank() == 0) std::cerr << "slurm-train: error: " << e.what() << " (exit " << kExitDiverged << ")\n" << std::flush;
+    log.line(fmt::format("error: {}", e.what()));
+    if (watchdog) watchdog->finish();
+    return kExitDiverged;
   } catch (const CheckpointWriteError& e) {
     // Its own exit code: the job's script can tell "the storage failed" from a training error.
     return fail(kExitCheckpointWrite, e.what());
@@ -425,7 +439,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
       ->envname("SLURM_TRAIN_MAX_RESTARTS_WITHOUT_PROGRESS")
       ->capture_default_str();
   cmd->add_option("--inject-fault", options->inject_fault,
-                  "testing aid: hang@STEP:RANK, crash@STEP:RANK, slow@MS (comma-separated)")
+                  "testing aid: hang@STEP:RANK, crash@STEP:RANK, nan@STEP:RANK, slow@MS (comma-separated)")
       ->envname("SLURM_TRAIN_INJECT_FAULT");
   cmd->add_option("--progress", options->progress,
                   "progress display of rank 0: live (one line rewritten in place), lines (plain lines every "

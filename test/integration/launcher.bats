@@ -208,3 +208,75 @@ kill_rank_and_time() {
   [[ $output == *"5  preempted: checkpoint written and the job requeued itself (scontrol requeue)"* ]]
   [[ $output == *"7  do not requeue"* ]]
 }
+
+@test "a NaN loss on one rank stops every rank at that step with exit 9, before any checkpoint of it" {
+  set_small_args
+  ckpt=$BATS_TEST_TMPDIR/ckpt
+  run timeout 120 srun --mpi=pmix -N2 -n2 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 100 \
+    --ckpt.dir "$ckpt" --ckpt.every 1 --ckpt.keep 0 --inject-fault nan@7:1
+  echo "$output"
+  [ "$status" -eq 9 ]
+  [[ $output == *"slurm-train: error: training diverged at step 7: the loss is nan (gradient norm "*"); stopped before the optimizer update, and no checkpoint of it was written"*"try a lower train.lr"*"(exit 9)"* ]]
+  # The checkpoints of steps 1..7 (the state before step 7 ran), none after; all valid.
+  [ "$(ls "$ckpt" | grep -c '^step-.*\.h5$')" -eq 7 ]
+  [ -f "$ckpt/step-00000007.h5" ]
+  [ ! -e "$ckpt/step-00000008.h5" ]
+  run "$BUILD/bin/slurm-train" ckpt verify "$ckpt"
+  [ "$status" -eq 0 ]
+}
+
+@test "a diverging learning rate (sgd, train.lr 1e4) stops with exit 9; every committed checkpoint is finite and verifies" {
+  set_small_args
+  ckpt=$BATS_TEST_TMPDIR/ckpt
+  run "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 50 --ckpt.dir "$ckpt" --ckpt.every 1 \
+    --train.optimizer sgd --train.schedule constant --train.lr 1e4 --train.weight_decay 0 --train.clip_norm 0
+  echo "$output"
+  [ "$status" -eq 9 ]
+  [[ $output == *"training diverged"* ]]
+  run "$BUILD/bin/slurm-train" ckpt verify "$ckpt"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  # What is there reads back finite.
+  for f in "$ckpt"/step-*.h5; do
+    $PY -c 'import h5py, numpy, sys
+f = h5py.File(sys.argv[1], "r")
+bad = []
+f.visititems(lambda n, d: bad.append(n) if isinstance(d, h5py.Dataset) and d.dtype.kind == "f" and not numpy.isfinite(d[()]).all() else None)
+sys.exit(1 if bad else 0)' "$f"
+  done
+}
+
+@test "a CPU-only run says in one line that there is no GPU" {
+  set_small_args
+  run --separate-stderr "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 2 --train.device auto
+  [ "$status" -eq 0 ]
+  echo "$stderr"
+  [[ $stderr == *"slurm-train: no GPU on this node: training on the CPU"* ]]
+  [[ $stderr != *cudaError* ]]
+}
+
+@test "srun of two tasks without an MPI plugin: one line saying to add --mpi=pmix, exit 2" {
+  set_small_args
+  run timeout 60 srun --mpi=none -N1 -n2 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 2
+  echo "$output"
+  [ "$status" -eq 2 ]
+  [ "$(grep -c 'srun started 2 tasks without an MPI plugin: add --mpi=pmix (or set MpiDefault=pmix)' <<<"$output")" -eq 2 ]
+  [ "$(grep -vcE -e 'srun started 2 tasks' -e '^srun: error: node1: tasks? [0-9,-]+: Exited with exit code 2$' <<<"$output")" -eq 0 ]
+}
+
+@test "resuming a finished run retrains nothing, says it is complete, and leaves the model file alone" {
+  set_small_args
+  ckpt=$BATS_TEST_TMPDIR/ckpt
+  model=$BATS_TEST_TMPDIR/model.h5
+  run "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 20 --ckpt.dir "$ckpt" --train.save "$model"
+  [ "$status" -eq 0 ]
+  before=$(stat -c '%Y.%y %s' "$model"; md5sum <"$model"; ls "$ckpt")
+  sleep 1.1
+  run "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 20 --ckpt.dir "$ckpt" --train.save "$model"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ $output == *"step-00000020.h5 is at step 20 of 20: this run is already complete; nothing to train, $model left as it is"* ]]
+  [[ $output != *"saved the model"* ]]
+  [[ $output != *"training "*" parameters"* ]]
+  [ "$(stat -c '%Y.%y %s' "$model"; md5sum <"$model"; ls "$ckpt")" = "$before" ]
+}
