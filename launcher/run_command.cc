@@ -14,6 +14,7 @@
 #include <optional>
 #include <thread>
 
+#include "launcher/checkpoint_owner.h"
 #include "launcher/config_checks.h"
 #include "launcher/doctor_checks.h"
 #include "launcher/config_options.h"
@@ -35,6 +36,7 @@
 #include "train/comm.h"
 #include "train/config.h"
 #include "train/divergence.h"
+#include "train/durable_file.h"
 #include "train/trainer.h"
 
 namespace slurm_train {
@@ -78,6 +80,32 @@ std::string agreed_job_id(Comm& comm) {
   }
   comm.broadcast(id, sizeof id, 0);
   return id;
+}
+
+// The checkpoint folder claimed for this job before anything there is read or written: rank 0
+// claims it, and every rank learns the verdict (kExitOk, or the exit code to end with).
+struct FolderVerdict {
+  int code = kExitOk;
+  std::string message;  // rank 0: the refusal, or a note that a stale owner was taken over
+};
+
+FolderVerdict agreed_folder_claim(const std::string& dir, const CheckpointOwner& me, Comm& comm) {
+  FolderVerdict verdict;
+  if (comm.rank() == 0) {
+    try {
+      const FolderClaim claim = claim_checkpoint_folder(dir, me, slurm_job_active);
+      verdict = {claim.granted ? kExitOk : kExitCheckpointDirBusy, claim.message};
+    } catch (const std::runtime_error& e) {
+      verdict = {kExitCheckpointWrite, e.what()};
+    }
+  }
+  comm.broadcast(&verdict.code, sizeof verdict.code, 0);
+  return verdict;
+}
+
+CheckpointOwner this_run(const std::string& job) {
+  const char* step = std::getenv("SLURM_STEP_ID");
+  return {job, step ? step : "", this_host(), static_cast<long>(::getpid()), static_cast<std::int64_t>(std::time(nullptr))};
 }
 
 // The steps between the watchdog, the faults to inject, the preemption decision, the progress
@@ -363,6 +391,22 @@ int run(const RunOptions& options) {
     if (!options.log_dir.empty())
       log.open(fmt::format("{}/{}/rank-{}.log", options.log_dir, job, comm->rank()), comm->rank());
     console.emplace(comm->rank() == 0, options.progress, log);
+    std::optional<CheckpointFolderHold> folder;
+    if (!config.ckpt.dir.empty()) {
+      const CheckpointOwner me = this_run(job);
+      const FolderVerdict verdict = agreed_folder_claim(config.ckpt.dir, me, *comm);
+      if (verdict.code != kExitOk) {
+        if (comm->rank() == 0)
+          std::cerr << "slurm-train: error: " << verdict.message << " (exit " << verdict.code << ")\n" << std::flush;
+        log.line(fmt::format("error: the checkpoint folder {} was not claimed (exit {}) {}", config.ckpt.dir,
+                             verdict.code, verdict.message));
+        return verdict.code;
+      }
+      if (comm->rank() == 0) {
+        if (!verdict.message.empty()) console->line(verdict.message);
+        folder.emplace(config.ckpt.dir, me);
+      }
+    }
     const RankIdentity me{host, static_cast<int>(::getpid()), allowed_cpus(), "cpu"};
     log.line(fmt::format("slurm-train {} rank {} of {} (local {} of {}) on {}, pid {}, cpus {}, device {}",
                          SLURM_TRAIN_VERSION, comm->rank(), comm->size(), comm->local_rank(), comm->local_size(), host,

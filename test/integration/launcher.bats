@@ -280,3 +280,59 @@ sys.exit(1 if bad else 0)' "$f"
   [[ $output != *"training "*" parameters"* ]]
   [ "$(stat -c '%Y.%y %s' "$model"; md5sum <"$model"; ls "$ckpt")" = "$before" ]
 }
+
+# folder_snapshot DIR: every file's name, inode, size, mtime and checksum.
+folder_snapshot() {
+  (cd "$1" && for f in $(ls -A); do echo "$f $(stat -c '%i %s %.9Y' "$f") $(md5sum <"$f")"; done)
+}
+
+@test "two runs on one ckpt.dir: the second is refused (exit 8) naming the owner, 10 trials each with and without HDF5_USE_FILE_LOCKING=FALSE; nothing of the first is touched" {
+  set_small_args
+  ckpt=$BATS_TEST_TMPDIR/ckpt
+  # The first run checkpoints steps 10, 20, 30, then rank 0 hangs (watchdog off) and keeps the folder.
+  srun --mpi=pmix -N1 -n1 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 1000 --ckpt.dir "$ckpt" \
+    --ckpt.every 10 --inject-fault hang@30:0 --hang-timeout 0 >"$BATS_TEST_TMPDIR/first" 2>&1 &
+  first=$!
+  for _ in $(seq 600); do grep -q 'checkpoint step 30 ->' "$BATS_TEST_TMPDIR/first" && [ -z "$(ls "$ckpt" | grep tmp)" ] && break; sleep 0.1; done
+  grep -q 'hangs at step 30' "$BATS_TEST_TMPDIR/first"
+  sleep 0.5
+  first_job=$(sed -n 's/^job = //p' "$ckpt/owner")
+  before=$(folder_snapshot "$ckpt")
+  echo "$before"
+  for locking in default FALSE; do
+    for trial in $(seq 10); do
+      if [ $locking = FALSE ]; then export HDF5_USE_FILE_LOCKING=FALSE; else unset HDF5_USE_FILE_LOCKING; fi
+      run timeout 60 srun --mpi=pmix -N1 -n1 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 1000 --ckpt.dir "$ckpt" --ckpt.every 10
+      [ "$status" -eq 8 ] || { echo "trial $trial ($locking): exit $status: $output"; false; }
+      [[ $output == *"slurm-train: error: the checkpoint folder '$ckpt' belongs to job $first_job (step 0, host "*", pid "*"), which is still running"*"(exit 8)"* ]]
+      [[ $output != *"training "* ]]
+      [ "$(folder_snapshot "$ckpt")" = "$before" ]
+    done
+  done
+  unset HDF5_USE_FILE_LOCKING
+  kill -KILL $first
+  wait $first || true
+  scancel "$first_job" 2>/dev/null || true
+  run "$BUILD/bin/slurm-train" ckpt verify "$ckpt"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  grep -q "^job = $first_job\$" "$ckpt/owner"  # left behind by the killed run
+}
+
+@test "an owner record left by a killed run (its job ended) is taken over, said so, and the run resumes" {
+  set_small_args
+  ckpt=$BATS_TEST_TMPDIR/ckpt
+  run "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 40 --ckpt.dir "$ckpt" --train.stop_after 20
+  [ "$status" -eq 0 ]
+  [ ! -e "$ckpt/owner" ]  # released at the end of the run
+  # As a run killed on another node leaves it: a job Slurm no longer knows, and its partial file.
+  printf 'job = 999999\nstep = 0\nhost = node-elsewhere\npid = 4242\nstarted = 1796169462\n' >"$ckpt/owner"
+  touch "$ckpt/step-00000030.h5.tmp-node-elsewhere-4242"
+  run "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 40 --ckpt.dir "$ckpt"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ $output == *"taking over the checkpoint folder '$ckpt' from job 999999 (step 0, host node-elsewhere, pid 4242, since 2026-12-01T23:57:42Z): Slurm says job 999999 has ended"* ]]
+  [[ $output == *"resumed from $ckpt/step-00000020.h5"* ]]
+  [ ! -e "$ckpt/owner" ]
+  [ -z "$(ls "$ckpt" | grep tmp)" ]
+}
