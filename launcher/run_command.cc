@@ -391,6 +391,7 @@ int run(const RunOptions& options) {
     if (!options.log_dir.empty())
       log.open(fmt::format("{}/{}/rank-{}.log", options.log_dir, job, comm->rank()), comm->rank());
     console.emplace(comm->rank() == 0, options.progress, log);
+    config.train.metrics = metrics_path_for_job(config.train.metrics, job);
     std::optional<CheckpointFolderHold> folder;
     if (!config.ckpt.dir.empty()) {
       const CheckpointOwner me = this_run(job);
@@ -424,7 +425,9 @@ int run(const RunOptions& options) {
     }
     hooks.mark_startup(fmt::format("MPI {:.2f} s, watchdog", mpi_seconds));
     LineStream out([&](const std::string& line) { console->line(line); });
-    const TrainResult result = train(config, *comm, out, hooks.hooks());
+    TrainHooks train_hooks = hooks.hooks();
+    train_hooks.run_id = job;
+    const TrainResult result = train(config, *comm, out, train_hooks);
     console->end_live();
     hooks.finish_record(result.steps_done);
     int code = kExitOk;

@@ -148,7 +148,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   const OptimizerConfig opt_config = optimizer_of(tc);
   Optimizer optimizer(opt_config, model.layers(), model.params().size());
   GradientBuckets buckets(comm, model.layers(), static_cast<std::size_t>(tc.bucket_mb * 1024 * 1024));
-  MetricsWriter metrics(rank0 ? tc.metrics : "");
+  MetricsWriter metrics(rank0 ? tc.metrics : "", hooks.run_id);
   TrainResult result;
   double epoch_loss = 0, epoch_seconds = 0;
 

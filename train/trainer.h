@@ -49,6 +49,8 @@ struct TrainHooks {
   // A testing aid (--inject-fault nan@STEP:RANK): true makes this rank's loss of that step NaN,
   // as a diverged training would.
   std::function<bool(std::uint64_t step)> inject_nan;
+  // The run's id, written as "run" in every metrics line (the launcher's job id); "": none.
+  std::string run_id;
 };
 
 // Runs the whole training described by `config`. `out` receives rank 0's progress lines (other

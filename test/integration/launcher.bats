@@ -336,3 +336,27 @@ folder_snapshot() {
   [ ! -e "$ckpt/owner" ]
   [ -z "$(ls "$ckpt" | grep tmp)" ]
 }
+
+@test "metrics of separate runs go to separate files ({job}), each line naming its run; a requeued job appends to its own" {
+  set_small_args
+  cd "$BATS_TEST_TMPDIR"
+  ckpt=$BATS_TEST_TMPDIR/ckpt
+  # The same job started twice (a requeue keeps Slurm's job id): one file, one run.
+  for stop in 10 20; do
+    run env SLURM_JOB_ID=4242 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.metrics 'metrics-{job}.jsonl' \
+      --train.steps 20 --train.stop_after "$stop" --ckpt.dir "$ckpt"
+    [ "$status" -eq 0 ]
+  done
+  [ "$(grep -c '"loss":' metrics-4242.jsonl)" -eq 20 ]
+  [ "$(grep -c '"run":"4242"' metrics-4242.jsonl)" -eq "$(wc -l <metrics-4242.jsonl)" ]
+  # Another job: its own file, nothing appended to the first.
+  run env SLURM_JOB_ID=4243 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.metrics 'metrics-{job}.jsonl' --train.steps 5
+  [ "$status" -eq 0 ]
+  [ "$(grep -c '"loss":' metrics-4242.jsonl)" -eq 20 ]
+  [ "$(grep -c '"run":"4243"' metrics-4243.jsonl)" -eq "$(wc -l <metrics-4243.jsonl)" ]
+  [ "$(grep -c '"loss":' metrics-4243.jsonl)" -eq 5 ]
+  # The reference configuration names one file per job.
+  grep -q '^metrics = "metrics-{job}.jsonl"' "$ROOT/examples/fashion-mnist.toml"
+  run "$BUILD/bin/slurm-train" plot metrics-4242.jsonl metrics-4243.jsonl -o curves.png
+  [ "$status" -eq 0 ]
+}
