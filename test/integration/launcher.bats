@@ -2,7 +2,8 @@
 # slurm-train run as a launcher on a two-node local cluster: a rank killed under srun and under
 # mpirun ends the job within 30 s naming it; an injected hang is named by the watchdog; a job
 # signalled by Slurm before its time limit checkpoints, requeues itself, resumes and ends with
-# the parameters of an uninterrupted run; per-rank logs; the restart limit; --dry-run.
+# the parameters of an uninterrupted run; per-rank logs; the restart limit; --dry-run; a
+# diverged loss (exit 9); one job per checkpoint folder (exit 8); metrics per job; a quiet start.
 
 load helpers
 
@@ -207,6 +208,9 @@ kill_rank_and_time() {
   [[ $output == *"--max-restarts-without-progress"* ]]
   [[ $output == *"5  preempted: checkpoint written and the job requeued itself (scontrol requeue)"* ]]
   [[ $output == *"7  do not requeue"* ]]
+  [[ $output == *"8  ckpt.dir belongs to another running job"* ]]
+  [[ $output == *"9  training diverged"* ]]
+  [[ $output == *"nan@STEP:RANK"* ]]
 }
 
 @test "a NaN loss on one rank stops every rank at that step with exit 9, before any checkpoint of it" {
