@@ -300,7 +300,8 @@ folder_snapshot() {
   for _ in $(seq 600); do grep -q 'checkpoint step 30 ->' "$BATS_TEST_TMPDIR/first" && [ -z "$(ls "$ckpt" | grep tmp)" ] && break; sleep 0.1; done
   grep -q 'hangs at step 30' "$BATS_TEST_TMPDIR/first"
   sleep 0.5
-  first_job=$(sed -n 's/^job = //p' "$ckpt/owner")
+  first_job=$(sed -n 's/^job \([0-9_]*\): .*/\1/p' "$BATS_TEST_TMPDIR/first")
+  [ -n "$first_job" ]
   before=$(folder_snapshot "$ckpt")
   echo "$before"
   for locking in default FALSE; do
