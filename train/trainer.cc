@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
@@ -179,14 +180,20 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   }
   result.first_step = start_step;
   // A finished run resumed (the same command again, a requeue after the last step): nothing is
-  // retrained and the saved model is left as it is.
+  // retrained and the saved model is left as it is. A run stopped between its last checkpoint
+  // and writing the model (preempted at the last step) writes it now, from that checkpoint.
   if (resumed_any && start_step >= total_steps) {
+    const bool model_missing = !tc.save.empty() && !std::filesystem::exists(tc.save);
     if (rank0)
       out << fmt::format("{} is at step {} of {}: this run is already complete; nothing to train{} (--no-resume "
                          "trains again)\n",
                          result.resumed_from, start_step, total_steps,
-                         tc.save.empty() ? "" : fmt::format(", {} left as it is", tc.save))
+                         tc.save.empty() || model_missing ? "" : fmt::format(", {} left as it is", tc.save))
           << std::flush;
+    if (rank0 && model_missing) {
+      save_model(tc.save, model.layers(), model.params(), config_as_toml(config));
+      out << fmt::format("saved the model to {}\n", tc.save) << std::flush;
+    }
     result.steps_done = start_step;
     result.already_complete = true;
     result.parameters = model.params();

@@ -283,6 +283,12 @@ sys.exit(1 if bad else 0)' "$f"
   [[ $output != *"saved the model"* ]]
   [[ $output != *"training "*" parameters"* ]]
   [ "$(stat -c '%Y.%y %s' "$model"; md5sum <"$model"; ls "$ckpt")" = "$before" ]
+  # Stopped after its last checkpoint but before the model was written: the model is written.
+  mv "$model" "$model.first"
+  run "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 20 --ckpt.dir "$ckpt" --train.save "$model"
+  [ "$status" -eq 0 ]
+  [[ $output == *"this run is already complete; nothing to train (--no-resume trains again)"*"saved the model to $model"* ]]
+  $PY "$ROOT/test/integration/compare_models.py" "$model" "$model.first" 0
 }
 
 # folder_snapshot DIR: every file's name, inode, size, mtime and checksum.
