@@ -14,6 +14,8 @@ inline constexpr int kExitHang = 4;          // the watchdog found a rank withou
 inline constexpr int kExitRequeued = 5;      // preempted: checkpoint written, job requeued
 inline constexpr int kExitPreempted = 6;     // preempted: checkpoint written, not requeued
 inline constexpr int kExitDoNotRequeue = 7;  // restarted too often without progress: give up
+inline constexpr int kExitCheckpointDirBusy = 8;  // ckpt.dir belongs to another running job
+inline constexpr int kExitDiverged = 9;      // the loss or gradient norm is not finite
 static_assert(kExitCheckpointWrite == 3);
 
 // For `slurm-train run --help` and the README.
@@ -26,6 +28,9 @@ inline constexpr const char* kExitCodeTable =
     "  4  hang: a rank made no progress for --hang-timeout seconds (a rank-status table names it)\n"
     "  5  preempted: checkpoint written and the job requeued itself (scontrol requeue)\n"
     "  6  preempted: checkpoint written, not requeued (not a requeueable batch job)\n"
-    "  7  do not requeue: --max-restarts-without-progress restarts made no progress\n";
+    "  7  do not requeue: --max-restarts-without-progress restarts made no progress\n"
+    "  8  ckpt.dir belongs to another running job (the message names it and the job); nothing was touched\n"
+    "  9  training diverged: a loss or gradient norm not finite (the message names the step);\n"
+    "     no checkpoint of it was written\n";
 
 }  // namespace slurm_train

@@ -11,7 +11,7 @@ namespace slurm_train {
 
 namespace {
 
-constexpr const char* kGrammar = "expected hang@STEP:RANK, crash@STEP:RANK or slow@MS, comma-separated";
+constexpr const char* kGrammar = "expected hang@STEP:RANK, crash@STEP:RANK, nan@STEP:RANK or slow@MS, comma-separated";
 
 template <typename T>
 bool parse_number(std::string_view text, T& value) {
@@ -48,6 +48,8 @@ FaultPlan parse_fault_plan(const std::string& spec) {
       plan.hang = where;
     else if (kind == "crash")
       plan.crash = where;
+    else if (kind == "nan")
+      plan.nan = where;
     else
       throw bad();
   }
@@ -58,6 +60,10 @@ FaultAction fault_at(const FaultPlan& plan, std::uint64_t step, int rank) {
   if (plan.crash && plan.crash->step == step && plan.crash->rank == rank) return FaultAction::kCrash;
   if (plan.hang && plan.hang->step == step && plan.hang->rank == rank) return FaultAction::kHang;
   return FaultAction::kNone;
+}
+
+bool nan_at(const FaultPlan& plan, std::uint64_t step, int rank) {
+  return plan.nan && plan.nan->step == step && plan.nan->rank == rank;
 }
 
 }  // namespace slurm_train

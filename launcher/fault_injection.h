@@ -3,6 +3,7 @@
 //   hang@STEP:RANK    RANK stops making progress in the forward pass of step STEP
 //   crash@STEP:RANK   RANK kills itself with SIGKILL in the forward pass of step STEP
 //   slow@MS           every step of every rank takes MS milliseconds longer
+//   nan@STEP:RANK     RANK's loss of step STEP is NaN, as in a diverged training
 // STEP counts from 0: step 5 is the one that runs after 5 steps are done.
 #pragma once
 
@@ -17,9 +18,9 @@ struct FaultPlan {
     std::uint64_t step = 0;
     int rank = 0;
   };
-  std::optional<At> hang, crash;
+  std::optional<At> hang, crash, nan;
   unsigned slow_ms = 0;
-  bool empty() const { return !hang && !crash && slow_ms == 0; }
+  bool empty() const { return !hang && !crash && !nan && slow_ms == 0; }
 };
 
 // Throws std::invalid_argument naming the part it cannot read and the grammar.
@@ -28,5 +29,7 @@ FaultPlan parse_fault_plan(const std::string& spec);
 // What the plan asks of `rank` at the start of step `step`'s forward pass.
 enum class FaultAction { kNone, kHang, kCrash };
 FaultAction fault_at(const FaultPlan& plan, std::uint64_t step, int rank);
+// Whether the plan makes `rank`'s loss of step `step` NaN.
+bool nan_at(const FaultPlan& plan, std::uint64_t step, int rank);
 
 }  // namespace slurm_train

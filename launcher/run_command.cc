@@ -15,6 +15,7 @@
 #include <optional>
 #include <thread>
 
+#include "launcher/checkpoint_owner.h"
 #include "launcher/config_checks.h"
 #include "launcher/doctor_checks.h"
 #include "launcher/config_options.h"
@@ -23,6 +24,7 @@
 #include "launcher/fault_injection.h"
 #include "launcher/launch_position.h"
 #include "launcher/login_node.h"
+#include "launcher/mpi_plugin_check.h"
 #include "launcher/mpi_session.h"
 #include "launcher/preempt_signals.h"
 #include "launcher/process_facts.h"
@@ -35,6 +37,8 @@
 #include "train/checkpoint_policy.h"
 #include "train/comm.h"
 #include "train/config.h"
+#include "train/divergence.h"
+#include "train/durable_file.h"
 #include "train/trainer.h"
 
 namespace slurm_train {
@@ -80,6 +84,32 @@ std::string agreed_job_id(Comm& comm) {
   return id;
 }
 
+// The checkpoint folder claimed for this job before anything there is read or written: rank 0
+// claims it, and every rank learns the verdict (kExitOk, or the exit code to end with).
+struct FolderVerdict {
+  int code = kExitOk;
+  std::string message;  // rank 0: the refusal, or a note that a stale owner was taken over
+};
+
+FolderVerdict agreed_folder_claim(const std::string& dir, const CheckpointOwner& me, Comm& comm) {
+  FolderVerdict verdict;
+  if (comm.rank() == 0) {
+    try {
+      const FolderClaim claim = claim_checkpoint_folder(dir, me, slurm_job_active);
+      verdict = {claim.granted ? kExitOk : kExitCheckpointDirBusy, claim.message};
+    } catch (const std::runtime_error& e) {
+      verdict = {kExitCheckpointWrite, e.what()};
+    }
+  }
+  comm.broadcast(&verdict.code, sizeof verdict.code, 0);
+  return verdict;
+}
+
+CheckpointOwner this_run(const std::string& job) {
+  const char* step = std::getenv("SLURM_STEP_ID");
+  return {job, step ? step : "", this_host(), static_cast<long>(::getpid()), static_cast<std::int64_t>(std::time(nullptr))};
+}
+
 // The steps between the watchdog, the faults to inject, the preemption decision, the progress
 // display and the restart record: the launcher's side of the training loop.
 class RunHooks {
@@ -101,6 +131,7 @@ class RunHooks {
     h.on_phase = [this](TrainPhase p, std::uint64_t done) { on_phase(p, done); };
     h.on_step = [this](const StepMetrics& m, std::uint64_t total) { on_step(m, total); };
     h.after_step = [this](std::uint64_t done) { return after_step(done); };
+    if (faults_.nan) h.inject_nan = [this](std::uint64_t step) { return nan_at(faults_, step, comm_.rank()); };
     return h;
   }
 
@@ -376,6 +407,10 @@ int run(const RunOptions& options) {
   // Before MPI_Init: Slurm may signal a job the moment it starts (a requeued job near its time
   // limit gets the --signal warning again at once), and the default action would kill the rank.
   install_preemption_handlers(signals);
+  if (const auto missing = missing_mpi_plugin(current_environment())) {
+    std::cerr << "slurm-train: error: " << *missing << "\n";
+    return kExitUsage;
+  }
   MpiSession mpi(nullptr, nullptr);
   std::unique_ptr<Comm> comm = make_mpi_comm();
   const std::string host = host_name();
@@ -400,6 +435,23 @@ int run(const RunOptions& options) {
     if (!options.log_dir.empty())
       log.open(fmt::format("{}/{}/rank-{}.log", options.log_dir, job, comm->rank()), comm->rank());
     console.emplace(comm->rank() == 0, options.progress, log);
+    config.train.metrics = metrics_path_for_job(config.train.metrics, job);
+    std::optional<CheckpointFolderHold> folder;
+    if (!config.ckpt.dir.empty()) {
+      const CheckpointOwner me = this_run(job);
+      const FolderVerdict verdict = agreed_folder_claim(config.ckpt.dir, me, *comm);
+      if (verdict.code != kExitOk) {
+        if (comm->rank() == 0)
+          std::cerr << "slurm-train: error: " << verdict.message << " (exit " << verdict.code << ")\n" << std::flush;
+        log.line(fmt::format("error: the checkpoint folder {} was not claimed (exit {}) {}", config.ckpt.dir,
+                             verdict.code, verdict.message));
+        return verdict.code;
+      }
+      if (comm->rank() == 0) {
+        if (!verdict.message.empty()) console->line(verdict.message);
+        folder.emplace(config.ckpt.dir, me);
+      }
+    }
     const RankIdentity me{host, static_cast<int>(::getpid()), allowed_cpus(), "cpu"};
     log.line(fmt::format("slurm-train {} rank {} of {} (local {} of {}) on {}, pid {}, cpus {}, device {}",
                          SLURM_TRAIN_VERSION, comm->rank(), comm->size(), comm->local_rank(), comm->local_size(), host,
@@ -417,7 +469,9 @@ int run(const RunOptions& options) {
     }
     hooks.mark_startup(fmt::format("MPI {:.2f} s, watchdog", mpi_seconds));
     LineStream out([&](const std::string& line) { console->line(line); });
-    const TrainResult result = train(config, *comm, out, hooks.hooks());
+    TrainHooks train_hooks = hooks.hooks();
+    train_hooks.run_id = job;
+    const TrainResult result = train(config, *comm, out, train_hooks);
     console->end_live();
     hooks.finish_record(result.steps_done);
     int code = kExitOk;
@@ -431,6 +485,13 @@ int run(const RunOptions& options) {
     log.line(e.what());
     if (watchdog) watchdog->finish();
     return kExitDoNotRequeue;
+  } catch (const TrainingDiverged& e) {
+    // Every rank found it at the same step (the values are agreed): they stop together.
+    if (console) console->end_live();
+    if (comm->rank() == 0) std::cerr << "slurm-train: error: " << e.what() << " (exit " << kExitDiverged << ")\n" << std::flush;
+    log.line(fmt::format("error: {}", e.what()));
+    if (watchdog) watchdog->finish();
+    return kExitDiverged;
   } catch (const CheckpointWriteError& e) {
     // Its own exit code: the job's script can tell "the storage failed" from a training error.
     return fail(kExitCheckpointWrite, e.what());
@@ -472,7 +533,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
       ->envname("SLURM_TRAIN_MAX_RESTARTS_WITHOUT_PROGRESS")
       ->capture_default_str();
   cmd->add_option("--inject-fault", options->inject_fault,
-                  "testing aid: hang@STEP:RANK, crash@STEP:RANK, slow@MS (comma-separated)")
+                  "testing aid: hang@STEP:RANK, crash@STEP:RANK, nan@STEP:RANK, slow@MS (comma-separated)")
       ->envname("SLURM_TRAIN_INJECT_FAULT");
   cmd->add_option("--progress", options->progress,
                   "progress display of rank 0: live (one line rewritten in place), lines (plain lines every "

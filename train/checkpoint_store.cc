@@ -45,12 +45,25 @@ void write_latest(const std::string& dir, const std::string& name) {
 
 }  // namespace
 
+void remove_stale_temporaries(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string file = entry.path().filename().string();
+    const auto dot_tmp = file.find(".tmp-");
+    if (dot_tmp == std::string::npos) continue;
+    const std::string final_name = file.substr(0, dot_tmp);
+    if (!checkpoint_step_of(final_name) && final_name != "latest" && final_name != "restarts") continue;
+    const auto writer = temporary_writer(file, final_name);
+    if (writer && temporary_is_removable(*writer)) fs::remove(entry.path(), ec);
+  }
+}
+
 std::string save_checkpoint(const std::string& dir, const CheckpointState& state, KeepPolicy keep) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw CheckpointWriteError(fmt::format("cannot create the checkpoint folder '{}': {}", dir, ec.message()));
   const std::string name = checkpoint_file_name(state.counters.step);
-  const std::string path = dir + "/" + name, tmp = path + ".tmp";
+  const std::string path = dir + "/" + name, tmp = temporary_path_for(path);
   try {
     write_checkpoint_file(tmp, state);
   } catch (...) {
@@ -61,16 +74,12 @@ std::string save_checkpoint(const std::string& dir, const CheckpointState& state
   fsync_dir(dir);
   write_latest(dir, name);
 
-  // The keep policy, and .tmp files that a killed writer left behind (never the newest).
+  // The keep policy, and temporary files that a killed writer left behind (never the newest).
   std::vector<std::uint64_t> steps;
   for (const auto& e : list_checkpoints(dir)) steps.push_back(e.step);
   for (std::uint64_t step : checkpoints_to_remove(steps, keep.keep, keep.keep_every))
     if (step != state.counters.step) fs::remove(dir + "/" + checkpoint_file_name(step), ec);
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string file = entry.path().filename().string();
-    if (file.size() > 4 && file.ends_with(".h5.tmp") && checkpoint_step_of(file.substr(0, file.size() - 4)))
-      fs::remove(entry.path(), ec);
-  }
+  remove_stale_temporaries(dir);
   return path;
 }
 

@@ -5,10 +5,14 @@
 //
 // Commit protocol (a crash at any instant leaves every older checkpoint intact and never a
 // step-*.h5 that is not complete):
-//   1. write step-<8 digits>.h5.tmp, flush it, fsync it
+//   1. write step-<8 digits>.h5.tmp-<host>-<pid>, flush it, fsync it
 //   2. rename it to step-<8 digits>.h5, fsync the folder (the rename is now durable)
-//   3. write latest.tmp ("step-<8 digits>.h5\n"), fsync it, rename it to latest, fsync the folder
-//   4. remove what the keep policy no longer keeps, and stale .tmp files
+//   3. write latest.tmp-<host>-<pid> ("step-<8 digits>.h5\n"), fsync it, rename it to latest,
+//      fsync the folder
+//   4. remove what the keep policy no longer keeps, and stale temporary files: this process's
+//      own and those of dead processes of this host, never another live writer's (the folder
+//      belongs to one job at a time, launcher/checkpoint_owner.h, and the names keep it so even
+//      without that)
 // Readers trust the step-*.h5 files (each verified by its checksums), not `latest`: `latest` is
 // for people and scripts, and at worst names a checkpoint one behind the newest.
 #pragma once
@@ -40,7 +44,11 @@ struct CheckpointEntry {
   std::uintmax_t bytes = 0;
   std::time_t modified = 0;
 };
-// The committed checkpoints of DIR (no .tmp files), oldest first; empty when DIR is missing.
+// Removes the temporary files of DIR (checkpoints, latest, restarts) that this process wrote or
+// that a process of this host that is gone left behind.
+void remove_stale_temporaries(const std::string& dir);
+
+// The committed checkpoints of DIR (no temporary files), oldest first; empty when DIR is missing.
 std::vector<CheckpointEntry> list_checkpoints(const std::string& dir);
 
 // The newest checkpoint of DIR that reads back with every checksum right, loaded; each newer one

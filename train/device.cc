@@ -37,7 +37,9 @@ DeviceChoice choose_device(const std::string& requested, const CudaProbe& probe)
         "exercised by scripts/gpu-check.sh); use train.device = auto or cpu",
         probe.devices));
   }
-  if (!gpu) return {DeviceKind::kCpu, fmt::format("no CUDA device ({}): training on the CPU", probe.problem)};
+  // Most CPU nodes have no NVIDIA driver at all: the runtime's reason (cudaErrorInsufficientDriver)
+  // would only alarm. train.device = cuda and `slurm-train doctor` name it when it matters.
+  if (!gpu) return {DeviceKind::kCpu, "no GPU on this node: training on the CPU"};
   return {DeviceKind::kCpu,
           fmt::format("{} CUDA device(s) found, but the training loop runs on the CPU only so far: training on the CPU",
                       probe.devices)};

@@ -22,8 +22,8 @@ struct DeviceChoice {
   std::string note;  // one line for the log when the choice needs saying (a fallback), or ""
 };
 
-// train.device against what the probe found. auto without a GPU falls back to the CPU with a
-// note; cuda without one is a ConfigError naming the reason. So far the training loop runs on
+// train.device against what the probe found. auto without a GPU falls back to the CPU with the
+// one-line note "no GPU on this node: training on the CPU"; cuda without one is a ConfigError naming the reason. So far the training loop runs on
 // the CPU only (the GPU step lives in train/cuda_mlp_step.h and bench/gpu_check.cc): auto with
 // a GPU says so in its note, and cuda is refused with that reason.
 DeviceChoice choose_device(const std::string& requested, const CudaProbe& probe);

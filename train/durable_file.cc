@@ -1,11 +1,13 @@
 #include "train/durable_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
@@ -20,8 +22,41 @@ namespace {
 
 }  // namespace
 
+std::string this_host() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  return name;
+}
+
+bool process_alive(long pid) {
+  return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
+}
+
+std::string temporary_path_for(const std::string& path) {
+  return fmt::format("{}.tmp-{}-{}", path, this_host(), ::getpid());
+}
+
+std::optional<TemporaryWriter> temporary_writer(const std::string& name, const std::string& final_name) {
+  const std::string prefix = final_name + ".tmp-";
+  if (!name.starts_with(prefix)) return std::nullopt;
+  const std::string rest = name.substr(prefix.size());
+  const auto dash = rest.rfind('-');
+  if (dash == std::string::npos || dash == 0) return std::nullopt;
+  TemporaryWriter writer{rest.substr(0, dash), 0};
+  const char* begin = rest.data() + dash + 1;
+  const char* end = rest.data() + rest.size();
+  const auto [last, ec] = std::from_chars(begin, end, writer.pid);
+  if (begin == end || ec != std::errc() || last != end || writer.pid <= 0) return std::nullopt;
+  return writer;
+}
+
+bool temporary_is_removable(const TemporaryWriter& writer) {
+  if (writer.host != this_host()) return false;
+  return writer.pid == ::getpid() || !process_alive(writer.pid);
+}
+
 void write_file_durably(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = temporary_path_for(path);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail("cannot create", tmp, errno);
   std::size_t done = 0;

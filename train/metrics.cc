@@ -5,12 +5,23 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <stdexcept>
 
 namespace slurm_train {
 
-MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
+std::string metrics_path_for_job(const std::string& configured, const std::string& job) {
+  std::string path = configured;
+  for (auto at = path.find("{job}"); at != std::string::npos; at = path.find("{job}", at + job.size()))
+    path.replace(at, 5, job);
+  return path;
+}
+
+MetricsWriter::MetricsWriter(const std::string& path, const std::string& run) : path_(path), run_(run) {
   if (path.empty()) return;
+  const auto folder = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!folder.empty()) std::filesystem::create_directories(folder, ec);  // fopen names the problem
   file_ = std::fopen(path.c_str(), "a");
   if (!file_) throw std::runtime_error(fmt::format("cannot open the metrics file '{}': {}", path, std::strerror(errno)));
 }
@@ -26,14 +37,15 @@ void MetricsWriter::write_line(const std::string& text) {
 
 void MetricsWriter::write_eval(std::uint64_t epoch, std::uint64_t step, double test_loss, double test_accuracy) {
   if (!file_) return;
-  const nlohmann::json line = {
+  nlohmann::json line = {
       {"eval", {{"epoch", epoch}, {"step", step}, {"test_loss", test_loss}, {"test_accuracy", test_accuracy}}}};
+  if (!run_.empty()) line["run"] = run_;
   write_line(line.dump() + "\n");
 }
 
 void MetricsWriter::write(const StepMetrics& m) {
   if (!file_) return;
-  const nlohmann::json line = {
+  nlohmann::json line = {
       {"step", m.step},
       {"epoch", m.epoch},
       {"loss", m.loss},
@@ -48,6 +60,7 @@ void MetricsWriter::write(const StepMetrics& m) {
         {"comm_wait", m.times.comm_wait},
         {"optimizer", m.times.optimizer}}},
   };
+  if (!run_.empty()) line["run"] = run_;
   write_line(line.dump() + "\n");
 }
 

@@ -1,6 +1,8 @@
 // Per-step metrics as JSON lines (one object a line, appended), written by rank 0: loss,
 // learning rate, gradient norm, samples/s and the time of each phase of the step; and one line
-// per evaluation on the test set.
+// per evaluation on the test set. Every line names its run ("run": the launcher's job id), and
+// train.metrics may hold "{job}", replaced by that id: one file per job, which the job continues
+// when it is requeued (Slurm keeps its id) and no other run appends to.
 #pragma once
 
 #include <cstdint>
@@ -25,10 +27,14 @@ struct StepMetrics {
   StepTimes times;
 };
 
+// `configured` with every "{job}" replaced by `job`.
+std::string metrics_path_for_job(const std::string& configured, const std::string& job);
+
 class MetricsWriter {
  public:
-  // An empty path writes nothing. Opens for appending, so a resumed run continues the file.
-  explicit MetricsWriter(const std::string& path);
+  // An empty path writes nothing. Opens for appending, so a resumed run continues the file; a
+  // missing folder is created. `run` goes into every line as "run" ("": no such field).
+  explicit MetricsWriter(const std::string& path, const std::string& run = "");
   ~MetricsWriter();
   MetricsWriter(const MetricsWriter&) = delete;
   MetricsWriter& operator=(const MetricsWriter&) = delete;
@@ -39,7 +45,7 @@ class MetricsWriter {
  private:
   void write_line(const std::string& text);
 
-  std::string path_;
+  std::string path_, run_;
   std::FILE* file_ = nullptr;
 };
 

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
@@ -20,6 +21,7 @@
 #include "train/checkpoint_writer.h"
 #include "train/dataset.h"
 #include "train/device.h"
+#include "train/divergence.h"
 #include "train/gradient_buckets.h"
 #include "train/metrics.h"
 #include "train/model_file.h"
@@ -148,7 +150,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   const OptimizerConfig opt_config = optimizer_of(tc);
   Optimizer optimizer(opt_config, model.layers(), model.params().size());
   GradientBuckets buckets(comm, model.layers(), static_cast<std::size_t>(tc.bucket_mb * 1024 * 1024));
-  MetricsWriter metrics(rank0 ? tc.metrics : "");
+  MetricsWriter metrics(rank0 ? tc.metrics : "", hooks.run_id);
   TrainResult result;
   double epoch_loss = 0, epoch_seconds = 0;
 
@@ -156,6 +158,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   const CkptConfig& cc = config.ckpt;
   const bool checkpoints = !cc.dir.empty();
   std::uint64_t start_step = 0;
+  bool resumed_any = false;  // on every rank (resumed_from is rank 0's only)
   if (checkpoints && cc.resume) {
     phase(TrainPhase::kResume, 0);
     ResumeTarget target{model.layers(), tc.optimizer, global_batch, static_cast<std::uint64_t>(tc.seed), total_steps,
@@ -168,6 +171,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
       epoch_loss = resumed->counters.epoch_loss_sum;
       epoch_seconds = resumed->counters.epoch_seconds;
       result.resumed_from = resumed->path;
+      resumed_any = true;
       if (rank0)
         out << fmt::format("resumed from {} at step {} (epoch {}, batch {} of the epoch; written by {} rank(s))\n",
                            resumed->path, resumed->counters.step, resumed->counters.epoch,
@@ -176,6 +180,27 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
     }
   }
   result.first_step = start_step;
+  // A finished run resumed (the same command again, a requeue after the last step): nothing is
+  // retrained and the saved model is left as it is. A run stopped between its last checkpoint
+  // and writing the model (preempted at the last step) writes it now, from that checkpoint.
+  if (resumed_any && start_step >= total_steps) {
+    const bool model_missing = !tc.save.empty() && !std::filesystem::exists(tc.save);
+    if (rank0)
+      out << fmt::format("{} is at step {} of {}: this run is already complete; nothing to train{} (--no-resume "
+                         "trains again)\n",
+                         result.resumed_from, start_step, total_steps,
+                         tc.save.empty() || model_missing ? "" : fmt::format(", {} left as it is", tc.save))
+          << std::flush;
+    if (rank0 && model_missing) {
+      save_model(tc.save, model.layers(), model.params(), config_as_toml(config));
+      out << fmt::format("saved the model to {}\n", tc.save) << std::flush;
+    }
+    result.steps_done = start_step;
+    result.already_complete = true;
+    result.parameters = model.params();
+    result.seconds = seconds_since(started);
+    return result;
+  }
   const KeepPolicy keep{static_cast<std::uint64_t>(cc.keep), static_cast<std::uint64_t>(cc.keep_every)};
   // Declared before the writer: its thread reads them until the writer's destructor has joined.
   const std::string config_toml = config_as_toml(config);
@@ -263,8 +288,9 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
     lap(t.data);
     const float* logits = model.forward(batch.x.data(), batch.rows, true, dropout_seed, batch.first_row);
     dlogits.resize(static_cast<std::size_t>(batch.rows) * config.data.num_classes);
-    const auto local = k.softmax_cross_entropy(batch.rows, config.data.num_classes, logits, batch.y.data(),
-                                               static_cast<float>(tc.label_smoothing), loss_scale, dlogits.data());
+    auto local = k.softmax_cross_entropy(batch.rows, config.data.num_classes, logits, batch.y.data(),
+                                         static_cast<float>(tc.label_smoothing), loss_scale, dlogits.data());
+    if (hooks.inject_nan && hooks.inject_nan(step)) local.loss_sum = std::nan("");
     lap(t.forward);
     phase(TrainPhase::kBackward, step);
     model.backward(batch.x.data(), dlogits.data(),
@@ -277,13 +303,14 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
     lap(t.comm_wait);
     const double grad_norm = clip_by_global_norm(k, model.grads(), opt_config.clip_norm);
     const float lr = learning_rate_at(opt_config, step, total_steps);
+    const double loss = totals[0] / static_cast<double>(global_batch);
+    if (const auto diverged = non_finite_step(step, loss, grad_norm, lr, tc.clip_norm)) throw TrainingDiverged(*diverged);
     phase(TrainPhase::kCheckpoint, step);
     if (rank0) copied();
     phase(TrainPhase::kOptimizer, step);
     optimizer.update(k, model.params(), model.grads(), lr, step);
     lap(t.optimizer);
 
-    const double loss = totals[0] / static_cast<double>(global_batch);
     epoch_loss += loss;
     epoch_seconds += t.total();
     const StepMetrics step_metrics{step, step / per_epoch, loss, totals[1] / static_cast<double>(global_batch), lr,
@@ -319,8 +346,11 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
     const bool stop = decision == StepDecision::kSaveAndStop || (stop_after > 0 && done == stop_after && done < total_steps);
     phase(TrainPhase::kCheckpoint, done);
     if (checkpoints && (checkpoint_due(done, static_cast<std::uint64_t>(cc.every), total_steps) || stop ||
-                        decision != StepDecision::kContinue))
+                        decision != StepDecision::kContinue)) {
+      // Every rank holds the same parameters: all of them stop here together.
+      if (const auto diverged = non_finite_parameters(done, model.params())) throw TrainingDiverged(*diverged);
       save(done);
+    }
     if (rank0) writer.check();  // a failed background write ends the run now, naming the path
     if (stop) {
       ++step;

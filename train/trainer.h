@@ -26,6 +26,7 @@ struct TrainResult {
   std::uint64_t first_step = 0;  // > 0 when resumed from a checkpoint
   std::uint64_t steps_done = 0;  // global steps done when train() returned
   bool stopped_early = false;    // train.stop_after or a hook ended it before the last step
+  bool already_complete = false; // resumed from a checkpoint of the last step: nothing trained
   std::string resumed_from;      // the checkpoint's path (rank 0), or ""
   std::vector<float> parameters;  // the final parameters (identical on every rank)
   double seconds = 0;
@@ -45,6 +46,11 @@ struct TrainHooks {
   std::function<void(TrainPhase phase, std::uint64_t steps_done)> on_phase;
   // Called on every rank after each step with its metrics: the progress display and rank logs.
   std::function<void(const StepMetrics& metrics, std::uint64_t total_steps)> on_step;
+  // A testing aid (--inject-fault nan@STEP:RANK): true makes this rank's loss of that step NaN,
+  // as a diverged training would.
+  std::function<bool(std::uint64_t step)> inject_nan;
+  // The run's id, written as "run" in every metrics line (the launcher's job id); "": none.
+  std::string run_id;
 };
 
 // Runs the whole training described by `config`. `out` receives rank 0's progress lines (other

@@ -102,11 +102,11 @@ PY
     skip_writes=$((RANDOM % 2))
     for write in $(seq 0 "$skip_writes"); do
       deadline=$((SECONDS + 10))
-      until compgen -G "$d/step-*.h5.tmp" >/dev/null || [ $SECONDS -ge $deadline ]; do sleep 0.01; done
-      [ "$write" -eq "$skip_writes" ] || while compgen -G "$d/step-*.h5.tmp" >/dev/null; do sleep 0.01; done
+      until compgen -G "$d/step-*.h5.tmp-*" >/dev/null || [ $SECONDS -ge $deadline ]; do sleep 0.01; done
+      [ "$write" -eq "$skip_writes" ] || while compgen -G "$d/step-*.h5.tmp-*" >/dev/null; do sleep 0.01; done
     done
     sleep "$(awk -v s="$RANDOM" 'BEGIN { srand(s); printf "%.3f", rand() * 0.18 }')"
-    if compgen -G "$d/step-*.h5.tmp" >/dev/null; then mid_write=$((mid_write + 1)); fi
+    if compgen -G "$d/step-*.h5.tmp-*" >/dev/null; then mid_write=$((mid_write + 1)); fi
     kill -KILL "$pid"
     wait "$pid" || true
     # Every committed file is whole; a partial write is only ever a .tmp.
@@ -166,7 +166,7 @@ PY
     --ckpt.keep 0 --train.metrics ""
   echo "status $status: $stderr"
   [ "$status" -eq 3 ]
-  [[ $stderr == *"cannot write the checkpoint '$mnt/ck/step-00000010.h5.tmp'"*"No space left on device"* ]]
+  [[ $stderr == *"cannot write the checkpoint '$mnt/ck/step-00000010.h5.tmp-"*"'"*"No space left on device"* ]]
   # The partial file removed; `restarts` is the launcher's restart record.
   [ "$(ls "$mnt/ck")" = "$(printf 'latest\nrestarts\nstep-00000005.h5')" ]
   run "$BUILD/bin/slurm-train" ckpt verify "$mnt/ck"
@@ -187,7 +187,7 @@ PY
     "${args[@]}"
   echo "status $status: $stderr"
   [ "$status" -eq 3 ]
-  [[ $stderr == *"cannot write the checkpoint '$d/ck/step-00000010.h5.tmp'"*"File too large"* ]]
+  [[ $stderr == *"cannot write the checkpoint '$d/ck/step-00000010.h5.tmp-"*"'"*"File too large"* ]]
   # The partial file removed; `restarts` is the launcher's restart record.
   [ "$(ls "$d/ck")" = "$(printf 'latest\nrestarts\nstep-00000005.h5')" ]
   [ "$(cat "$d/ck/latest")" = step-00000005.h5 ]

@@ -54,6 +54,6 @@ teardown_file() {
   echo "accuracy ${BASH_REMATCH[1]}%"
   awk -v a="${BASH_REMATCH[1]}" 'BEGIN { exit !(a >= 89.0) }'
   [ "$(grep -c '^epoch ' "$workdir/fashion-mnist-$job.out")" -eq 15 ]
-  [ "$(grep -c '"loss":' "$workdir/metrics.jsonl")" -eq 3510 ]
-  [ "$(grep -c '"eval"' "$workdir/metrics.jsonl")" -eq 15 ]
+  [ "$(grep -c '"loss":' "$workdir/metrics-$job.jsonl")" -eq 3510 ]
+  [ "$(grep -c '"eval"' "$workdir/metrics-$job.jsonl")" -eq 15 ]
 }

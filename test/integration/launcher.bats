@@ -2,7 +2,8 @@
 # slurm-train run as a launcher on a two-node local cluster: a rank killed under srun and under
 # mpirun ends the job within 30 s naming it; an injected hang is named by the watchdog; a job
 # signalled by Slurm before its time limit checkpoints, requeues itself, resumes and ends with
-# the parameters of an uninterrupted run; per-rank logs; the restart limit; --dry-run.
+# the parameters of an uninterrupted run; per-rank logs; the restart limit; --dry-run; a
+# diverged loss (exit 9); one job per checkpoint folder (exit 8); metrics per job; a quiet start.
 
 load helpers
 
@@ -207,4 +208,166 @@ kill_rank_and_time() {
   [[ $output == *"--max-restarts-without-progress"* ]]
   [[ $output == *"5  preempted: checkpoint written and the job requeued itself (scontrol requeue)"* ]]
   [[ $output == *"7  do not requeue"* ]]
+  [[ $output == *"8  ckpt.dir belongs to another running job"* ]]
+  [[ $output == *"9  training diverged"* ]]
+  [[ $output == *"nan@STEP:RANK"* ]]
+}
+
+@test "a NaN loss on one rank stops every rank at that step with exit 9, before any checkpoint of it" {
+  set_small_args
+  ckpt=$BATS_TEST_TMPDIR/ckpt
+  run timeout 120 srun --mpi=pmix -N2 -n2 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 100 \
+    --ckpt.dir "$ckpt" --ckpt.every 1 --ckpt.keep 0 --inject-fault nan@7:1
+  echo "$output"
+  [ "$status" -eq 9 ]
+  [[ $output == *"slurm-train: error: training diverged at step 7: the loss is nan (gradient norm "*"); stopped before the optimizer update, and no checkpoint of it was written"*"try a lower train.lr"*"(exit 9)"* ]]
+  # The checkpoints of steps 1..7 (the state before step 7 ran), none after; all valid.
+  [ "$(ls "$ckpt" | grep -c '^step-.*\.h5$')" -eq 7 ]
+  [ -f "$ckpt/step-00000007.h5" ]
+  [ ! -e "$ckpt/step-00000008.h5" ]
+  run "$BUILD/bin/slurm-train" ckpt verify "$ckpt"
+  [ "$status" -eq 0 ]
+}
+
+@test "a diverging learning rate (sgd, train.lr 1e4) stops with exit 9; every committed checkpoint is finite and verifies" {
+  set_small_args
+  ckpt=$BATS_TEST_TMPDIR/ckpt
+  run "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 50 --ckpt.dir "$ckpt" --ckpt.every 1 \
+    --train.optimizer sgd --train.schedule constant --train.lr 1e4 --train.weight_decay 0 --train.clip_norm 0
+  echo "$output"
+  [ "$status" -eq 9 ]
+  [[ $output == *"training diverged"* ]]
+  run "$BUILD/bin/slurm-train" ckpt verify "$ckpt"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  # What is there reads back finite.
+  for f in "$ckpt"/step-*.h5; do
+    $PY -c 'import h5py, numpy, sys
+f = h5py.File(sys.argv[1], "r")
+bad = []
+f.visititems(lambda n, d: bad.append(n) if isinstance(d, h5py.Dataset) and d.dtype.kind == "f" and not numpy.isfinite(d[()]).all() else None)
+sys.exit(1 if bad else 0)' "$f"
+  done
+}
+
+@test "a CPU-only run says in one line that there is no GPU" {
+  set_small_args
+  run --separate-stderr "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 2 --train.device auto
+  [ "$status" -eq 0 ]
+  echo "$stderr"
+  [[ $stderr == *"slurm-train: no GPU on this node: training on the CPU"* ]]
+  [[ $stderr != *cudaError* ]]
+}
+
+@test "srun of two tasks without an MPI plugin: one line saying to add --mpi=pmix, exit 2" {
+  set_small_args
+  run timeout 60 srun --mpi=none -N1 -n2 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 2
+  echo "$output"
+  [ "$status" -eq 2 ]
+  [ "$(grep -c 'srun started 2 tasks without an MPI plugin: add --mpi=pmix (or set MpiDefault=pmix)' <<<"$output")" -eq 2 ]
+  [ "$(grep -vcE -e 'srun started 2 tasks' -e '^srun: error: node1: tasks? [0-9,-]+: Exited with exit code 2$' <<<"$output")" -eq 0 ]
+}
+
+@test "resuming a finished run retrains nothing, says it is complete, and leaves the model file alone" {
+  set_small_args
+  ckpt=$BATS_TEST_TMPDIR/ckpt
+  model=$BATS_TEST_TMPDIR/model.h5
+  run "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 20 --ckpt.dir "$ckpt" --train.save "$model"
+  [ "$status" -eq 0 ]
+  before=$(stat -c '%Y.%y %s' "$model"; md5sum <"$model"; ls "$ckpt")
+  sleep 1.1
+  run "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 20 --ckpt.dir "$ckpt" --train.save "$model"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ $output == *"step-00000020.h5 is at step 20 of 20: this run is already complete; nothing to train, $model left as it is"* ]]
+  [[ $output != *"saved the model"* ]]
+  [[ $output != *"training "*" parameters"* ]]
+  [ "$(stat -c '%Y.%y %s' "$model"; md5sum <"$model"; ls "$ckpt")" = "$before" ]
+  # Stopped after its last checkpoint but before the model was written: the model is written.
+  mv "$model" "$model.first"
+  run "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 20 --ckpt.dir "$ckpt" --train.save "$model"
+  [ "$status" -eq 0 ]
+  [[ $output == *"this run is already complete; nothing to train (--no-resume trains again)"*"saved the model to $model"* ]]
+  $PY "$ROOT/test/integration/compare_models.py" "$model" "$model.first" 0
+}
+
+# folder_snapshot DIR: every file's name, inode, size, mtime and checksum.
+folder_snapshot() {
+  (cd "$1" && for f in $(ls -A); do echo "$f $(stat -c '%i %s %.9Y' "$f") $(md5sum <"$f")"; done)
+}
+
+@test "two runs on one ckpt.dir: the second is refused (exit 8) naming the owner, 10 trials each with and without HDF5_USE_FILE_LOCKING=FALSE; nothing of the first is touched" {
+  set_small_args
+  ckpt=$BATS_TEST_TMPDIR/ckpt
+  # The first run checkpoints steps 10, 20, 30, then rank 0 hangs (watchdog off) and keeps the folder.
+  srun --mpi=pmix -N1 -n1 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 1000 --ckpt.dir "$ckpt" \
+    --ckpt.every 10 --inject-fault hang@30:0 --hang-timeout 0 >"$BATS_TEST_TMPDIR/first" 2>&1 &
+  first=$!
+  for _ in $(seq 600); do grep -q 'checkpoint step 30 ->' "$BATS_TEST_TMPDIR/first" && [ -z "$(ls "$ckpt" | grep tmp)" ] && break; sleep 0.1; done
+  grep -q 'hangs at step 30' "$BATS_TEST_TMPDIR/first"
+  sleep 0.5
+  first_job=$(sed -n 's/^job \([0-9_]*\): .*/\1/p' "$BATS_TEST_TMPDIR/first")
+  [ -n "$first_job" ]
+  before=$(folder_snapshot "$ckpt")
+  echo "$before"
+  for locking in default FALSE; do
+    for trial in $(seq 10); do
+      if [ $locking = FALSE ]; then export HDF5_USE_FILE_LOCKING=FALSE; else unset HDF5_USE_FILE_LOCKING; fi
+      run timeout 60 srun --mpi=pmix -N1 -n1 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 1000 --ckpt.dir "$ckpt" --ckpt.every 10
+      [ "$status" -eq 8 ] || { echo "trial $trial ($locking): exit $status: $output"; false; }
+      [[ $output == *"slurm-train: error: the checkpoint folder '$ckpt' belongs to job $first_job (step 0, host "*", pid "*"), which is still running"*"(exit 8)"* ]]
+      [[ $output != *"training "* ]]
+      [ "$(folder_snapshot "$ckpt")" = "$before" ]
+    done
+  done
+  unset HDF5_USE_FILE_LOCKING
+  kill -KILL $first
+  wait $first || true
+  scancel "$first_job" 2>/dev/null || true
+  run "$BUILD/bin/slurm-train" ckpt verify "$ckpt"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  grep -q "^job = $first_job\$" "$ckpt/owner"  # left behind by the killed run
+}
+
+@test "an owner record left by a killed run (its job ended) is taken over, said so, and the run resumes" {
+  set_small_args
+  ckpt=$BATS_TEST_TMPDIR/ckpt
+  run "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 40 --ckpt.dir "$ckpt" --train.stop_after 20
+  [ "$status" -eq 0 ]
+  [ ! -e "$ckpt/owner" ]  # released at the end of the run
+  # As a run killed on another node leaves it: a job Slurm no longer knows, and its partial file.
+  printf 'job = 999999\nstep = 0\nhost = node-elsewhere\npid = 4242\nstarted = 1796169462\n' >"$ckpt/owner"
+  touch "$ckpt/step-00000030.h5.tmp-node-elsewhere-4242"
+  run "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 40 --ckpt.dir "$ckpt"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ $output == *"taking over the checkpoint folder '$ckpt' from job 999999 (step 0, host node-elsewhere, pid 4242, since 2026-12-01T23:57:42Z): Slurm says job 999999 has ended"* ]]
+  [[ $output == *"resumed from $ckpt/step-00000020.h5"* ]]
+  [ ! -e "$ckpt/owner" ]
+  [ -z "$(ls "$ckpt" | grep tmp)" ]
+}
+
+@test "metrics of separate runs go to separate files ({job}), each line naming its run; a requeued job appends to its own" {
+  set_small_args
+  cd "$BATS_TEST_TMPDIR"
+  ckpt=$BATS_TEST_TMPDIR/ckpt
+  # The same job started twice (a requeue keeps Slurm's job id): one file, one run.
+  for stop in 10 20; do
+    run env SLURM_JOB_ID=4242 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.metrics 'metrics-{job}.jsonl' \
+      --train.steps 20 --train.stop_after "$stop" --ckpt.dir "$ckpt"
+    [ "$status" -eq 0 ]
+  done
+  [ "$(grep -c '"loss":' metrics-4242.jsonl)" -eq 20 ]
+  [ "$(grep -c '"run":"4242"' metrics-4242.jsonl)" -eq "$(wc -l <metrics-4242.jsonl)" ]
+  # Another job: its own file, nothing appended to the first.
+  run env SLURM_JOB_ID=4243 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.metrics 'metrics-{job}.jsonl' --train.steps 5
+  [ "$status" -eq 0 ]
+  [ "$(grep -c '"loss":' metrics-4242.jsonl)" -eq 20 ]
+  [ "$(grep -c '"run":"4243"' metrics-4243.jsonl)" -eq "$(wc -l <metrics-4243.jsonl)" ]
+  [ "$(grep -c '"loss":' metrics-4243.jsonl)" -eq 5 ]
+  # The reference configuration names one file per job.
+  grep -q '^metrics = "metrics-{job}.jsonl"' "$ROOT/examples/fashion-mnist.toml"
+  run "$BUILD/bin/slurm-train" plot metrics-4242.jsonl metrics-4243.jsonl -o curves.png
+  [ "$status" -eq 0 ]
 }

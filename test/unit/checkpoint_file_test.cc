@@ -20,6 +20,7 @@
 #include "train/checkpoint_file.h"
 #include "train/checkpoint_resume.h"
 #include "train/checkpoint_store.h"
+#include "train/durable_file.h"
 #include "train/checkpoint_writer.h"
 #include "train/h5.h"
 
@@ -131,7 +132,7 @@ TEST_CASE("checkpoint store: commit, latest marker, keep policy, and no temp fil
   TempDir dir;
   const std::string ck = dir.path + "/ck";
   for (std::uint64_t step : {10, 20, 30, 40, 50}) save_checkpoint(ck, sample_state(step), {2, 20});
-  std::ofstream(ck + "/step-00000060.h5.tmp") << "partial";  // a writer killed mid-write
+  std::ofstream(temporary_path_for(ck + "/step-00000060.h5")) << "partial";  // an earlier write of ours that failed
   save_checkpoint(ck, sample_state(60), {2, 20});
   std::vector<std::uint64_t> steps;
   for (const auto& e : list_checkpoints(ck)) steps.push_back(e.step);
@@ -140,7 +141,8 @@ TEST_CASE("checkpoint store: commit, latest marker, keep policy, and no temp fil
   std::string line;
   std::getline(latest, line);
   CHECK(line == "step-00000060.h5");
-  for (const auto& entry : fs::directory_iterator(ck)) CHECK(entry.path().extension() != ".tmp");
+  for (const auto& entry : fs::directory_iterator(ck))
+    CHECK(entry.path().filename().string().find(".tmp") == std::string::npos);
   CHECK(find_newest_valid_checkpoint(ck, [](const std::string&) {}) == ck + "/step-00000060.h5");
 }
 

@@ -8,6 +8,7 @@
 
 #include "launcher/fault_injection.h"
 #include "launcher/login_node.h"
+#include "launcher/mpi_plugin_check.h"
 #include "launcher/preempt_signals.h"
 #include "launcher/progress_line.h"
 #include "launcher/rank_log.h"
@@ -31,11 +32,16 @@ TEST_CASE("fault plans: hang, crash and slow, comma-separated") {
   CHECK(fault_at(plan, 11, 3) == FaultAction::kNone);
   CHECK(fault_at(parse_fault_plan("crash@0:0"), 0, 0) == FaultAction::kCrash);
   CHECK(parse_fault_plan("").empty());
+  const FaultPlan nan = parse_fault_plan("nan@7:1");
+  CHECK(nan_at(nan, 7, 1));
+  CHECK_FALSE(nan_at(nan, 7, 0));
+  CHECK_FALSE(nan_at(plan, 12, 3));
+  CHECK(fault_at(nan, 7, 1) == FaultAction::kNone);
 }
 
 TEST_CASE("fault plans: anything else is refused naming the part and the grammar") {
   for (const char* bad : {"hang", "hang@", "hang@5", "hang@5:", "hang@x:1", "hang@5:-1", "explode@1:1", "slow@fast", "hang@5:1,"})
-    check_refused<std::invalid_argument>([&] { parse_fault_plan(bad); }, "expected hang@STEP:RANK, crash@STEP:RANK or slow@MS");
+    check_refused<std::invalid_argument>([&] { parse_fault_plan(bad); }, "expected hang@STEP:RANK, crash@STEP:RANK, nan@STEP:RANK or slow@MS");
   check_refused<std::invalid_argument>([] { parse_fault_plan("hang@1:1,boom@2:2"); }, "cannot read 'boom@2:2'");
 }
 
@@ -84,7 +90,8 @@ TEST_CASE("the restart record survives a round trip through its file, and a dama
   const auto read = read_restart_record(dir);
   REQUIRE(read);
   CHECK(read->last_start_step == 7);
-  CHECK_FALSE(std::filesystem::exists(dir + "/restarts.tmp"));
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    CHECK(entry.path().filename().string() == "restarts");  // no temporary file left
   std::ofstream(dir + "/restarts") << "garbage\n";
   check_refused<std::runtime_error>([&] { read_restart_record(dir); }, dir + "/restarts' is damaged");
   std::filesystem::remove_all(dir);
@@ -180,4 +187,17 @@ TEST_CASE("a GPU configuration outside any allocation or launcher is sent to sub
   CHECK_FALSE(login_node_refusal(config, {{"OMPI_COMM_WORLD_SIZE", "2"}}, "job.toml"));
   config.train.device = "auto";
   CHECK_FALSE(login_node_refusal(config, {}, "job.toml"));
+}
+
+TEST_CASE("srun of several tasks without an MPI plugin is named in one line") {
+  std::map<std::string, std::string> env = {{"SLURM_STEP_ID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "7"}};
+  CHECK(missing_mpi_plugin(env) == "srun started 2 tasks without an MPI plugin: add --mpi=pmix (or set MpiDefault=pmix)");
+  for (const char* pmi : {"PMIX_RANK", "PMI_FD", "OMPI_COMM_WORLD_RANK"}) {
+    auto with = env;
+    with[pmi] = "0";
+    CHECK_FALSE(missing_mpi_plugin(with));
+  }
+  env["SLURM_NTASKS"] = "1";  // one task: MPI starts as a singleton
+  CHECK_FALSE(missing_mpi_plugin(env));
+  CHECK_FALSE(missing_mpi_plugin({{"SLURM_NTASKS", "4"}}));  // a batch script, not a step
 }
