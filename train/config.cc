@@ -7,7 +7,9 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <utility>
 #include <sstream>
@@ -294,10 +296,39 @@ void apply_config_override(RunConfig& config, const std::string& key, const std:
   config.origin[key] = origin;
 }
 
+namespace {
+
+// TOML allows no control character but tab and the line ends anywhere in a file (toml++ 3.3 fails
+// an assertion instead of an error on some, e.g. one inside a table header): refused first, with
+// its place.
+void require_no_control_characters(const std::string& text, const std::string& path) {
+  std::size_t line = 1, column = 1;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const bool line_end = c == '\n' || (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n');
+    if ((c < 0x20 && c != '\t' && !line_end) || c == 0x7f)
+      throw ConfigError(fmt::format("{}:{}:{}: control character U+{:04X} (TOML allows only tab and line ends)", path,
+                                    line, column, c));
+    if (c == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+}
+
+}  // namespace
+
 void apply_config_file(RunConfig& config, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(fmt::format("{}: cannot read the configuration file", path));
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (in.bad()) throw ConfigError(fmt::format("{}: cannot read the configuration file", path));
+  require_no_control_characters(text, path);
   toml::table root;
   try {
-    root = toml::parse_file(path);
+    root = toml::parse(text, path);
   } catch (const toml::parse_error& e) {
     const auto& where = e.source().begin;
     throw ConfigError(fmt::format("{}:{}:{}: {}", path, where.line, where.column, e.description()));

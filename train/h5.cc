@@ -97,11 +97,29 @@ Handle open_dataset(hid_t file, const std::string& name, const std::string& path
   return Handle(H5_CHECK(H5Dopen2(file, name.c_str(), H5P_DEFAULT), path + ":" + name));
 }
 
+namespace {
+
+// Chunks of another rank than the dataspace's, or of an empty dimension, only a crafted or
+// damaged file has; HDF5 1.10 reads such a dataset in a loop that allocates without end.
+void require_consistent_chunks(hid_t dataset, std::size_t rank, const std::string& context) {
+  Handle dcpl(H5_CHECK(H5Dget_create_plist(dataset), context));
+  if (H5Pget_layout(dcpl) != H5D_CHUNKED) return;
+  hsize_t chunk[H5S_MAX_RANK] = {};
+  const int chunk_rank = H5_CHECK(H5Pget_chunk(dcpl, H5S_MAX_RANK, chunk), context);
+  const bool empty = std::any_of(chunk, chunk + std::min(chunk_rank, H5S_MAX_RANK), [](hsize_t d) { return d == 0; });
+  if (static_cast<std::size_t>(chunk_rank) != rank || empty)
+    throw Error(fmt::format("{}: its chunks are [{}] for a dataspace of {} dimension(s) (a damaged or crafted file)",
+                            context, fmt::join(chunk, chunk + std::min(chunk_rank, H5S_MAX_RANK), ", "), rank));
+}
+
+}  // namespace
+
 std::vector<hsize_t> dataset_shape(hid_t dataset, const std::string& context) {
   Handle space(H5_CHECK(H5Dget_space(dataset), context));
   const int rank = H5_CHECK(H5Sget_simple_extent_ndims(space), context);
   std::vector<hsize_t> shape(static_cast<std::size_t>(rank));
   H5_CHECK(H5Sget_simple_extent_dims(space, shape.data(), nullptr), context);
+  require_consistent_chunks(dataset, shape.size(), context);
   return shape;
 }
 
@@ -151,7 +169,9 @@ Extent attribute_extent(hid_t attr, const std::string& context) {
 Extent dataset_extent(hid_t dataset, const std::string& context) {
   Handle space(H5_CHECK(H5Dget_space(dataset), context));
   Handle type(H5_CHECK(H5Dget_type(dataset), context));
-  return extent_of(space, type, context);
+  Extent e = extent_of(space, type, context);
+  if (!e.null) require_consistent_chunks(dataset, e.shape.size(), context);
+  return e;
 }
 
 std::optional<std::size_t> byte_count(const std::vector<hsize_t>& shape, std::size_t element_size) {

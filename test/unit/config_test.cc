@@ -68,6 +68,21 @@ TEST_CASE("config: unknown keys name the nearest, with the file position") {
   std::remove(section.c_str());
 }
 
+TEST_CASE("config: a control character in the file is refused with its place, not an assertion of the parser") {
+  // "[\x11data]" made toml++ 3.3 abort (found by the config fuzzer).
+  const std::string header = write_temp(std::string("[data]\ntrain = \"a\"\n[\x11train]\n"));
+  const std::string nul = write_temp(std::string("[train]\nlr = 0.1\0\n", 18));
+  const std::string fine = write_temp("# tabs\tand CRLF line ends are fine\r\n[train]\r\nlr = 0.1\r\n");
+  RunConfig c;
+  CHECK(error_of([&] { apply_config_file(c, header); }) ==
+        header + ":3:2: control character U+0011 (TOML allows only tab and line ends)");
+  CHECK(error_of([&] { apply_config_file(c, nul); }) ==
+        nul + ":2:9: control character U+0000 (TOML allows only tab and line ends)");
+  CHECK(error_of([&] { apply_config_file(c, fine); }) == "");
+  CHECK(c.train.lr == 0.1);
+  for (const auto& f : {header, nul, fine}) std::remove(f.c_str());
+}
+
 TEST_CASE("config: values of the wrong type say what is expected") {
   RunConfig c;
   CHECK(error_of([&] { apply_config_override(c, "train.epochs", "many"); }) == "train.epochs = 'many': expected a whole number in [-2147483648, 2147483647]");
