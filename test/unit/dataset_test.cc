@@ -108,3 +108,14 @@ TEST_CASE("idx: the header is checked before the data is inflated") {
   CHECK(read_idx_ubyte(exact, facts).data.size() == 3);
   for (const auto& p : {bomb, big, exact}) std::remove(p.c_str());
 }
+
+TEST_CASE("dataset: chunks of another rank than the dataspace are refused before HDF5 reads them") {
+  // Found by the dataset fuzzer: HDF5 1.10 read this file's /images ([N] with [12, 28, 28] chunks)
+  // in a loop that allocated gigabytes.
+  const std::string path = "test/fixtures/hdf5/chunks-of-another-rank.h5";
+  REQUIRE_MESSAGE(std::filesystem::exists(path), path << " not found: run from the repository root");
+  DatasetSpec spec;
+  spec.path = path;
+  testing::check_refused<h5::Error>([&] { load_dataset(spec); },
+                                    path + ":/images: its chunks are [12, 28, 28] for a dataspace of 1 dimension(s)");
+}
