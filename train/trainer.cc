@@ -192,7 +192,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
                          tc.save.empty() || model_missing ? "" : fmt::format(", {} left as it is", tc.save))
           << std::flush;
     if (rank0 && model_missing) {
-      save_model(tc.save, model.layers(), model.params(), config_as_toml(config));
+      save_model(tc.save, model.layers(), model.params(), config_as_toml(config), recipe);
       out << fmt::format("saved the model to {}\n", tc.save) << std::flush;
     }
     result.steps_done = start_step;
