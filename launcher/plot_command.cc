@@ -71,12 +71,18 @@ void plot(const std::vector<std::string>& paths, const std::string& output, cons
   } cleanup{tmp};
 
   std::vector<ChartRun> runs;
-  for (std::size_t r = 0; r < paths.size(); ++r) runs.push_back(chart_run(read_plot_run(paths[r]), labels[r], tmp, r));
+  for (std::size_t f = 0; f < paths.size(); ++f) {
+    const std::vector<PlotRun> in_file = read_plot_runs(paths[f]);
+    for (const auto& run : in_file) {
+      const std::string label = in_file.size() == 1 ? labels[f] : fmt::format("{} run {}", labels[f], run.id.empty() ? "?" : run.id);
+      runs.push_back(chart_run(run, label, tmp, runs.size()));
+    }
+  }
   const fs::path script = tmp / "plot.gp";
   std::ofstream(script) << chart_script(runs, output, title);
   const ProcessResult r = run_process({"gnuplot", script.string()}, "gnuplot-nox");
   if (r.exit_code != 0) throw std::runtime_error(fmt::format("gnuplot failed (exit {}) drawing {}", r.exit_code, output));
-  std::cout << fmt::format("wrote {} ({} run(s))\n", output, paths.size());
+  std::cout << fmt::format("wrote {} ({} run(s))\n", output, runs.size());
 }
 
 }  // namespace

@@ -8,8 +8,14 @@
 
 namespace slurm_train {
 
-PlotRun parse_plot_run(std::istream& in, const std::string& path) {
-  PlotRun run;
+std::vector<PlotRun> parse_plot_runs(std::istream& in, const std::string& path) {
+  std::vector<PlotRun> runs;
+  auto run_named = [&runs](const std::string& id) -> PlotRun& {
+    for (auto& r : runs)
+      if (r.id == id) return r;
+    runs.push_back(PlotRun{id, {}, {}, {}, {}, {}, {}, {}});
+    return runs.back();
+  };
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
     if (line.empty()) continue;
@@ -17,6 +23,7 @@ PlotRun parse_plot_run(std::istream& in, const std::string& path) {
       const auto j = nlohmann::json::parse(line);
       // at(), never operator[]: on a const object a missing key is undefined behaviour (an
       // assertion in nlohmann's debug build), where at() throws.
+      PlotRun& run = run_named(j.contains("run") ? j.at("run").get<std::string>() : "");
       if (j.contains("eval")) {
         const auto& eval = j.at("eval");
         run.eval_step.push_back(eval.at("step").get<double>());
@@ -32,14 +39,18 @@ PlotRun parse_plot_run(std::istream& in, const std::string& path) {
       throw std::runtime_error(fmt::format("{}:{}: not a slurm-train metrics line ({})", path, number, e.what()));
     }
   }
-  if (run.step.empty()) throw std::runtime_error(fmt::format("'{}' holds no step metrics", path));
-  return run;
+  if (runs.empty()) throw std::runtime_error(fmt::format("'{}' holds no step metrics", path));
+  for (const auto& r : runs)
+    if (r.step.empty())
+      throw std::runtime_error(r.id.empty() ? fmt::format("'{}' holds no step metrics", path)
+                                            : fmt::format("'{}' holds no step metrics of run {}", path, r.id));
+  return runs;
 }
 
-PlotRun read_plot_run(const std::string& path) {
+std::vector<PlotRun> read_plot_runs(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error(fmt::format("cannot read the metrics file '{}'", path));
-  return parse_plot_run(in, path);
+  return parse_plot_runs(in, path);
 }
 
 }  // namespace slurm_train

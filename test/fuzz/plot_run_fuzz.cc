@@ -10,8 +10,9 @@ using namespace slurm_train;
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::istringstream in(std::string(reinterpret_cast<const char*>(data), size));
   fuzz::rejecting_cleanly([&] {
-    PlotRun run = parse_plot_run(in, "fuzz.jsonl");
-    if (run.loss.size() != run.step.size() || run.test_loss.size() != run.eval_step.size()) std::abort();
+    for (const PlotRun& run : parse_plot_runs(in, "fuzz.jsonl"))
+      if (run.step.empty() || run.loss.size() != run.step.size() || run.test_loss.size() != run.eval_step.size())
+        std::abort();
   });
   return 0;
 }

@@ -5,20 +5,22 @@
 
 load helpers
 
-# write_run FILE SEED: a run's metrics as `slurm-train run` writes them.
+# write_run FILE SEED [RUN]: a run's metrics as `slurm-train run` writes them, appended to FILE,
+# each line naming the run RUN when given (the job id).
 write_run() {
-  $PY - "$1" "$2" <<'EOF'
+  $PY - "$1" "$2" "${3:-}" <<'EOF'
 import json, math, random, sys
-path, seed = sys.argv[1], int(sys.argv[2])
+path, seed, run = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 rng = random.Random(seed)
-with open(path, "w") as f:
+tag = {"run": run} if run else {}
+with open(path, "a") as f:
     for step in range(1, 3511):
         acc = 0.9 - 0.8 * math.exp(-step / 60) + rng.gauss(0, 0.02)
-        f.write(json.dumps({"step": step, "epoch": (step - 1) // 234 + 1, "loss": 0.55 + 1.8 * math.exp(-step / 60),
+        f.write(json.dumps({**tag, "step": step, "epoch": (step - 1) // 234 + 1, "loss": 0.55 + 1.8 * math.exp(-step / 60),
                             "accuracy": min(1, acc), "samples_per_s": 2500 + rng.gauss(0, 200)}) + "\n")
         if step % 234 == 0:
             e = step // 234
-            f.write(json.dumps({"eval": {"epoch": e, "step": step, "test_loss": 0.45 - 0.01 * e,
+            f.write(json.dumps({**tag, "eval": {"epoch": e, "step": step, "test_loss": 0.45 - 0.01 * e,
                                          "test_accuracy": 0.84 + 0.055 * (e - 1) / 14 + 0.001 * seed}}) + "\n")
 EOF
 }
@@ -60,4 +62,18 @@ print('%dx%d' % struct.unpack('>II', data[16:24]))" "$1"
   echo "$output"
   [ "$status" -eq 0 ]
   [ "$(png_size steps.png)" = 1200x1100 ]
+}
+
+@test "plot draws the runs of one file that two jobs appended to as two runs, named by their job ids" {
+  cd "$BATS_TEST_TMPDIR"
+  mkdir fm
+  write_run fm/metrics.jsonl 0 4101
+  write_run fm/metrics.jsonl 3 4102
+  run "$BUILD/bin/slurm-train" plot fm/metrics.jsonl -o mixed.png
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "wrote mixed.png (2 run(s))" ]
+  [ "$(png_size mixed.png)" = 1200x1100 ]
+  mkdir -p "$BUILD/test"
+  cp mixed.png "$BUILD/test/plot-mixed.png"  # kept for a look
 }

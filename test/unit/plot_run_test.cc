@@ -13,7 +13,9 @@ using slurm_train::testing::check_refused;
 namespace {
 PlotRun parse(const std::string& text) {
   std::istringstream in(text);
-  return parse_plot_run(in, "m.jsonl");
+  const auto runs = parse_plot_runs(in, "m.jsonl");
+  REQUIRE(runs.size() == 1);
+  return runs.front();
 }
 }  // namespace
 
@@ -36,4 +38,28 @@ TEST_CASE("plot: a line without a field it needs is refused, naming the file and
   check_refused<std::runtime_error>([&] { parse(R"({"step":0,"loss":2.5})"); }, "m.jsonl:1:");
   check_refused<std::runtime_error>([&] { parse(R"({"eval":{"step":1,"test_loss":2,"test_accuracy":0.5}})"); },
                                     "holds no step metrics");
+}
+
+TEST_CASE("plot: the runs of a file that several jobs appended to are told apart by their run id") {
+  std::istringstream in(R"({"run":"41","step":0,"loss":2.5,"accuracy":0.25,"samples_per_s":100})"
+                        "\n"
+                        R"({"run":"41","eval":{"step":1,"test_loss":2.0,"test_accuracy":0.5}})"
+                        "\n"
+                        R"({"run":"42","step":0,"loss":2.4,"accuracy":0.3,"samples_per_s":90})"
+                        "\n"
+                        R"({"run":"41","step":1,"loss":2.2,"accuracy":0.35,"samples_per_s":100})"
+                        "\n");
+  const auto runs = parse_plot_runs(in, "m.jsonl");
+  REQUIRE(runs.size() == 2);
+  CHECK(runs[0].id == "41");
+  CHECK(runs[0].step == std::vector<double>{0, 1});
+  CHECK(runs[0].eval_step == std::vector<double>{1});
+  CHECK(runs[1].id == "42");
+  CHECK(runs[1].step == std::vector<double>{0});
+  CHECK(runs[1].eval_step.empty());
+  std::istringstream eval_only(R"({"run":"41","step":0,"loss":2.5,"accuracy":0.25,"samples_per_s":100})"
+                               "\n"
+                               R"({"run":"43","eval":{"step":1,"test_loss":2.0,"test_accuracy":0.5}})"
+                               "\n");
+  check_refused<std::runtime_error>([&] { parse_plot_runs(eval_only, "m.jsonl"); }, "holds no step metrics of run 43");
 }
