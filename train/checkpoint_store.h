@@ -1,6 +1,6 @@
 // A folder of checkpoints on (shared) storage: the atomic commit of a new one, the keep policy,
 // listing, and finding the newest one that loads. The launcher's preemption and auto-resume
-// (issue 5) call save_checkpoint and load_newest_valid_checkpoint; `slurm-train ckpt` lists and
+// call save_checkpoint and load_newest_valid_checkpoint; `slurm-train ckpt` lists and
 // verifies with the same functions.
 //
 // Commit protocol (a crash at any instant leaves every older checkpoint intact and never a

@@ -37,7 +37,7 @@ enum class StepDecision { kContinue, kSave, kSaveAndStop };
 
 struct TrainHooks {
   // Called on every rank after each step with the global steps done. It must give the same
-  // answer on every rank (the preemption handler of issue 5 folds its signal flag into a
+  // answer on every rank (the launcher's preemption handler folds its signal flag into a
   // collective first). kSave checkpoints now (with ckpt.dir set); kSaveAndStop also ends
   // train() after the write has finished, with stopped_early set.
   std::function<StepDecision(std::uint64_t steps_done)> after_step;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# Checkpoints (issue 6): exact resume on 1 and 2 ranks and across world sizes, crash consistency
+# Checkpoints: exact resume on 1 and 2 ranks and across world sizes, crash consistency
 # under SIGKILL mid-write, corruption and truncation falling back to the previous file, a full
 # filesystem and an unwritable folder (a path under a file, EACCES, a read-only mount), files
 # crafted with h5py to be hostile (arrays where scalars belong, absurd sizes, a step past the
@@ -287,7 +287,7 @@ def replace(f, name, **kwargs):
     d = f.create_dataset(name, **kwargs)
     d.attrs.create("crc32", zlib.crc32(d[()].tobytes()) if "data" in kwargs else 0, dtype="<u4")
 with h5py.File(dst, "r+") as f:
-    if case == "format_version":  # the issue's own example
+    if case == "format_version":  # an array that overran a scalar read
         f["meta"].attrs.create("format_version", np.arange(4096, dtype="<i8"))
     elif case == "config":
         f["meta"].attrs.create("config", ["x"] * 3000, dtype=h5py.string_dtype())
