@@ -10,7 +10,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   DatasetSpec spec;
   spec.path = file.write(data, size);
   fuzz::rejecting_cleanly([&] {
-    Dataset d = load_dataset(spec);
+    Dataset d = load_dataset(spec, fuzz::kMemory);
     // What load_dataset promises: N labelled samples of feature_size values, labels in range.
     if (d.labels.size() != d.count) std::abort();
     if ((d.is_uint8() ? d.features_u8.size() : d.features_f32.size()) != d.count * d.feature_size) std::abort();

@@ -14,7 +14,14 @@
 #include <exception>
 #include <string>
 
+#include "train/memory_budget.h"
+
 namespace slurm_train::fuzz {
+
+// The memory the readers are told they may use: half of -malloc_limit_mb, so that a size an
+// input names is refused by the reader's own check (a clean rejection) before it could reach
+// libFuzzer's limit (a finding), whatever the machine running the fuzzer has free.
+inline const MemoryFacts kMemory{512ull << 20, 0, 0, 0, 0};
 
 // One file per process, rewritten for every input: in /dev/shm when there is one (no disk I/O
 // per run), else in TMPDIR or /tmp. Removed when the process ends normally.

@@ -56,7 +56,7 @@ nothing_queued() {
   run slurm-train submit examples/fashion-mnist.toml --train.lr=-1 --dry-run
   echo "$output"
   [ "$status" -eq 2 ]
-  [[ $output == *"train.lr = -1: expected a positive number"* ]]
+  [[ $output == *"train.lr = -1: expected a number in (0, 10]"* ]]
   [[ $output != *"#!/bin/bash"* ]]
   # Every problem at once: the options' and the configuration's.
   run slurm-train submit examples/fashion-mnist.toml --time soon --data.train=nowhere.h5 --dry-run
