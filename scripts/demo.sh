@@ -46,5 +46,5 @@ if [ "$state" != COMPLETED ]; then
   exit 1
 fi
 echo "== job $job $state: $(grep '^final:' "$out")"
-echo "Per-step metrics: $ROOT/metrics.jsonl"
+echo "Per-step metrics: $ROOT/metrics-$job.jsonl (a chart: slurm-train plot metrics-$job.jsonl -o curves.png)"
 echo "The cluster keeps running: eval \"\$(scripts/cluster.sh env)\"; squeue. Stop it: scripts/cluster.sh stop"
