@@ -408,7 +408,7 @@ int run(const RunOptions& options) {
   // limit gets the --signal warning again at once), and the default action would kill the rank.
   install_preemption_handlers(signals);
   if (const auto missing = missing_mpi_plugin(current_environment())) {
-    std::cerr << "slurm-train: error: " << *missing << "\n";
+    if (reporter.speaks()) std::cerr << "slurm-train: error: " << *missing << "\n";
     return kExitUsage;
   }
   MpiSession mpi(nullptr, nullptr);
