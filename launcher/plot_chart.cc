@@ -49,6 +49,11 @@ std::vector<std::string> run_labels(const std::vector<std::string>& paths) {
   return has_duplicates(names) ? given : names;
 }
 
+std::string run_label(const std::string& file_label, const std::string& job_id) {
+  if (job_id.empty() || file_label.find(job_id) != std::string::npos) return file_label;
+  return file_label + " job " + job_id;
+}
+
 AxisRange accuracy_axis(const std::vector<ChartRun>& runs) {
   double low = 100, high = 0;
   for (const auto& r : runs) {

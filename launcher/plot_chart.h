@@ -28,6 +28,10 @@ struct AxisRange {
 // for runs whose files share a folder, the file's name without its extension.
 std::vector<std::string> run_labels(const std::vector<std::string>& paths);
 
+// One run's legend name: its file's label, with the job id its lines carry unless the label
+// already shows it (a per-job file, metrics-<job>.jsonl).
+std::string run_label(const std::string& file_label, const std::string& job_id);
+
 // The accuracy axis: the band that every run's test accuracy and its training accuracy over the
 // second half span, with a margin, in whole percents within [0, 100]; so that the 85-91% that
 // tell runs apart are not squashed at the top of 0-100%. The first steps fall below it.

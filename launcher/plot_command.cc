@@ -74,8 +74,7 @@ void plot(const std::vector<std::string>& paths, const std::string& output, cons
   for (std::size_t f = 0; f < paths.size(); ++f) {
     const std::vector<PlotRun> in_file = read_plot_runs(paths[f]);
     for (const auto& run : in_file) {
-      const std::string label = in_file.size() == 1 ? labels[f] : fmt::format("{} run {}", labels[f], run.id.empty() ? "?" : run.id);
-      runs.push_back(chart_run(run, label, tmp, runs.size()));
+      runs.push_back(chart_run(run, run_label(labels[f], run.id), tmp, runs.size()));
     }
   }
   const fs::path script = tmp / "plot.gp";

@@ -64,7 +64,7 @@ print('%dx%d' % struct.unpack('>II', data[16:24]))" "$1"
   [ "$(png_size steps.png)" = 1200x1100 ]
 }
 
-@test "plot draws the runs of one file that two jobs appended to as two runs, named by their job ids" {
+@test "plot draws the runs of one file that two jobs appended to as two runs, each labelled with its job id" {
   cd "$BATS_TEST_TMPDIR"
   mkdir fm
   write_run fm/metrics.jsonl 0 4101

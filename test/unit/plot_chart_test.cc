@@ -34,6 +34,13 @@ TEST_CASE("plot: runs are named by their folder, runs sharing a folder by their 
   CHECK(run_labels({"/r/a.jsonl", "/r/b.jsonl", "/s/c.jsonl"}) == std::vector<std::string>{"r/a", "r/b", "s"});
 }
 
+TEST_CASE("plot: a run is labelled with the job id its lines carry, unless its file's label shows it") {
+  CHECK(run_label("main", "9170001") == "main job 9170001");
+  CHECK(run_label("main/metrics-9170001", "9170001") == "main/metrics-9170001");
+  CHECK(run_label("lr-0.001", "") == "lr-0.001");
+  CHECK(run_label("fm", "41_3") == "fm job 41_3");
+}
+
 TEST_CASE("plot: the accuracy axis spans the accuracies that tell runs apart, not 0-100%") {
   const AxisRange a = accuracy_axis({reference_run("fm")});
   CHECK(a.low == 83);  // 84% minus a 1-point margin
