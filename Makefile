@@ -252,7 +252,7 @@ fuzz: $(FUZZERS)
 	  LSAN_OPTIONS=suppressions=$(CURDIR)/test/fuzz/lsan.supp:print_suppressions=0 \
 	  $(BUILD)/fuzz/$$target $(FUZZ_FLAGS) -artifact_prefix=$(BUILD)/fuzz/crashes/$$target/ \
 	    $(BUILD)/fuzz/corpus/$$target test/fuzz/seeds/$$target >$(BUILD)/fuzz/$$target.log 2>&1 \
-	    || failed="$$failed $$target"; \
+	    || { failed="$$failed $$target"; grep -m1 -A24 -E "ERROR|Test unit written" $(BUILD)/fuzz/$$target.log; }; \
 	  grep -E "^(==[0-9]+== ?ERROR|SUMMARY|Done |stat::number_of_executed_units)" $(BUILD)/fuzz/$$target.log; \
 	  grep -E "^#[0-9]+[[:space:]]" $(BUILD)/fuzz/$$target.log | tail -n 1; \
 	done; \

@@ -12,10 +12,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <limits>
 #include <thread>
 
+#include "train/crash_contained.h"
 #include "train/crc32.h"
 #include "train/h5.h"
 
@@ -509,7 +511,9 @@ void write_checkpoint_file
   fsync_file(path);
 }
 
-void read_checkpoint_file(const std::string& path, CheckpointState& s, const std::vector<LayerLayout>* expected_layers) {
+namespace {
+
+void read_uncontained(const std::string& path, CheckpointState& s, const std::vector<LayerLayout>* expected_layers) {
   h5::Handle file = open_checkpoint(path);
   // The tensors' bytes are read from this descriptor (see read_tensor); closed on every path.
   struct Fd {
@@ -591,13 +595,7 @@ void read_checkpoint_file(const std::string& path, CheckpointState& s, const std
   }
 }
 
-CheckpointState read_checkpoint_file(const std::string& path) {
-  CheckpointState s;
-  read_checkpoint_file(path, s, nullptr);
-  return s;
-}
-
-std::vector<std::string> verify_checkpoint_file(const std::string& path) {
+std::vector<std::string> verify_uncontained(const std::string& path) {
   std::vector<std::string> problems;
   try {
     h5::Handle file = open_checkpoint(path);
@@ -614,7 +612,8 @@ std::vector<std::string> verify_checkpoint_file(const std::string& path) {
   }
   if (problems.empty()) {
     try {
-      read_checkpoint_file(path);  // the structure: every dataset a resume needs is there
+      CheckpointState s;
+      read_uncontained(path, s, nullptr);  // the structure: every dataset a resume needs is there
     } catch (const std::exception& e) {
       problems.push_back(e.what());
     }
@@ -622,8 +621,9 @@ std::vector<std::string> verify_checkpoint_file(const std::string& path) {
   return problems;
 }
 
-std::string describe_checkpoint_file(const std::string& path) {
-  const CheckpointState s = read_checkpoint_file(path);
+std::string describe_uncontained(const std::string& path) {
+  CheckpointState s;
+  read_uncontained(path, s, nullptr);
   const CheckpointCounters& c = s.counters;
   std::string out = fmt::format("{}\n/meta\n  format_version   {}\n  program_version  {}\n  created          {}\n"
                                 "  host             {}\n  world_size       {}\n",
@@ -644,6 +644,41 @@ std::string describe_checkpoint_file(const std::string& path) {
   }
   out += "config\n" + s.config_toml;
   return out;
+}
+
+// Refuses a file that crashes its reader in a child process (crash_contained.h).
+void require_no_crash(const std::string& path, const std::function<void()>& read) {
+  if (const auto crash = crash_in_child(read))
+    throw CheckpointError(fmt::format("{}: reading it ended in {} (a separate process reads it first: libhdf5 "
+                                      "crashes on some damaged files); the file is damaged or not a checkpoint",
+                                      path, *crash));
+}
+
+}  // namespace
+
+void read_checkpoint_file(const std::string& path, CheckpointState& s, const std::vector<LayerLayout>* expected_layers) {
+  require_no_crash(path, [&] { read_uncontained(path, s, expected_layers); });
+  read_uncontained(path, s, expected_layers);
+}
+
+CheckpointState read_checkpoint_file(const std::string& path) {
+  CheckpointState s;
+  read_checkpoint_file(path, s, nullptr);
+  return s;
+}
+
+std::vector<std::string> verify_checkpoint_file(const std::string& path) {
+  try {
+    require_no_crash(path, [&] { verify_uncontained(path); });
+  } catch (const CheckpointError& e) {
+    return {e.what()};
+  }
+  return verify_uncontained(path);
+}
+
+std::string describe_checkpoint_file(const std::string& path) {
+  require_no_crash(path, [&] { describe_uncontained(path); });
+  return describe_uncontained(path);
 }
 
 }  // namespace slurm_train

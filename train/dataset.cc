@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
+#include "train/crash_contained.h"
 #include "train/h5.h"
 
 namespace slurm_train {
@@ -64,9 +66,19 @@ void require_finite(const std::vector<float>& values, std::size_t feature_size, 
                               "float32's range read as inf)", fctx, k % feature_size, k / feature_size, *bad));
 }
 
+// Refuses a file that crashes its reader in a child process (crash_contained.h).
+void require_no_crash(const std::string& path, const std::function<void()>& read) {
+  if (const auto crash = crash_in_child(read))
+    throw h5::Error(fmt::format("{}: reading it ended in {} (a separate process reads it first: libhdf5 crashes on "
+                                "some damaged files); the file is damaged or not HDF5", path, *crash));
+}
+
 }  // namespace
 
-DatasetLayout inspect_dataset(const DatasetSpec& spec) { return open_dataset_files(spec).layout; }
+DatasetLayout inspect_dataset(const DatasetSpec& spec) {
+  require_no_crash(spec.path, [&] { open_dataset_files(spec); });
+  return open_dataset_files(spec).layout;
+}
 
 void require_dataset_memory(const DatasetSpec& spec, const DatasetLayout& layout, const MemoryFacts& memory) {
   const std::string why = fmt::format("{} of [{}]", layout.uint8_features ? "uint8" : "float32", fmt::join(layout.shape, ", "));
@@ -75,7 +87,9 @@ void require_dataset_memory(const DatasetSpec& spec, const DatasetLayout& layout
 
 Dataset load_dataset(const DatasetSpec& spec) { return load_dataset(spec, current_memory_facts()); }
 
-Dataset load_dataset(const DatasetSpec& spec, const MemoryFacts& memory) {
+namespace {
+
+Dataset load_uncontained(const DatasetSpec& spec, const MemoryFacts& memory) {
   OpenedDataset o = open_dataset_files(spec);
   require_dataset_memory(spec, o.layout, memory);
   Dataset d;
@@ -100,6 +114,15 @@ Dataset load_dataset(const DatasetSpec& spec, const MemoryFacts& memory) {
                                   d.labels[i], i, spec.num_classes));
   }
   return d;
+}
+
+}  // namespace
+
+// The child reads it all, not only the metadata: the chunk index and filters are parsed as the
+// data is read. It allocates and frees before this process allocates, so the peak is one copy.
+Dataset load_dataset(const DatasetSpec& spec, const MemoryFacts& memory) {
+  require_no_crash(spec.path, [&] { load_uncontained(spec, memory); });
+  return load_uncontained(spec, memory);
 }
 
 void normalized_rows(const Dataset& d, std::size_t begin, std::size_t rows, Normalization norm, std::vector<float>& x,

@@ -24,12 +24,20 @@ namespace slurm_train::fuzz {
 inline const MemoryFacts kMemory{512ull << 20, 0, 0, 0, 0};
 
 // One file per process, rewritten for every input: in /dev/shm when there is one (no disk I/O
-// per run), else in TMPDIR or /tmp. Removed when the process ends normally.
+// per run), else in TMPDIR or /tmp. Removed when the process ends normally. Its name has the
+// same length in every run (not a pid's): error messages quote it, and a name of another length
+// would change the coverage a message counts, and so which inputs a seeded run keeps.
 class InputFile {
  public:
   explicit InputFile(const char* suffix) {
     const char* dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : std::getenv("TMPDIR");
-    path_ = std::string(dir ? dir : "/tmp") + "/slurm-train-fuzz-" + std::to_string(getpid()) + suffix;
+    path_ = std::string(dir ? dir : "/tmp") + "/slurm-train-fuzz-XXXXXX" + suffix;
+    const int fd = mkstemps(path_.data(), static_cast<int>(std::string(suffix).size()));
+    if (fd < 0) {
+      std::perror(path_.c_str());
+      std::abort();
+    }
+    close(fd);
   }
   ~InputFile() { std::remove(path_.c_str()); }
   InputFile(const InputFile&) = delete;
