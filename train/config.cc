@@ -7,6 +7,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -318,6 +319,63 @@ void require_no_control_characters(const std::string& text, const std::string& p
   }
 }
 
+// toml++ 3.3 also fails an assertion (and aborts) on a table header whose name starts with
+// anything but a key character or a quote ("[#x]", "[ =x]"): refused first, with its place. The
+// scan follows strings and comments, so that a '[' inside them is not taken for a header.
+void require_named_table_headers(const std::string& text, const std::string& path) {
+  enum class In { kNothing, kBasic, kLiteral, kMultiBasic, kMultiLiteral, kComment } in = In::kNothing;
+  std::size_t line = 1, line_start = 0;
+  bool line_blank = true;  // only spaces and tabs so far on this line, outside any string
+  auto at = [&](std::size_t i, const char* token) { return text.compare(i, std::strlen(token), token) == 0; };
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') {
+      ++line;
+      line_start = i + 1;
+      line_blank = true;
+      if (in == In::kComment || in == In::kBasic || in == In::kLiteral) in = In::kNothing;
+      continue;
+    }
+    switch (in) {
+      case In::kBasic:
+        if (c == '\\') ++i;
+        else if (c == '"') in = In::kNothing;
+        continue;
+      case In::kLiteral:
+        if (c == '\'') in = In::kNothing;
+        continue;
+      case In::kMultiBasic:
+        if (c == '\\' && i + 1 < text.size() && text[i + 1] != '\n') ++i;
+        else if (at(i, "\"\"\"")) in = In::kNothing, i += 2;
+        continue;
+      case In::kMultiLiteral:
+        if (at(i, "\'\'\'")) in = In::kNothing, i += 2;
+        continue;
+      case In::kComment:
+        continue;
+      case In::kNothing:
+        break;
+    }
+    if (c == '#') in = In::kComment;
+    else if (at(i, "\"\"\"")) in = In::kMultiBasic, i += 2;
+    else if (at(i, "\'\'\'")) in = In::kMultiLiteral, i += 2;
+    else if (c == '"') in = In::kBasic;
+    else if (c == '\'') in = In::kLiteral;
+    else if (c == '[' && line_blank) {
+      std::size_t j = i + 1;
+      if (j < text.size() && text[j] == '[') ++j;
+      while (j < text.size() && (text[j] == ' ' || text[j] == '\t')) ++j;
+      const unsigned char first = j < text.size() ? static_cast<unsigned char>(text[j]) : '\n';
+      const bool named = std::isalnum(first) || first == '_' || first == '-' || first == '"' || first == '\'' ||
+                         first == ']' || first == '\n' || first == '\r';
+      if (!named)
+        throw ConfigError(fmt::format("{}:{}:{}: a table header must start with a name ([section]), not '{}'", path,
+                                      line, j - line_start + 1, static_cast<char>(first)));
+    }
+    if (c != ' ' && c != '\t') line_blank = false;
+  }
+}
+
 }  // namespace
 
 void apply_config_file(RunConfig& config, const std::string& path) {
@@ -326,6 +384,7 @@ void apply_config_file(RunConfig& config, const std::string& path) {
   const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   if (in.bad()) throw ConfigError(fmt::format("{}: cannot read the configuration file", path));
   require_no_control_characters(text, path);
+  require_named_table_headers(text, path);
   toml::table root;
   try {
     root = toml::parse(text, path);

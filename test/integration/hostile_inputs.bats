@@ -148,6 +148,21 @@ with h5py.File('$BATS_TEST_TMPDIR/nan.h5', 'w') as f:
   [[ $output == *"train.eps = 'inf': expected a finite number"* ]]
 }
 
+@test "a TOML file that would abort the TOML parser (a control character, a table header without a name) is refused with its place, exit 2" {
+  printf '[train]\nlr = 0.1\n[#x]\n' >"$BATS_TEST_TMPDIR/header.toml"
+  printf '[train]\nlr = 0.1\n[tr\001ain]\n' >"$BATS_TEST_TMPDIR/control.toml"
+  for f in header control; do
+    run "$BUILD/bin/slurm-train" run --config "$BATS_TEST_TMPDIR/$f.toml" --print-config
+    echo "$output"
+    [ "$status" -eq 2 ]
+    [[ $output != *"Assertion"* ]]
+  done
+  run "$BUILD/bin/slurm-train" run --config "$BATS_TEST_TMPDIR/header.toml" --print-config
+  [[ $output == *"header.toml:3:2: a table header must start with a name ([section]), not '#'"* ]]
+  run "$BUILD/bin/slurm-train" run --config "$BATS_TEST_TMPDIR/control.toml" --print-config
+  [[ $output == *"control.toml:3:4: control character U+0001"* ]]
+}
+
 @test "--hang-timeout must be finite and not negative; --log-dir= is empty and takes no other argument" {
   for t in nan inf -1; do
     run "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 2 --hang-timeout="$t"

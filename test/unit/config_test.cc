@@ -52,6 +52,26 @@ TEST_CASE("config: precedence default < file < environment < command line, with 
   std::remove(file.c_str());
 }
 
+TEST_CASE("config: a table header without a name is refused with its place (toml++ 3.3 would abort)") {
+  for (const auto& [text, place] : std::vector<std::pair<std::string, std::string>>{
+           {"[#x]\n", ":1:2: "}, {"[train]\nlr = 0.1\n  [ =x]\n", ":3:5: "}, {"[[,x]]\n", ":1:3: "}}) {
+    const std::string file = write_temp(text);
+    RunConfig c;
+    CHECK(error_of([&] { apply_config_file(c, file); }).starts_with(file + place + "a table header must start with a name"));
+    std::remove(file.c_str());
+  }
+  // A '[' in a comment or a string, on one line or several, is no header.
+  const std::string fine = write_temp("# [#x]\n[data]\ntrain = \"[#x]\"\ntest = \"\"\"\n[#x]\n\"\"\"\n"
+                                      "labels = \'\'\'\n[=x]\'\'\'\n[ \"model\" ]\nhidden = [\n  1,\n]\n");
+  RunConfig c;
+  apply_config_file(c, fine);
+  CHECK(c.data.train == "[#x]");
+  CHECK(c.data.test == "[#x]\n");
+  CHECK(c.data.labels == "[=x]");
+  CHECK(c.model.hidden == std::vector<int>{1});
+  std::remove(fine.c_str());
+}
+
 TEST_CASE("config: unknown keys name the nearest, with the file position") {
   const std::string file = write_temp("[train]\nepochs = 2\nlearning_rate = 0.1\n");
   RunConfig c;
