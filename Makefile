@@ -86,8 +86,16 @@ obj = $(patsubst %.cc,$(BUILD)/obj/%.o,$(filter %.cc,$(1))) $(patsubst %.cu,$(BU
 # The plugin's option parser is in the launcher too: submit checks --train-* values with it, so
 # that both accept the same values.
 PLUGIN_OPTIONS_SRC := spank/options.cc
-LIB_OBJ := $(call obj,$(JOBENV_SRC) $(PLUGIN_OPTIONS_SRC) $(ENGINE_SRC) $(LAUNCHER_SRC) $(CUDA_SRC))
-LIB := $(BUILD)/lib/libslurmtrain.a
+# One archive per layer, linked highest first: a static archive only resolves what the objects
+# before it need, so a lower layer that called a higher one would not link.
+#   launcher (and the plugin's option parser) -> engine (train, kernels) -> jobenv
+LIB_LAUNCHER := $(BUILD)/lib/libslurmtrain-launcher.a
+LIB_ENGINE := $(BUILD)/lib/libslurmtrain-engine.a
+LIB_JOBENV := $(BUILD)/lib/libslurmtrain-jobenv.a
+$(LIB_LAUNCHER): $(call obj,$(LAUNCHER_SRC) $(PLUGIN_OPTIONS_SRC))
+$(LIB_ENGINE): $(call obj,$(ENGINE_SRC) $(CUDA_SRC))
+$(LIB_JOBENV): $(call obj,$(JOBENV_SRC))
+LIB := $(LIB_LAUNCHER) $(LIB_ENGINE) $(LIB_JOBENV)
 
 ifneq ($(CUDA_SRC),)
   ALL_CXXFLAGS += -DSLURM_TRAIN_WITH_CUDA -I$(CUDA_HOME)/include
@@ -152,7 +160,7 @@ $(BUILD)/obj/launcher/build_info.o: VERSION
 # -fno-math-errno lets sqrt vectorize (it no longer has to set errno on a negative argument).
 $(BUILD)/obj/kernels/cpu/cpu_kernels.o: ALL_CXXFLAGS += -O3 -ffp-contract=off -fno-math-errno
 
-$(LIB): $(LIB_OBJ)
+$(LIB):
 	@mkdir -p $(@D)
 	rm -f $@
 	$(AR) rcs $@ $^

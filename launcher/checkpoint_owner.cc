@@ -16,6 +16,7 @@
 #include <stdexcept>
 
 #include "launcher/subprocess.h"
+#include "spank/jobenv/host.h"
 #include "train/durable_file.h"
 
 namespace slurm_train {

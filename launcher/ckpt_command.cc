@@ -7,6 +7,7 @@
 #include <iostream>
 #include <memory>
 
+#include "launcher/exit_codes.h"
 #include "train/checkpoint_file.h"
 #include "train/checkpoint_store.h"
 
@@ -35,7 +36,7 @@ int list(const std::string& dir) {
   const auto entries = list_checkpoints(dir);
   if (entries.empty()) {
     std::cout << fmt::format("{}: no checkpoints\n", dir);
-    return 0;
+    return kExitOk;
   }
   std::cout << fmt::format("{:>10}  {:>10}  {:<19}  {}\n", "step", "size", "written", "status");
   for (const auto& e : entries) {
@@ -43,7 +44,7 @@ int list(const std::string& dir) {
     std::cout << fmt::format("{:>10}  {:>10}  {:<19}  {}\n", e.step, human_bytes(e.bytes), local_time(e.modified),
                              problems.empty() ? "valid" : "INVALID: " + problems.front());
   }
-  return 0;
+  return kExitOk;
 }
 
 // Each file's verdict, one line; 1 when any fails (or a folder holds none).
@@ -53,7 +54,7 @@ int verify(const std::string& target) {
     for (const auto& e : list_checkpoints(target)) files.push_back(e.path);
     if (files.empty()) {
       std::cout << fmt::format("FAIL {}: no checkpoints (step-<8 digits>.h5) in this folder\n", target);
-      return 1;
+      return kExitFailed;
     }
   } else {
     files.push_back(target);
@@ -70,7 +71,7 @@ int verify(const std::string& target) {
     for (const auto& p : problems) std::cout << "  " << p << "\n";
   }
   std::cout << fmt::format("{} of {} checkpoint(s) valid\n", files.size() - failed, files.size());
-  return failed == 0 ? 0 : 1;
+  return failed == 0 ? kExitOk : kExitFailed;
 }
 
 }  // namespace
@@ -88,7 +89,7 @@ void add_ckpt_command(CLI::App& app, int& exit_code) {
   s->add_option("FILE", *target, "checkpoint file")->required()->check(CLI::ExistingFile);
   s->callback([target, &exit_code] {
     std::cout << describe_checkpoint_file(*target);
-    exit_code = 0;
+    exit_code = kExitOk;
   });
 
   CLI::App* v = ckpt->add_subcommand("verify", "check every checksum of a file or of every checkpoint in a folder; exit 1 on any failure");

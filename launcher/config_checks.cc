@@ -54,6 +54,9 @@ std::vector<Check> check_before_start(const RunConfig& c, std::uint64_t ranks, c
   if (train && test && train->feature_size != test->feature_size)
     checks.push_back({Verdict::kFail, "data", fmt::format("{} has {} features per sample but {} has {}", c.data.test,
                                                           test->feature_size, c.data.train, train->feature_size)});
+  if (ranks > 0 && static_cast<std::uint64_t>(c.train.global_batch) < ranks)
+    checks.push_back({Verdict::kFail, "data", fmt::format("train.global_batch = {} is smaller than the {} ranks: every "
+                                                          "rank needs a row", c.train.global_batch, ranks)});
   if (train && batches_per_epoch(train->count, static_cast<std::size_t>(c.train.global_batch)) == 0)
     checks.push_back({Verdict::kFail, "data", fmt::format("train.global_batch = {} is larger than the {} samples of {}",
                                                           c.train.global_batch, train->count, c.data.train)});

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-extern char** environ;
 
 namespace slurm_train {
 
@@ -28,11 +27,11 @@ void reject_unknown_options(CLI::App* cmd) {
   }
 }
 
-RunConfig load_run_config(const ConfigOptions& options) {
+RunConfig load_run_config(const ConfigOptions& options, const Environment& env) {
   RunConfig config;
   if (!options.file.empty()) apply_config_file(config, options.file);
   std::vector<std::string> environment;
-  for (char** e = environ; *e; ++e) environment.emplace_back(*e);
+  for (const auto& [name, value] : env) environment.push_back(name + "=" + value);
   apply_config_environment(config, environment);
   for (const auto& [key, value] : options.overrides) apply_config_override(config, key, value);
   const auto problems = validate_config(config);

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "spank/jobenv/environment.h"
 #include "train/config.h"
 
 namespace slurm_train {
@@ -26,6 +27,6 @@ void reject_unknown_options(CLI::App* cmd);
 
 // Defaults < file < SLURM_TRAIN_<SECTION>_<KEY> environment < command line, then validated;
 // throws ConfigError listing every problem.
-RunConfig load_run_config(const ConfigOptions& options);
+RunConfig load_run_config(const ConfigOptions& options, const Environment& env);
 
 }  // namespace slurm_train

@@ -8,16 +8,15 @@
 
 namespace slurm_train {
 
-#include <cstdlib>
-
 namespace {
-bool live_display(slurm_train::Console::Mode mode) {
+bool live_display(slurm_train::Console::Mode mode, bool under_mpirun) {
   if (mode != slurm_train::Console::Mode::kAuto) return mode == slurm_train::Console::Mode::kLive;
-  return ::isatty(STDOUT_FILENO) && !std::getenv("OMPI_COMM_WORLD_SIZE");
+  return ::isatty(STDOUT_FILENO) && !under_mpirun;
 }
 }  // namespace
 
-Console::Console(bool print, Mode mode, RankLog& log) : print_(print), terminal_(print && live_display(mode)), log_(log) {}
+Console::Console(bool print, Mode mode, bool under_mpirun, RankLog& log)
+    : print_(print), terminal_(print && live_display(mode, under_mpirun)), log_(log) {}
 
 void Console::line(const std::string& text) {
   log_.line(text);

@@ -18,7 +18,7 @@ class Console {
   enum class Mode { kAuto, kLive, kLines };
   // print: rank 0 (the others only log). kAuto: live when stdout is a terminal, except under
   // Open MPI's mpirun, which gives every rank a pseudo-terminal even when its own output is a file.
-  Console(bool print, Mode mode, RankLog& log);
+  Console(bool print, Mode mode, bool under_mpirun, RankLog& log);
   bool is_terminal() const { return terminal_; }
   // A line for stdout (rank 0) and the rank's log.
   void line(const std::string& text);

@@ -9,18 +9,13 @@
 #include <cstring>
 #include <filesystem>
 
+#include "spank/jobenv/env_names.h"
 #include "spank/jobenv/nccl_profile.h"
 
-extern char** environ;
 
 namespace slurm_train {
 
 namespace {
-
-std::string get(const Environment& env, const std::string& name) {
-  auto it = env.find(name);
-  return it == env.end() ? "" : it->second;
-}
 
 }  // namespace
 
@@ -35,33 +30,23 @@ bool any_failed(const std::vector<Check>& checks) {
   return false;
 }
 
-Environment current_environment() {
-  Environment env;
-  for (char** e = environ; *e; ++e) {
-    const std::string entry = *e;
-    const auto eq = entry.find('=');
-    if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
-  }
-  return env;
-}
-
 Check check_slurm(const Environment& env) {
-  const std::string job = get(env, "SLURM_JOB_ID");
+  const std::string job = env_value(env, "SLURM_JOB_ID");
   if (job.empty())
     return {Verdict::kOk, "Slurm", "not inside a job (a login node or a workstation): submit with slurm-train submit"};
-  const std::string step = get(env, "SLURM_STEP_ID");
+  const std::string step = env_value(env, "SLURM_STEP_ID");
   if (step.empty())
     return {Verdict::kWarn, "Slurm",
             fmt::format("job {} but not a job step: run me with srun to see what each rank gets", job)};
   return {Verdict::kOk, "Slurm",
-          fmt::format("job {} step {}: task {} of {} on {} (nodes {})", job, step, get(env, "SLURM_PROCID"),
-                      get(env, "SLURM_NTASKS"), get(env, "SLURMD_NODENAME"), get(env, "SLURM_STEP_NODELIST"))};
+          fmt::format("job {} step {}: task {} of {} on {} (nodes {})", job, step, env_value(env, "SLURM_PROCID"),
+                      env_value(env, "SLURM_NTASKS"), env_value(env, "SLURMD_NODENAME"), env_value(env, "SLURM_STEP_NODELIST"))};
 }
 
 Check check_plugin(const Environment& env) {
-  const std::string version = get(env, "SLURM_TRAIN_PLUGIN");
+  const std::string version = env_value(env, env_names::kPlugin);
   if (version.empty()) {
-    const bool in_step = !get(env, "SLURM_STEP_ID").empty();
+    const bool in_step = !env_value(env, "SLURM_STEP_ID").empty();
     return {in_step ? Verdict::kWarn : Verdict::kOk, "plugin",
             in_step ? "spank_train.so did not set this step's variables (not in plugstack.conf?): ranks come "
                       "from MPI, GPUs as Slurm set them"
@@ -69,12 +54,13 @@ Check check_plugin(const Environment& env) {
   }
   return {Verdict::kOk, "plugin",
           fmt::format("spank_train {}: bind={} nccl={} RANK={} LOCAL_RANK={} MASTER_ADDR={}:{}", version,
-                      get(env, "SLURM_TRAIN_BIND"), get(env, "SLURM_TRAIN_NCCL"), get(env, "RANK"),
-                      get(env, "LOCAL_RANK"), get(env, "MASTER_ADDR"), get(env, "MASTER_PORT"))};
+                      env_value(env, env_names::kBind), env_value(env, env_names::kNccl), env_value(env, env_names::kRank),
+                      env_value(env, env_names::kLocalRank), env_value(env, env_names::kMasterAddr),
+                      env_value(env, env_names::kMasterPort))};
 }
 
 Check check_gpus(const Environment& env, bool cuda_built) {
-  const std::string visible = get(env, "CUDA_VISIBLE_DEVICES");
+  const std::string visible = env_value(env, "CUDA_VISIBLE_DEVICES");
   const bool has_device = std::filesystem::exists("/dev/nvidiactl") || std::filesystem::exists("/dev/nvidia0");
   if (!cuda_built)
     return {Verdict::kOk, "GPUs",
@@ -82,15 +68,15 @@ Check check_gpus(const Environment& env, bool cuda_built) {
                         visible.empty() ? "(unset)" : visible)};
   if (!has_device) return {Verdict::kWarn, "GPUs", "no NVIDIA device on this node: training falls back to CPUs"};
   return {Verdict::kOk, "GPUs", fmt::format("CUDA_VISIBLE_DEVICES={} order={}", visible.empty() ? "(all)" : visible,
-                                            get(env, "CUDA_DEVICE_ORDER").empty() ? "(CUDA's default)"
-                                                                                  : get(env, "CUDA_DEVICE_ORDER"))};
+                                            env_value(env, "CUDA_DEVICE_ORDER").empty() ? "(CUDA's default)"
+                                                                                  : env_value(env, "CUDA_DEVICE_ORDER"))};
 }
 
 Check check_nccl(const Environment& env, const std::string& node, const std::vector<std::string>& interfaces) {
   std::vector<std::string> set;
   for (const auto& [k, v] : env)
     if (k.rfind("NCCL_", 0) == 0) set.push_back(k + "=" + v);
-  const std::string ifname = get(env, "NCCL_SOCKET_IFNAME");
+  const std::string ifname = env_value(env, "NCCL_SOCKET_IFNAME");
   if (!ifname.empty()) {
     if (auto problem = check_socket_ifname(ifname, node, interfaces)) return {Verdict::kWarn, "NCCL", *problem};
   }
@@ -128,7 +114,7 @@ Check check_folder(const std::string& what, const std::string& path, const Envir
   unlink(probe.c_str());
   struct statfs info {};
   const std::string fs = statfs(p.c_str(), &info) == 0 ? filesystem_name(static_cast<long>(info.f_type)) : "unknown";
-  const std::string locking = get(env, "HDF5_USE_FILE_LOCKING");
+  const std::string locking = env_value(env, "HDF5_USE_FILE_LOCKING");
   if (locking_is_risky(fs) && locking != "FALSE")
     return {Verdict::kWarn, what,
             fmt::format("'{}' is writable, on {}: HDF5 file locking often fails there; export HDF5_USE_FILE_LOCKING=FALSE",

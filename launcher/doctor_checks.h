@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "spank/jobenv/environment.h"
+
 namespace slurm_train {
 
 enum class Verdict { kOk, kWarn, kFail };
@@ -19,9 +21,6 @@ struct Check {
 
 std::string format_check(const Check& c);
 bool any_failed(const std::vector<Check>& checks);
-
-using Environment = std::map<std::string, std::string>;
-Environment current_environment();
 
 // Inside a job or not; which step; what Slurm gave.
 Check check_slurm(const Environment& env);

@@ -12,9 +12,10 @@
 #include "launcher/config_checks.h"
 #include "launcher/config_options.h"
 #include "launcher/doctor_checks.h"
-#include "launcher/process_facts.h"
+#include "launcher/exit_codes.h"
 #include "launcher/mpi_session.h"
 #include "spank/jobenv/cpuset.h"
+#include "spank/jobenv/host.h"
 #include "train/comm.h"
 
 namespace slurm_train {
@@ -37,8 +38,7 @@ std::vector<std::string> interfaces() {
 }
 
 // The checks of this rank, as lines.
-std::vector<Check> run_checks(const DoctorOptions& o, Comm& comm) {
-  const Environment env = current_environment();
+std::vector<Check> run_checks(const DoctorOptions& o, const Environment& env, Comm& comm) {
   std::vector<Check> checks = {check_slurm(env), check_plugin(env)};
   double one = 1.0;
   comm.allreduce_sum(&one, 1);
@@ -54,7 +54,7 @@ std::vector<Check> run_checks(const DoctorOptions& o, Comm& comm) {
   checks.push_back(check_nccl(env, host_name(), interfaces()));
   if (!o.config->file.empty() || !o.config->overrides.empty()) {
     try {
-      for (Check& c : check_configuration(load_run_config(*o.config), env)) checks.push_back(std::move(c));
+      for (Check& c : check_configuration(load_run_config(*o.config, env), env)) checks.push_back(std::move(c));
     } catch (const std::exception& e) {
       checks.push_back({Verdict::kFail, "config", e.what()});
     }
@@ -66,11 +66,13 @@ std::vector<Check> run_checks(const DoctorOptions& o, Comm& comm) {
 int doctor(const DoctorOptions& o) {
   MpiSession mpi(nullptr, nullptr);
   std::unique_ptr<Comm> comm = make_mpi_comm();
-  const std::vector<Check> checks = run_checks(o, *comm);
+  const Environment env = current_environment();
+  const std::vector<Check> checks = run_checks(o, env, *comm);
+  const auto visible = env.find("CUDA_VISIBLE_DEVICES");  // unset: every GPU; empty: none
   // Rank 0 prints its checks and one line per rank; any rank's FAIL is shown and fails the run.
   std::string mine = fmt::format("rank {:>4}  {:<16} local {:>2}  CPUs {:<12} GPUs {}", comm->rank(), host_name(),
                                  comm->local_rank(), allowed_cpus(),
-                                 std::getenv("CUDA_VISIBLE_DEVICES") ? std::getenv("CUDA_VISIBLE_DEVICES") : "-");
+                                 visible == env.end() ? "-" : visible->second);
   for (const auto& c : checks)
     if (c.verdict == Verdict::kFail && comm->rank() != 0) mine += "\n  rank " + std::to_string(comm->rank()) + ": " + format_check(c);
   constexpr std::size_t kLine = 2048;
@@ -89,7 +91,7 @@ int doctor(const DoctorOptions& o) {
     for (int r = 0; r < comm->size(); ++r) std::cout << std::string(&all[static_cast<std::size_t>(r) * kLine]) << "\n";
     std::cout << (failed > 0 ? fmt::format("doctor: {} rank(s) with a FAIL\n", failed) : "doctor: no FAIL\n") << std::flush;
   }
-  return failed > 0 ? 1 : 0;
+  return failed > 0 ? kExitFailed : kExitOk;
 }
 
 }  // namespace

@@ -6,12 +6,13 @@
 #include <stdexcept>
 #include <string_view>
 
-
 namespace slurm_train {
 
 namespace {
 
-constexpr const char* kGrammar = "expected hang@STEP:RANK, crash@STEP:RANK, nan@STEP:RANK or slow@MS, comma-separated";
+constexpr const char* kGrammar =
+    "expected hang@STEP:RANK, crash@STEP:RANK, nan@STEP:RANK or slow@MS (each step), slow-ckpt@MS (each 64 KiB of "
+    "a checkpoint), comma-separated";
 
 template <typename T>
 bool parse_number(std::string_view text, T& value) {
@@ -35,8 +36,8 @@ FaultPlan parse_fault_plan(const std::string& spec) {
     const std::string_view kind = part.substr(0, at), arg = at == std::string_view::npos ? "" : part.substr(at + 1);
     auto bad = [&] { return std::invalid_argument(fmt::format("--inject-fault '{}': cannot read '{}': {}", spec, part, kGrammar)); };
     if (at == std::string_view::npos) throw bad();
-    if (kind == "slow") {
-      if (!parse_number(arg, plan.slow_ms)) throw bad();
+    if (kind == "slow" || kind == "slow-ckpt") {
+      if (!parse_number(arg, kind == "slow" ? plan.slow_ms : plan.slow_checkpoint_ms)) throw bad();
       continue;
     }
     const auto colon = arg.find(':');

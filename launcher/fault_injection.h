@@ -3,6 +3,8 @@
 //   hang@STEP:RANK    RANK stops making progress in the forward pass of step STEP
 //   crash@STEP:RANK   RANK kills itself with SIGKILL in the forward pass of step STEP
 //   slow@MS           every step of every rank takes MS milliseconds longer
+//   slow-ckpt@MS      a checkpoint is written 64 KiB at a time, MS milliseconds after each, so
+//                     that a test can kill the run in the middle of a write
 //   nan@STEP:RANK     RANK's loss of step STEP is NaN, as in a diverged training
 // STEP counts from 0: step 5 is the one that runs after 5 steps are done.
 #pragma once
@@ -19,8 +21,8 @@ struct FaultPlan {
     int rank = 0;
   };
   std::optional<At> hang, crash, nan;
-  unsigned slow_ms = 0;
-  bool empty() const { return !hang && !crash && !nan && slow_ms == 0; }
+  unsigned slow_ms = 0, slow_checkpoint_ms = 0;
+  bool empty() const { return !hang && !crash && !nan && slow_ms == 0 && slow_checkpoint_ms == 0; }
 };
 
 // Throws std::invalid_argument naming the part it cannot read and the grammar.

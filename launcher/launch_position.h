@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "launcher/doctor_checks.h"
+#include "spank/jobenv/environment.h"
 
 namespace slurm_train {
 

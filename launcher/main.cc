@@ -7,6 +7,7 @@
 #include "launcher/ckpt_command.h"
 #include "launcher/data_command.h"
 #include "launcher/doctor_command.h"
+#include "launcher/exit_codes.h"
 #include "launcher/launch_position.h"
 #include "launcher/plot_command.h"
 #include "launcher/run_command.h"
@@ -37,14 +38,14 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // Every rank of a job parses the same command line: one copy of the error is enough.
     if (slurm_train::launch_position(slurm_train::current_environment()).rank == 0) app.exit(e);
-    return 2;  // usage errors
+    return slurm_train::kExitUsage;
   } catch (const std::exception& e) {
     std::cerr << "slurm-train: error: " << e.what() << "\n";
-    return 1;
+    return slurm_train::kExitFailed;
   }
   if (app.get_subcommands().empty()) {
     std::cerr << app.help() << "slurm-train: a subcommand is required (run, data, submit, plot, doctor, ckpt)\n";
-    return 2;
+    return slurm_train::kExitUsage;
   }
   return exit_code;
 }

@@ -7,7 +7,7 @@
 
 namespace slurm_train {
 
-std::optional<std::string> missing_mpi_plugin(const std::map<std::string, std::string>& env) {
+std::optional<std::string> missing_mpi_plugin(const Environment& env) {
   const auto step = env.find("SLURM_STEP_ID"), ntasks = env.find("SLURM_NTASKS");
   if (step == env.end() || ntasks == env.end()) return std::nullopt;
   int tasks = 0;

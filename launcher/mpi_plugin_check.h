@@ -7,11 +7,13 @@
 #include <optional>
 #include <string>
 
+#include "spank/jobenv/environment.h"
+
 namespace slurm_train {
 
 // The one-line message when `env` shows a Slurm step of more than one task (SLURM_STEP_ID set,
 // SLURM_NTASKS > 1) and none of the variables a PMI server or an MPI launcher sets; nullopt
 // otherwise (a single task initializes MPI alone, as a singleton).
-std::optional<std::string> missing_mpi_plugin(const std::map<std::string, std::string>& env);
+std::optional<std::string> missing_mpi_plugin(const Environment& env);
 
 }  // namespace slurm_train

@@ -14,14 +14,10 @@
 
 namespace slurm_train {
 
-std::string log_job_id(const std::map<std::string, std::string>& env) {
-  auto get = [&](const char* key) {
-    const auto it = env.find(key);
-    return it == env.end() ? std::string() : it->second;
-  };
-  const std::string array = get("SLURM_ARRAY_JOB_ID"), task = get("SLURM_ARRAY_TASK_ID");
+std::string log_job_id(const Environment& env) {
+  const std::string array = env_value(env, "SLURM_ARRAY_JOB_ID"), task = env_value(env, "SLURM_ARRAY_TASK_ID");
   if (!array.empty() && !task.empty()) return array + "_" + task;
-  return get("SLURM_JOB_ID");
+  return env_value(env, "SLURM_JOB_ID");
 }
 
 std::string utc_timestamp_ms() {

@@ -9,11 +9,13 @@
 #include <string>
 #include <string_view>
 
+#include "spank/jobenv/environment.h"
+
 namespace slurm_train {
 
 // The folder name of this job's logs: "<array job>_<task>" for an array task, else
 // SLURM_JOB_ID; empty outside Slurm (the launcher then makes one up on rank 0).
-std::string log_job_id(const std::map<std::string, std::string>& env);
+std::string log_job_id(const Environment& env);
 
 class RankLog {
  public:

@@ -41,9 +41,9 @@ std::optional<std::string> why_not_requeueable(const JobFacts& job) {
   return std::nullopt;
 }
 
-RequeueResult requeue_target_of_this_job() {
-  const char* id = std::getenv("SLURM_JOB_ID");
-  if (!id || !*id) return {false, "not inside a Slurm job (SLURM_JOB_ID is not set)"};
+RequeueResult requeue_target_of_this_job(const Environment& env) {
+  const std::string id = env_value(env, "SLURM_JOB_ID");
+  if (id.empty()) return {false, "not inside a Slurm job (SLURM_JOB_ID is not set)"};
   try {
     const ProcessResult shown = run_process({"scontrol", "show", "job", "--oneliner", id}, "slurm-client");
     if (shown.exit_code != 0) return {false, fmt::format("scontrol show job {} failed (exit {})", id, shown.exit_code)};

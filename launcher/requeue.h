@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "spank/jobenv/environment.h"
+
 namespace slurm_train {
 
 struct JobFacts {
@@ -34,7 +36,7 @@ struct RequeueResult {
 
 // Inside a Slurm job (SLURM_JOB_ID set): looks the job up; requeued = true with the target when
 // it may be requeued.
-RequeueResult requeue_target_of_this_job();
+RequeueResult requeue_target_of_this_job(const Environment& env);
 
 // scontrol requeue TARGET; the result says whether it worked, and why not.
 RequeueResult requeue_job(const std::string& target);

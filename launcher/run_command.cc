@@ -6,6 +6,7 @@
 
 #include <array>
 #include <chrono>
+#include <charconv>
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
@@ -27,12 +28,12 @@
 #include "launcher/mpi_plugin_check.h"
 #include "launcher/mpi_session.h"
 #include "launcher/preempt_signals.h"
-#include "launcher/process_facts.h"
 #include "launcher/progress_line.h"
 #include "launcher/rank_log.h"
 #include "launcher/requeue.h"
 #include "launcher/restart_record.h"
 #include "launcher/watchdog.h"
+#include "spank/jobenv/host.h"
 #include "train/checkpoint_file.h"
 #include "train/checkpoint_policy.h"
 #include "train/comm.h"
@@ -47,18 +48,18 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// What `run` takes besides the configuration; the launcher's settings are [run] keys in it.
 struct RunOptions {
   std::shared_ptr<ConfigOptions> config = std::make_shared<ConfigOptions>();
   bool print_config = false;
   bool dry_run = false;
-  bool no_resume = false;
-  double hang_timeout = 600;
-  std::string inject_fault;
-  std::string preempt_signals = "USR2,TERM";
-  unsigned max_restarts_without_progress = 3;
-  std::string log_dir = "slurm-train-logs";
-  Console::Mode progress = Console::Mode::kAuto;
 };
+
+Console::Mode progress_mode(const std::string& progress) {
+  if (progress == "live") return Console::Mode::kLive;
+  if (progress == "lines") return Console::Mode::kLines;
+  return Console::Mode::kAuto;
+}
 
 // Every rank gives up together when rank 0 finds too many restarts without progress.
 struct GiveUp : std::runtime_error {
@@ -66,10 +67,10 @@ struct GiveUp : std::runtime_error {
 };
 
 // The log folder's job id, the same on every rank: Slurm's, or one rank 0 makes up.
-std::string agreed_job_id(Comm& comm) {
+std::string agreed_job_id(Comm& comm, const Environment& env) {
   char id[128] = {};
   if (comm.rank() == 0) {
-    std::string text = log_job_id(current_environment());
+    std::string text = log_job_id(env);
     if (text.empty()) {
       const std::time_t now = std::time(nullptr);
       std::tm tm{};
@@ -105,18 +106,17 @@ FolderVerdict agreed_folder_claim(const std::string& dir, const CheckpointOwner&
   return verdict;
 }
 
-CheckpointOwner this_run(const std::string& job) {
-  const char* step = std::getenv("SLURM_STEP_ID");
-  return {job, step ? step : "", this_host(), static_cast<long>(::getpid()), static_cast<std::int64_t>(std::time(nullptr))};
+CheckpointOwner this_run(const std::string& job, const Environment& env) {
+  return {job, env_value(env, "SLURM_STEP_ID"), host_name(), static_cast<long>(::getpid()), static_cast<std::int64_t>(std::time(nullptr))};
 }
 
 // The steps between the watchdog, the faults to inject, the preemption decision, the progress
 // display and the restart record: the launcher's side of the training loop.
 class RunHooks {
  public:
-  RunHooks(const RunOptions& options, const RunConfig& config, Comm& comm, Watchdog& watchdog, Console& console,
-           const FaultPlan& faults, Clock::time_point started)
-      : options_(options), config_(config), comm_(comm), watchdog_(watchdog), console_(console), faults_(faults),
+  RunHooks(const RunConfig& config, Comm& comm, Watchdog& watchdog, Console& console, const FaultPlan& faults,
+           Clock::time_point started)
+      : config_(config), comm_(comm), watchdog_(watchdog), console_(console), faults_(faults),
         started_(started), phase_started_(Clock::now()) {}
 
   void mark_startup(const std::string& what) {
@@ -132,6 +132,7 @@ class RunHooks {
     h.on_step = [this](const StepMetrics& m, std::uint64_t total) { on_step(m, total); };
     h.after_step = [this](std::uint64_t done) { return after_step(done); };
     if (faults_.nan) h.inject_nan = [this](std::uint64_t step) { return nan_at(faults_, step, comm_.rank()); };
+    h.slow_checkpoint_ms = faults_.slow_checkpoint_ms;
     return h;
   }
 
@@ -189,8 +190,8 @@ class RunHooks {
         console_.line(fmt::format("restart {} of this job from step {}: {} in a row without progress (the limit is "
                                   "--max-restarts-without-progress={})",
                                   record_->starts - 1, first_step_, record_->restarts_without_progress,
-                                  options_.max_restarts_without_progress));
-      give_up = should_give_up(*record_, options_.max_restarts_without_progress) ? 1 : 0;
+                                  config_.run.max_restarts_without_progress));
+      give_up = should_give_up(*record_, static_cast<std::uint64_t>(config_.run.max_restarts_without_progress)) ? 1 : 0;
     }
     watchdog_.progress().set(TrainPhase::kAgreement, first_step_);
     comm_.broadcast(&give_up, 1, 0);
@@ -199,7 +200,7 @@ class RunHooks {
                                "--max-restarts-without-progress={}); not training again. Look at the rank logs for why "
                                "it made no progress, then delete {}/restarts to try again",
                                record_ ? record_->restarts_without_progress : 0, first_step_,
-                               options_.max_restarts_without_progress, config_.ckpt.dir));
+                               config_.run.max_restarts_without_progress, config_.ckpt.dir));
     watchdog_.progress().set(TrainPhase::kData, first_step_);
   }
 
@@ -264,7 +265,6 @@ class RunHooks {
     return preempted_by_ ? StepDecision::kSaveAndStop : StepDecision::kContinue;
   }
 
-  const RunOptions& options_;
   const RunConfig& config_;
   Comm& comm_;
   Watchdog& watchdog_;
@@ -283,8 +283,8 @@ class RunHooks {
 
 // After the checkpoint of a preemption: agree on the exit code, stop the watchdog (once the job
 // is requeued Slurm kills its steps, which must not read as ranks that died), then requeue.
-int finish_preempted(const RunConfig& config, Comm& comm, Watchdog& watchdog, Console& console, const RunHooks& hooks,
-                     const TrainResult& result) {
+int finish_preempted(const RunConfig& config, const Environment& env, Comm& comm, Watchdog& watchdog, Console& console,
+                     const RunHooks& hooks, const TrainResult& result) {
   const std::string signal = fmt::format("{} on {} of {} rank(s)", signal_name(hooks.preempted_by()),
                                          hooks.signalled_ranks(), comm.size());
   int code = kExitPreempted;
@@ -292,7 +292,7 @@ int finish_preempted(const RunConfig& config, Comm& comm, Watchdog& watchdog, Co
   if (comm.rank() == 0 && !config.ckpt.dir.empty()) {
     console.line(fmt::format("preempted ({}): stopped after step {}, checkpoint {}/{} written", signal, result.steps_done,
                              config.ckpt.dir, checkpoint_file_name(result.steps_done)));
-    target = requeue_target_of_this_job();
+    target = requeue_target_of_this_job(env);
     if (target.requeued) code = kExitRequeued;
   }
   // Everyone exits with rank 0's code (srun reports the highest, mpirun the first).
@@ -344,17 +344,11 @@ class PreMpiReporter {
   LaunchPosition launch_;
 };
 
-// The command-line values that are not configuration keys.
-void check_run_options(const RunOptions& options) {
-  if (!std::isfinite(options.hang_timeout) || options.hang_timeout < 0)
-    throw std::invalid_argument(fmt::format("--hang-timeout {}: expected seconds (a finite number), or 0 to turn hang "
-                                            "detection off", options.hang_timeout));
-}
-
 // --dry-run: every check, printed by rank 0; exit 2 when the configuration cannot run, 1 when
 // the data or a folder fails a deeper check, 0 when ready.
-int dry_run(const RunConfig& config, const std::vector<Check>& before, const PreMpiReporter& reporter) {
-  const auto checks = check_configuration(config, current_environment());
+int dry_run(const RunConfig& config, const Environment& env, const std::vector<Check>& before,
+            const PreMpiReporter& reporter) {
+  const auto checks = check_configuration(config, env);
   if (reporter.speaks()) {
     for (const auto& c : checks) std::cout << format_check(c) << "\n";
     std::cout << (any_failed(checks) ? "dry run: problems found, nothing was trained\n" : "dry run: ready to train\n");
@@ -374,18 +368,17 @@ std::string failed_checks(const std::vector<Check>& checks) {
 // waiting in a collective for one that is gone.
 int run(const RunOptions& options) {
   const auto started = Clock::now();
-  const LaunchPosition launch = launch_position(current_environment());
+  const Environment env = current_environment();
+  const LaunchPosition launch = launch_position(env);
   const PreMpiReporter reporter(launch);
   RunConfig config;
   FaultPlan faults;
   std::vector<int> signals;
   try {
     // Configuration errors are found before MPI starts: the same on every rank.
-    config = load_run_config(*options.config);
-    if (options.no_resume) config.ckpt.resume = false;
-    faults = parse_fault_plan(options.inject_fault);
-    signals = parse_signal_list(options.preempt_signals);
-    check_run_options(options);
+    config = load_run_config(*options.config, env);
+    faults = parse_fault_plan(config.run.inject_fault);
+    signals = parse_signal_list(config.run.preempt_signal);
   } catch (const std::exception& e) {
     return reporter.usage_error(e.what());
   }
@@ -393,12 +386,12 @@ int run(const RunOptions& options) {
     if (reporter.speaks()) std::cout << describe_config(config);
     return kExitOk;
   }
-  if (const auto refusal = login_node_refusal(config, current_environment(), options.config->file)) {
+  if (const auto refusal = login_node_refusal(config, env, options.config->file)) {
     if (reporter.speaks()) std::cerr << "slurm-train: " << *refusal << "\n";
     return kExitUsage;
   }
   const auto before = check_before_start(config, static_cast<std::uint64_t>(launch.size), current_memory_facts());
-  if (options.dry_run) return dry_run(config, before, reporter);
+  if (options.dry_run) return dry_run(config, env, before, reporter);
   if (any_failed(before)) return reporter.usage_error(failed_checks(before));
   // Open MPI busy-polls while a rank waits in a collective; with ranks sharing cores (or a
   // prefetch thread beside them) that takes the CPU from the ranks still computing. Yielding
@@ -407,7 +400,7 @@ int run(const RunOptions& options) {
   // Before MPI_Init: Slurm may signal a job the moment it starts (a requeued job near its time
   // limit gets the --signal warning again at once), and the default action would kill the rank.
   install_preemption_handlers(signals);
-  if (const auto missing = missing_mpi_plugin(current_environment())) {
+  if (const auto missing = missing_mpi_plugin(env)) {
     if (reporter.speaks()) std::cerr << "slurm-train: error: " << *missing << "\n";
     return kExitUsage;
   }
@@ -431,14 +424,14 @@ int run(const RunOptions& options) {
   };
   try {
     const double mpi_seconds = std::chrono::duration<double>(Clock::now() - started).count();
-    const std::string job = agreed_job_id(*comm);
-    if (!options.log_dir.empty())
-      log.open(fmt::format("{}/{}/rank-{}.log", options.log_dir, job, comm->rank()), comm->rank());
-    console.emplace(comm->rank() == 0, options.progress, log);
+    const std::string job = agreed_job_id(*comm, env);
+    const std::string& log_dir = config.run.log_dir;
+    if (!log_dir.empty()) log.open(fmt::format("{}/{}/rank-{}.log", log_dir, job, comm->rank()), comm->rank());
+    console.emplace(comm->rank() == 0, progress_mode(config.run.progress), env.count("OMPI_COMM_WORLD_SIZE") > 0, log);
     config.train.metrics = metrics_path_for_job(config.train.metrics, job);
     std::optional<CheckpointFolderHold> folder;
     if (!config.ckpt.dir.empty()) {
-      const CheckpointOwner me = this_run(job);
+      const CheckpointOwner me = this_run(job, env);
       const FolderVerdict verdict = agreed_folder_claim(config.ckpt.dir, me, *comm);
       if (verdict.code != kExitOk) {
         if (comm->rank() == 0)
@@ -456,26 +449,27 @@ int run(const RunOptions& options) {
     log.line(fmt::format("slurm-train {} rank {} of {} (local {} of {}) on {}, pid {}, cpus {}, device {}",
                          SLURM_TRAIN_VERSION, comm->rank(), comm->size(), comm->local_rank(), comm->local_size(), host,
                          me.pid, me.cpus, me.device));
-    watchdog = std::make_unique<Watchdog>(*comm, me, WatchdogOptions{options.hang_timeout, 120}, log);
+    watchdog = std::make_unique<Watchdog>(*comm, me, WatchdogOptions{config.run.hang_timeout, 120}, log);
     watchdog->progress().set(TrainPhase::kStartup, 0);
     const auto ranks = watchdog->wait_for_all_ranks();
-    RunHooks hooks(options, config, *comm, *watchdog, *console, faults, started);
+    RunHooks hooks(config, *comm, *watchdog, *console, faults, started);
     if (comm->rank() == 0) {
       console->line(fmt::format("job {}: {} rank(s); rank logs in {}/{}/", job, comm->size(),
-                                options.log_dir.empty() ? "(none: --log-dir is empty)" : options.log_dir, job));
+                                log_dir.empty() ? "(none: --log-dir is empty)" : log_dir, job));
       for (const auto& r : ranks)
         console->line(fmt::format("  rank {:>4}  host {}  pid {}  cpus {}  device {}", r.rank, r.host, r.pid, r.cpus, r.device));
-      if (!faults.empty()) console->line(fmt::format("--inject-fault={}: faults will be injected (a testing aid)", options.inject_fault));
+      if (!faults.empty()) console->line(fmt::format("--inject-fault={}: faults will be injected (a testing aid)", config.run.inject_fault));
     }
     hooks.mark_startup(fmt::format("MPI {:.2f} s, watchdog", mpi_seconds));
     LineStream out([&](const std::string& line) { console->line(line); });
     TrainHooks train_hooks = hooks.hooks();
     train_hooks.run_id = job;
+    train_hooks.prometheus = prometheus_labels(env);
     const TrainResult result = train(config, *comm, out, train_hooks);
     console->end_live();
     hooks.finish_record(result.steps_done);
     int code = kExitOk;
-    if (hooks.preempted_by() != 0) code = finish_preempted(config, *comm, *watchdog, *console, hooks, result);
+    if (hooks.preempted_by() != 0) code = finish_preempted(config, env, *comm, *watchdog, *console, hooks, result);
     watchdog->finish();
     log.line(fmt::format("done (exit {})", code));
     return code;
@@ -509,40 +503,47 @@ void add_run_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--dry-run", options->dry_run,
                 "check the configuration and the files it names (datasets, memory, output folders), then exit: 0 ready, "
                 "1 a deeper check failed (the data read), 2 the configuration cannot run");
-  cmd->add_option("--config,-c", options->config->file, "TOML file with [data], [model], [train] and [ckpt] sections")
+  cmd->add_option("--config,-c", options->config->file, "TOML file with [data], [model], [train], [ckpt] and [run] sections")
       ->check(CLI::ExistingFile);
-  cmd->add_flag("--no-resume", options->no_resume,
-                "start fresh even when ckpt.dir holds a checkpoint (same as --ckpt.resume=false)");
+  // The launcher's settings are [run] keys (train/config.h: file < environment < command line,
+  // shown by --print-config); these options are their usual names.
+  auto set = [options](const char* key) {
+    return [options, key](const std::string& value) { options->config->overrides.emplace_back(key, value); };
+  };
+  cmd->add_flag_callback("--no-resume", [options] { options->config->overrides.emplace_back("ckpt.resume", "false"); },
+                         "start fresh even when ckpt.dir holds a checkpoint (same as --ckpt.resume=false)");
   // "--log-dir=" is the empty value (no rank logs), and never takes the next argument as its own.
+  cmd->add_option_function<std::string>("--log-dir", set("run.log_dir"),
+                                        "every rank appends to <log-dir>/<job id>/rank-<N>.log (default "
+                                        "slurm-train-logs); empty: no rank logs [run.log_dir]")
+      ->expected(0, 1);
   cmd->add_option_function<std::string>(
-         "--log-dir", [options](const std::string& dir) { options->log_dir = dir; },
-         "every rank appends to <log-dir>/<job id>/rank-<N>.log (default slurm-train-logs); empty: no rank logs")
-      ->envname("SLURM_TRAIN_LOG_DIR")
-      ->expected(0, 1);  // no default_str: CLI11 would put it in place of the empty value
-  cmd->add_option("--hang-timeout", options->hang_timeout,
-                  "seconds a rank may go without progress before the watchdog ends the job (exit 4); 0: off")
-      ->envname("SLURM_TRAIN_HANG_TIMEOUT")
-      ->capture_default_str();
-  cmd->add_option("--preempt-signal", options->preempt_signals,
-                  "signals that mean 'checkpoint and stop' (comma-separated; Slurm sends SIGTERM before preempting "
-                  "and the one of sbatch --signal before the time limit)")
-      ->envname("SLURM_TRAIN_PREEMPT_SIGNAL")
-      ->capture_default_str();
-  cmd->add_option("--max-restarts-without-progress", options->max_restarts_without_progress,
-                  "give up (exit 7) after this many starts in a row from the same checkpoint; 0: never")
-      ->envname("SLURM_TRAIN_MAX_RESTARTS_WITHOUT_PROGRESS")
-      ->capture_default_str();
-  cmd->add_option("--inject-fault", options->inject_fault,
-                  "testing aid: hang@STEP:RANK, crash@STEP:RANK, nan@STEP:RANK, slow@MS (comma-separated)")
-      ->envname("SLURM_TRAIN_INJECT_FAULT");
-  cmd->add_option("--progress", options->progress,
-                  "progress display of rank 0: live (one line rewritten in place), lines (plain lines every "
-                  "train.log_every steps) or auto (live on a terminal)")
-      ->transform(CLI::CheckedTransformer(std::map<std::string, Console::Mode>{{"auto", Console::Mode::kAuto},
-                                                                               {"live", Console::Mode::kLive},
-                                                                               {"lines", Console::Mode::kLines}}))
-      ->envname("SLURM_TRAIN_PROGRESS")
-      ->default_str("auto");
+      "--hang-timeout",
+      [options](const std::string& value) {
+        // Said in the option's own words: "nan" would otherwise turn the watchdog off.
+        double seconds = 0;
+        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), seconds);
+        if (ec != std::errc() || end != value.data() + value.size() || !std::isfinite(seconds) || seconds < 0)
+          throw CLI::ValidationError(fmt::format("--hang-timeout {}: expected seconds (a finite number), or 0 to turn "
+                                                 "hang detection off", value));
+        options->config->overrides.emplace_back("run.hang_timeout", value);
+      },
+      "seconds a rank may go without progress before the watchdog ends the job (exit 4); 0: off (default 600) "
+      "[run.hang_timeout]");
+  cmd->add_option_function<std::string>("--preempt-signal", set("run.preempt_signal"),
+                                        "signals that mean 'checkpoint and stop' (comma-separated, default USR2,TERM; "
+                                        "Slurm sends SIGTERM before preempting and the one of sbatch --signal before "
+                                        "the time limit) [run.preempt_signal]");
+  cmd->add_option_function<std::string>("--max-restarts-without-progress", set("run.max_restarts_without_progress"),
+                                        "give up (exit 7) after this many starts in a row from the same checkpoint; "
+                                        "0: never (default 3) [run.max_restarts_without_progress]");
+  cmd->add_option_function<std::string>("--inject-fault", set("run.inject_fault"),
+                                        "testing aid: hang@STEP:RANK, crash@STEP:RANK, nan@STEP:RANK, slow@MS, "
+                                        "slow-ckpt@MS (comma-separated) [run.inject_fault]");
+  cmd->add_option_function<std::string>("--progress", set("run.progress"),
+                                        "progress display of rank 0: live (one line rewritten in place), lines (plain "
+                                        "lines every train.log_every steps) or auto (live on a terminal; the default) "
+                                        "[run.progress]");
   add_config_key_options(cmd, options->config);
   cmd->footer(kExitCodeTable);
   cmd->callback([options, cmd, &exit_code] {

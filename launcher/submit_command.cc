@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -14,6 +13,7 @@
 #include "launcher/doctor_checks.h"
 #include "launcher/submit_script.h"
 #include "launcher/subprocess.h"
+#include "train/durable_file.h"
 
 namespace slurm_train {
 
@@ -44,9 +44,9 @@ Check check_added_checkpoint_folder(const fs::path& dir, const Environment& env)
 void check_before_submitting(SubmitOptions& o, const ConfigOptions& config_options) {
   std::vector<std::string> problems = validate_submit_options(o);
   try {
-    const RunConfig config = load_run_config(config_options);
-    o.config_has_ckpt_dir = !config.ckpt.dir.empty();
     const Environment env = current_environment();
+    const RunConfig config = load_run_config(config_options, env);
+    o.config_has_ckpt_dir = !config.ckpt.dir.empty();
     std::vector<Check> checks = check_configuration(config, env);
     const std::string ckpt_prefix = added_checkpoint_dir_prefix(o);
     if (!ckpt_prefix.empty()) checks.push_back(check_added_checkpoint_folder(ckpt_prefix, env));
@@ -79,7 +79,7 @@ void submit(SubmitOptions o, const ConfigOptions& config_options, bool dry_run) 
   const fs::path log_dir = fs::absolute(o.log_dir);
   fs::create_directories(log_dir);
   const fs::path script_path = log_dir / (o.job_name + ".sbatch");
-  std::ofstream(script_path) << script;
+  write_file_durably(script_path.string(), script);  // a resubmission replaces it whole, or not at all
   const ProcessResult r = run_process({"sbatch", "--parsable", script_path.string()}, "slurm-client");
   if (r.exit_code != 0) throw std::runtime_error(fmt::format("sbatch failed (exit {}) for {}", r.exit_code, script_path.string()));
   const std::string job = r.out.substr(0, r.out.find_first_of(";\n"));

@@ -1,14 +1,7 @@
 #include "launcher/watchdog.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <ifaddrs.h>
-#include <net/if.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -23,32 +16,9 @@
 
 #include "launcher/exit_codes.h"
 #include "launcher/rank_log.h"
+#include "launcher/watchdog_wire.h"
 
 namespace slurm_train {
-
-// One fixed-size message; every rank runs the same binary on the same architecture.
-struct Watchdog::Frame {
-  std::uint32_t magic = kMagic;
-  std::uint32_t kind = 0;
-  std::int32_t rank = 0;
-  std::int32_t pid = 0;
-  std::uint32_t phase = 0;
-  std::int32_t code = 0;
-  std::uint64_t step = 0;
-  std::uint64_t counter = 0;  // progress counter; in a hello, the job's token
-  char text[216] = {};
-
-  static constexpr std::uint32_t kMagic = 0x53545744;  // "STWD"
-  enum Kind : std::uint32_t { kHello = 1, kWelcome, kBeat, kBye, kFail, kAbort };
-
-  void set_text(std::string_view s) {
-    const std::size_t n = std::min(s.size(), sizeof text - 1);
-    std::memcpy(text, s.data(), n);
-    text[n] = '\0';
-  }
-  std::string get_text() const { return std::string(text, strnlen(text, sizeof text)); }
-};
-static_assert(sizeof(Watchdog::Frame) == 256);
 
 struct Watchdog::Conn {
   int fd = -1;
@@ -67,106 +37,6 @@ constexpr double kBeatSeconds = 1.0;
 
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-[[noreturn]] void socket_fail(const char* call, const std::string& detail) {
-  throw std::runtime_error(fmt::format("watchdog: {} {}: {}", call, detail, std::strerror(errno)));
-}
-
-// Blocking send of one frame; false when the peer is gone or does not read for 2 s.
-bool send_frame(int fd, const Watchdog::Frame& f) {
-  const char* p = reinterpret_cast<const char*>(&f);
-  std::size_t done = 0;
-  while (done < sizeof f) {
-    const ssize_t n = ::send(fd, p + done, sizeof f - done, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
-// Reads what is there; false on EOF or error (the peer is gone).
-bool drain(int fd, std::string& in) {
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-    if (n > 0) {
-      in.append(buf, static_cast<std::size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
-    return false;
-  }
-}
-
-bool next_frame(std::string& in, Watchdog::Frame& f) {
-  if (in.size() < sizeof f) return false;
-  std::memcpy(&f, in.data(), sizeof f);
-  in.erase(0, sizeof f);
-  return true;
-}
-
-void set_socket_options(int fd) {
-  const int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  timeval tv{2, 0};
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-}
-
-// Rank 0's IPv4 addresses, the one its host name resolves to first and loopback last: a peer
-// tries them in turn (an address such as docker0's exists on every node and leads elsewhere;
-// the token in the hello tells a wrong listener from rank 0).
-std::vector<std::string> local_addresses(const std::string& host) {
-  std::vector<std::string> out, loopback;
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  addrinfo* res = nullptr;
-  std::string resolved;
-  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) == 0 && res) {
-    char text[INET_ADDRSTRLEN];
-    if (inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr, text, sizeof text)) resolved = text;
-    freeaddrinfo(res);
-  }
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) == 0) {
-    for (ifaddrs* a = list; a; a = a->ifa_next) {
-      if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET || !(a->ifa_flags & IFF_UP)) continue;
-      char text[INET_ADDRSTRLEN];
-      if (!inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof text)) continue;
-      ((a->ifa_flags & IFF_LOOPBACK) ? loopback : out).push_back(text);
-    }
-    freeifaddrs(list);
-  }
-  const auto it = std::find(out.begin(), out.end(), resolved);
-  if (it != out.end()) std::rotate(out.begin(), it, it + 1);
-  out.insert(out.end(), loopback.begin(), loopback.end());
-  return out;
-}
-
-// Connects within `timeout_ms`; -1 on failure.
-int connect_to(const std::string& address, int port, int timeout_ms) {
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<std::uint16_t>(port));
-  if (inet_pton(AF_INET, address.c_str(), &sa.sin_addr) != 1) return -1;
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return -1;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 && errno != EINPROGRESS) {
-    ::close(fd);
-    return -1;
-  }
-  pollfd p{fd, POLLOUT, 0};
-  int err = 0;
-  socklen_t len = sizeof err;
-  if (::poll(&p, 1, timeout_ms) != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
-    ::close(fd);
-    return -1;
-  }
-  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-  set_socket_options(fd);
-  return fd;
-}
-
 void write_stderr(const std::string& text) {
   std::size_t done = 0;
   while (done < text.size()) {
@@ -181,7 +51,8 @@ void write_stderr(const std::string& text) {
 
 Watchdog::Watchdog(Comm& comm, const RankIdentity& me, const WatchdogOptions& options, RankLog& log)
     : me_(me), options_(options), log_(log), rank_(comm.rank()), size_(comm.size()) {
-  if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) socket_fail("pipe2", "");
+  if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0)
+    throw std::runtime_error(fmt::format("watchdog: pipe2: {}", std::strerror(errno)));
   table_.resize(static_cast<std::size_t>(size_));
   for (int r = 0; r < size_; ++r) table_[static_cast<std::size_t>(r)].rank = r;
   table_[static_cast<std::size_t>(rank_)].host = me.host;
@@ -196,18 +67,11 @@ Watchdog::Watchdog(Comm& comm, const RankIdentity& me, const WatchdogOptions& op
   // Rank 0 listens before it says where; the token tells its listener from any other.
   char address[1024] = {};
   if (rank_ == 0) {
-    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (listen_fd_ < 0) socket_fail("socket", "");
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_ANY);
-    socklen_t len = sizeof sa;
-    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) socket_fail("bind", "0.0.0.0:0");
-    if (::listen(listen_fd_, 4096) != 0) socket_fail("listen", "");
-    if (::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&sa), &len) != 0) socket_fail("getsockname", "");
+    const Listener listener = listen_on_any_port();
+    listen_fd_ = listener.fd;
     std::random_device random;
     token_ = (static_cast<std::uint64_t>(random()) << 32) ^ random() ^ static_cast<std::uint64_t>(::getpid());
-    std::string text = fmt::format("{} {}", token_, ntohs(sa.sin_port));
+    std::string text = fmt::format("{} {}", token_, listener.port);
     for (const auto& a : local_addresses(me.host)) text += " " + a;
     std::snprintf(address, sizeof address, "%s", text.c_str());
     thread_ = std::thread([this] { run_root(); });
@@ -226,17 +90,17 @@ Watchdog::Watchdog(Comm& comm, const RankIdentity& me, const WatchdogOptions& op
     for (const auto& a : addresses) {
       const int fd = connect_to(a, port, 2000);
       if (fd < 0) continue;
-      Frame hello;
-      hello.kind = Frame::kHello;
+      WatchdogFrame hello;
+      hello.kind = WatchdogFrame::kHello;
       hello.rank = rank_;
       hello.pid = me.pid;
       hello.counter = token_;
       hello.set_text(me.host + "\t" + me.cpus + "\t" + me.device);
       std::string in;
-      Frame reply;
+      WatchdogFrame reply;
       pollfd p{fd, POLLIN, 0};
       if (send_frame(fd, hello) && ::poll(&p, 1, 3000) == 1 && drain(fd, in) && next_frame(in, reply) &&
-          reply.magic == Frame::kMagic && reply.kind == Frame::kWelcome && reply.counter == token_) {
+          reply.magic == WatchdogFrame::kMagic && reply.kind == WatchdogFrame::kWelcome && reply.counter == token_) {
         root_fd_ = fd;
         root_address_ = fmt::format("{}:{}", a, port);
         break;
@@ -275,8 +139,8 @@ std::vector<RankStatus> Watchdog::wait_for_all_ranks() {
 void Watchdog::report_failure(int exit_code, const std::string& cause) noexcept {
   if (size_ == 1 || finished_.exchange(true)) return;
   log_.line(fmt::format("failed (exit {}): {}", exit_code, cause));
-  Frame f;
-  f.kind = rank_ == 0 ? Frame::kAbort : Frame::kFail;
+  WatchdogFrame f;
+  f.kind = rank_ == 0 ? WatchdogFrame::kAbort : WatchdogFrame::kFail;
   f.rank = rank_;
   f.pid = me_.pid;
   f.code = exit_code;
@@ -288,15 +152,15 @@ void Watchdog::report_failure(int exit_code, const std::string& cause) noexcept 
 void Watchdog::finish() noexcept {
   progress_.set(TrainPhase::kFinished, progress_.step());
   if (!finished_.exchange(true)) {
-    Frame f;
-    f.kind = Frame::kBye;
+    WatchdogFrame f;
+    f.kind = WatchdogFrame::kBye;
     f.rank = rank_;
     send_to_peers(f);
   }
   stop_thread();
 }
 
-void Watchdog::send_to_peers(const Frame& f) {
+void Watchdog::send_to_peers(const WatchdogFrame& f) {
   if (rank_ == 0) {
     std::lock_guard lock(mutex_);
     send_all(f);
@@ -312,7 +176,7 @@ void Watchdog::stop_thread() {
   [[maybe_unused]] const auto n = ::write(wake_[1], &byte, 1);
 }
 
-void Watchdog::send_all(const Frame& f) {
+void Watchdog::send_all(const WatchdogFrame& f) {
   for (const auto& c : conns_)
     if (c->rank >= 0) send_frame(c->fd, f);
 }
@@ -321,8 +185,8 @@ void Watchdog::end_job(int exit_code, const std::string& message, bool print) {
   log_.line(message);
   if (print) write_stderr("slurm-train: error: " + message + "\n");
   if (rank_ == 0) {
-    Frame f;
-    f.kind = Frame::kAbort;
+    WatchdogFrame f;
+    f.kind = WatchdogFrame::kAbort;
     f.rank = 0;
     f.code = exit_code;
     f.set_text(message);
@@ -332,140 +196,149 @@ void Watchdog::end_job(int exit_code, const std::string& message, bool print) {
   ::_exit(exit_code);
 }
 
+// Rank 0's loop: wait for input, accept new ranks, read every rank's frames, judge the table,
+// then send its own beat.
 void Watchdog::run_root() {
-  std::vector<std::uint64_t> last_counter(static_cast<std::size_t>(size_), ~0ull);
-  std::vector<Clock::time_point> last_progress(static_cast<std::size_t>(size_), Clock::now());
+  last_counter_.assign(static_cast<std::size_t>(size_), ~0ull);
+  last_progress_.assign(static_cast<std::size_t>(size_), Clock::now());
   const auto started = Clock::now();
   auto last_beat = Clock::now();
   while (!stop_) {
     std::vector<pollfd> fds;
-    fds.push_back({wake_[0], POLLIN, 0});
-    if (listen_fd_ >= 0) fds.push_back({listen_fd_, POLLIN, 0});
-    std::vector<Conn*> polled;
-    {
-      std::lock_guard lock(mutex_);
-      for (const auto& c : conns_) {
-        fds.push_back({c->fd, POLLIN, 0});
-        polled.push_back(c.get());
-      }
-    }
-    ::poll(fds.data(), fds.size(), kPollMs);
+    const std::vector<Conn*> conns = wait_for_input(fds);
     if (stop_) break;
     const auto now = Clock::now();
-    std::size_t next = 1;
-    if (listen_fd_ >= 0) {
-      if (fds[next].revents & POLLIN) {
-        const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-        if (fd >= 0) {
-          set_socket_options(fd);
-          auto conn = std::make_unique<Conn>();
-          conn->fd = fd;
-          std::lock_guard lock(mutex_);
-          conns_.push_back(std::move(conn));
-        }
-      }
-      ++next;
-    }
+    if (listen_fd_ >= 0 && (fds[1].revents & POLLIN)) accept_rank();
     std::unique_lock lock(mutex_);
-    for (std::size_t i = 0; i < polled.size(); ++i) {
-      Conn& c = *polled[i];
-      if (!(fds[next + i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      const bool alive = drain(c.fd, c.in);
-      Frame f;
-      while (next_frame(c.in, f)) {
-        if (f.magic != Frame::kMagic) break;
-        if (c.rank < 0) {
-          // The first frame must be a hello with this job's token; anything else is a stranger.
-          if (f.kind != Frame::kHello || f.counter != token_ || f.rank <= 0 || f.rank >= size_) break;
-          c.rank = f.rank;
-          RankStatus& s = table_[static_cast<std::size_t>(f.rank)];
-          std::istringstream parts(f.get_text());
-          std::getline(parts, s.host, '\t');
-          std::getline(parts, s.cpus, '\t');
-          std::getline(parts, s.device, '\t');
-          s.pid = f.pid;
-          s.state = RankState::kRunning;
-          last_progress[static_cast<std::size_t>(f.rank)] = now;
-          Frame welcome;
-          welcome.kind = Frame::kWelcome;
-          welcome.counter = token_;
-          send_frame(c.fd, welcome);
-          if (++connected_ >= size_) all_connected_.notify_all();
-          continue;
-        }
-        RankStatus& s = table_[static_cast<std::size_t>(c.rank)];
-        if (f.kind == Frame::kBeat) {
-          s.step = f.step;
-          s.phase = static_cast<TrainPhase>(f.phase);
-          if (f.counter != last_counter[static_cast<std::size_t>(c.rank)]) {
-            last_counter[static_cast<std::size_t>(c.rank)] = f.counter;
-            last_progress[static_cast<std::size_t>(c.rank)] = now;
-          }
-        } else if (f.kind == Frame::kBye) {
-          s.state = RankState::kFinished;
-        } else if (f.kind == Frame::kFail) {
-          s.state = RankState::kFailed;
-          lock.unlock();
-          // The failing rank printed its own message; rank 0 ends everyone else.
-          end_job(f.code, fmt::format("ending the job: rank {} on {} failed: {}", c.rank, s.host, f.get_text()), false);
-        }
-      }
-      if (!alive && c.rank > 0 && table_[static_cast<std::size_t>(c.rank)].state == RankState::kRunning) {
-        const RankStatus s = table_[static_cast<std::size_t>(c.rank)];
-        lock.unlock();
-        end_job(kExitFailed,
-                fmt::format("rank {} (host {}, pid {}) is gone: its connection to rank 0 closed without a word (killed? out "
-                            "of memory? its node lost?); its last report: the {} phase after step {}; ending the job",
-                            s.rank, s.host, s.pid, phase_name(s.phase), s.step),
-                true);
-      }
-      if (!alive) {
-        ::close(c.fd);
-        c.fd = -1;
-      }
-    }
+    const std::size_t first = listen_fd_ >= 0 ? 2 : 1;
+    for (std::size_t i = 0; i < conns.size(); ++i)
+      if (fds[first + i].revents & (POLLIN | POLLHUP | POLLERR)) read_rank(*conns[i], now, lock);
     conns_.erase(std::remove_if(conns_.begin(), conns_.end(), [](const auto& c) { return c->fd < 0; }), conns_.end());
-
-    // Rank 0's own row.
-    RankStatus& own = table_[0];
-    own.step = progress_.step();
-    own.phase = progress_.phase();
-    if (progress_.counter() != last_counter[0]) {
-      last_counter[0] = progress_.counter();
-      last_progress[0] = now;
-    }
-    for (int r = 0; r < size_; ++r)
-      table_[static_cast<std::size_t>(r)].seconds_since_progress = seconds_between(last_progress[static_cast<std::size_t>(r)], now);
-
-    if (connected_ < size_ && seconds_between(started, now) > options_.connect_timeout) {
-      std::vector<int> missing;
-      for (const auto& s : table_)
-        if (s.state == RankState::kConnecting) missing.push_back(s.rank);
-      lock.unlock();
-      end_job(kExitFailed,
-              fmt::format("rank(s) {} never reached rank 0's watchdog within {:.0f} s; ending the job",
-                          format_rank_list(missing), options_.connect_timeout),
-              true);
-    }
-    if (options_.hang_timeout > 0) {
-      const HangVerdict v = judge_hang(table_, options_.hang_timeout);
-      if (v.hung) {
-        const std::string table = format_status_table(table_);
-        lock.unlock();
-        log_.line("rank status:\n" + table);
-        write_stderr("slurm-train: rank status (gathered by the watchdog, not through MPI):\n" + table);
-        end_job(kExitHang, fmt::format("hang: {}; ending the job (--hang-timeout={:.0f})", v.summary, options_.hang_timeout),
-                true);
-      }
-    }
+    judge(started, now, lock);
     if (seconds_between(last_beat, now) >= kBeatSeconds) {
       last_beat = now;
-      Frame beat;
-      beat.kind = Frame::kBeat;
+      WatchdogFrame beat;
+      beat.kind = WatchdogFrame::kBeat;
       beat.step = progress_.step();
       beat.phase = static_cast<std::uint32_t>(progress_.phase());
       beat.counter = progress_.counter();
       send_all(beat);
+    }
+  }
+}
+
+std::vector<Watchdog::Conn*> Watchdog::wait_for_input(std::vector<pollfd>& fds) {
+  fds.push_back({wake_[0], POLLIN, 0});
+  if (listen_fd_ >= 0) fds.push_back({listen_fd_, POLLIN, 0});
+  std::vector<Conn*> polled;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& c : conns_) {
+      fds.push_back({c->fd, POLLIN, 0});
+      polled.push_back(c.get());
+    }
+  }
+  ::poll(fds.data(), fds.size(), kPollMs);
+  return polled;
+}
+
+void Watchdog::accept_rank() {
+  const int fd = accept_peer(listen_fd_);
+  if (fd < 0) return;
+  auto conn = std::make_unique<Conn>();
+  conn->fd = fd;
+  std::lock_guard lock(mutex_);
+  conns_.push_back(std::move(conn));
+}
+
+// A connection's frames: its hello (with this job's token, or it is a stranger), beats, bye or
+// failure; a connection that closes while its rank runs ends the job.
+void Watchdog::read_rank(Conn& c, TimePoint now, std::unique_lock<std::mutex>& lock) {
+  const bool alive = drain(c.fd, c.in);
+  WatchdogFrame f;
+  while (next_frame(c.in, f)) {
+    if (f.magic != WatchdogFrame::kMagic) break;
+    if (c.rank < 0) {
+      if (f.kind != WatchdogFrame::kHello || f.counter != token_ || f.rank <= 0 || f.rank >= size_) break;
+      c.rank = f.rank;
+      RankStatus& s = table_[static_cast<std::size_t>(f.rank)];
+      std::istringstream parts(f.get_text());
+      std::getline(parts, s.host, '\t');
+      std::getline(parts, s.cpus, '\t');
+      std::getline(parts, s.device, '\t');
+      s.pid = f.pid;
+      s.state = RankState::kRunning;
+      last_progress_[static_cast<std::size_t>(f.rank)] = now;
+      WatchdogFrame welcome;
+      welcome.kind = WatchdogFrame::kWelcome;
+      welcome.counter = token_;
+      send_frame(c.fd, welcome);
+      if (++connected_ >= size_) all_connected_.notify_all();
+      continue;
+    }
+    RankStatus& s = table_[static_cast<std::size_t>(c.rank)];
+    if (f.kind == WatchdogFrame::kBeat) {
+      s.step = f.step;
+      s.phase = static_cast<TrainPhase>(f.phase);
+      if (f.counter != last_counter_[static_cast<std::size_t>(c.rank)]) {
+        last_counter_[static_cast<std::size_t>(c.rank)] = f.counter;
+        last_progress_[static_cast<std::size_t>(c.rank)] = now;
+      }
+    } else if (f.kind == WatchdogFrame::kBye) {
+      s.state = RankState::kFinished;
+    } else if (f.kind == WatchdogFrame::kFail) {
+      s.state = RankState::kFailed;
+      lock.unlock();
+      // The failing rank printed its own message; rank 0 ends everyone else.
+      end_job(f.code, fmt::format("ending the job: rank {} on {} failed: {}", c.rank, s.host, f.get_text()), false);
+    }
+  }
+  if (!alive && c.rank > 0 && table_[static_cast<std::size_t>(c.rank)].state == RankState::kRunning) {
+    const RankStatus s = table_[static_cast<std::size_t>(c.rank)];
+    lock.unlock();
+    end_job(kExitFailed,
+            fmt::format("rank {} (host {}, pid {}) is gone: its connection to rank 0 closed without a word (killed? out "
+                        "of memory? its node lost?); its last report: the {} phase after step {}; ending the job",
+                        s.rank, s.host, s.pid, phase_name(s.phase), s.step),
+            true);
+  }
+  if (!alive) {
+    ::close(c.fd);
+    c.fd = -1;
+  }
+}
+
+// Rank 0's own row, then the verdicts: ranks that never connected, a hang.
+void Watchdog::judge(TimePoint started, TimePoint now, std::unique_lock<std::mutex>& lock) {
+  RankStatus& own = table_[0];
+  own.step = progress_.step();
+  own.phase = progress_.phase();
+  if (progress_.counter() != last_counter_[0]) {
+    last_counter_[0] = progress_.counter();
+    last_progress_[0] = now;
+  }
+  for (int r = 0; r < size_; ++r)
+    table_[static_cast<std::size_t>(r)].seconds_since_progress = seconds_between(last_progress_[static_cast<std::size_t>(r)], now);
+
+  if (connected_ < size_ && seconds_between(started, now) > options_.connect_timeout) {
+    std::vector<int> missing;
+    for (const auto& s : table_)
+      if (s.state == RankState::kConnecting) missing.push_back(s.rank);
+    lock.unlock();
+    end_job(kExitFailed,
+            fmt::format("rank(s) {} never reached rank 0's watchdog within {:.0f} s; ending the job",
+                        format_rank_list(missing), options_.connect_timeout),
+            true);
+  }
+  if (options_.hang_timeout > 0) {
+    const HangVerdict v = judge_hang(table_, options_.hang_timeout);
+    if (v.hung) {
+      const std::string table = format_status_table(table_);
+      lock.unlock();
+      log_.line("rank status:\n" + table);
+      write_stderr("slurm-train: rank status (gathered by the watchdog, not through MPI):\n" + table);
+      end_job(kExitHang, fmt::format("hang: {}; ending the job (--hang-timeout={:.0f})", v.summary, options_.hang_timeout),
+              true);
     }
   }
 }
@@ -482,15 +355,15 @@ void Watchdog::run_member() {
     const auto now = Clock::now();
     if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) {
       const bool alive = drain(root_fd_, in);
-      Frame f;
+      WatchdogFrame f;
       while (next_frame(in, f)) {
-        if (f.magic != Frame::kMagic) continue;
+        if (f.magic != WatchdogFrame::kMagic) continue;
         last_heard = now;
-        if (f.kind == Frame::kAbort) {
+        if (f.kind == WatchdogFrame::kAbort) {
           log_.line(fmt::format("rank 0 ends the job (exit {}): {}", f.code, f.get_text()));
           ::_exit(f.code);
         }
-        if (f.kind == Frame::kBye) {
+        if (f.kind == WatchdogFrame::kBye) {
           stop_ = true;  // rank 0 is done; nothing more to watch
           return;
         }
@@ -510,8 +383,8 @@ void Watchdog::run_member() {
               rank_ == 1);
     const std::uint64_t counter = progress_.counter();
     if (counter != sent_counter || seconds_between(last_beat, now) >= kBeatSeconds) {
-      Frame beat;
-      beat.kind = Frame::kBeat;
+      WatchdogFrame beat;
+      beat.kind = WatchdogFrame::kBeat;
       beat.rank = rank_;
       beat.step = progress_.step();
       beat.phase = static_cast<std::uint32_t>(progress_.phase());

@@ -11,7 +11,10 @@
 // job by telling every rank over its connection and calling _exit.
 #pragma once
 
+#include <poll.h>
+
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -27,6 +30,7 @@
 namespace slurm_train {
 
 class RankLog;
+struct WatchdogFrame;
 
 // Written by the training loop, read by the watchdog thread.
 class TrainProgress {
@@ -78,14 +82,19 @@ class Watchdog {
   // The normal end of this rank (training done or preempted): the peers stop watching it.
   void finish() noexcept;
 
-  struct Frame;
-
  private:
+  struct Conn;
+  using TimePoint = std::chrono::steady_clock::time_point;
+
   void run_root();
+  std::vector<Conn*> wait_for_input(std::vector<pollfd>& fds);
+  void accept_rank();
+  void read_rank(Conn& c, TimePoint now, std::unique_lock<std::mutex>& lock);
+  void judge(TimePoint started, TimePoint now, std::unique_lock<std::mutex>& lock);
   void run_member();
   [[noreturn]] void end_job(int exit_code, const std::string& message, bool print);
-  void send_all(const Frame& f);      // rank 0, with mutex_ held
-  void send_to_peers(const Frame& f);  // rank 0: to all; the others: to rank 0
+  void send_all(const WatchdogFrame& f);      // rank 0, with mutex_ held
+  void send_to_peers(const WatchdogFrame& f);  // rank 0: to all; the others: to rank 0
   void stop_thread();
 
   TrainProgress progress_;
@@ -104,8 +113,10 @@ class Watchdog {
   std::mutex send_mutex_;  // a member's sends to rank 0 (beats from the thread, bye or fail from main)
   std::condition_variable all_connected_;
   std::vector<RankStatus> table_;
-  struct Conn;
   std::vector<std::unique_ptr<Conn>> conns_;
+  // Rank 0's thread only: each rank's last progress counter and when it last changed.
+  std::vector<std::uint64_t> last_counter_;
+  std::vector<TimePoint> last_progress_;
   int connected_ = 1;
   std::thread thread_;
 };

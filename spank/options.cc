@@ -1,5 +1,6 @@
 #include "spank/options.h"
 
+#include "spank/jobenv/env_names.h"
 #include "spank/jobenv/nccl_profile.h"
 #include "spank/jobenv/text.h"
 
@@ -10,15 +11,15 @@ const std::vector<OptionSpec>& option_table() {
       {OptionId::bind, "train-bind", "soft|strict|none",
        "spank_train: GPU/CPU binding per task: soft (all GPUs, nearest first), strict (own share), none "
        "[SLURM_TRAIN_BIND]",
-       "SLURM_TRAIN_BIND"},
+       env_names::kBind},
       {OptionId::nccl, "train-nccl", "PROFILE|off", "spank_train: NCCL settings from a site profile (ib, roce, tcp, off, ...) "
-       "[SLURM_TRAIN_NCCL]", "SLURM_TRAIN_NCCL"},
+       "[SLURM_TRAIN_NCCL]", env_names::kNccl},
       {OptionId::env, "train-env", "on|off",
        "spank_train: export RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ... (default on) [SLURM_TRAIN_ENV]",
-       "SLURM_TRAIN_ENV"},
+       env_names::kEnv},
       {OptionId::verbose, "train-verbose", nullptr,
        "spank_train: one line per task on stderr: host, ranks, GPUs, CPUs, profile [SLURM_TRAIN_VERBOSE=1]",
-       "SLURM_TRAIN_VERBOSE"},
+       env_names::kVerbose},
   };
   return table;
 }
@@ -111,7 +112,7 @@ Settings resolve_settings(const RecordedOptions& recorded, const SiteConfig& sit
   auto nccl = recorded.nccl.value ? recorded.nccl.value : from_env(OptionId::nccl);
   settings.nccl_from_option = recorded.nccl.value.has_value();
   settings.nccl_profile = nccl ? *nccl : site.default_profile;
-  if (nccl) settings.nccl_origin = settings.nccl_from_option ? "--train-nccl" : "SLURM_TRAIN_NCCL";
+  if (nccl) settings.nccl_origin = settings.nccl_from_option ? "--train-nccl" : env_names::kNccl;
   auto env = recorded.env.value ? recorded.env.value : from_env(OptionId::env);
   settings.env = env ? *env == "on" : site.env;
   auto verbose = recorded.verbose ? std::optional<std::string>("1") : from_env(OptionId::verbose);

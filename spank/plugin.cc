@@ -29,6 +29,7 @@ extern "C" {
 #include <slurm/spank.h>
 }
 
+#include "spank/jobenv/host.h"
 #include "spank/jobenv/nccl_profile.h"
 #include "spank/jobenv/text.h"
 #include "spank/options.h"
@@ -131,12 +132,6 @@ std::vector<std::string> interfaces() {
   for (auto* i = list; i->if_index != 0 && i->if_name; ++i) names.emplace_back(i->if_name);
   if_freenameindex(list);
   return names;
-}
-
-std::string host_name() {
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  return host;
 }
 
 int option_callback(int val, const char* optarg, int remote) {

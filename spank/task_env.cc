@@ -1,6 +1,7 @@
 #include "spank/task_env.h"
 
 #include "spank/jobenv/binding.h"
+#include "spank/jobenv/env_names.h"
 #include "spank/jobenv/rendezvous.h"
 #include "spank/jobenv/text.h"
 
@@ -83,12 +84,12 @@ TaskEnv plan_task_env(const StepContext& step, const TaskInput& task) {
     for (auto& [key, value] : rendezvous_variables(facts, step.site.ports)) add(key, value);
   }
 
-  add("SLURM_TRAIN_BIND", std::string(to_string(settings.bind)));
-  add("SLURM_TRAIN_NCCL", step.profile.name);
-  add("SLURM_TRAIN_ENV", settings.env ? "on" : "off");
-  add("SLURM_TRAIN_GPUS", join(binding.node_gpus));
-  add("SLURM_TRAIN_CPUS", format_cpulist(out.cpus));
-  add("SLURM_TRAIN_PLUGIN", SLURM_TRAIN_VERSION);
+  add(env_names::kBind, std::string(to_string(settings.bind)));
+  add(env_names::kNccl, step.profile.name);
+  add(env_names::kEnv, settings.env ? "on" : "off");
+  add(env_names::kGpus, join(binding.node_gpus));
+  add(env_names::kCpus, format_cpulist(out.cpus));
+  add(env_names::kPlugin, SLURM_TRAIN_VERSION);
 
   std::string visible = binding.visible_devices ? join(*binding.visible_devices)
                                                 : slurm_value(task.getenv, "CUDA_VISIBLE_DEVICES");

@@ -1,25 +1,24 @@
 #include "train/checkpoint_file.h"
 
 #include <fcntl.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
 #include <bit>
 #include <cerrno>
-#include <chrono>
-#include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <functional>
-#include <future>
 #include <limits>
-#include <thread>
+#include <system_error>
+#include <type_traits>
+#include <variant>
 
+#include "train/checkpoint_format.h"
 #include "train/crash_contained.h"
 #include "train/crc32.h"
 #include "train/h5.h"
+#include "train/tensor_io.h"
 
 namespace slurm_train {
 
@@ -36,11 +35,6 @@ constexpr const char* kChecksumNote = "crc32 attribute of each dataset: zlib CRC
 
 std::uint32_t crc32_of(const void* data, std::size_t bytes) { return crc32_update(0, data, bytes); }
 
-int slow_write_ms() {
-  const char* v = std::getenv("SLURM_TRAIN_TEST_SLOW_CKPT_MS");
-  return v ? std::max(0, std::atoi(v)) : 0;
-}
-
 // ---- writing ----
 
 // Builds the file's structure through HDF5; the tensors' bytes are written afterwards by
@@ -48,12 +42,7 @@ int slow_write_ms() {
 // through HDF5, so the write runs at the device's bandwidth).
 class Writer {
  public:
-  struct Piece {
-    std::string name;  // the dataset, whose crc32 attribute is set once the bytes are written
-    haddr_t offset;
-    const void* data;
-    std::size_t bytes;
-  };
+  using Piece = TensorPiece;  // each dataset's crc32 attribute is set once its bytes are written
 
   explicit Writer(const std::string& path) : path_(path) {}
 
@@ -88,9 +77,19 @@ class Writer {
     full.resize(static_cast<std::size_t>(std::max<ssize_t>(0, H5Iget_name(set, full.data(), full.size()))));
     pieces_.push_back({full, offset, data, n * sizeof(float)});
   }
-  void u64(hid_t parent, const std::string& name, std::uint64_t v) { scalar(parent, name, H5T_STD_U64LE, &v, sizeof v); }
-  void i64(hid_t parent, const std::string& name, std::int64_t v) { scalar(parent, name, H5T_STD_I64LE, &v, sizeof v); }
-  void f64(hid_t parent, const std::string& name, double v) { scalar(parent, name, H5T_IEEE_F64LE, &v, sizeof v); }
+  // One field of the format's table, little-endian as its C++ type.
+  void counter(hid_t file, const CounterField& f, const CheckpointCounters& c) {
+    std::visit(
+        [&](auto member) {
+          const auto v = c.*member;
+          using T = std::remove_const_t<decltype(v)>;
+          const hid_t type = std::is_same_v<T, double> ? H5T_IEEE_F64LE
+                             : std::is_signed_v<T>     ? H5T_STD_I64LE
+                                                       : H5T_STD_U64LE;
+          scalar(file, f.path(), type, &v, sizeof v);
+        },
+        f.member);
+  }
   const std::vector<Piece>& pieces() const { return pieces_; }
 
   // One float32 dataset per parameter tensor, named as the model names them.
@@ -122,62 +121,6 @@ class Writer {
   std::vector<Piece> pieces_;
 };
 
-// HDF5 1.10 can crash at exit after a write of its own failed (a full disk); so the space a
-// checkpoint needs is checked before HDF5 writes anything, and the big writes are ours.
-void require_free_space(const std::string& path, std::size_t bytes) {
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  struct statvfs st {};
-  if (::statvfs(dir.empty() ? "." : dir.c_str(), &st) != 0) return;  // unknown: let the writes tell
-  const auto available = static_cast<std::uintmax_t>(st.f_bavail) * st.f_frsize;
-  if (available < bytes)
-    throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': No space left on device ({} bytes needed, "
-                                           "{} available)", path, bytes, available));
-}
-
-// The tensors' bytes into the space HDF5 allocated, while a helper thread computes their
-// CRC-32s (crc32.h), which it returns. A full disk or an I/O error is one message with errno.
-std::vector<std::uint32_t> write_pieces(const std::string& path, const std::vector<Writer::Piece>& pieces) {
-  auto checksums = std::async(std::launch::async, [&pieces] {
-    std::vector<std::uint32_t> crcs;
-    for (const auto& piece : pieces) crcs.push_back(crc32_of(piece.data, piece.bytes));
-    return crcs;
-  });
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    checksums.wait();
-    throw CheckpointWriteError(fmt::format("cannot open the checkpoint '{}': {}", path, std::strerror(err)));
-  }
-  const int slow_ms = slow_write_ms();
-  // The testing hook writes 64 KiB at a time with a pause after each, so that a test can kill
-  // the process while the file is half written.
-  // 8 MiB calls: the kernel starts writing back while later pieces are copied (64 MiB calls
-  // measured 2-3x slower here, throttled by dirty-page balancing).
-  const std::size_t most = slow_ms > 0 ? std::size_t{64} << 10 : std::size_t{8} << 20;
-  int err = 0;
-  for (const auto& piece : pieces) {
-    const auto* data = static_cast<const unsigned char*>(piece.data);
-    for (std::size_t done = 0; done < piece.bytes && err == 0;) {
-      const ssize_t n = ::pwrite(fd, data + done, std::min(most, piece.bytes - done), static_cast<off_t>(piece.offset + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        err = n < 0 ? errno : ENOSPC;
-        break;
-      }
-      // Start writing these pages back now, while the next ones are copied, rather than all at
-      // the fsync; advice only (the fsync below is what makes the file durable and reports errors).
-      ::sync_file_range(fd, static_cast<off_t>(piece.offset + done), n, SYNC_FILE_RANGE_WRITE);
-      done += static_cast<std::size_t>(n);
-      if (slow_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
-    }
-    if (err != 0) break;
-  }
-  if (::close(fd) != 0 && err == 0) err = errno;
-  std::vector<std::uint32_t> crcs = checksums.get();
-  if (err != 0) throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': {}", path, std::strerror(err)));
-  return crcs;
-}
-
 // Sets each tensor's crc32 attribute (a fixed-size value rewritten in place).
 void store_checksums(const std::string& path, const std::vector<Writer::Piece>& pieces,
                      const std::vector<std::uint32_t>& crcs) {
@@ -194,15 +137,6 @@ void store_checksums(const std::string& path, const std::vector<Writer::Piece>& 
   } catch (const h5::Error& e) {
     throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': {}", path, e.what()));
   }
-}
-
-void fsync_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw CheckpointWriteError(fmt::format("cannot open '{}' to fsync it: {}", path, std::strerror(errno)));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': fsync: {}", path, std::strerror(err)));
 }
 
 // ---- reading ----
@@ -318,26 +252,6 @@ T read_scalar(hid_t file, const std::string& name, const std::string& path) {
   return v;
 }
 
-// Reads `bytes` at `offset` into `into`, returning their CRC-32, computed on each 1 MiB piece
-// right after it is read, while it is still in the cache: one pass over memory, and the CRC
-// (crc32.h, several GB/s) costs little next to the read.
-std::uint32_t pread_with_crc(int fd, haddr_t offset, unsigned char* into, std::size_t bytes, const std::string& where) {
-  constexpr std::size_t kPiece = std::size_t{1} << 20;
-  std::uint32_t crc = 0;
-  for (std::size_t done = 0; done < bytes;) {
-    const std::size_t n = std::min(kPiece, bytes - done);
-    for (std::size_t got = 0; got < n;) {
-      const ssize_t r = ::pread(fd, into + done + got, n - got, static_cast<off_t>(offset + done + got));
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) throw CheckpointError(fmt::format("{}: {}", where, r < 0 ? std::strerror(errno) : "the file ends inside its data"));
-      got += static_cast<std::size_t>(r);
-    }
-    crc = crc32_update(crc, into + done, n);
-    done += n;
-  }
-  return crc;
-}
-
 // A float32 tensor of the expected shape, read into `into` and checked against its crc32.
 // Contiguous datasets (ours) are read straight from the file (`fd`); others through HDF5.
 void read_tensor(hid_t file, int fd, const std::string& name, const std::vector<hsize_t>& shape, float* into,
@@ -356,7 +270,11 @@ void read_tensor(hid_t file, int fd, const std::string& name, const std::vector<
     const haddr_t offset = H5Dget_offset(set);
     std::uint32_t actual;
     if (offset != HADDR_UNDEF && fd >= 0) {
-      actual = pread_with_crc(fd, offset, reinterpret_cast<unsigned char*>(into), bytes, where);
+      try {
+        actual = pread_with_crc(fd, offset, reinterpret_cast<unsigned char*>(into), bytes);
+      } catch (const std::exception& e) {
+        throw CheckpointError(fmt::format("{}: {}", where, e.what()));
+      }
     } else {
       if (bytes > 0) H5_CHECK(H5Dread(set, H5T_IEEE_F32LE, H5S_ALL, H5S_ALL, H5P_DEFAULT, into), where);
       actual = crc32_of(into, bytes);
@@ -453,10 +371,18 @@ std::string layout_mismatch(const std::vector<LayerLayout>& file, const std::vec
   return fmt::format("its layers (out x in) are {} but this run's model has {}", text(file), text(run));
 }
 
-void write_checkpoint_file
-(const std::string& path, const CheckpointState& s) {
+void write_checkpoint_file(const std::string& path, const CheckpointState& s, unsigned slow_ms) {
   const std::size_t tensor_bytes = (s.params.size() + s.first.size() + s.second.size()) * sizeof(float);
-  require_free_space(path, tensor_bytes + tensor_bytes / 100 + (std::size_t{64} << 10));  // + HDF5 metadata
+  auto cannot_write = [&](const std::exception& e) {
+    return CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': {}", path, e.what()));
+  };
+  // HDF5 1.10 can crash at exit after a write of its own failed (a full disk); so the space a
+  // checkpoint needs is checked before HDF5 writes anything, and the big writes are ours.
+  try {
+    require_free_space(path, tensor_bytes + tensor_bytes / 100 + (std::size_t{64} << 10));  // + HDF5 metadata
+  } catch (const std::system_error& e) {
+    throw cannot_write(e);
+  }
   Writer w(path);
   try {
     h5::Handle file = h5::create_file(path);
@@ -474,24 +400,12 @@ void write_checkpoint_file
         h5::Handle state = w.group(optimizer, names[i]);
         w.tensors(state, s.layers, *buffers[i]);
       }
-      w.u64(optimizer, "step_count", s.counters.optimizer_steps);
     }
     {
-      const CheckpointCounters& c = s.counters;
       h5::Handle train = w.group(file, "/train");
       h5::write_string_attribute(train, "rng", kRngNote, path);
-      w.u64(train, "step", c.step);
-      w.u64(train, "epoch", c.epoch);
-      w.u64(train, "batch_in_epoch", c.batch_in_epoch);
-      w.u64(train, "samples_seen", c.samples_seen);
-      w.u64(train, "seed", c.seed);
-      w.u64(train, "global_batch", c.global_batch);
-      w.u64(train, "schedule_total_steps", c.schedule_total_steps);
-      w.f64(train, "next_lr", c.next_lr);
-      w.f64(train, "epoch_loss_sum", c.epoch_loss_sum);
-      w.f64(train, "epoch_seconds", c.epoch_seconds);
-      w.i64(train, "world_size", c.world_size);
     }
+    for (const CounterField& f : counter_fields()) w.counter(file, f, s.counters);
     {
       h5::Handle meta = w.group(file, "/meta");
       w.int_attribute(meta, "format_version", s.format_version);
@@ -507,8 +421,13 @@ void write_checkpoint_file
   } catch (const h5::Error& e) {
     throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': {}", path, e.what()));
   }
-  store_checksums(path, w.pieces(), write_pieces(path, w.pieces()));
-  fsync_file(path);
+  std::vector<std::uint32_t> crcs;
+  try {
+    crcs = write_tensor_pieces(path, w.pieces(), slow_ms);
+  } catch (const std::system_error& e) {
+    throw cannot_write(e);
+  }
+  store_checksums(path, w.pieces(), crcs);
 }
 
 namespace {
@@ -577,19 +496,10 @@ void read_uncontained(const std::string& path, CheckpointState& s, const std::ve
     for (std::size_t i = 0; i < names.size(); ++i) read_tensors("/optimizer/" + names[i], *buffers[i]);
     if (names.size() < 2) s.second.clear();  // SGD has one state: none left from an earlier read
 
-    CheckpointCounters& c = s.counters;
-    c.optimizer_steps = read_scalar<std::uint64_t>(file, "/optimizer/step_count", path);
-    c.step = read_scalar<std::uint64_t>(file, "/train/step", path);
-    c.epoch = read_scalar<std::uint64_t>(file, "/train/epoch", path);
-    c.batch_in_epoch = read_scalar<std::uint64_t>(file, "/train/batch_in_epoch", path);
-    c.samples_seen = read_scalar<std::uint64_t>(file, "/train/samples_seen", path);
-    c.seed = read_scalar<std::uint64_t>(file, "/train/seed", path);
-    c.global_batch = read_scalar<std::uint64_t>(file, "/train/global_batch", path);
-    c.schedule_total_steps = read_scalar<std::uint64_t>(file, "/train/schedule_total_steps", path);
-    c.next_lr = read_scalar<double>(file, "/train/next_lr", path);
-    c.epoch_loss_sum = read_scalar<double>(file, "/train/epoch_loss_sum", path);
-    c.epoch_seconds = read_scalar<double>(file, "/train/epoch_seconds", path);
-    c.world_size = read_scalar<std::int64_t>(file, "/train/world_size", path);
+    for (const CounterField& f : counter_fields())
+      std::visit([&](auto member) { s.counters.*member = read_scalar<std::remove_reference_t<decltype(s.counters.*member)>>(
+                                        file, f.path(), path); },
+                 f.member);
   } catch (const h5::Error& e) {
     throw CheckpointError(e.what());
   }
@@ -628,10 +538,17 @@ std::string describe_uncontained(const std::string& path) {
   std::string out = fmt::format("{}\n/meta\n  format_version   {}\n  program_version  {}\n  created          {}\n"
                                 "  host             {}\n  world_size       {}\n",
                                 path, s.format_version, s.program_version, s.created, s.host, c.world_size);
-  out += fmt::format("/train\n  step {}  epoch {}  batch_in_epoch {}  samples_seen {}\n  seed {}  global_batch {}  "
-                     "schedule_total_steps {}  next_lr {:.6g}\n/optimizer\n  kind {}  step_count {}\n",
-                     c.step, c.epoch, c.batch_in_epoch, c.samples_seen, c.seed, c.global_batch,
-                     c.schedule_total_steps, c.next_lr, s.optimizer, c.optimizer_steps);
+  // Four fields to a line.
+  auto lines = [](const std::vector<std::string>& fields) {
+    std::string text;
+    for (std::size_t i = 0; i < fields.size(); ++i)
+      text += "  " + fields[i] + (i % 4 == 3 || i + 1 == fields.size() ? "\n" : "");
+    return text;
+  };
+  out += "/train\n" + lines(describe_counters("/train", c));
+  std::vector<std::string> optimizer = {"kind " + s.optimizer};
+  for (std::string& f : describe_counters("/optimizer", c)) optimizer.push_back(std::move(f));
+  out += "/optimizer\n" + lines(optimizer);
   const ModelRecipe& r = s.recipe;
   out += fmt::format("/preprocessing\n  x = (raw * {:.9g} - {:.9g}) * {:.9g}  activation {}\n", r.input_scale, r.mean,
                      r.inv_stddev, r.activation);

@@ -7,7 +7,9 @@
 //   /meta                                          attributes: format_version, config,
 //                                                  world_size, program_version, created, host
 // Every dataset carries a `crc32` attribute: zlib's CRC-32 of its little-endian bytes in C
-// order, checked whenever the file is read.
+// order, checked whenever the file is read. The scalars are one table (checkpoint_format.h);
+// the tensors' bytes go straight to and from the file (tensor_io.h); the folder of checkpoints
+// and its commit protocol are checkpoint_store.h's.
 #pragma once
 
 #include <stdexcept>
@@ -28,17 +30,16 @@ struct CheckpointMismatch : CheckpointError {
   using CheckpointError::CheckpointError;
 };
 // A checkpoint that could not be written (full disk, unwritable folder); names the path. The
-// run exits with kExitCheckpointWrite (see run_command.cc and the README).
-inline constexpr int kExitCheckpointWrite = 3;
+// run exits with its own code for it (launcher/exit_codes.h).
 struct CheckpointWriteError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Writes `state` to `path` (created or truncated) and fsyncs it. Testing hook:
-// SLURM_TRAIN_TEST_SLOW_CKPT_MS=N writes the file in 64 KiB pieces with an N ms pause after
-// each, so that a test can kill the process in the middle of a write. Throws
-// CheckpointWriteError naming the path.
-void write_checkpoint_file(const std::string& path, const CheckpointState& state);
+// Writes `state` to `path` (created or truncated; the caller makes it durable and commits it,
+// see checkpoint_store.h). A testing aid: slow_ms > 0 writes the tensors 64 KiB at a time with
+// a pause of slow_ms after each, so that a test can kill the process in the middle of a write.
+// Throws CheckpointWriteError naming the path.
+void write_checkpoint_file(const std::string& path, const CheckpointState& state, unsigned slow_ms = 0);
 
 // Reads a whole checkpoint, verifying every checksum and the structure; throws CheckpointError
 // naming the file and the dataset at fault. Every reader here reads the file in a child process

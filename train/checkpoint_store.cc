@@ -20,24 +20,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void fsync_dir(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) throw CheckpointWriteError(fmt::format("cannot open the folder '{}' to fsync it: {}", dir, std::strerror(errno)));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) throw CheckpointWriteError(fmt::format("cannot fsync the folder '{}': {}", dir, std::strerror(err)));
-}
-
-void rename_or_throw(const std::string& from, const std::string& to) {
-  if (std::rename(from.c_str(), to.c_str()) != 0)
-    throw CheckpointWriteError(fmt::format("cannot rename '{}' to '{}': {}", from, to, std::strerror(errno)));
-}
-
-// The `latest` marker, written like a checkpoint: temp file, fsync, rename, fsync the folder.
-void write_latest(const std::string& dir, const std::string& name) {
+// write_file_durably, its errors as CheckpointWriteError.
+template <typename Content>
+void commit(const std::string& path, const Content& content) {
   try {
-    write_file_durably(dir + "/latest", name + "\n");
+    write_file_durably(path, content);
+  } catch (const CheckpointWriteError&) {
+    throw;
   } catch (const std::runtime_error& e) {
     throw CheckpointWriteError(e.what());
   }
@@ -58,21 +47,15 @@ void remove_stale_temporaries(const std::string& dir) {
   }
 }
 
-std::string save_checkpoint(const std::string& dir, const CheckpointState& state, KeepPolicy keep) {
+std::string save_checkpoint(const std::string& dir, const CheckpointState& state, KeepPolicy keep, unsigned slow_ms) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw CheckpointWriteError(fmt::format("cannot create the checkpoint folder '{}': {}", dir, ec.message()));
   const std::string name = checkpoint_file_name(state.counters.step);
-  const std::string path = dir + "/" + name, tmp = temporary_path_for(path);
-  try {
-    write_checkpoint_file(tmp, state);
-  } catch (...) {
-    ::unlink(tmp.c_str());  // a partial file only wastes space: it is never read
-    throw;
-  }
-  rename_or_throw(tmp, path);
-  fsync_dir(dir);
-  write_latest(dir, name);
+  const std::string path = dir + "/" + name;
+  commit(path, std::function<void(const std::string&)>(
+                   [&](const std::string& tmp) { write_checkpoint_file(tmp, state, slow_ms); }));
+  commit(dir + "/latest", name + "\n");
 
   // The keep policy, and temporary files that a killed writer left behind (never the newest).
   std::vector<std::uint64_t> steps;

@@ -35,8 +35,9 @@ struct KeepPolicy {
 
 // Commits `state` as DIR/step-<state.counters.step>.h5 (creating DIR), updates DIR/latest and
 // applies `keep`. Throws CheckpointWriteError naming the path; older checkpoints stay intact,
-// and the partial .tmp is removed when possible.
-std::string save_checkpoint(const std::string& dir, const CheckpointState& state, KeepPolicy keep);
+// and the partial .tmp is removed when possible. slow_ms: write_checkpoint_file's testing aid.
+std::string save_checkpoint(const std::string& dir, const CheckpointState& state, KeepPolicy keep,
+                            unsigned slow_ms = 0);
 
 struct CheckpointEntry {
   std::uint64_t step = 0;

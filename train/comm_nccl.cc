@@ -10,14 +10,10 @@
 #include <thread>
 #include <vector>
 
+#include "spank/jobenv/host.h"
+
 namespace slurm_train {
 namespace {
-
-std::string host_name() {
-  char name[256] = {};
-  gethostname(name, sizeof name - 1);
-  return name;
-}
 
 class NcclComm final : public Comm {
  public:

@@ -26,6 +26,7 @@ struct Key {
   const char* name;
   const char* help;
   std::function<ValueRef(RunConfig&)> ref;
+  const char* env = nullptr;  // its environment variable when not SLURM_TRAIN_<SECTION>_<KEY>
 };
 
 // The one table of keys: name, help, where the value lives.
@@ -72,7 +73,13 @@ const std::vector<Key>& keys() {
       {"ckpt.keep", "keep the newest N checkpoints; 0: keep all", [](RunConfig& c) -> ValueRef { return &c.ckpt.keep; }},
       {"ckpt.keep_every", "also keep every checkpoint whose step is a multiple of K; 0: none", [](RunConfig& c) -> ValueRef { return &c.ckpt.keep_every; }},
       {"ckpt.async", "write checkpoints on a background thread while training goes on", [](RunConfig& c) -> ValueRef { return &c.ckpt.async; }},
-      {"ckpt.resume", "continue from the newest valid checkpoint in ckpt.dir when there is one", [](RunConfig& c) -> ValueRef { return &c.ckpt.resume; }},
+      {"ckpt.resume", "continue from the newest valid checkpoint in ckpt.dir when there is one (--no-resume: false)", [](RunConfig& c) -> ValueRef { return &c.ckpt.resume; }},
+      {"run.log_dir", "every rank appends to <log_dir>/<job id>/rank-<N>.log; empty: no rank logs (--log-dir)", [](RunConfig& c) -> ValueRef { return &c.run.log_dir; }, "SLURM_TRAIN_LOG_DIR"},
+      {"run.hang_timeout", "seconds a rank may go without progress before the watchdog ends the job (exit 4); 0: off (--hang-timeout)", [](RunConfig& c) -> ValueRef { return &c.run.hang_timeout; }, "SLURM_TRAIN_HANG_TIMEOUT"},
+      {"run.preempt_signal", "signals that mean 'checkpoint and stop', comma-separated: Slurm sends SIGTERM before preempting and the one of sbatch --signal before the time limit (--preempt-signal)", [](RunConfig& c) -> ValueRef { return &c.run.preempt_signal; }, "SLURM_TRAIN_PREEMPT_SIGNAL"},
+      {"run.max_restarts_without_progress", "give up (exit 7) after this many starts in a row from the same checkpoint; 0: never (--max-restarts-without-progress)", [](RunConfig& c) -> ValueRef { return &c.run.max_restarts_without_progress; }, "SLURM_TRAIN_MAX_RESTARTS_WITHOUT_PROGRESS"},
+      {"run.progress", "rank 0's progress display: live (one line rewritten in place), lines (plain lines every train.log_every steps) or auto (live on a terminal) (--progress)", [](RunConfig& c) -> ValueRef { return &c.run.progress; }, "SLURM_TRAIN_PROGRESS"},
+      {"run.inject_fault", "testing aid: hang@STEP:RANK, crash@STEP:RANK, nan@STEP:RANK, slow@MS, slow-ckpt@MS, comma-separated (--inject-fault)", [](RunConfig& c) -> ValueRef { return &c.run.inject_fault; }, "SLURM_TRAIN_INJECT_FAULT"},
   };
   return table;
 }
@@ -254,6 +261,7 @@ std::string nearest_config_key(const std::string& unknown) {
 }
 
 std::string config_key_env_name(const std::string& key) {
+  if (const Key* k = find_key(key); k && k->env) return k->env;
   std::string name = "SLURM_TRAIN_";
   for (char c : key) name += c == '.' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return name;
@@ -272,10 +280,11 @@ void apply_config_environment(RunConfig& config, const std::vector<std::string>&
     const auto eq = entry.find('=');
     if (eq == std::string::npos) continue;
     const std::string name = entry.substr(0, eq), value = entry.substr(eq + 1);
-    const bool configuration = std::any_of(prefixes.begin(), prefixes.end(),
+    auto it = by_env_name.find(name);
+    const bool configuration = it != by_env_name.end() ||
+                               std::any_of(prefixes.begin(), prefixes.end(),
                                            [&](const std::string& p) { return name.rfind(p, 0) == 0; });
     if (!configuration) continue;
-    auto it = by_env_name.find(name);
     if (it == by_env_name.end()) {
       std::string key = name.substr(std::string("SLURM_TRAIN_").size());
       std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -398,7 +407,7 @@ void apply_config_file(RunConfig& config, const std::string& path) {
   for (const auto& [section, value] : root) {
     const std::string section_name(section.str());
     if (!value.is_table()) {
-      throw ConfigError(fmt::format("{}: '{}' must be a section ([data], [model], [train] or [ckpt]); {}", at(section.source()),
+      throw ConfigError(fmt::format("{}: '{}' must be a section ([data], [model], [train], [ckpt] or [run]); {}", at(section.source()),
                                     section_name, unknown_key_message(section_name)));
     }
     for (const auto& [name, node] : *value.as_table()) {
@@ -461,6 +470,13 @@ std::vector<std::string> validate_config(const RunConfig& c) {
   require(c.ckpt.every >= 0, fmt::format("ckpt.every = {}: expected 0 (only at the end) or more", c.ckpt.every));
   require(c.ckpt.keep >= 0, fmt::format("ckpt.keep = {}: expected 0 (keep all) or more", c.ckpt.keep));
   require(c.ckpt.keep_every >= 0, fmt::format("ckpt.keep_every = {}: expected 0 (off) or more", c.ckpt.keep_every));
+  require(c.run.hang_timeout >= 0,
+          fmt::format("run.hang_timeout = {}: expected seconds (a finite number), or 0 to turn hang detection off",
+                      c.run.hang_timeout));
+  require(c.run.max_restarts_without_progress >= 0,
+          fmt::format("run.max_restarts_without_progress = {}: expected 0 (never give up) or more",
+                      c.run.max_restarts_without_progress));
+  choice("run.progress", c.run.progress, {"auto", "live", "lines"});
   return problems;
 }
 

@@ -1,7 +1,9 @@
-// The run configuration: sections [data], [model], [train], [ckpt] of a TOML file, each key also
-// settable as SLURM_TRAIN_<SECTION>_<KEY> in the environment and on the command line as
-// --section.key=value. Precedence: built-in default < file < environment < command line. Every
-// key is declared once, in config.cc's table, with its type and help.
+// The run configuration: sections [data], [model], [train], [ckpt] and [run] (the launcher's own:
+// logs, watchdog, preemption) of a TOML file, each key also settable in the environment
+// (SLURM_TRAIN_<SECTION>_<KEY>; a [run] key by its older name, SLURM_TRAIN_LOG_DIR, ...) and on
+// the command line as --section.key=value. Precedence: built-in default < file < environment <
+// command line. Every key is declared once, in config.cc's table, with its type, default (the
+// member initialisers below), help and environment name.
 #pragma once
 
 #include <cstdint>
@@ -71,11 +73,22 @@ struct CkptConfig {
   bool resume = true;         // continue from the newest valid checkpoint in dir
 };
 
+// The launcher's settings: what `slurm-train run` does around the training.
+struct RunSection {
+  std::string log_dir = "slurm-train-logs";  // <log_dir>/<job id>/rank-<N>.log; empty: no rank logs
+  double hang_timeout = 600;                 // seconds without progress before the job ends; 0: off
+  std::string preempt_signal = "USR2,TERM";  // signals that mean "checkpoint and stop"
+  std::int64_t max_restarts_without_progress = 3;  // then exit 7; 0: never give up
+  std::string progress = "auto";             // auto | live | lines
+  std::string inject_fault;                  // a testing aid (launcher/fault_injection.h)
+};
+
 struct RunConfig {
   DataConfig data;
   ModelConfig model;
   TrainConfig train;
   CkptConfig ckpt;
+  RunSection run;
   // Where each key's value came from ("default", the file path, "command line").
   std::map<std::string, std::string> origin;
 };
@@ -90,10 +103,11 @@ std::string config_key_type(const std::string& key);
 // sections or keys (with the nearest known key), and values of the wrong type.
 void apply_config_file(RunConfig& config, const std::string& path);
 
-// The environment variable of a key: "train.lr" -> SLURM_TRAIN_TRAIN_LR.
+// The environment variable of a key: "train.lr" -> SLURM_TRAIN_TRAIN_LR; "run.log_dir" ->
+// SLURM_TRAIN_LOG_DIR (the [run] keys keep the names they had as launcher options).
 std::string config_key_env_name(const std::string& key);
 
-// Applies SLURM_TRAIN_<SECTION>_<KEY> variables of `environment` ("NAME=value" entries). Other
+// Applies the keys' variables of `environment` ("NAME=value" entries). Other
 // SLURM_TRAIN_* names (the plugin's facts, SLURM_TRAIN_BIND, ...) are not configuration and are
 // left alone; an unknown name with a section's prefix is an error naming the nearest key.
 void apply_config_environment(RunConfig& config, const std::vector<std::string>& environment);

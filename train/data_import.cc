@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "train/durable_file.h"
 #include "train/h5.h"
 #include "train/idx.h"
 
@@ -33,26 +34,6 @@ std::string find_idx(const std::string& dir, const std::string& stem) {
   throw IdxError(fmt::format("no '{}' or '{}.gz' in '{}' (install the Debian package "
                              "dataset-fashion-mnist, or give --from DIR)", stem, stem, dir));
 }
-
-// fsync of a file or a folder, so that a rename that replaced a good file is on disk.
-void sync_path(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw IdxError(fmt::format("cannot open '{}' to fsync it: {}", path, std::strerror(errno)));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) throw IdxError(fmt::format("cannot fsync '{}': {}", path, std::strerror(err)));
-}
-
-// Removes the temporary file unless the import reached its rename: a failed import leaves
-// nothing behind.
-struct TemporaryFile {
-  std::string path;
-  bool kept = false;
-  ~TemporaryFile() {
-    if (!kept) std::remove(path.c_str());
-  }
-};
 
 }  // namespace
 
@@ -86,9 +67,8 @@ ImportedFile import_idx_pair(const std::string& images_path, const std::string& 
                                class_names.size()));
   }
 
-  const std::string tmp = out_path + ".tmp";
-  TemporaryFile guard{tmp};
-  {
+  // A failed import leaves nothing behind, and never a half-written file at out_path.
+  write_file_durably(out_path, [&](const std::string& tmp) {
     h5::Handle file = h5::create_file(tmp);
     std::vector<hsize_t> shape(images.dims.begin(), images.dims.end());
     h5::write_uint8(file, "/images", shape, images.data.data(), tmp);
@@ -97,13 +77,8 @@ ImportedFile import_idx_pair(const std::string& images_path, const std::string& 
     h5::write_string_attribute(file, "source_labels", fs::absolute(labels_path).string(), tmp);
     h5::write_string_list_attribute(file, "class_names", class_names, tmp);
     H5_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL), tmp);
-  }
-  sync_path(tmp);
-  std::error_code ec;
-  fs::rename(tmp, out_path, ec);
-  if (ec) throw IdxError(fmt::format("cannot rename '{}' to '{}': {}", tmp, out_path, ec.message()));
-  guard.kept = true;
-  sync_path(fs::absolute(out_path).parent_path().string());
+    H5_CHECK(H5Fclose(file.release()), tmp);  // the close writes too: its failure counts
+  });
   return {out_path, images.dims[0]};
 }
 

@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "spank/jobenv/host.h"
+
 namespace slurm_train {
 
 namespace {
@@ -22,18 +24,12 @@ namespace {
 
 }  // namespace
 
-std::string this_host() {
-  char name[256] = {};
-  ::gethostname(name, sizeof name - 1);
-  return name;
-}
-
 bool process_alive(long pid) {
   return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
 }
 
 std::string temporary_path_for(const std::string& path) {
-  return fmt::format("{}.tmp-{}-{}", path, this_host(), ::getpid());
+  return fmt::format("{}.tmp-{}-{}", path, host_name(), ::getpid());
 }
 
 std::optional<TemporaryWriter> temporary_writer(const std::string& name, const std::string& final_name) {
@@ -51,42 +47,64 @@ std::optional<TemporaryWriter> temporary_writer(const std::string& name, const s
 }
 
 bool temporary_is_removable(const TemporaryWriter& writer) {
-  if (writer.host != this_host()) return false;
+  if (writer.host != host_name()) return false;
   return writer.pid == ::getpid() || !process_alive(writer.pid);
 }
 
-void write_file_durably(const std::string& path, const std::string& text) {
-  const std::string tmp = temporary_path_for(path);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail("cannot create", tmp, errno);
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = n < 0 ? errno : ENOSPC;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      fail("cannot write", tmp, err);
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    const int err = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    fail("cannot fsync", tmp, err);
-  }
-  if (::close(fd) != 0) fail("cannot close", tmp, errno);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename over", path, errno);
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  const std::string dir = parent.empty() ? std::filesystem::path(".").string() : parent.string();
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) fail("cannot open the folder", dir, errno);
-  const int rc = ::fsync(dfd);
+namespace {
+
+void fsync_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail("cannot open", path, errno);
+  const int rc = ::fsync(fd);
   const int err = errno;
-  ::close(dfd);
+  ::close(fd);
+  if (rc != 0) fail("cannot fsync", path, err);
+}
+
+void fsync_folder_of(const std::string& path) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::string dir = parent.empty() ? std::string(".") : parent.string();
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) fail("cannot open the folder", dir, errno);
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
   if (rc != 0) fail("cannot fsync the folder", dir, err);
+}
+
+}  // namespace
+
+void write_file_durably(const std::string& path, const std::function<void(const std::string& temporary)>& write) {
+  const std::string tmp = temporary_path_for(path);
+  try {
+    write(tmp);
+    fsync_file(tmp);
+    if (::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename over", path, errno);
+  } catch (...) {
+    ::unlink(tmp.c_str());  // a partial file only wastes space: it is never read
+    throw;
+  }
+  fsync_folder_of(path);
+}
+
+void write_file_durably(const std::string& path, const std::string& text) {
+  write_file_durably(path, [&](const std::string& tmp) {
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) fail("cannot create", tmp, errno);
+    std::size_t done = 0;
+    while (done < text.size()) {
+      const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int err = n < 0 ? errno : ENOSPC;
+        ::close(fd);
+        fail("cannot write", tmp, err);
+      }
+      done += static_cast<std::size_t>(n);
+    }
+    if (::close(fd) != 0) fail("cannot close", tmp, errno);
+  });
 }
 
 }  // namespace slurm_train

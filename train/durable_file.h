@@ -6,6 +6,7 @@
 // host that are gone, never a file another live run is writing.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -13,6 +14,10 @@ namespace slurm_train {
 
 // Throws std::runtime_error naming the path and the failing call.
 void write_file_durably(const std::string& path, const std::string& text);
+// The same for a file that a library writes (HDF5): `write` creates and fills the temporary
+// path it is given; then it is fsynced, renamed over PATH and the folder fsynced. When `write`
+// throws, the temporary file is removed and the exception passes on; PATH is untouched.
+void write_file_durably(const std::string& path, const std::function<void(const std::string& temporary)>& write);
 
 // PATH.tmp-<host>-<pid>, for this process.
 std::string temporary_path_for(const std::string& path);
@@ -29,8 +34,7 @@ std::optional<TemporaryWriter> temporary_writer(const std::string& name, const s
 // this host that is gone. A file of another host is never removed here (its process may live).
 bool temporary_is_removable(const TemporaryWriter& writer);
 
-// This machine's host name, and whether a process of it lives.
-std::string this_host();
+// Whether a process of this host lives.
 bool process_alive(long pid);
 
 }  // namespace slurm_train

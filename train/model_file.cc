@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "train/durable_file.h"
 #include "train/h5.h"
 
 #ifndef SLURM_TRAIN_VERSION
@@ -42,8 +43,7 @@ void write_model_recipe(hid_t file, const std::vector<LayerLayout>& layers, cons
 
 void save_model(const std::string& path, const std::vector<LayerLayout>& layers, const std::vector<float>& params,
                 const std::string& config_toml, const ModelRecipe& recipe) {
-  const std::string tmp = path + ".tmp";
-  {
+  write_file_durably(path, [&](const std::string& tmp) {
     h5::Handle file = h5::create_file(tmp);
     h5::Handle group(H5_CHECK(H5Gcreate2(file, "/model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), tmp));
     for (std::size_t l = 0; l < layers.size(); ++l) {
@@ -58,10 +58,7 @@ void save_model(const std::string& path, const std::vector<LayerLayout>& layers,
     h5::write_string_attribute(meta, "program_version", SLURM_TRAIN_VERSION, tmp);
     h5::write_string_attribute(meta, "config", config_toml, tmp);
     H5_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL), tmp);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw h5::Error(fmt::format("cannot rename '{}' to '{}': {}", tmp, path, ec.message()));
+  });
 }
 
 }  // namespace slurm_train

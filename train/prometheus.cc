@@ -28,12 +28,11 @@ std::string escape(const std::string& v) {
 
 }  // namespace
 
-PrometheusLabels prometheus_labels_from_environment(int world_size) {
-  auto env = [](const char* name, const char* fallback) {
-    const char* v = std::getenv(name);
-    return std::string(v && *v ? v : fallback);
-  };
-  return {env("SLURM_JOB_ID", "none"), env("SLURM_JOB_NAME", "slurm-train"), world_size};
+PrometheusLabels prometheus_labels(const Environment& env) {
+  PrometheusLabels labels;
+  if (const std::string id = env_value(env, "SLURM_JOB_ID"); !id.empty()) labels.job_id = id;
+  if (const std::string name = env_value(env, "SLURM_JOB_NAME"); !name.empty()) labels.job_name = name;
+  return labels;
 }
 
 std::string prometheus_text(const PrometheusLabels& l, const StepMetrics& m, double test_accuracy,
@@ -54,16 +53,6 @@ std::string prometheus_text(const PrometheusLabels& l, const StepMetrics& m, dou
   gauge("world_size", "Ranks of the job.", l.world_size);
   if (test_accuracy >= 0) gauge("test_accuracy", "Test accuracy of the latest evaluation (0 to 1).", test_accuracy);
   return out;
-}
-
-void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "w");
-  if (!f) throw std::runtime_error(fmt::format("cannot write '{}': {}", tmp, std::strerror(errno)));
-  const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (std::fclose(f) != 0 || !written) throw std::runtime_error(fmt::format("cannot write '{}': {}", tmp, std::strerror(errno)));
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw std::runtime_error(fmt::format("cannot rename '{}' to '{}': {}", tmp, path, std::strerror(errno)));
 }
 
 }  // namespace slurm_train

@@ -1,18 +1,19 @@
 // A Prometheus textfile-collector file (node_exporter --collector.textfile.directory): the
-// training's latest figures, rewritten atomically (temporary file + rename) every N steps by
-// rank 0, so that a site's dashboards see every job without scraping its logs.
+// training's latest figures, replaced durably (write_file_durably) every N steps by rank 0, so
+// that a site's dashboards see every job without scraping its logs.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
+#include "spank/jobenv/environment.h"
 #include "train/metrics.h"
 
 namespace slurm_train {
 
 struct PrometheusLabels {
-  std::string job_id;    // SLURM_JOB_ID, or "none"
-  std::string job_name;  // SLURM_JOB_NAME, or "slurm-train"
+  std::string job_id = "none";          // SLURM_JOB_ID
+  std::string job_name = "slurm-train";  // SLURM_JOB_NAME
   int world_size = 1;
 };
 
@@ -20,9 +21,7 @@ struct PrometheusLabels {
 std::string prometheus_text(const PrometheusLabels& labels, const StepMetrics& m, double test_accuracy,
                             std::uint64_t total_steps);
 
-// Writes `text` to `path` through `path`.tmp and a rename; throws naming the path.
-void write_file_atomically(const std::string& path, const std::string& text);
-
-PrometheusLabels prometheus_labels_from_environment(int world_size);
+// The job's labels from Slurm's variables (the defaults above where they are unset).
+PrometheusLabels prometheus_labels(const Environment& env);
 
 }  // namespace slurm_train

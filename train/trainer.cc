@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "kernels/kernels.h"
+#include "spank/jobenv/host.h"
 #include "train/checkpoint_policy.h"
 #include "train/checkpoint_resume.h"
 #include "train/checkpoint_store.h"
@@ -22,6 +23,7 @@
 #include "train/dataset.h"
 #include "train/device.h"
 #include "train/divergence.h"
+#include "train/durable_file.h"
 #include "train/gradient_buckets.h"
 #include "train/metrics.h"
 #include "train/model_file.h"
@@ -91,12 +93,6 @@ std::string utc_now() {
   char text[32];
   std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return text;
-}
-
-std::string host_name() {
-  char name[256] = {};
-  gethostname(name, sizeof name - 1);
-  return name;
 }
 
 }  // namespace
@@ -205,7 +201,9 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   // Declared before the writer: its thread reads them until the writer's destructor has joined.
   const std::string config_toml = config_as_toml(config);
   const std::string host = host_name();
-  CheckpointWriter writer(cc.async, [dir = cc.dir, keep](const CheckpointState& s) { save_checkpoint(dir, s, keep); });
+  CheckpointWriter writer(cc.async, [dir = cc.dir, keep, slow_ms = hooks.slow_checkpoint_ms](const CheckpointState& s) {
+    save_checkpoint(dir, s, keep, slow_ms);
+  });
   // Rank 0 holds the replicated state and writes it. The stall a save costs the loop is the wait
   // for the previous write here plus, before the next optimizer update, the wait for the copy
   // that the writer thread makes meanwhile (see checkpoint_writer.h); it is logged then.
@@ -270,10 +268,11 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
     out << fmt::format("training {} parameters on {} rank(s), {} steps ({} per epoch), global batch {}\n",
                        model.params().size(), comm.size(), total_steps, per_epoch, global_batch) << std::flush;
   double latest_test_accuracy = -1;
-  const PrometheusLabels prometheus_labels = prometheus_labels_from_environment(comm.size());
+  PrometheusLabels prometheus_labels = hooks.prometheus;
+  prometheus_labels.world_size = comm.size();
   auto publish = [&](const StepMetrics& m) {
     if (rank0 && !tc.prometheus.empty())
-      write_file_atomically(tc.prometheus, prometheus_text(prometheus_labels, m, latest_test_accuracy, total_steps));
+      write_file_durably(tc.prometheus, prometheus_text(prometheus_labels, m, latest_test_accuracy, total_steps));
   };
   const auto stop_after = static_cast<std::uint64_t>(tc.stop_after);
   std::uint64_t step = start_step;

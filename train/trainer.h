@@ -12,6 +12,7 @@
 #include "train/comm.h"
 #include "train/config.h"
 #include "train/metrics.h"
+#include "train/prometheus.h"
 #include "train/train_phase.h"
 
 namespace slurm_train {
@@ -49,8 +50,14 @@ struct TrainHooks {
   // A testing aid (--inject-fault nan@STEP:RANK): true makes this rank's loss of that step NaN,
   // as a diverged training would.
   std::function<bool(std::uint64_t step)> inject_nan;
+  // A testing aid (--inject-fault slow-ckpt@MS): checkpoints are written 64 KiB at a time with a
+  // pause of MS after each, so that a test can kill the run in the middle of a write.
+  unsigned slow_checkpoint_ms = 0;
   // The run's id, written as "run" in every metrics line (the launcher's job id); "": none.
   std::string run_id;
+  // The job as train.prometheus labels it (the launcher's reading of the environment); the
+  // trainer fills in the world size.
+  PrometheusLabels prometheus;
 };
 
 // Runs the whole training described by `config`. `out` receives rank 0's progress lines (other

@@ -1,5 +1,6 @@
 #include "spank/jobenv/rendezvous.h"
 
+#include "spank/jobenv/env_names.h"
 #include "spank/jobenv/hostlist.h"
 #include "spank/jobenv/text.h"
 
@@ -32,13 +33,13 @@ std::string master_addr(std::string_view step_nodelist) {
 
 std::vector<std::pair<std::string, std::string>> rendezvous_variables(const TaskFacts& f, PortRange range) {
   return {
-      {"RANK", std::to_string(f.global_rank)},
-      {"LOCAL_RANK", std::to_string(f.local_rank)},
-      {"WORLD_SIZE", std::to_string(f.world_size)},
-      {"LOCAL_WORLD_SIZE", std::to_string(f.local_world_size)},
-      {"NODE_RANK", std::to_string(f.node_rank)},
-      {"MASTER_ADDR", master_addr(f.step_nodelist)},
-      {"MASTER_PORT", std::to_string(master_port(f.job_id, f.step_id, range))},
+      {env_names::kRank, std::to_string(f.global_rank)},
+      {env_names::kLocalRank, std::to_string(f.local_rank)},
+      {env_names::kWorldSize, std::to_string(f.world_size)},
+      {env_names::kLocalWorldSize, std::to_string(f.local_world_size)},
+      {env_names::kNodeRank, std::to_string(f.node_rank)},
+      {env_names::kMasterAddr, master_addr(f.step_nodelist)},
+      {env_names::kMasterPort, std::to_string(master_port(f.job_id, f.step_id, range))},
   };
 }
 

@@ -91,11 +91,11 @@ PY
   d=$BATS_TEST_TMPDIR/kill
   mid_write=0
   for trial in $(seq 1 20); do
-    # SLURM_TRAIN_TEST_SLOW_CKPT_MS: the documented hook that pauses 20 ms after each 64 KiB
+    # --inject-fault slow-ckpt@20: the documented testing aid that pauses 20 ms after each 64 KiB
     # written, so that one checkpoint (640 KiB) takes about 0.2 s on disk. The program itself
     # runs in the background (not a function's subshell), so that the kill reaches it.
     # shellcheck disable=SC2046
-    SLURM_TRAIN_TEST_SLOW_CKPT_MS=20 "$BUILD/bin/slurm-train" run $(small_args) --train.steps 100000 --ckpt.dir "$d" \
+    "$BUILD/bin/slurm-train" run $(small_args) --train.steps 100000 --ckpt.dir "$d" --inject-fault slow-ckpt@20 \
       --ckpt.every 2 --ckpt.keep 2 --train.metrics "" >"$BATS_TEST_TMPDIR/run.log" 2>&1 &
     pid=$!
     # Wait for a write to start (one of the first few), then kill at a random moment within it.

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "spank/jobenv/host.h"
 #include "test_support.h"
 #include "train/checkpoint_store.h"
 #include "train/durable_file.h"
@@ -73,7 +74,7 @@ TEST_CASE("checkpoint owner: stale when it is this job, a gone process of this h
 
 TEST_CASE("checkpoint owner: a second run is refused naming the owner; a stale owner is taken over") {
   const fs::path dir = fresh_folder("claim");
-  const std::string host = this_host();
+  const std::string host = host_name();
   const CheckpointOwner first{"11", "0", host, static_cast<long>(::getppid()), 1000};  // alive: our parent
   const CheckpointOwner second{"12", "0", host, static_cast<long>(::getpid()), 2000};
   REQUIRE(claim_checkpoint_folder(dir, first, no_slurm).granted);
@@ -115,7 +116,7 @@ TEST_CASE("checkpoint owner: a second run is refused naming the owner; a stale o
 }
 
 TEST_CASE("temporary names carry their writer; a clean-up removes only its own and dead ones of its host") {
-  const std::string host = this_host();
+  const std::string host = host_name();
   const std::string own = temporary_path_for("step-00000005.h5");
   CHECK(own == fmt::format("step-00000005.h5.tmp-{}-{}", host, ::getpid()));
   const auto writer = temporary_writer("step-00000005.h5.tmp-node-a-1-77", "step-00000005.h5");

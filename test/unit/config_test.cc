@@ -52,6 +52,39 @@ TEST_CASE("config: precedence default < file < environment < command line, with 
   std::remove(file.c_str());
 }
 
+TEST_CASE("config: the launcher's [run] keys: in a file, by their own variables, checked, with origins") {
+  const std::string file = write_temp("[run]\nlog_dir = \"logs\"\nhang_timeout = 30\n");
+  RunConfig c;
+  apply_config_file(c, file);
+  CHECK(c.run.log_dir == "logs");
+  CHECK(c.run.hang_timeout == 30);
+  CHECK(c.origin["run.hang_timeout"] == file);
+  CHECK(config_key_env_name("run.log_dir") == "SLURM_TRAIN_LOG_DIR");
+  CHECK(config_key_env_name("run.max_restarts_without_progress") == "SLURM_TRAIN_MAX_RESTARTS_WITHOUT_PROGRESS");
+  apply_config_environment(c, {"SLURM_TRAIN_PROGRESS=lines", "SLURM_TRAIN_MAX_RESTARTS_WITHOUT_PROGRESS=5"});
+  CHECK(c.run.progress == "lines");
+  CHECK(c.run.max_restarts_without_progress == 5);
+  CHECK(c.origin["run.progress"] == "environment SLURM_TRAIN_PROGRESS");
+  apply_config_override(c, "run.log_dir", "");
+  CHECK(c.run.log_dir.empty());
+  CHECK(c.origin["run.log_dir"] == "command line");
+  CHECK(validate_config(c).empty());
+  CHECK(describe_config(c).find("run.progress") != std::string::npos);
+  CHECK(config_as_toml(c).find("[run]\nlog_dir = ''\n") != std::string::npos);
+
+  CHECK(error_of([&] { apply_config_environment(c, {"SLURM_TRAIN_HANG_TIMEOUT=nan"}); }) ==
+        "run.hang_timeout = 'nan': expected a finite number");
+  c.run.hang_timeout = -1;
+  c.run.progress = "fancy";
+  c.run.max_restarts_without_progress = -2;
+  const auto problems = validate_config(c);
+  REQUIRE(problems.size() == 3);
+  CHECK(problems[0] == "run.hang_timeout = -1: expected seconds (a finite number), or 0 to turn hang detection off");
+  CHECK(problems[1] == "run.max_restarts_without_progress = -2: expected 0 (never give up) or more");
+  CHECK(problems[2] == "run.progress = 'fancy': expected one of: auto, live, lines");
+  std::remove(file.c_str());
+}
+
 TEST_CASE("config: a table header without a name is refused with its place (toml++ 3.3 would abort)") {
   for (const auto& [text, place] : std::vector<std::pair<std::string, std::string>>{
            {"[#x]\n", ":1:2: "}, {"[train]\nlr = 0.1\n  [ =x]\n", ":3:5: "}, {"[[,x]]\n", ":1:3: "}}) {

@@ -37,10 +37,14 @@ TEST_CASE("fault plans: hang, crash and slow, comma-separated") {
   CHECK_FALSE(nan_at(nan, 7, 0));
   CHECK_FALSE(nan_at(plan, 12, 3));
   CHECK(fault_at(nan, 7, 1) == FaultAction::kNone);
+  const FaultPlan slow_checkpoints = parse_fault_plan("slow-ckpt@20");
+  CHECK(slow_checkpoints.slow_checkpoint_ms == 20);
+  CHECK(slow_checkpoints.slow_ms == 0);
+  CHECK_FALSE(slow_checkpoints.empty());
 }
 
 TEST_CASE("fault plans: anything else is refused naming the part and the grammar") {
-  for (const char* bad : {"hang", "hang@", "hang@5", "hang@5:", "hang@x:1", "hang@5:-1", "explode@1:1", "slow@fast", "hang@5:1,"})
+  for (const char* bad : {"hang", "hang@", "hang@5", "hang@5:", "hang@x:1", "hang@5:-1", "explode@1:1", "slow@fast", "hang@5:1,", "slow-ckpt@", "slow-ckpt@-1"})
     check_refused<std::invalid_argument>([&] { parse_fault_plan(bad); }, "expected hang@STEP:RANK, crash@STEP:RANK, nan@STEP:RANK or slow@MS");
   check_refused<std::invalid_argument>([] { parse_fault_plan("hang@1:1,boom@2:2"); }, "cannot read 'boom@2:2'");
 }

@@ -1,4 +1,4 @@
-#include "launcher/process_facts.h"
+#include "spank/jobenv/host.h"
 
 #include <sched.h>
 #include <unistd.h>

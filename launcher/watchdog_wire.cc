@@ -1,0 +1,145 @@
+#include "launcher/watchdog_wire.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <stdexcept>
+
+namespace slurm_train {
+
+namespace {
+
+void set_socket_options(int fd) {
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  timeval tv{2, 0};
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+[[noreturn]] void socket_fail(const char* call, const std::string& detail) {
+  throw std::runtime_error(fmt::format("watchdog: {} {}: {}", call, detail, std::strerror(errno)));
+}
+
+}  // namespace
+
+bool send_frame(int fd, const WatchdogFrame& f) {
+  const char* p = reinterpret_cast<const char*>(&f);
+  std::size_t done = 0;
+  while (done < sizeof f) {
+    const ssize_t n = ::send(fd, p + done, sizeof f - done, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+bool drain(int fd, std::string& in) {
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n > 0) {
+      in.append(buf, static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    return false;
+  }
+}
+
+bool next_frame(std::string& in, WatchdogFrame& f) {
+  if (in.size() < sizeof f) return false;
+  std::memcpy(&f, in.data(), sizeof f);
+  in.erase(0, sizeof f);
+  return true;
+}
+
+Listener listen_on_any_port() {
+  Listener l;
+  l.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (l.fd < 0) socket_fail("socket", "");
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t len = sizeof sa;
+  try {
+    if (::bind(l.fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) socket_fail("bind", "0.0.0.0:0");
+    if (::listen(l.fd, 4096) != 0) socket_fail("listen", "");
+    if (::getsockname(l.fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) socket_fail("getsockname", "");
+  } catch (...) {
+    ::close(l.fd);
+    throw;
+  }
+  l.port = ntohs(sa.sin_port);
+  return l;
+}
+
+int accept_peer(int listen_fd) {
+  const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd >= 0) set_socket_options(fd);
+  return fd;
+}
+
+std::vector<std::string> local_addresses(const std::string& host) {
+  std::vector<std::string> out, loopback;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  addrinfo* res = nullptr;
+  std::string resolved;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) == 0 && res) {
+    char text[INET_ADDRSTRLEN];
+    if (inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr, text, sizeof text)) resolved = text;
+    freeaddrinfo(res);
+  }
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) == 0) {
+    for (ifaddrs* a = list; a; a = a->ifa_next) {
+      if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET || !(a->ifa_flags & IFF_UP)) continue;
+      char text[INET_ADDRSTRLEN];
+      if (!inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof text)) continue;
+      ((a->ifa_flags & IFF_LOOPBACK) ? loopback : out).push_back(text);
+    }
+    freeifaddrs(list);
+  }
+  const auto it = std::find(out.begin(), out.end(), resolved);
+  if (it != out.end()) std::rotate(out.begin(), it, it + 1);
+  out.insert(out.end(), loopback.begin(), loopback.end());
+  return out;
+}
+
+int connect_to(const std::string& address, int port, int timeout_ms) {
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<std::uint16_t>(port));
+  if (inet_pton(AF_INET, address.c_str(), &sa.sin_addr) != 1) return -1;
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return -1;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 && errno != EINPROGRESS) {
+    ::close(fd);
+    return -1;
+  }
+  pollfd p{fd, POLLOUT, 0};
+  int err = 0;
+  socklen_t len = sizeof err;
+  if (::poll(&p, 1, timeout_ms) != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
+    ::close(fd);
+    return -1;
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  set_socket_options(fd);
+  return fd;
+}
+
+}  // namespace slurm_train
