@@ -1,6 +1,19 @@
 #include "train/config.h"
 
 #include <fmt/format.h>
+
+#include <stdexcept>
+
+// toml++ 3.3 checks some malformed input with assertions instead of errors ('[#x]', 'a = [[}'):
+// such an assertion is an error about the file here, never an abort. (The scan before parsing,
+// require_what_the_parser_takes, catches the known ones first, with their place.)
+namespace slurm_train {
+struct TomlAssertion : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+[[noreturn]] inline void toml_assertion_failed(const char* expression) { throw TomlAssertion(expression); }
+}  // namespace slurm_train
+#define TOML_ASSERT(expr) ((expr) ? static_cast<void>(0) : ::slurm_train::toml_assertion_failed(#expr))
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -142,12 +155,35 @@ T parse_number(const std::string& key, const std::string& text) {
   return value;
 }
 
+// Where `text` stops being UTF-8 (TOML's text, and so what the effective configuration that
+// checkpoints record can hold), or npos.
+std::size_t invalid_utf8_at(const std::string& text) {
+  for (std::size_t i = 0; i < text.size();) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    const std::size_t n = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xe ? 3 : (b >> 3) == 0x1e ? 4 : 0;
+    if (n == 0 || i + n > text.size()) return i;
+    std::uint32_t cp = n == 1 ? b : b & (0x7f >> n);
+    for (std::size_t k = 1; k < n; ++k) {
+      const auto c = static_cast<unsigned char>(text[i + k]);
+      if ((c & 0xc0) != 0x80) return i;
+      cp = cp << 6 | (c & 0x3f);
+    }
+    constexpr std::uint32_t kLeast[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kLeast[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return i;  // overlong, too big, surrogate
+    i += n;
+  }
+  return std::string::npos;
+}
+
 // Text from the command line into the key's type.
 void assign_text(const std::string& key, ValueRef ref, const std::string& text) {
   std::visit(
       [&](auto* p) {
         using T = std::remove_pointer_t<decltype(p)>;
         if constexpr (std::is_same_v<T, std::string>) {
+          if (const std::size_t at = invalid_utf8_at(text); at != std::string::npos)
+            throw ConfigError(fmt::format("{}: byte {} of the value ({:#04x}) is not UTF-8 (expected UTF-8 text)", key,
+                                          at + 1, static_cast<unsigned char>(text[at])));
           *p = text;
         } else if constexpr (std::is_same_v<T, bool>) {
           if (text == "true" || text == "1" || text == "on") *p = true;
@@ -329,19 +365,26 @@ void require_no_control_characters(const std::string& text, const std::string& p
 }
 
 // toml++ 3.3 also fails an assertion (and aborts) on a table header whose name starts with
-// anything but a key character or a quote ("[#x]", "[ =x]"): refused first, with its place. The
-// scan follows strings and comments, so that a '[' inside them is not taken for a header.
-void require_named_table_headers(const std::string& text, const std::string& path) {
+// anything but a key character or a quote ("[#x]", "[ =x]"), and reaches code it marks
+// unreachable on non-ASCII characters where it looks for whitespace, that is outside strings
+// (where TOML 1.0 allows none): both refused first, with their place. The scan follows strings
+// and comments. A quote opens a string only where a token starts (after a space, a line start,
+// the key's '=', or '[', ',' and '{' that start a token themselves); inside a token the parser
+// reads a quote as part of the token, and so must this scan (a dotted quoted key, a."b", is
+// therefore read as one token: it may not hold non-ASCII characters).
+void require_what_the_parser_takes(const std::string& text, const std::string& path) {
   enum class In { kNothing, kBasic, kLiteral, kMultiBasic, kMultiLiteral, kComment } in = In::kNothing;
   std::size_t line = 1, line_start = 0;
-  bool line_blank = true;  // only spaces and tabs so far on this line, outside any string
+  bool line_blank = true;   // only spaces and tabs so far on this line, outside any string
+  bool key_part = true;     // before the line's '=': its first '=' separates key and value
+  bool token_start = true;  // a new token may start here
   auto at = [&](std::size_t i, const char* token) { return text.compare(i, std::strlen(token), token) == 0; };
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (c == '\n') {
       ++line;
       line_start = i + 1;
-      line_blank = true;
+      line_blank = key_part = token_start = true;
       if (in == In::kComment || in == In::kBasic || in == In::kLiteral) in = In::kNothing;
       continue;
     }
@@ -365,21 +408,40 @@ void require_named_table_headers(const std::string& text, const std::string& pat
       case In::kNothing:
         break;
     }
-    if (c == '#') in = In::kComment;
-    else if (at(i, "\"\"\"")) in = In::kMultiBasic, i += 2;
-    else if (at(i, "\'\'\'")) in = In::kMultiLiteral, i += 2;
-    else if (c == '"') in = In::kBasic;
-    else if (c == '\'') in = In::kLiteral;
-    else if (c == '[' && line_blank) {
+    if (static_cast<unsigned char>(c) >= 0x80)
+      throw ConfigError(fmt::format("{}:{}:{}: a character that is not ASCII outside a string or comment (TOML "
+                                    "allows them only in quoted strings and comments)", path, line, i - line_start + 1));
+    if (c == '[' && line_blank) {
       std::size_t j = i + 1;
       if (j < text.size() && text[j] == '[') ++j;
       while (j < text.size() && (text[j] == ' ' || text[j] == '\t')) ++j;
-      const unsigned char first = j < text.size() ? static_cast<unsigned char>(text[j]) : '\n';
+      // The end of the file and ']' (no name) toml++ refuses itself.
+      const unsigned char first = j < text.size() ? static_cast<unsigned char>(text[j]) : ']';
       const bool named = std::isalnum(first) || first == '_' || first == '-' || first == '"' || first == '\'' ||
-                         first == ']' || first == '\n' || first == '\r';
+                         first == ']';
       if (!named)
-        throw ConfigError(fmt::format("{}:{}:{}: a table header must start with a name ([section]), not '{}'", path,
-                                      line, j - line_start + 1, static_cast<char>(first)));
+        throw ConfigError(fmt::format("{}:{}:{}: a table header must start with a name ([section]), not {}", path,
+                                      line, j - line_start + 1,
+                                      std::isprint(first) ? fmt::format("'{}'", static_cast<char>(first))
+                                                          : fmt::format("byte {:#04x}", first)));
+    }
+    const bool starts_token = token_start;
+    token_start = false;
+    if (c == '#') {
+      in = In::kComment;
+    } else if (c == '"' || c == '\'') {
+      if (starts_token) {
+        if (at(i, "\"\"\"")) in = In::kMultiBasic, i += 2;
+        else if (at(i, "\'\'\'")) in = In::kMultiLiteral, i += 2;
+        else in = c == '"' ? In::kBasic : In::kLiteral;
+      }
+    } else if (c == ' ' || c == '\t') {
+      token_start = true;
+    } else if (c == '=' && key_part) {
+      key_part = false;
+      token_start = true;
+    } else if ((c == '[' || c == ',' || c == '{') && starts_token) {
+      token_start = true;
     }
     if (c != ' ' && c != '\t') line_blank = false;
   }
@@ -393,13 +455,15 @@ void apply_config_file(RunConfig& config, const std::string& path) {
   const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   if (in.bad()) throw ConfigError(fmt::format("{}: cannot read the configuration file", path));
   require_no_control_characters(text, path);
-  require_named_table_headers(text, path);
+  require_what_the_parser_takes(text, path);
   toml::table root;
   try {
     root = toml::parse(text, path);
   } catch (const toml::parse_error& e) {
     const auto& where = e.source().begin;
     throw ConfigError(fmt::format("{}:{}:{}: {}", path, where.line, where.column, e.description()));
+  } catch (const TomlAssertion& e) {
+    throw ConfigError(fmt::format("{}: not TOML that the parser can read (it stopped on its check '{}')", path, e.what()));
   }
   auto at = [&](const toml::source_region& where) {
     return fmt::format("{}:{}:{}", path, where.begin.line, where.begin.column);

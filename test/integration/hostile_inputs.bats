@@ -148,10 +148,11 @@ with h5py.File('$BATS_TEST_TMPDIR/nan.h5', 'w') as f:
   [[ $output == *"train.eps = 'inf': expected a finite number"* ]]
 }
 
-@test "a TOML file that would abort the TOML parser (a control character, a table header without a name) is refused with its place, exit 2" {
+@test "a TOML file that would abort the TOML parser (a control character, a table header without a name, UTF-8 outside strings) is refused with its place, exit 2" {
   printf '[train]\nlr = 0.1\n[#x]\n' >"$BATS_TEST_TMPDIR/header.toml"
   printf '[train]\nlr = 0.1\n[tr\001ain]\n' >"$BATS_TEST_TMPDIR/control.toml"
-  for f in header control; do
+  printf 'ses\315\221[T \n' >"$BATS_TEST_TMPDIR/utf8.toml"
+  for f in header control utf8; do
     run "$BUILD/bin/slurm-train" run --config "$BATS_TEST_TMPDIR/$f.toml" --print-config
     echo "$output"
     [ "$status" -eq 2 ]
@@ -161,6 +162,8 @@ with h5py.File('$BATS_TEST_TMPDIR/nan.h5', 'w') as f:
   [[ $output == *"header.toml:3:2: a table header must start with a name ([section]), not '#'"* ]]
   run "$BUILD/bin/slurm-train" run --config "$BATS_TEST_TMPDIR/control.toml" --print-config
   [[ $output == *"control.toml:3:4: control character U+0001"* ]]
+  run "$BUILD/bin/slurm-train" run --config "$BATS_TEST_TMPDIR/utf8.toml" --print-config
+  [[ $output == *"utf8.toml:1:4: a character that is not ASCII outside a string or comment"* ]]
 }
 
 @test "--hang-timeout must be finite and not negative; --log-dir= is empty and takes no other argument" {

@@ -87,22 +87,51 @@ TEST_CASE("config: the launcher's [run] keys: in a file, by their own variables,
 
 TEST_CASE("config: a table header without a name is refused with its place (toml++ 3.3 would abort)") {
   for (const auto& [text, place] : std::vector<std::pair<std::string, std::string>>{
-           {"[#x]\n", ":1:2: "}, {"[train]\nlr = 0.1\n  [ =x]\n", ":3:5: "}, {"[[,x]]\n", ":1:3: "}}) {
+           {"[#x]\n", ":1:2: "}, {"[train]\nlr = 0.1\n  [ =x]\n", ":3:5: "}, {"[[,x]]\n", ":1:3: "},
+           {"[\n[ata*\n", ":1:2: "}, {"[ \r\n", ":1:3: "}}) {
     const std::string file = write_temp(text);
     RunConfig c;
     CHECK(error_of([&] { apply_config_file(c, file); }).starts_with(file + place + "a table header must start with a name"));
     std::remove(file.c_str());
   }
-  // A '[' in a comment or a string, on one line or several, is no header.
-  const std::string fine = write_temp("# [#x]\n[data]\ntrain = \"[#x]\"\ntest = \"\"\"\n[#x]\n\"\"\"\n"
+  // What the parser checks by assertion is an error about the file too.
+  const std::string nested = write_temp("[train]\nlr = [[[[}}}}\n");
+  RunConfig n;
+  CHECK(error_of([&] { apply_config_file(n, nested); }) ==
+        nested + ": not TOML that the parser can read (it stopped on its check '!is_value_terminator(*cp)')");
+  std::remove(nested.c_str());
+  // Nor a character that is not ASCII outside strings and comments (toml++ reaches code it marks
+  // unreachable on some).
+  const std::string accent = write_temp("ses\xcd\x91[T \n");
+  RunConfig r;
+  CHECK(error_of([&] { apply_config_file(r, accent); }) ==
+        accent + ":1:4: a character that is not ASCII outside a string or comment (TOML allows them only in quoted "
+                 "strings and comments)");
+  std::remove(accent.c_str());
+  // A '[' or UTF-8 in a comment or a string, on one line or several, is fine.
+  const std::string fine = write_temp("# [#x] \xc3\xa9\n[data]\ntrain = \"[#x]\"\nfeatures = \"/donn\xc3\xa9es\"\ntest = \"\"\"\n[#x]\n\"\"\"\n"
                                       "labels = \'\'\'\n[=x]\'\'\'\n[ \"model\" ]\nhidden = [\n  1,\n]\n");
   RunConfig c;
   apply_config_file(c, fine);
   CHECK(c.data.train == "[#x]");
+  CHECK(c.data.features == "/donn\xc3\xa9es");
   CHECK(c.data.test == "[#x]\n");
   CHECK(c.data.labels == "[=x]");
   CHECK(c.model.hidden == std::vector<int>{1});
   std::remove(fine.c_str());
+}
+
+TEST_CASE("config: a text value from the command line or the environment must be UTF-8") {
+  RunConfig c;
+  apply_config_override(c, "ckpt.dir", "/scratch/donn\xc3\xa9es/\xf0\x9f\x93\x81");
+  CHECK(c.ckpt.dir == "/scratch/donn\xc3\xa9es/\xf0\x9f\x93\x81");
+  CHECK(error_of([&] { apply_config_override(c, "ckpt.dir", "/scratch/c\xb0x"); }) ==
+        "ckpt.dir: byte 11 of the value (0xb0) is not UTF-8 (expected UTF-8 text)");
+  CHECK(error_of([&] { apply_config_override(c, "ckpt.dir", "\xc0\xaf"); }).find("byte 1 ") != std::string::npos);  // overlong
+  CHECK(error_of([&] { apply_config_override(c, "ckpt.dir", "\xed\xa0\x80"); }).find("byte 1 ") != std::string::npos);  // surrogate
+  CHECK(error_of([&] { apply_config_environment(c, {"SLURM_TRAIN_DATA_TRAIN=x\xe2\x82"}); }) ==
+        "data.train: byte 2 of the value (0xe2) is not UTF-8 (expected UTF-8 text)");
+  CHECK(c.ckpt.dir == "/scratch/donn\xc3\xa9es/\xf0\x9f\x93\x81");
 }
 
 TEST_CASE("config: unknown keys name the nearest, with the file position") {
