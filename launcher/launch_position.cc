@@ -1,6 +1,8 @@
 #include "launcher/launch_position.h"
 
 #include <charconv>
+#include <chrono>
+#include <thread>
 #include <initializer_list>
 #include <optional>
 
@@ -22,6 +24,10 @@ std::optional<int> first_number(const Environment& env, std::initializer_list<co
 }
 
 }  // namespace
+
+void let_rank0_report_first(const LaunchPosition& launch) {
+  if (launch.rank != 0 && launch.size > 1) std::this_thread::sleep_for(std::chrono::seconds(2));
+}
 
 LaunchPosition launch_position(const Environment& env) {
   LaunchPosition p;

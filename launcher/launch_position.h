@@ -19,4 +19,9 @@ struct LaunchPosition {
 // SLURM_STEP_NUM_TASKS/SLURM_NTASKS. Alone, or with unreadable values: rank 0 of 1.
 LaunchPosition launch_position(const Environment& env);
 
+// mpirun and srun --kill-on-bad-exit end every rank at the first one that fails: a rank other
+// than 0 that fails before MPI with an error rank 0 reports leaves a moment later (2 s), so that
+// rank 0's message is not cut off. Returns at once for rank 0 and for a job of one rank.
+void let_rank0_report_first(const LaunchPosition& launch);
+
 }  // namespace slurm_train

@@ -37,7 +37,9 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // Every rank of a job parses the same command line: one copy of the error is enough.
-    if (slurm_train::launch_position(slurm_train::current_environment()).rank == 0) app.exit(e);
+    const auto launch = slurm_train::launch_position(slurm_train::current_environment());
+    if (launch.rank == 0) app.exit(e);
+    slurm_train::let_rank0_report_first(launch);
     return slurm_train::kExitUsage;
   } catch (const std::exception& e) {
     std::cerr << "slurm-train: error: " << e.what() << "\n";

@@ -337,7 +337,12 @@ class PreMpiReporter {
                                                    launch_.size)
                                      : "")
                 << "\n" << std::flush;
-    return kExitUsage;
+    return exit_with(kExitUsage);
+  }
+  // A failure's exit code, after rank 0 has had the time to say why (let_rank0_report_first).
+  int exit_with(int code) const {
+    if (code != kExitOk) let_rank0_report_first(launch_);
+    return code;
   }
 
  private:
@@ -353,8 +358,8 @@ int dry_run(const RunConfig& config, const Environment& env, const std::vector<C
     for (const auto& c : checks) std::cout << format_check(c) << "\n";
     std::cout << (any_failed(checks) ? "dry run: problems found, nothing was trained\n" : "dry run: ready to train\n");
   }
-  if (any_failed(before)) return kExitUsage;
-  return any_failed(checks) ? kExitFailed : kExitOk;
+  if (any_failed(before)) return reporter.exit_with(kExitUsage);
+  return reporter.exit_with(any_failed(checks) ? kExitFailed : kExitOk);
 }
 
 std::string failed_checks(const std::vector<Check>& checks) {
@@ -388,7 +393,7 @@ int run(const RunOptions& options) {
   }
   if (const auto refusal = login_node_refusal(config, env, options.config->file)) {
     if (reporter.speaks()) std::cerr << "slurm-train: " << *refusal << "\n";
-    return kExitUsage;
+    return reporter.exit_with(kExitUsage);
   }
   const auto before = check_before_start(config, static_cast<std::uint64_t>(launch.size), current_memory_facts());
   if (options.dry_run) return dry_run(config, env, before, reporter);
@@ -402,7 +407,7 @@ int run(const RunOptions& options) {
   install_preemption_handlers(signals);
   if (const auto missing = missing_mpi_plugin(env)) {
     if (reporter.speaks()) std::cerr << "slurm-train: error: " << *missing << "\n";
-    return kExitUsage;
+    return reporter.exit_with(kExitUsage);
   }
   MpiSession mpi(nullptr, nullptr);
   std::unique_ptr<Comm> comm = make_mpi_comm();
