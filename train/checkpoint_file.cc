@@ -563,11 +563,11 @@ std::string describe_uncontained(const std::string& path) {
   return out;
 }
 
-// Refuses a file that crashes its reader in a child process (crash_contained.h).
+// Refuses a file that crashes or hangs its reader in a child process (crash_contained.h).
 void require_no_crash(const std::string& path, const std::function<void()>& read) {
-  if (const auto crash = crash_in_child(read))
-    throw CheckpointError(fmt::format("{}: reading it ended in {} (a separate process reads it first: libhdf5 "
-                                      "crashes on some damaged files); the file is damaged or not a checkpoint",
+  if (const auto crash = crash_in_child(read, time_limit_to_read(path)))
+    throw CheckpointError(fmt::format("{}: reading it {} (a separate process reads it first: libhdf5 crashes or "
+                                      "loops forever on some damaged files); the file is damaged or not a checkpoint",
                                       path, *crash));
 }
 

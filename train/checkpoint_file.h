@@ -43,7 +43,8 @@ void write_checkpoint_file(const std::string& path, const CheckpointState& state
 
 // Reads a whole checkpoint, verifying every checksum and the structure; throws CheckpointError
 // naming the file and the dataset at fault. Every reader here reads the file in a child process
-// first, so that a file that crashes libhdf5 is a CheckpointError, not a crash (crash_contained.h).
+// first, so that a file that crashes or hangs libhdf5 is a CheckpointError, not a crash
+// (crash_contained.h).
 CheckpointState read_checkpoint_file(const std::string& path);
 // The same into `into`, whose buffers keep their capacity: a resume into buffers that exist
 // already skips the kernel's zeroing and page faults of fresh memory. With `expected_layers`, a

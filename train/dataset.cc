@@ -66,11 +66,11 @@ void require_finite(const std::vector<float>& values, std::size_t feature_size, 
                               "float32's range read as inf)", fctx, k % feature_size, k / feature_size, *bad));
 }
 
-// Refuses a file that crashes its reader in a child process (crash_contained.h).
+// Refuses a file that crashes or hangs its reader in a child process (crash_contained.h).
 void require_no_crash(const std::string& path, const std::function<void()>& read) {
-  if (const auto crash = crash_in_child(read))
-    throw h5::Error(fmt::format("{}: reading it ended in {} (a separate process reads it first: libhdf5 crashes on "
-                                "some damaged files); the file is damaged or not HDF5", path, *crash));
+  if (const auto crash = crash_in_child(read, time_limit_to_read(path)))
+    throw h5::Error(fmt::format("{}: reading it {} (a separate process reads it first: libhdf5 crashes or loops "
+                                "forever on some damaged files); the file is damaged or not HDF5", path, *crash));
 }
 
 }  // namespace

@@ -57,7 +57,7 @@ void require_dataset_memory(const DatasetSpec& spec, const DatasetLayout& layout
 // Reads and validates: what inspect_dataset checks, that the features fit in memory before they
 // are allocated, every float feature finite and every label in [0, classes). Errors name the
 // file, the dataset and the first bad sample. Both read the file in a child process first, so
-// that a file that crashes libhdf5 is an error, not a crash (crash_contained.h).
+// that a file that crashes or hangs libhdf5 is an error, not a crash (crash_contained.h).
 Dataset load_dataset(const DatasetSpec& spec);
 Dataset load_dataset(const DatasetSpec& spec, const MemoryFacts& memory);
 

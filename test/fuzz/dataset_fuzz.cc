@@ -5,6 +5,11 @@
 
 using namespace slurm_train;
 
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  fuzz::limit_contained_reads();
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static fuzz::InputFile file(".h5");
   DatasetSpec spec;
