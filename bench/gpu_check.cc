@@ -2,8 +2,8 @@
 //
 //   gpu_check train --data DIR [--precision fp32|bf16] [--steps 200] [--dropout 0.2] ...
 //     Trains the same model from the same initial parameters on the same batches (BatchPrefetcher,
-//     one rank) on the CPU (Mlp + OpenBLAS kernels + Optimizer, as train/trainer.cc) and on the
-//     GPU (CudaMlpStep), step by step, then evaluates both on the test set. Prints a loss line
+//     one rank) on the CPU (CpuMlpStep, the training loop's) and on the GPU (CudaMlpStep), both
+//     driven through TrainStep as the loop drives it, then evaluates both on the test set. Prints a loss line
 //     every 20 steps and one verdict line: fp32 passes when every step's losses agree within
 //     --loss-rtol (1e-4) relative; bf16 when the final test accuracies agree within
 //     --acc-points (0.5). Exit 0 pass, 1 fail. Also prints the CRC-32 of the final GPU parameters
@@ -37,8 +37,10 @@
 #include "kernels/cuda/lt_matmul.h"
 #include "kernels/kernels.h"
 #include "train/batches.h"
+#include "train/cpu_mlp_step.h"
 #include "train/cuda_mlp_step.h"
 #include "train/dataset.h"
+#include "train/evaluation.h"
 #include "train/device_batches.h"
 #include "train/mlp.h"
 #include "train/optimizer.h"
@@ -78,33 +80,21 @@ std::vector<int> widths(const std::string& list) {
   return out;
 }
 
-// Test loss and accuracy of the CPU model over the whole test set.
-std::pair<double, double> evaluate_cpu(Mlp<float>& model, kernels::Kernels<float>& k, const Dataset& test,
-                                       Normalization norm, int eval_batch) {
-  std::vector<float> x;
-  std::vector<std::int32_t> y;
-  double loss = 0, correct = 0;
-  for (std::size_t begin = 0; begin < test.count; begin += static_cast<std::size_t>(eval_batch)) {
-    const std::size_t rows = std::min<std::size_t>(static_cast<std::size_t>(eval_batch), test.count - begin);
-    normalized_rows(test, begin, rows, norm, x, y);
-    const float* logits = model.forward(x.data(), static_cast<int>(rows), false);
-    const auto r = k.softmax_cross_entropy(static_cast<int>(rows), test.num_classes, logits, y.data(), 0.0f, 1.0f, nullptr);
-    loss += r.loss_sum, correct += static_cast<double>(r.correct);
-  }
-  return {loss / static_cast<double>(test.count), correct / static_cast<double>(test.count)};
+// Test loss and accuracy of a step over the whole test set.
+std::pair<double, double> test_metrics(TrainStep& step, const Dataset& test, Normalization norm, int eval_batch) {
+  const StepLoss r = evaluate_rows(step, test, norm, {0, test.count}, eval_batch);
+  return {r.loss_sum / static_cast<double>(test.count), static_cast<double>(r.correct) / static_cast<double>(test.count)};
 }
 
-std::pair<double, double> evaluate_gpu(CudaMlpStep& step, const Dataset& test, Normalization norm, int eval_batch) {
-  std::vector<float> x;
-  std::vector<std::int32_t> y;
-  double loss = 0, correct = 0;
-  for (std::size_t begin = 0; begin < test.count; begin += static_cast<std::size_t>(eval_batch)) {
-    const std::size_t rows = std::min<std::size_t>(static_cast<std::size_t>(eval_batch), test.count - begin);
-    normalized_rows(test, begin, rows, norm, x, y);
-    const StepLoss r = step.evaluate(x.data(), y.data(), static_cast<int>(rows));
-    loss += r.loss_sum, correct += static_cast<double>(r.correct);
-  }
-  return {loss / static_cast<double>(test.count), correct / static_cast<double>(test.count)};
+// One step as the training loop drives it (train/trainer.cc), on one rank: the loss sum.
+double drive_step(TrainStep& step, const Batch& b, float lr, std::uint64_t s) {
+  step.forward({b.x.data(), b.y.data(), b.rows, b.first_row});
+  step.backward();
+  step.finish_gradients();
+  const StepLoss loss = step.local_loss();
+  step.clip_gradients();
+  step.update(lr, s);
+  return loss.loss_sum;
 }
 
 int run_train(const TrainOptions& o) {
@@ -121,23 +111,23 @@ int run_train(const TrainOptions& o) {
   opt.schedule = Schedule::kWarmupCosine, opt.warmup_steps = static_cast<std::uint64_t>(o.steps / 10);
   const auto total = static_cast<std::uint64_t>(o.steps);
 
-  auto cpu_kernels = kernels::make_cpu_kernels();
-  Mlp<float> model(shape, *cpu_kernels);
-  model.initialize(static_cast<std::uint64_t>(o.seed));
-  Optimizer optimizer(opt, model.layers(), model.params().size());
+  StepOptions co;
+  co.label_smoothing = o.label_smoothing;
+  co.loss_scale = 1.0f / static_cast<float>(o.batch);
+  co.dropout_seed = kernels::mix64(static_cast<std::uint64_t>(o.seed) + 0xd509);
+  CpuMlpStep cpu(shape, opt, co, kernels::make_cpu_kernels(), static_cast<std::uint64_t>(o.seed), nullptr);
   CudaStepOptions so;
   so.precision = precision_of(o.precision);
   so.max_rows = std::max(o.batch, o.eval_batch);
-  so.label_smoothing = o.label_smoothing;
+  so.label_smoothing = co.label_smoothing;
+  so.loss_scale = co.loss_scale;
+  so.dropout_seed = co.dropout_seed;
   so.fuse_epilogues = o.fuse;
   so.deterministic = o.deterministic;
-  CudaMlpStep gpu(shape, opt, so, model.params());
+  CudaMlpStep gpu(shape, opt, so, *cpu.host_state().params);
 
   BatchPrefetcher batches(train_set, norm, static_cast<std::uint64_t>(o.seed), static_cast<std::size_t>(o.batch), 0, 1,
                           0, total);
-  const float loss_scale = 1.0f / static_cast<float>(o.batch);
-  const auto dropout_seed = kernels::mix64(static_cast<std::uint64_t>(o.seed) + 0xd509);
-  std::vector<float> dlogits;
   double worst = 0;
   std::uint64_t worst_step = 0;
   std::printf("gpu_check train: %s, MLP %d-%s-%d, dropout %g, batch %d, %d steps, fused epilogues %s\n",
@@ -146,16 +136,8 @@ int run_train(const TrainOptions& o) {
   for (std::uint64_t s = 0; s < total; ++s) {
     const Batch b = batches.next();
     const float lr = learning_rate_at(opt, s, total);
-    gpu.train_step(b.x.data(), b.y.data(), b.rows, b.first_row, lr, s, loss_scale, dropout_seed);
-    const float* logits = model.forward(b.x.data(), b.rows, true, dropout_seed, b.first_row);
-    dlogits.resize(static_cast<std::size_t>(b.rows) * shape.classes);
-    const auto cpu = cpu_kernels->softmax_cross_entropy(b.rows, shape.classes, logits, b.y.data(), o.label_smoothing,
-                                                        loss_scale, dlogits.data());
-    model.backward(b.x.data(), dlogits.data());
-    clip_by_global_norm(*cpu_kernels, model.grads(), opt.clip_norm);
-    optimizer.update(*cpu_kernels, model.params(), model.grads(), lr, s);
-    const StepLoss g = gpu.last_loss();
-    const double cpu_loss = cpu.loss_sum / b.rows, gpu_loss = g.loss_sum / b.rows;
+    const double gpu_loss = drive_step(gpu, b, lr, s) / b.rows;
+    const double cpu_loss = drive_step(cpu, b, lr, s) / b.rows;
     const double rel = std::abs(gpu_loss - cpu_loss) / std::max(std::abs(cpu_loss), 1e-12);
     if (rel > worst) worst = rel, worst_step = s;
     if (s % 20 == 0 || s + 1 == total)
@@ -166,8 +148,8 @@ int run_train(const TrainOptions& o) {
   std::printf("hidden layers fused (RELU_AUX_BIAS/DRELU_BGRAD):");
   for (bool f : fused) std::printf(" %s", f ? "yes" : "no");
   std::printf("\n");
-  const auto [cpu_test_loss, cpu_acc] = evaluate_cpu(model, *cpu_kernels, test_set, norm, o.eval_batch);
-  const auto [gpu_test_loss, gpu_acc] = evaluate_gpu(gpu, test_set, norm, o.eval_batch);
+  const auto [cpu_test_loss, cpu_acc] = test_metrics(cpu, test_set, norm, o.eval_batch);
+  const auto [gpu_test_loss, gpu_acc] = test_metrics(gpu, test_set, norm, o.eval_batch);
   std::printf("test: cpu loss %.5f acc %.2f%%   gpu loss %.5f acc %.2f%%\n", cpu_test_loss, 100 * cpu_acc,
               gpu_test_loss, 100 * gpu_acc);
   // The final GPU parameters' CRC-32: two --deterministic runs must print the same.
@@ -211,6 +193,7 @@ int run_bench(const BenchOptions& o) {
   so.precision = precision;
   so.deterministic = o.deterministic;
   so.max_rows = o.batch;
+  so.loss_scale = 1.0f / static_cast<float>(o.batch);
   CudaMlpStep step(shape, opt, so, params);
 
   // Synthetic batch resident on the GPU (as the peer's): the step's input path is not timed.
@@ -228,13 +211,13 @@ int run_bench(const BenchOptions& o) {
   cudaEvent_t begin, end;
   CUDA_CHECK(cudaEventCreate(&begin));
   CUDA_CHECK(cudaEventCreate(&end));
-  for (int s = 0; s < o.warmup; ++s) step.train_step(batch, 0, 1e-4f, static_cast<std::uint64_t>(s), 1.0f / o.batch, 0);
+  for (int s = 0; s < o.warmup; ++s) step.train_step(batch, 0, 1e-4f, static_cast<std::uint64_t>(s));
   CUDA_CHECK(cudaEventRecord(begin, step.stream()));
   for (int s = 0; s < o.steps; ++s)
-    step.train_step(batch, 0, 1e-4f, static_cast<std::uint64_t>(o.warmup + s), 1.0f / o.batch, 0);
+    step.train_step(batch, 0, 1e-4f, static_cast<std::uint64_t>(o.warmup + s));
   CUDA_CHECK(cudaEventRecord(end, step.stream()));
   CUDA_CHECK(cudaEventSynchronize(end));
-  const StepLoss last = step.last_loss();
+  const StepLoss last = step.local_loss();
   const double seconds = seconds_of(begin, end);
   double sum_in_out = 0;
   for (const LayerLayout& L : layers) sum_in_out += static_cast<double>(L.in) * L.out;

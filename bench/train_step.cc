@@ -1,7 +1,7 @@
 // train-step: the engine's training step on data held in memory, timed on every rank of an MPI
-// job. The step is the training loop's (train/trainer.cc) without its data prefetcher: forward,
-// softmax cross-entropy, backward with the bucketed gradient all-reduce, the loss all-reduce,
-// clipping by global norm, the optimizer. Each rank gathers its rows of the global batch from an
+// job. The step is the training loop's (train/trainer.cc, driving CpuMlpStep) without its data
+// prefetcher: forward, softmax cross-entropy, backward with the bucketed gradient all-reduce,
+// the loss all-reduce, clipping by global norm, the optimizer. Each rank gathers its rows of the global batch from an
 // in-memory, normalised copy of the data, as the PyTorch peer (bench/torch_mlp.py) does.
 //
 // Prints one line from rank 0, `key=value` pairs for bench/run.sh: the best of --repeats timed
@@ -31,10 +31,11 @@
 #include "kernels/kernels.h"
 #include "train/batches.h"
 #include "train/comm.h"
+#include "train/cpu_mlp_step.h"
 #include "train/dataset.h"
-#include "train/gradient_buckets.h"
-#include "train/mlp.h"
 #include "train/optimizer.h"
+#include "train/step_phases.h"
+#include "train/stop_votes.h"
 
 using namespace slurm_train;
 
@@ -135,8 +136,6 @@ struct PhaseTimes {
 
 int run(const Options& o, Comm& comm) {
   openblas_set_num_threads(o.threads);
-  auto kernels = kernels::make_cpu_kernels();
-  auto& k = *kernels;
   const Samples samples = load_samples(o);
   const std::size_t batches = batches_per_epoch(samples.count(), static_cast<std::size_t>(o.global_batch));
   if (batches == 0) throw std::invalid_argument("--global-batch is larger than the data");
@@ -144,22 +143,25 @@ int run(const Options& o, Comm& comm) {
   const RowRange mine = rank_rows(static_cast<std::size_t>(o.global_batch), comm.rank(), comm.size());
 
   MlpShape shape{samples.inputs, parse_widths(o.hidden), o.classes, kernels::Activation::kRelu, o.dropout};
-  Mlp<float> model(shape, k);
-  model.initialize(42);
   OptimizerConfig opt;
   opt.kind = OptimizerKind::kAdamW;
   opt.weight_decay = 0.05f;
   opt.schedule = Schedule::kWarmupCosine;
   opt.warmup_steps = 200;
   opt.clip_norm = o.clip_norm;
-  Optimizer optimizer(opt, model.layers(), model.params().size());
-  GradientBuckets buckets(comm, model.layers(), static_cast<std::size_t>(o.bucket_mb * 1024 * 1024));
+  StepOptions so;
+  so.label_smoothing = o.label_smoothing;
+  so.loss_scale = 1.0f / static_cast<float>(o.global_batch);
+  so.dropout_seed = 7;
+  so.bucket_mb = o.bucket_mb;
+  CpuMlpStep model(shape, opt, so, kernels::make_cpu_kernels(), 42, &comm);
   const std::uint64_t total_steps = static_cast<std::uint64_t>(o.warmup + o.steps * o.repeats);
-  const float loss_scale = 1.0f / static_cast<float>(o.global_batch);
-  std::vector<float> x(mine.size() * samples.inputs), dlogits(mine.size() * o.classes);
+  std::vector<float> x(mine.size() * samples.inputs);
   std::vector<std::int32_t> y(mine.size());
-  PhaseTimes phases;
+  PhaseTimes times;
+  const StepPhases::OnPhase no_hooks;
 
+  // As the training loop's step (train/trainer.cc), its loss all-reduce as wide.
   auto step = [&](std::uint64_t s) {
     const std::size_t first = (s % batches) * static_cast<std::size_t>(o.global_batch) + mine.begin;
     for (std::size_t r = 0; r < mine.size(); ++r) {
@@ -167,21 +169,19 @@ int run(const Options& o, Comm& comm) {
       std::copy_n(&samples.x[std::size_t(i) * samples.inputs], samples.inputs, &x[r * samples.inputs]);
       y[r] = samples.y[i];
     }
-    auto t = Clock::now();
-    auto lap = [&](double& into) { into += seconds_since(t); t = Clock::now(); };
-    const int rows = static_cast<int>(mine.size());
-    const float* logits = model.forward(x.data(), rows, true, 7, first);
-    const auto local = k.softmax_cross_entropy(rows, o.classes, logits, y.data(), o.label_smoothing, loss_scale, dlogits.data());
-    lap(phases.forward);
-    model.backward(x.data(), dlogits.data(), [&](std::size_t layer) { buckets.layer_done(model.grads().data(), layer); });
-    lap(phases.backward);
-    buckets.finish();
-    double totals[2] = {local.loss_sum, static_cast<double>(local.correct)};
-    comm.allreduce_sum(totals, 2);
-    lap(phases.comm);
-    clip_by_global_norm(k, model.grads(), opt.clip_norm);
-    optimizer.update(k, model.params(), model.grads(), learning_rate_at(opt, s, total_steps), s);
-    lap(phases.optimizer);
+    StepPhases phases(no_hooks, s);
+    phases.enter(TrainPhase::kForward, &times.forward);
+    model.forward({x.data(), y.data(), static_cast<int>(mine.size()), first});
+    phases.enter(TrainPhase::kBackward, &times.backward);
+    model.backward();
+    phases.enter(TrainPhase::kAllreduce, &times.comm);
+    model.finish_gradients();
+    const StepLoss local = model.local_loss();
+    double sums[2 + kStopVoteSlots] = {local.loss_sum, static_cast<double>(local.correct)};
+    comm.allreduce_sum(sums, std::size(sums));
+    phases.enter(TrainPhase::kOptimizer, &times.optimizer);
+    model.clip_gradients();
+    model.update(learning_rate_at(opt, s, total_steps), s);
   };
 
   std::unique_ptr<SquareSgemm> sgemm;
@@ -191,7 +191,7 @@ int run(const Options& o, Comm& comm) {
   for (; s < static_cast<std::uint64_t>(o.warmup); ++s) step(s);
   const double flops = gemm_flops_per_step(model.layers(), o.global_batch);
   if (sgemm) sgemm->run(0);  // warm-up
-  phases = {};
+  times = {};
   double best = 1e30, cpu_seconds = 0;
   for (int r = 0; r < o.repeats; ++r) {
     comm.barrier();
@@ -206,13 +206,13 @@ int run(const Options& o, Comm& comm) {
   if (comm.rank() != 0) return 0;
   std::printf("ranks=%d threads=%d params=%zu global_batch=%d step_ms=%.3f samples_per_s=%.1f gemm_gflops=%.2f "
               "gemm_gflop_per_step=%.3f rank0_cpu_ms_per_step=%.3f",
-              comm.size(), o.threads, model.params().size(), o.global_batch, 1e3 * best, o.global_batch / best,
+              comm.size(), o.threads, model.host_state().params->size(), o.global_batch, 1e3 * best, o.global_batch / best,
               flops / best / 1e9, flops / 1e9, 1e3 * cpu_per_step);
   if (sgemm) std::printf(" sgemm_n=%d sgemm_gflops=%.2f", o.sgemm_n, sgemm_best);
   if (o.phases) {
     const double n = static_cast<double>(o.steps) * o.repeats / 1e3;
-    std::printf(" forward_ms=%.3f backward_ms=%.3f comm_ms=%.3f optimizer_ms=%.3f", phases.forward / n,
-                phases.backward / n, phases.comm / n, phases.optimizer / n);
+    std::printf(" forward_ms=%.3f backward_ms=%.3f comm_ms=%.3f optimizer_ms=%.3f", times.forward / n,
+                times.backward / n, times.comm / n, times.optimizer / n);
   }
   std::printf("\n");
   return 0;

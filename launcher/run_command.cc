@@ -130,14 +130,13 @@ class RunHooks {
     TrainHooks h;
     h.on_phase = [this](TrainPhase p, std::uint64_t done) { on_phase(p, done); };
     h.on_step = [this](const StepMetrics& m, std::uint64_t total) { on_step(m, total); };
-    h.after_step = [this](std::uint64_t done) { return after_step(done); };
+    h.may_start = [this](std::uint64_t first_step) { return may_start(first_step); };
+    h.stop_signal = [] { return preemption_signal_received(); };
     if (faults_.nan) h.inject_nan = [this](std::uint64_t step) { return nan_at(faults_, step, comm_.rank()); };
     h.slow_checkpoint_ms = faults_.slow_checkpoint_ms;
     return h;
   }
 
-  int preempted_by() const { return preempted_by_; }
-  int signalled_ranks() const { return signalled_ranks_; }
   std::uint64_t first_step() const { return first_step_; }
   const std::optional<RestartRecord>& record() const { return record_; }
 
@@ -145,16 +144,12 @@ class RunHooks {
   void on_phase(TrainPhase p, std::uint64_t done) {
     watchdog_.progress().set(p, done);
     if (startup_open_) {
-      // Start-up phases, timed until the first batch is asked for.
+      // Start-up phases, timed until may_start().
       if (p == TrainPhase::kBroadcast) mark_startup("data");
-      if (p == TrainPhase::kResume) mark_startup("parameters");
-      if (p == TrainPhase::kData) {
-        mark_startup(last_startup_phase_ == TrainPhase::kResume ? "resume" : "parameters");
-        startup_open_ = false;
-        first_step_ = done;
-        first_step_began();
+      if (p == TrainPhase::kResume) {
+        mark_startup("parameters");
+        resuming_ = true;
       }
-      last_startup_phase_ = p;
     }
     if (p == TrainPhase::kData && faults_.slow_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(faults_.slow_ms));
     if (p == TrainPhase::kForward) {
@@ -171,39 +166,42 @@ class RunHooks {
     }
   }
 
-  void first_step_began() {
+  // Before the first step: the start-up line, and the restart record, which rank 0 keeps beside
+  // the checkpoints and decides from for everyone (the loop broadcasts its answer).
+  bool may_start(std::uint64_t first_step) {
+    mark_startup(resuming_ ? "resume" : "parameters");
+    startup_open_ = false;
+    first_step_ = first_step;
     const double since_start = std::chrono::duration<double>(Clock::now() - started_).count();
     const auto unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                              std::chrono::system_clock::now().time_since_epoch()).count();
-    if (comm_.rank() == 0)
-      console_.line(fmt::format("start-up: {}; first step {:.2f} s after start (unix time {}.{:03})", startup_,
-                                since_start, unix_ms / 1000, unix_ms % 1000));
-    // The restart record: rank 0 keeps it beside the checkpoints and decides for everyone.
-    if (config_.ckpt.dir.empty()) return;
-    char give_up = 0;
-    if (comm_.rank() == 0) {
-      std::optional<RestartRecord> previous;
-      if (config_.ckpt.resume) previous = read_restart_record(config_.ckpt.dir);
-      record_ = next_start(previous, first_step_);
-      write_record(*record_);
-      if (record_->restarts_without_progress > 0)
-        console_.line(fmt::format("restart {} of this job from step {}: {} in a row without progress (the limit is "
-                                  "--max-restarts-without-progress={})",
-                                  record_->starts - 1, first_step_, record_->restarts_without_progress,
-                                  config_.run.max_restarts_without_progress));
-      give_up = should_give_up(*record_, static_cast<std::uint64_t>(config_.run.max_restarts_without_progress)) ? 1 : 0;
-    }
-    watchdog_.progress().set(TrainPhase::kAgreement, first_step_);
-    comm_.broadcast(&give_up, 1, 0);
-    if (give_up)
-      throw GiveUp(fmt::format("started {} times in a row from step {} without getting further (more than "
-                               "--max-restarts-without-progress={}); not training again. Look at the rank logs for why "
-                               "it made no progress, then delete {}/restarts to try again",
-                               record_ ? record_->restarts_without_progress : 0, first_step_,
-                               config_.run.max_restarts_without_progress, config_.ckpt.dir));
-    watchdog_.progress().set(TrainPhase::kData, first_step_);
+    if (comm_.rank() != 0) return true;
+    console_.line(fmt::format("start-up: {}; first step {:.2f} s after start (unix time {}.{:03})", startup_,
+                              since_start, unix_ms / 1000, unix_ms % 1000));
+    if (config_.ckpt.dir.empty()) return true;
+    std::optional<RestartRecord> previous;
+    if (config_.ckpt.resume) previous = read_restart_record(config_.ckpt.dir);
+    record_ = next_start(previous, first_step_);
+    write_record(*record_);
+    if (record_->restarts_without_progress > 0)
+      console_.line(fmt::format("restart {} of this job from step {}: {} in a row without progress (the limit is "
+                                "--max-restarts-without-progress={})",
+                                record_->starts - 1, first_step_, record_->restarts_without_progress,
+                                config_.run.max_restarts_without_progress));
+    return !should_give_up(*record_, static_cast<std::uint64_t>(config_.run.max_restarts_without_progress));
   }
 
+ public:
+  // Why the loop refused to start (TrainResult::refused_start); rank 0 knows the count.
+  std::string give_up_message() const {
+    return fmt::format("started {} times in a row from step {} without getting further (more than "
+                       "--max-restarts-without-progress={}); not training again. Look at the rank logs for why "
+                       "it made no progress, then delete {}/restarts to try again",
+                       record_ ? record_->restarts_without_progress : 0, first_step_,
+                       config_.run.max_restarts_without_progress, config_.ckpt.dir);
+  }
+
+ private:
   // A record that cannot be written is a failure of the checkpoint storage (exit 3).
   void write_record(const RestartRecord& record) const {
     try {
@@ -243,28 +241,6 @@ class RunHooks {
     }
   }
 
-  // The step boundary: every rank folds its signal into one all-reduce (a count per signal
-  // number), so that all of them stop at the same step even when the signal reached them at
-  // different times, and all know which signal it was.
-  StepDecision after_step(std::uint64_t /*done*/) {
-    const int own = preemption_signal_received();
-    if (comm_.size() == 1) {
-      if (own == 0) return StepDecision::kContinue;
-      preempted_by_ = own;
-      signalled_ranks_ = 1;
-      return StepDecision::kSaveAndStop;
-    }
-    seen_.fill(0.0);
-    if (own > 0 && own < static_cast<int>(seen_.size())) seen_[static_cast<std::size_t>(own)] = 1;
-    comm_.allreduce_sum(seen_.data(), seen_.size());
-    for (std::size_t s = 1; s < seen_.size(); ++s)
-      if (seen_[s] > 0 && (preempted_by_ == 0 || seen_[s] > signalled_ranks_)) {
-        preempted_by_ = static_cast<int>(s);
-        signalled_ranks_ = static_cast<int>(seen_[s]);
-      }
-    return preempted_by_ ? StepDecision::kSaveAndStop : StepDecision::kContinue;
-  }
-
   const RunConfig& config_;
   Comm& comm_;
   Watchdog& watchdog_;
@@ -272,21 +248,18 @@ class RunHooks {
   const FaultPlan& faults_;
   Clock::time_point started_, phase_started_, last_live_{};
   std::string startup_;
-  bool startup_open_ = true;
-  TrainPhase last_startup_phase_ = TrainPhase::kStartup;
+  bool startup_open_ = true, resuming_ = false;
   std::uint64_t first_step_ = 0;
   std::optional<RestartRecord> record_;
   MovingMean window_, losses_{20};
-  int preempted_by_ = 0, signalled_ranks_ = 0;
-  std::array<double, 65> seen_{};  // per signal number: the ranks that received it
 };
 
 // After the checkpoint of a preemption: agree on the exit code, stop the watchdog (once the job
 // is requeued Slurm kills its steps, which must not read as ranks that died), then requeue.
 int finish_preempted(const RunConfig& config, const Environment& env, Comm& comm, Watchdog& watchdog, Console& console,
-                     const RunHooks& hooks, const TrainResult& result) {
-  const std::string signal = fmt::format("{} on {} of {} rank(s)", signal_name(hooks.preempted_by()),
-                                         hooks.signalled_ranks(), comm.size());
+                     const TrainResult& result) {
+  const std::string signal = fmt::format("{} on {} of {} rank(s)", signal_name(result.stop_signal),
+                                         result.stop_signal_ranks, comm.size());
   int code = kExitPreempted;
   RequeueResult target{false, "no checkpoint was written (ckpt.dir is not set), so the job is not requeued"};
   if (comm.rank() == 0 && !config.ckpt.dir.empty()) {
@@ -472,9 +445,10 @@ int run(const RunOptions& options) {
     train_hooks.prometheus = prometheus_labels(env);
     const TrainResult result = train(config, *comm, out, train_hooks);
     console->end_live();
+    if (result.refused_start) throw GiveUp(hooks.give_up_message());
     hooks.finish_record(result.steps_done);
     int code = kExitOk;
-    if (hooks.preempted_by() != 0) code = finish_preempted(config, env, *comm, *watchdog, *console, hooks, result);
+    if (result.stop_signal != 0) code = finish_preempted(config, env, *comm, *watchdog, *console, result);
     watchdog->finish();
     log.line(fmt::format("done (exit {})", code));
     return code;

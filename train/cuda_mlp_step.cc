@@ -2,6 +2,7 @@
 #if defined(SLURM_TRAIN_WITH_CUDA)
 #include "train/cuda_mlp_step.h"
 
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -72,7 +73,10 @@ struct CudaMlpStep::State {
   std::vector<bool> fused;
   std::unique_ptr<GradientBuckets> buckets;
   bool dropout_active = false;
-  std::uint64_t dropout_seed = 0, first_row = 0;
+  std::uint64_t first_row = 0;
+  DeviceBatch batch;  // the rows of the step in flight
+  cuda::PinnedBuffer<double> host_norm_sq;
+  std::vector<float> host_params, host_first, host_second;  // packed layout (host_state())
 
   std::size_t last() const { return layers.size() - 1; }
   template <typename T>
@@ -89,7 +93,7 @@ struct CudaMlpStep::State {
   // As Mlp::dropout_of: the same masks as the CPU path.
   kernels::DropoutParams dropout_of(std::size_t layer) const {
     if (layer == last() || !dropout_active) return {};
-    return {shape.dropout, kernels::mix64(dropout_seed + 0x9e37 * (layer + 1)), first_row};
+    return {shape.dropout, kernels::mix64(o.dropout_seed + 0x9e37 * (layer + 1)), first_row};
   }
 
   // Hidden layer l's forward product, and the next layer's input-gradient product that would
@@ -205,14 +209,17 @@ struct CudaMlpStep::State {
     }
   }
 
+  // The squared global norm of the gradients, and from it the clipping factor, on the GPU; nothing
+  // when neither is wanted.
+  void clip_gradients(bool norm_wanted) {
+    if (!norm_wanted && opt.clip_norm <= 0.0f) return;
+    cuda::sum_of_squares(params.size(), grads.data(), partials.data(), norm_sq.data(), stream);
+    if (opt.clip_norm > 0.0f) cuda::clip_factor(norm_sq.data(), opt.clip_norm, clip.data(), stream);
+  }
+
   void update(float lr, std::uint64_t step) {
     const std::size_t n = params.size();
-    const float* factor = nullptr;
-    if (opt.clip_norm > 0.0f) {
-      cuda::sum_of_squares(n, grads.data(), partials.data(), norm_sq.data(), stream);
-      cuda::clip_factor(norm_sq.data(), opt.clip_norm, clip.data(), stream);
-      factor = clip.data();
-    }
+    const float* factor = opt.clip_norm > 0.0f ? clip.data() : nullptr;
     bf16* copy = half ? working.data() : nullptr;
     if (opt.kind == OptimizerKind::kAdamW) {
       const kernels::AdamWParams h{lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, static_cast<long>(step + 1)};
@@ -222,6 +229,28 @@ struct CudaMlpStep::State {
       cuda::sgd_update(n, params.data(), grads.data(), m.data(), h, no_decay, factor, copy, stream);
     }
   }
+
+  // Between the packed host layout and the padded device layout (queued on the stream).
+  void download(const DeviceBuffer<float>& from, std::vector<float>& to) {
+    to.resize(packed.back().end());
+    for (std::size_t l = 0; l < layers.size(); ++l) {
+      const LayerLayout &P = packed[l], &D = layers[l];
+      CUDA_CHECK(cudaMemcpyAsync(to.data() + P.weight, from.data() + D.weight,
+                                 static_cast<std::size_t>(P.in) * P.out * sizeof(float), cudaMemcpyDeviceToHost, stream));
+      CUDA_CHECK(cudaMemcpyAsync(to.data() + P.bias, from.data() + D.bias, P.out * sizeof(float),
+                                 cudaMemcpyDeviceToHost, stream));
+    }
+  }
+  void upload(const std::vector<float>& from, DeviceBuffer<float>& to) {
+    for (std::size_t l = 0; l < layers.size(); ++l) {
+      const LayerLayout &P = packed[l], &D = layers[l];
+      CUDA_CHECK(cudaMemcpyAsync(to.data() + D.weight, from.data() + P.weight,
+                                 static_cast<std::size_t>(P.in) * P.out * sizeof(float), cudaMemcpyHostToDevice, stream));
+      CUDA_CHECK(cudaMemcpyAsync(to.data() + D.bias, from.data() + P.bias, P.out * sizeof(float),
+                                 cudaMemcpyHostToDevice, stream));
+    }
+  }
+  bool has_second_moment() const { return opt.kind == OptimizerKind::kAdamW; }
 
   // Training: the configured label smoothing, with the gradient; evaluation: plain
   // cross-entropy without it (as the CPU trainer evaluates).
@@ -272,14 +301,8 @@ CudaMlpStep::CudaMlpStep(const MlpShape& shape, const OptimizerConfig& optimizer
     b->resize(n);
     CUDA_CHECK(cudaMemsetAsync(b->data(), 0, n * sizeof(float), s.stream));
   }
-  for (std::size_t l = 0; l < s.layers.size(); ++l) {
-    const LayerLayout &P = s.packed[l], &D = s.layers[l];
-    CUDA_CHECK(cudaMemcpyAsync(s.params.data() + D.weight, initial_parameters.data() + P.weight,
-                               static_cast<std::size_t>(P.in) * P.out * sizeof(float), cudaMemcpyHostToDevice, s.stream));
-    CUDA_CHECK(cudaMemcpyAsync(s.params.data() + D.bias, initial_parameters.data() + P.bias, P.out * sizeof(float),
-                               cudaMemcpyHostToDevice, s.stream));
-    s.no_decay.begin[l] = D.bias, s.no_decay.end[l] = D.end();
-  }
+  s.upload(initial_parameters, s.params);
+  for (std::size_t l = 0; l < s.layers.size(); ++l) s.no_decay.begin[l] = s.layers[l].bias, s.no_decay.end[l] = s.layers[l].end();
   s.no_decay.count = static_cast<int>(s.layers.size());
   CUDA_CHECK(cudaStreamSynchronize(s.stream));  // the host vector may go away after this
 
@@ -304,7 +327,10 @@ CudaMlpStep::CudaMlpStep(const MlpShape& shape, const OptimizerConfig& optimizer
   for (auto& b : s.gz) b.resize(rows * widest * elem);
   s.ga.resize(rows * widest * elem);
   s.row_loss.resize(rows), s.row_flag.resize(rows), s.sums.resize(1), s.host_sums.resize(1);
-  s.partials.resize(cuda::kSumOfSquaresBlocks), s.norm_sq.resize(1), s.clip.resize(1);
+  s.partials.resize(cuda::kSumOfSquaresBlocks), s.norm_sq.resize(1), s.clip.resize(1), s.host_norm_sq.resize(1);
+  s.host_params = initial_parameters;
+  s.host_first.assign(initial_parameters.size(), 0.0f);
+  if (s.has_second_moment()) s.host_second.assign(initial_parameters.size(), 0.0f);
   s.fused.assign(s.layers.size(), false);
 }
 
@@ -328,34 +354,57 @@ std::vector<bool> CudaMlpStep::fused_layers() const {
   return std::vector<bool>(s_->fused.begin(), s_->fused.end() - 1);
 }
 
-void CudaMlpStep::train_step(const float* x, const std::int32_t* y, int rows, std::uint64_t first_row, float lr,
-                             std::uint64_t step, float loss_scale, std::uint64_t dropout_seed) {
-  train_step(s_->uploader->upload(x, y, rows), first_row, lr, step, loss_scale, dropout_seed);
+void CudaMlpStep::forward(const StepBatch& batch) {
+  forward(s_->uploader->upload(batch.x, batch.y, batch.rows), batch.first_row);
 }
 
-void CudaMlpStep::train_step(const DeviceBatch& batch, std::uint64_t first_row, float lr, std::uint64_t step,
-                             float loss_scale, std::uint64_t dropout_seed) {
+void CudaMlpStep::forward(const DeviceBatch& batch, std::uint64_t first_row) {
   State& s = *s_;
   if (batch.rows > s.o.max_rows)
     throw std::invalid_argument("CUDA step: a batch of " + std::to_string(batch.rows) + " rows exceeds max_rows " +
                                 std::to_string(s.o.max_rows));
-  const int rows = batch.rows;
+  s.batch = batch;
   s.dropout_active = s.shape.dropout > 0.0f;
-  s.dropout_seed = dropout_seed, s.first_row = first_row;
-  if (s.half) {
-    s.forward<bf16>(batch.x, rows, true);
-    s.loss(batch.y, rows, loss_scale, true);
-    s.backward<bf16>(batch.x, rows);
-  } else {
-    s.forward<float>(batch.x, rows, true);
-    s.loss(batch.y, rows, loss_scale, true);
-    s.backward<float>(batch.x, rows);
-  }
-  if (s.buckets) s.buckets->finish();
-  s.update(lr, step);
+  s.first_row = first_row;
+  if (s.half) s.forward<bf16>(batch.x, batch.rows, true);
+  else s.forward<float>(batch.x, batch.rows, true);
+  s.loss(batch.y, batch.rows, s.o.loss_scale, true);
 }
 
-StepLoss CudaMlpStep::last_loss() { return s_->wait_loss(); }
+void CudaMlpStep::backward() {
+  State& s = *s_;
+  if (s.half) s.backward<bf16>(s.batch.x, s.batch.rows);
+  else s.backward<float>(s.batch.x, s.batch.rows);
+}
+
+StepLoss CudaMlpStep::local_loss() { return s_->wait_loss(); }
+
+void CudaMlpStep::finish_gradients() {
+  if (s_->buckets) s_->buckets->finish();
+}
+
+double CudaMlpStep::clip_gradients() {
+  State& s = *s_;
+  s.clip_gradients(true);
+  CUDA_CHECK(cudaMemcpyAsync(s.host_norm_sq.data(), s.norm_sq.data(), sizeof(double), cudaMemcpyDeviceToHost, s.stream));
+  CUDA_CHECK(cudaStreamSynchronize(s.stream));
+  return std::sqrt(s.host_norm_sq.data()[0]);
+}
+
+void CudaMlpStep::update(float lr, std::uint64_t step) { s_->update(lr, step); }
+
+void CudaMlpStep::train_step(const float* x, const std::int32_t* y, int rows, std::uint64_t first_row, float lr,
+                             std::uint64_t step) {
+  train_step(s_->uploader->upload(x, y, rows), first_row, lr, step);
+}
+
+void CudaMlpStep::train_step(const DeviceBatch& batch, std::uint64_t first_row, float lr, std::uint64_t step) {
+  forward(batch, first_row);
+  backward();
+  finish_gradients();
+  s_->clip_gradients(false);
+  update(lr, step);
+}
 
 StepLoss CudaMlpStep::evaluate(const float* x, const std::int32_t* y, int rows) {
   State& s = *s_;
@@ -367,16 +416,31 @@ StepLoss CudaMlpStep::evaluate(const float* x, const std::int32_t* y, int rows) 
   return s.wait_loss();
 }
 
+const std::vector<LayerLayout>& CudaMlpStep::layers() const { return s_->packed; }
+
+HostState CudaMlpStep::host_state() { return {&s_->host_params, &s_->host_first, &s_->host_second}; }
+
+void CudaMlpStep::state_to_host() {
+  State& s = *s_;
+  s.download(s.params, s.host_params);
+  s.download(s.m, s.host_first);
+  if (s.has_second_moment()) s.download(s.v, s.host_second);
+  CUDA_CHECK(cudaStreamSynchronize(s.stream));
+}
+
+void CudaMlpStep::state_from_host() {
+  State& s = *s_;
+  s.upload(s.host_params, s.params);
+  s.upload(s.host_first, s.m);
+  if (s.has_second_moment()) s.upload(s.host_second, s.v);
+  if (s.half) cuda::cast(s.params.size(), s.params.data(), s.working.data(), s.stream);
+  CUDA_CHECK(cudaStreamSynchronize(s.stream));  // the host vectors may change after this
+}
+
 std::vector<float> CudaMlpStep::parameters() {
   State& s = *s_;
-  std::vector<float> out(s.packed.back().end());
-  for (std::size_t l = 0; l < s.layers.size(); ++l) {
-    const LayerLayout &P = s.packed[l], &D = s.layers[l];
-    CUDA_CHECK(cudaMemcpyAsync(out.data() + P.weight, s.params.data() + D.weight,
-                               static_cast<std::size_t>(P.in) * P.out * sizeof(float), cudaMemcpyDeviceToHost, s.stream));
-    CUDA_CHECK(cudaMemcpyAsync(out.data() + P.bias, s.params.data() + D.bias, P.out * sizeof(float),
-                               cudaMemcpyDeviceToHost, s.stream));
-  }
+  std::vector<float> out;
+  s.download(s.params, out);
   CUDA_CHECK(cudaStreamSynchronize(s.stream));
   return out;
 }

@@ -30,6 +30,7 @@
 #include "train/device_batches.h"
 #include "train/mlp.h"
 #include "train/optimizer.h"
+#include "train/train_step.h"
 
 namespace slurm_train {
 
@@ -38,37 +39,44 @@ struct CudaStepOptions {
   bool deterministic = false;
   int max_rows = 256;            // the largest batch (rows of this rank) a step or evaluation gets
   float label_smoothing = 0.0f;
+  float loss_scale = 1.0f;       // the loss's factor: 1 / global batch
+  std::uint64_t dropout_seed = 0;
   bool fuse_epilogues = true;    // false: bias and activations by the element-wise kernels only
   double bucket_mb = 4.0;        // gradient all-reduce buckets, when a Comm is given
 };
 
-struct StepLoss {
-  double loss_sum = 0;  // this rank's rows
-  long long correct = 0;
-};
-
-class CudaMlpStep {
+// The TrainStep on one GPU. forward() uploads the rows and queues the step's work; nothing waits
+// for the GPU until local_loss() and clip_gradients() (which reads the norm back).
+class CudaMlpStep final : public TrainStep {
  public:
   // On the current device (cudaSetDevice before), from parameters in mlp_layout(shape)'s order.
   CudaMlpStep(const MlpShape& shape, const OptimizerConfig& optimizer, const CudaStepOptions& options,
               const std::vector<float>& initial_parameters);
-  ~CudaMlpStep();
+  ~CudaMlpStep() override;
   CudaMlpStep(const CudaMlpStep&) = delete;
   CudaMlpStep& operator=(const CudaMlpStep&) = delete;
 
-  // Queues one training step on rows of host x (normalised) and y and returns without waiting;
-  // first_row is x's first row's global index (dropout masks), loss_scale the loss's factor
-  // (1 / global batch), step 0-based.
+  void forward(const StepBatch& batch) override;
+  void backward() override;
+  StepLoss local_loss() override;
+  void finish_gradients() override;
+  double clip_gradients() override;
+  void update(float lr, std::uint64_t step) override;
+  StepLoss evaluate(const float* x, const std::int32_t* y, int rows) override;
+  const std::vector<LayerLayout>& layers() const override;
+  HostState host_state() override;
+  void state_to_host() override;
+  void state_from_host() override;
+
+  // forward() on a batch already on the device (its x and y stay untouched until the step ends).
+  void forward(const DeviceBatch& batch, std::uint64_t first_row);
+  // A whole step queued without waiting (the clipping factor stays on the GPU): forward,
+  // backward, the gradient sum, clipping and the update. For benchmarks and tests; local_loss()
+  // reads its loss.
   void train_step(const float* x, const std::int32_t* y, int rows, std::uint64_t first_row, float lr,
-                  std::uint64_t step, float loss_scale, std::uint64_t dropout_seed);
-  // The same on a batch already on the device (its x and y stay untouched until the step ends).
-  void train_step(const DeviceBatch& batch, std::uint64_t first_row, float lr, std::uint64_t step, float loss_scale,
-                  std::uint64_t dropout_seed);
-  // The loss sums of the last train_step (waits for it).
-  StepLoss last_loss();
-  // Loss sums over rows of x and y, without dropout or gradients (waits).
-  StepLoss evaluate(const float* x, const std::int32_t* y, int rows);
-  // The fp32 master parameters (waits).
+                  std::uint64_t step);
+  void train_step(const DeviceBatch& batch, std::uint64_t first_row, float lr, std::uint64_t step);
+  // The fp32 master parameters in the packed layout (waits).
   std::vector<float> parameters();
   cudaStream_t stream() const;
   // Sums the gradients over ranks in buckets during backward, through a Comm over device memory

@@ -15,12 +15,12 @@ enum class TrainPhase : std::uint32_t {
   kData,                // waiting for the next batch
   kForward,
   kBackward,
-  kAllreduce,           // waiting for the gradient and loss all-reduce
+  kAllreduce,           // waiting for the gradient and loss all-reduce (which carries the stop votes)
   kOptimizer,
   kEvaluation,
   kEvaluationReduce,    // the evaluation's all-reduce
   kCheckpoint,          // waiting for a checkpoint write or copy
-  kAgreement,           // the step-boundary collective (preemption decision)
+  kAgreement,           // a decision all ranks take together: to start (the restart guard), the exit code
   kFinished,
   kCount
 };
@@ -39,7 +39,7 @@ inline const char* phase_name(TrainPhase p) {
     case TrainPhase::kEvaluation: return "evaluation";
     case TrainPhase::kEvaluationReduce: return "evaluation all-reduce";
     case TrainPhase::kCheckpoint: return "checkpoint";
-    case TrainPhase::kAgreement: return "step-boundary agreement";
+    case TrainPhase::kAgreement: return "agreement of the ranks";
     case TrainPhase::kFinished: return "finished";
     default: return "unknown";
   }

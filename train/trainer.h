@@ -1,6 +1,6 @@
-// The training loop: data-parallel training of the MLP on every rank, with the global batch
-// split over ranks, gradients all-reduced in buckets during backward, and an evaluation on the
-// test set (sharded over ranks) after each epoch. Rank 0 prints one line per epoch.
+// The training loop: data-parallel training on every rank of the step the configuration asks for
+// (model_step.h), with the global batch split over ranks, and an evaluation on the test set
+// (sharded over ranks) after each epoch. Rank 0 prints one line per epoch.
 #pragma once
 
 #include <cstdint>
@@ -26,25 +26,29 @@ struct TrainResult {
   std::vector<EpochResult> epochs;
   std::uint64_t first_step = 0;  // > 0 when resumed from a checkpoint
   std::uint64_t steps_done = 0;  // global steps done when train() returned
-  bool stopped_early = false;    // train.stop_after or a hook ended it before the last step
+  bool stopped_early = false;    // train.stop_after or a stop signal ended it before the last step
   bool already_complete = false; // resumed from a checkpoint of the last step: nothing trained
+  bool refused_start = false;    // TrainHooks::may_start said no (on rank 0): nothing trained
+  int stop_signal = 0;           // the signal that stopped it (TrainHooks::stop_signal), or 0
+  int stop_signal_ranks = 0;     // how many ranks had received it
   std::string resumed_from;      // the checkpoint's path (rank 0), or ""
   std::vector<float> parameters;  // the final parameters (identical on every rank)
   double seconds = 0;
 };
 
-// What the training loop does at a step boundary, as a hook answers it.
-enum class StepDecision { kContinue, kSave, kSaveAndStop };
-
 struct TrainHooks {
-  // Called on every rank after each step with the global steps done. It must give the same
-  // answer on every rank (the launcher's preemption handler folds its signal flag into a
-  // collective first). kSave checkpoints now (with ckpt.dir set); kSaveAndStop also ends
-  // train() after the write has finished, with stopped_early set.
-  std::function<StepDecision(std::uint64_t steps_done)> after_step;
   // Called on every rank as it enters each phase, with the steps done so far: the watchdog's
   // heartbeat, and where injected faults strike.
   std::function<void(TrainPhase phase, std::uint64_t steps_done)> on_phase;
+  // Called on every rank once the start-up is done (data, parameters, resume), before the first
+  // step, with the step it starts at: the launcher reports the start-up there and rank 0 keeps
+  // its restart record. Rank 0's answer counts (the loop broadcasts it): false ends train() at
+  // once with refused_start set.
+  std::function<bool(std::uint64_t first_step)> may_start;
+  // The stop signal this rank has received so far (0: none). Not a collective: the loop folds it
+  // into the step's loss all-reduce (stop_votes.h), so that every rank checkpoints and stops
+  // after the same step.
+  std::function<int()> stop_signal;
   // Called on every rank after each step with its metrics: the progress display and rank logs.
   std::function<void(const StepMetrics& metrics, std::uint64_t total_steps)> on_step;
   // A testing aid (--inject-fault nan@STEP:RANK): true makes this rank's loss of that step NaN,
@@ -64,9 +68,5 @@ struct TrainHooks {
 // ranks may pass any stream; they print nothing). With ckpt.dir set it resumes from the newest
 // valid checkpoint there (unless ckpt.resume is false) and saves checkpoints as configured.
 TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const TrainHooks& hooks = {});
-
-// BLAS threads for this rank: train.threads if set, else this rank's share of the CPUs it may
-// use (all of them when Slurm or the plugin already bound it to a subset).
-int blas_threads_for_rank(int configured, int local_size);
 
 }  // namespace slurm_train

@@ -1,5 +1,5 @@
-// The GPU training step against the CPU path (Mlp + CPU kernels + Optimizer, as the trainer runs
-// them) from the same initial parameters on the same random batches: fp32 with and without
+// The GPU training step against the CPU step (CpuMlpStep, the trainer's), both driven through
+// TrainStep as the training loop drives them, from the same initial parameters on the same random batches: fp32 with and without
 // dropout, with and without the fused epilogues; bf16 within its precision; evaluation; and the
 // gradient reduction through a one-rank NCCL communicator.
 #include <doctest/doctest.h>
@@ -10,6 +10,7 @@
 #include "kernels/kernels.h"
 #include "test/cuda/cuda_test_support.h"
 #include "train/comm_nccl.h"
+#include "train/cpu_mlp_step.h"
 #include "train/cuda_mlp_step.h"
 #include "train/mlp.h"
 #include "train/optimizer.h"
@@ -47,31 +48,37 @@ void batch(const Recipe& r, int s, std::uint64_t seed, std::vector<float>& x, st
   for (int i = 0; i < r.rows; ++i) y[i] = static_cast<std::int32_t>((seed >> 3) + 7 * i + s) % r.shape.classes;
 }
 
-Losses train_cpu(const Recipe& r, std::uint64_t seed) {
-  auto k = kernels::make_cpu_kernels();
-  Mlp<float> model(r.shape, *k);
-  model.initialize(seed);
-  Optimizer opt(r.opt, model.layers(), model.params().size());
+StepOptions step_options(const Recipe& r, std::uint64_t seed) {
+  StepOptions o;
+  o.label_smoothing = r.smoothing, o.loss_scale = 1.0f / r.rows, o.dropout_seed = seed ^ 0xd0;
+  return o;
+}
+
+// The steps as the training loop drives any TrainStep; the evaluation on a batch of its own.
+Losses drive(TrainStep& step, const Recipe& r, std::uint64_t seed) {
   Losses out;
-  std::vector<float> x, dlogits;
+  std::vector<float> x;
   std::vector<std::int32_t> y;
   for (int s = 0; s < r.steps; ++s) {
     batch(r, s, seed, x, y);
-    const float* logits = model.forward(x.data(), r.rows, true, seed ^ 0xd0, std::uint64_t(s) * r.rows);
-    dlogits.resize(std::size_t(r.rows) * r.shape.classes);
-    const auto l = k->softmax_cross_entropy(r.rows, r.shape.classes, logits, y.data(), r.smoothing, 1.0f / r.rows,
-                                            dlogits.data());
-    model.backward(x.data(), dlogits.data());
-    clip_by_global_norm(*k, model.grads(), r.opt.clip_norm);
-    opt.update(*k, model.params(), model.grads(), r.opt.lr, s);
-    out.per_step.push_back(l.loss_sum / r.rows);
+    step.forward({x.data(), y.data(), r.rows, std::uint64_t(s) * r.rows});
+    step.backward();
+    step.finish_gradients();
+    out.per_step.push_back(step.local_loss().loss_sum / r.rows);
+    step.clip_gradients();
+    step.update(r.opt.lr, s);
   }
-  out.params = model.params();
+  step.state_to_host();
+  out.params = *step.host_state().params;
   batch(r, 99, seed, x, y);
-  const float* logits = model.forward(x.data(), r.rows, false);
-  const auto e = k->softmax_cross_entropy(r.rows, r.shape.classes, logits, y.data(), 0.0f, 1.0f, nullptr);
+  const StepLoss e = step.evaluate(x.data(), y.data(), r.rows);
   out.eval_loss = e.loss_sum, out.eval_correct = e.correct;
   return out;
+}
+
+Losses train_cpu(const Recipe& r, std::uint64_t seed) {
+  CpuMlpStep step(r.shape, r.opt, step_options(r, seed), kernels::make_cpu_kernels(), seed, nullptr);
+  return drive(step, r, seed);
 }
 
 Losses train_gpu(const Recipe& r, std::uint64_t seed, cuda::Precision precision, bool fuse, Comm* comm = nullptr,
@@ -79,8 +86,10 @@ Losses train_gpu(const Recipe& r, std::uint64_t seed, cuda::Precision precision,
   auto k = kernels::make_reference_kernels<float>();
   Mlp<float> init(r.shape, *k);
   init.initialize(seed);
+  const StepOptions so = step_options(r, seed);
   CudaStepOptions o;
-  o.precision = precision, o.max_rows = r.rows, o.label_smoothing = r.smoothing, o.fuse_epilogues = fuse;
+  o.precision = precision, o.max_rows = r.rows, o.label_smoothing = so.label_smoothing, o.fuse_epilogues = fuse;
+  o.loss_scale = so.loss_scale, o.dropout_seed = so.dropout_seed;
   o.deterministic = deterministic;
   CudaMlpStep step(r.shape, r.opt, o, init.params());
   std::unique_ptr<Comm> nccl;
@@ -88,19 +97,7 @@ Losses train_gpu(const Recipe& r, std::uint64_t seed, cuda::Precision precision,
     nccl = make_nccl_comm(*comm, {0, step.stream(), std::chrono::seconds(60)});
     step.reduce_gradients_with(*nccl);
   }
-  Losses out;
-  std::vector<float> x;
-  std::vector<std::int32_t> y;
-  for (int s = 0; s < r.steps; ++s) {
-    batch(r, s, seed, x, y);
-    step.train_step(x.data(), y.data(), r.rows, std::uint64_t(s) * r.rows, r.opt.lr, s, 1.0f / r.rows, seed ^ 0xd0);
-    out.per_step.push_back(step.last_loss().loss_sum / r.rows);
-  }
-  out.params = step.parameters();
-  batch(r, 99, seed, x, y);
-  const StepLoss e = step.evaluate(x.data(), y.data(), r.rows);
-  out.eval_loss = e.loss_sum, out.eval_correct = e.correct;
-  return out;
+  return drive(step, r, seed);
 }
 
 TEST_CASE("cuda step: fp32 follows the CPU path step by step (dropout on and off, fused and not)" *
@@ -168,6 +165,40 @@ TEST_CASE("cuda step: deterministic mode gives the same parameters, bit for bit,
     const Losses second = train_gpu(r, seed, precision, true, nullptr, true);
     CHECK(first.params == second.params);
     CHECK(first.per_step == second.per_step);
+  }
+}
+
+TEST_CASE("cuda step: its state through host memory continues the training bit for bit, as a resume does" *
+          doctest::skip(no_gpu())) {
+  const std::uint64_t seed = fresh_seed() % 100000;
+  CAPTURE(seed);
+  const Recipe r = recipe(0.3f);
+  for (auto precision : {cuda::Precision::kFp32, cuda::Precision::kBf16}) {
+    CAPTURE(cuda::precision_name(precision));
+    auto k = kernels::make_reference_kernels<float>();
+    Mlp<float> init(r.shape, *k), other(r.shape, *k);
+    init.initialize(seed);
+    other.initialize(seed + 1);
+    const StepOptions so = step_options(r, seed);
+    CudaStepOptions o;
+    o.precision = precision, o.max_rows = r.rows, o.label_smoothing = so.label_smoothing;
+    o.loss_scale = so.loss_scale, o.dropout_seed = so.dropout_seed, o.deterministic = true;
+    CudaMlpStep straight(r.shape, r.opt, o, init.params()), first(r.shape, r.opt, o, init.params()),
+        resumed(r.shape, r.opt, o, other.params());
+    std::vector<float> x;
+    std::vector<std::int32_t> y;
+    auto step = [&](CudaMlpStep& st, int s) {
+      batch(r, s, seed, x, y);
+      st.train_step(x.data(), y.data(), r.rows, std::uint64_t(s) * r.rows, r.opt.lr, s);
+      return st.local_loss().loss_sum;
+    };
+    for (int s = 0; s < 3; ++s) CHECK(step(first, s) == step(straight, s));
+    first.state_to_host();
+    const HostState from = first.host_state(), to = resumed.host_state();
+    *to.params = *from.params, *to.first = *from.first, *to.second = *from.second;
+    resumed.state_from_host();
+    for (int s = 3; s < 6; ++s) CHECK(step(resumed, s) == step(straight, s));
+    CHECK(resumed.parameters() == straight.parameters());
   }
 }
 

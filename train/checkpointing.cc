@@ -1,0 +1,103 @@
+#include "train/checkpointing.h"
+
+#include <ctime>
+
+#include <fmt/format.h>
+
+#include "spank/jobenv/host.h"
+#include "train/checkpoint_policy.h"
+
+namespace slurm_train {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+}  // namespace
+
+Checkpointing::Checkpointing(CheckpointPlan plan, TrainStep& step, bool writer, std::ostream& out)
+    : plan_(std::move(plan)),
+      step_(step),
+      writer_(writer),
+      out_(out),
+      host_(host_name()),
+      writer_thread_(plan_.ckpt.async, [this](const CheckpointState& s) {
+        save_checkpoint(plan_.ckpt.dir, s,
+                        KeepPolicy{static_cast<std::uint64_t>(plan_.ckpt.keep), static_cast<std::uint64_t>(plan_.ckpt.keep_every)},
+                        plan_.slow_ms);
+      }) {}
+
+bool Checkpointing::due(std::uint64_t done, bool stopping) const {
+  if (plan_.ckpt.dir.empty()) return false;
+  return stopping || checkpoint_due(done, static_cast<std::uint64_t>(plan_.ckpt.every), plan_.total_steps);
+}
+
+void Checkpointing::save(std::uint64_t done, double epoch_loss, double epoch_seconds) {
+  if (!writer_) return;
+  CheckpointCounters c;
+  c.step = done;
+  c.epoch = done / plan_.steps_per_epoch;
+  c.batch_in_epoch = done % plan_.steps_per_epoch;
+  c.samples_seen = done * plan_.global_batch;
+  c.seed = plan_.seed;
+  c.global_batch = plan_.global_batch;
+  c.schedule_total_steps = plan_.total_steps;
+  c.next_lr = learning_rate_at(plan_.schedule, done, plan_.total_steps);
+  c.epoch_loss_sum = epoch_loss;
+  c.epoch_seconds = epoch_seconds;
+  c.optimizer_steps = done;
+  c.world_size = plan_.world_size;
+  const auto begin = Clock::now();
+  writer_thread_.submit([this, c, created = utc_now()](CheckpointState& s) {
+    const HostState state = step_.host_state();
+    s.counters = c;
+    s.optimizer = plan_.optimizer;
+    s.layers = step_.layers();
+    s.params = *state.params;  // copy-assignment reuses the buffers' capacity from the last save
+    s.first = *state.first;
+    s.second = *state.second;
+    s.config_toml = plan_.config_toml;
+    s.program_version = SLURM_TRAIN_VERSION;
+    s.created = created;
+    s.host = host_;
+    s.recipe = plan_.recipe;
+  });
+  pending_ = {true, done, seconds_since(begin)};
+}
+
+void Checkpointing::wait_copied() {
+  if (!writer_ || !pending_.active) return;
+  const auto begin = Clock::now();
+  writer_thread_.wait_copied();
+  const double copy_wait = seconds_since(begin);
+  out_ << fmt::format("checkpoint step {} -> {}/{} ({}; training stalled {:.2f} ms: {:.2f} waiting for the previous "
+                      "write, {:.2f} for the copy to host memory)\n",
+                      pending_.step, plan_.ckpt.dir, checkpoint_file_name(pending_.step),
+                      plan_.ckpt.async ? "written in the background" : "written", 1e3 * (pending_.waited + copy_wait),
+                      1e3 * pending_.waited, 1e3 * copy_wait)
+       << std::flush;
+  pending_.active = false;
+}
+
+void Checkpointing::check() {
+  if (writer_) writer_thread_.check();
+}
+
+void Checkpointing::finish() {
+  if (!writer_) return;
+  wait_copied();
+  writer_thread_.wait();
+}
+
+}  // namespace slurm_train

@@ -1,0 +1,66 @@
+// The training loop's checkpoints, in one object: when one is due, the counters a resume
+// continues from, the write on rank 0 (on a background thread with ckpt.async), and the stall a
+// save costs the loop, logged once the copy is taken. Rank 0 holds the replicated state and
+// writes it; on the other ranks every call but due() returns at once.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "train/checkpoint_store.h"
+#include "train/checkpoint_writer.h"
+#include "train/config.h"
+#include "train/model_file.h"
+#include "train/optimizer.h"
+#include "train/train_step.h"
+
+namespace slurm_train {
+
+// What every checkpoint of a run shares.
+struct CheckpointPlan {
+  CkptConfig ckpt;
+  std::string optimizer;           // train.optimizer, as the file names it
+  OptimizerConfig schedule;        // the next step's learning rate, for people reading the file
+  std::uint64_t seed = 0, global_batch = 0, steps_per_epoch = 0, total_steps = 0;
+  int world_size = 0;
+  std::string config_toml;
+  ModelRecipe recipe;
+  unsigned slow_ms = 0;            // --inject-fault slow-ckpt@MS (checkpoint_file.h)
+};
+
+class Checkpointing {
+ public:
+  Checkpointing(CheckpointPlan plan, TrainStep& step, bool writer, std::ostream& out);
+
+  // Whether the boundary after `done` steps saves: every ckpt.every steps, at the last step, and
+  // when the run stops early. Never without ckpt.dir.
+  bool due(std::uint64_t done, bool stopping) const;
+  // Submits the step's host state (TrainStep::state_to_host first) after `done` steps, with the
+  // epoch's running sums (the epoch line resumes from them).
+  void save(std::uint64_t done, double epoch_loss, double epoch_seconds);
+  // Before the parameters next change: waits until the saved copy is taken; logs the stall.
+  void wait_copied();
+  // A failed background write ends the run now, naming the path.
+  void check();
+  // At the end: waits for the write in flight; its error fails the run.
+  void finish();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  const CheckpointPlan plan_;
+  TrainStep& step_;
+  const bool writer_;
+  std::ostream& out_;
+  const std::string host_;
+  struct Pending {
+    bool active = false;
+    std::uint64_t step = 0;
+    double waited = 0;  // for the previous write, in submit()
+  } pending_;
+  // Last: its thread reads the members above until its destructor has joined.
+  CheckpointWriter writer_thread_;
+};
+
+}  // namespace slurm_train

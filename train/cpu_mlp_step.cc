@@ -1,0 +1,67 @@
+#include "train/cpu_mlp_step.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <thread>
+
+namespace slurm_train {
+
+CpuMlpStep::CpuMlpStep(const MlpShape& shape, const OptimizerConfig& optimizer, const StepOptions& options,
+                       std::unique_ptr<kernels::Kernels<float>> kernels, std::uint64_t seed, Comm* comm)
+    : kernels_(std::move(kernels)),
+      model_(shape, *kernels_),
+      opt_(optimizer),
+      o_(options),
+      optimizer_(optimizer, model_.layers(), model_.params().size()) {
+  model_.initialize(seed);
+  if (comm) buckets_.emplace(*comm, model_.layers(), static_cast<std::size_t>(o_.bucket_mb * 1024 * 1024));
+}
+
+void CpuMlpStep::forward(const StepBatch& batch) {
+  batch_ = batch;
+  const int classes = model_.shape().classes;
+  const float* logits = model_.forward(batch.x, batch.rows, true, o_.dropout_seed, batch.first_row);
+  dlogits_.resize(static_cast<std::size_t>(batch.rows) * classes);
+  const auto r = kernels_->softmax_cross_entropy(batch.rows, classes, logits, batch.y, o_.label_smoothing,
+                                                 o_.loss_scale, dlogits_.data());
+  loss_ = {r.loss_sum, r.correct};
+}
+
+void CpuMlpStep::backward() {
+  if (!buckets_) return model_.backward(batch_.x, dlogits_.data());
+  model_.backward(batch_.x, dlogits_.data(), [&](std::size_t layer) { buckets_->layer_done(model_.grads().data(), layer); });
+}
+
+void CpuMlpStep::finish_gradients() {
+  if (buckets_) buckets_->finish();
+}
+
+double CpuMlpStep::clip_gradients() { return clip_by_global_norm(*kernels_, model_.grads(), opt_.clip_norm); }
+
+void CpuMlpStep::update(float lr, std::uint64_t step) {
+  optimizer_.update(*kernels_, model_.params(), model_.grads(), lr, step);
+}
+
+StepLoss CpuMlpStep::evaluate(const float* x, const std::int32_t* y, int rows) {
+  const int classes = model_.shape().classes;
+  const float* logits = model_.forward(x, rows, false);
+  const auto r = kernels_->softmax_cross_entropy(rows, classes, logits, y, 0.0f, 1.0f, nullptr);
+  return {r.loss_sum, r.correct};
+}
+
+HostState CpuMlpStep::host_state() {
+  return {&model_.params(), &optimizer_.first_state(), &optimizer_.second_state()};
+}
+
+int blas_threads_for_rank(int configured, int local_size) {
+  if (configured > 0) return configured;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int allowed = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (allowed < hardware) return std::max(1, allowed);  // already bound to its own CPUs
+  return std::max(1, allowed / std::max(1, local_size));
+}
+
+}  // namespace slurm_train

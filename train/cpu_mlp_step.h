@@ -1,0 +1,60 @@
+// The MLP's training step on the CPU: Mlp with the OpenBLAS (or reference) kernels, gradients
+// summed over the ranks in buckets during backward (gradient_buckets.h), clipping by the global
+// norm and the optimizer (optimizer.h). The numerics every other step is checked against.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "train/comm.h"
+#include "train/gradient_buckets.h"
+#include "train/mlp.h"
+#include "train/optimizer.h"
+#include "train/train_step.h"
+
+namespace slurm_train {
+
+struct StepOptions {
+  float label_smoothing = 0.0f;
+  float loss_scale = 1.0f;          // the loss's factor: 1 / global batch (the loss is a mean)
+  std::uint64_t dropout_seed = 0;   // with the row index, keys the dropout masks
+  double bucket_mb = 4.0;           // gradient all-reduce buckets, with a Comm
+};
+
+class CpuMlpStep final : public TrainStep {
+ public:
+  // Parameters initialised from `seed` (Mlp::initialize). With `comm` (which must outlive the
+  // step), gradients are summed over its ranks; without, they stay this process's.
+  CpuMlpStep(const MlpShape& shape, const OptimizerConfig& optimizer, const StepOptions& options,
+             std::unique_ptr<kernels::Kernels<float>> kernels, std::uint64_t seed, Comm* comm);
+
+  void forward(const StepBatch& batch) override;
+  void backward() override;
+  StepLoss local_loss() override { return loss_; }
+  void finish_gradients() override;
+  double clip_gradients() override;
+  void update(float lr, std::uint64_t step) override;
+  StepLoss evaluate(const float* x, const std::int32_t* y, int rows) override;
+  const std::vector<LayerLayout>& layers() const override { return model_.layers(); }
+  HostState host_state() override;
+
+ private:
+  std::unique_ptr<kernels::Kernels<float>> kernels_;
+  Mlp<float> model_;
+  OptimizerConfig opt_;
+  StepOptions o_;
+  Optimizer optimizer_;
+  std::optional<GradientBuckets> buckets_;
+  StepBatch batch_;
+  StepLoss loss_;
+  std::vector<float> dlogits_;
+};
+
+// BLAS threads for this rank: `configured` if set, else this rank's share of the CPUs it may
+// use (all of them when Slurm or the plugin already bound it to a subset).
+int blas_threads_for_rank(int configured, int local_size);
+
+}  // namespace slurm_train

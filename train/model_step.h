@@ -1,0 +1,30 @@
+// The training step a run's configuration asks for: the model ([model]: the MLP), the optimizer
+// ([train]) and the device (train.device; on the CPU, the BLAS threads and the kernels). The one
+// place that knows which TrainStep implementations exist.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "train/comm.h"
+#include "train/config.h"
+#include "train/optimizer.h"
+#include "train/train_step.h"
+
+namespace slurm_train {
+
+struct ChosenStep {
+  std::unique_ptr<TrainStep> step;
+  std::string device_note;  // one line for the log when the device choice needs saying, or ""
+};
+
+// A step for samples of `inputs` features, its gradients summed over `comm`'s ranks, its
+// parameters initialised from train.seed. Throws ConfigError for train.device = cuda where the
+// run cannot use a GPU.
+ChosenStep make_train_step(const RunConfig& config, std::size_t inputs, Comm& comm);
+
+// [train]'s optimizer, learning-rate schedule and clipping.
+OptimizerConfig optimizer_config_of(const TrainConfig& t);
+
+}  // namespace slurm_train

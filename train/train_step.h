@@ -1,0 +1,68 @@
+// One data-parallel training step of a model on one device, as the training loop, the benchmarks
+// and the GPU check drive it. The caller sees the step's phases, never the model or the device:
+//
+//   forward(batch)       logits, the loss and its gradient on this rank's rows
+//   backward()           the parameters' gradients; with a Comm, summed over the ranks in
+//                        buckets as each layer's are complete
+//   local_loss()         this rank's loss sums (waits for the device)
+//   finish_gradients()   waits for the last bucket: the gradients are now the global sum
+//   clip_gradients()     scales them to the configured global norm; returns the norm before
+//   update(lr, step)     the optimizer
+//
+// The loss all-reduce is the caller's: it folds other flags into the same collective.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "train/mlp.h"
+
+namespace slurm_train {
+
+// This rank's rows of a global batch, normalised, in host memory; first_row is the global index
+// of the first (dropout masks depend on it). x and y stay untouched until backward() returns.
+struct StepBatch {
+  const float* x = nullptr;
+  const std::int32_t* y = nullptr;
+  int rows = 0;
+  std::uint64_t first_row = 0;
+};
+
+struct StepLoss {
+  double loss_sum = 0;  // over this rank's rows, before the loss scale
+  long long correct = 0;
+};
+
+// The state a checkpoint holds, in host memory, in layers()' packed order: the parameters and
+// the optimizer's first and second moments (SGD: its momentum and an empty second).
+struct HostState {
+  std::vector<float>* params = nullptr;
+  std::vector<float>* first = nullptr;
+  std::vector<float>* second = nullptr;
+};
+
+class TrainStep {
+ public:
+  virtual ~TrainStep() = default;
+
+  virtual void forward(const StepBatch& batch) = 0;
+  virtual void backward() = 0;
+  virtual StepLoss local_loss() = 0;
+  virtual void finish_gradients() = 0;
+  virtual double clip_gradients() = 0;
+  virtual void update(float lr, std::uint64_t step) = 0;
+
+  // Loss sums of rows without dropout, label smoothing or gradients (the test set's).
+  virtual StepLoss evaluate(const float* x, const std::int32_t* y, int rows) = 0;
+
+  // The model's layers in the packed (checkpoint) layout.
+  virtual const std::vector<LayerLayout>& layers() const = 0;
+  // Where the state is read and written in host memory: the step's own on the CPU. A device
+  // step copies its state there in state_to_host() (before a checkpoint or the end) and back in
+  // state_from_host() (after a resume or a broadcast).
+  virtual HostState host_state() = 0;
+  virtual void state_to_host() {}
+  virtual void state_from_host() {}
+};
+
+}  // namespace slurm_train
