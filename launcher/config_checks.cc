@@ -8,6 +8,7 @@
 #include "launcher/launch_position.h"
 #include "train/batches.h"
 #include "train/dataset.h"
+#include "train/device.h"
 #include "train/model_memory.h"
 
 namespace slurm_train {
@@ -71,6 +72,15 @@ std::vector<Check> check_before_start(const RunConfig& c, std::uint64_t ranks, c
       checks.push_back({Verdict::kOk, "model", fmt::format("{} parameters, {} to train", model.parameters, format_bytes(*model.bytes))});
     } catch (const MemoryError& e) {
       checks.push_back({Verdict::kFail, "model", e.what()});
+    }
+  }
+  // train.device = cuda on a node without a usable GPU is refused here, on every rank alike,
+  // rather than by each rank once MPI has started.
+  if (c.train.device != "cpu") {
+    try {
+      choose_device(c.train.device, probe_cuda());
+    } catch (const std::exception& e) {
+      checks.push_back({Verdict::kFail, "device", e.what()});
     }
   }
   for (const auto& [key, path] : {std::pair{"train.save", c.train.save}, std::pair{"train.metrics", c.train.metrics},

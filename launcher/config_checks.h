@@ -14,7 +14,7 @@ namespace slurm_train {
 // What every rank checks before MPI starts, from the datasets' metadata and the configuration
 // alone (no data is read): the files open and are shaped right, the global batch gives each of
 // `ranks` ranks a row, the datasets and the model fit in `memory` with `ranks` ranks sharing the
-// global batch, the output files' folders exist. A
+// global batch, the output files' folders exist, train.device = cuda finds a usable GPU. A
 // failure here is a configuration error (exit 2), the same on every rank.
 std::vector<Check> check_before_start(const RunConfig& config, std::uint64_t ranks, const MemoryFacts& memory);
 

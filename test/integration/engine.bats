@@ -127,10 +127,10 @@ small_run() {
   [ "$status" -eq 2 ]
   [[ $output == *"this looks like a login node"*"slurm-train submit $ROOT/examples/fashion-mnist.toml --nodes 1 --gpus-per-node 1"* ]]
   # Under a launcher, without a GPU, and (so far) with one too: the loop has no GPU path yet.
-  # Never silently CPU.
+  # Never silently CPU; a configuration error (exit 2), found before MPI starts.
   run mpirun -n 1 "$BUILD/bin/slurm-train" run --config "$ROOT/examples/fashion-mnist.toml" \
     --data.train "$TEST_DATA/train.h5" --data.test "$TEST_DATA/test.h5" --train.steps 2 --train.device cuda
-  [ "$status" -ne 0 ]
+  [ "$status" -eq 2 ]
   [[ $output == *"train.device = cuda, but there is no usable GPU: "* ||
      $output == *"train.device = cuda: "*"the training loop runs on the CPU only so far"* ]]
   run --separate-stderr small_run --train.steps 2 --train.device cpu
