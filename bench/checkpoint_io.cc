@@ -18,6 +18,7 @@
 #include <numeric>
 
 #include "train/checkpoint_file.h"
+#include "train/contained_reads.h"
 #include "train/checkpoint_store.h"
 
 using namespace slurm_train;
@@ -41,6 +42,8 @@ void drop_from_page_cache(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // As slurm-train does: the reads' first pass in a fresh process of this program.
+  if (const auto child = contained_reads_main(argc, argv)) return *child;
   if (argc < 3) {
     std::cerr << "usage: checkpoint_io DIR MB [REPEATS]\n";
     return 2;

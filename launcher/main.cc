@@ -12,8 +12,10 @@
 #include "launcher/plot_command.h"
 #include "launcher/run_command.h"
 #include "launcher/submit_command.h"
+#include "train/contained_reads.h"
 
 int main(int argc, char** argv) {
+  if (const auto child = slurm_train::contained_reads_main(argc, argv)) return *child;
   CLI::App app{"slurm-train: data-parallel training on Slurm clusters", "slurm-train"};
   app.set_version_flag("--version", slurm_train::build_info());
   // One subcommand at most: once `run` is parsed, a value that names another (`--ckpt.dir ckpt`)

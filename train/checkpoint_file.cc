@@ -209,6 +209,15 @@ void require_stored(hid_t set, const h5::Extent& e, std::size_t element_size, co
                                       e.describe(), *bytes, stored, filters == 0 ? "" : " compressed bytes"));
 }
 
+// What a read does with the bytes of a contiguous dataset (ours: the tensors). The first pass,
+// in a child process (crash_contained.h), probes: it runs everything libhdf5 parses but leaves
+// those bytes, which are the file's plain bytes at an offset (read by pread, or by libhdf5
+// without parsing anything more), so that the child copies no data and touches no memory of
+// this process's. The second pass reads them.
+enum class Pass { kProbe, kRead };
+
+bool probe_skips(Pass pass, hid_t set) { return pass == Pass::kProbe && H5Dget_offset(set) != HADDR_UNDEF; }
+
 // A dataset's bytes as stored (read with its own file type) after checking them against its
 // crc32 attribute.
 struct RawDataset {
@@ -216,7 +225,7 @@ struct RawDataset {
   std::vector<unsigned char> bytes;
 };
 
-RawDataset read_verified(hid_t file, const std::string& name, const std::string& path) {
+RawDataset read_verified(hid_t file, const std::string& name, const std::string& path, Pass pass = Pass::kRead) {
   const std::string where = fmt::format("{}: dataset {}", path, name);
   try {
     h5::Handle set(H5_CHECK(H5Dopen2(file, name.c_str(), H5P_DEFAULT), where));
@@ -227,6 +236,10 @@ RawDataset read_verified(hid_t file, const std::string& name, const std::string&
       throw CheckpointError(fmt::format("{}: holds {}; expected numbers", where, e.describe()));
     require_stored(set, e, e.type_size, where);
     h5::Handle type(H5_CHECK(H5Dget_type(set), where));
+    if (probe_skips(pass, set)) {
+      read_crc_attribute(set, where);
+      return raw;
+    }
     raw.bytes.resize(*h5::byte_count(e.shape, e.type_size));
     if (!raw.bytes.empty()) H5_CHECK(H5Dread(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw.bytes.data()), where);
     const std::uint32_t stored = read_crc_attribute(set, where);
@@ -253,9 +266,10 @@ T read_scalar(hid_t file, const std::string& name, const std::string& path) {
 }
 
 // A float32 tensor of the expected shape, read into `into` and checked against its crc32.
-// Contiguous datasets (ours) are read straight from the file (`fd`); others through HDF5.
+// Contiguous datasets (ours) are read straight from the file (`fd`); others through HDF5. A
+// probe (into may be null) reads only what libhdf5 parses.
 void read_tensor(hid_t file, int fd, const std::string& name, const std::vector<hsize_t>& shape, float* into,
-                 const std::string& path) {
+                 const std::string& path, Pass pass) {
   const std::string where = fmt::format("{}: dataset {}", path, name);
   try {
     if (!h5::has_dataset(file, name)) throw CheckpointError(where + " is missing");
@@ -267,6 +281,12 @@ void read_tensor(hid_t file, int fd, const std::string& name, const std::vector<
     require_stored(set, found, sizeof(float), where);
     const std::uint32_t stored = read_crc_attribute(set, where);
     const std::size_t bytes = *h5::byte_count(shape, sizeof(float));
+    if (probe_skips(pass, set)) return;
+    std::vector<float> probed;  // a probe of a dataset libhdf5 decodes reads it, into its own buffer
+    if (pass == Pass::kProbe) {
+      probed.resize(bytes / sizeof(float));
+      into = probed.data();
+    }
     const haddr_t offset = H5Dget_offset(set);
     std::uint32_t actual;
     if (offset != HADDR_UNDEF && fd >= 0) {
@@ -432,7 +452,8 @@ void write_checkpoint_file(const std::string& path, const CheckpointState& s, un
 
 namespace {
 
-void read_uncontained(const std::string& path, CheckpointState& s, const std::vector<LayerLayout>* expected_layers) {
+void read_uncontained(const std::string& path, CheckpointState& s, const std::vector<LayerLayout>* expected_layers,
+                      Pass pass) {
   h5::Handle file = open_checkpoint(path);
   // The tensors' bytes are read from this descriptor (see read_tensor); closed on every path.
   struct Fd {
@@ -474,13 +495,14 @@ void read_uncontained(const std::string& path, CheckpointState& s, const std::ve
     }
     s.recipe = read_model_recipe(file, s.layers, path);
     auto read_tensors = [&](const std::string& group, std::vector<float>& into) {
-      into.resize(offset);
+      const bool reading = pass == Pass::kRead;
+      if (reading) into.resize(offset);
       for (std::size_t l = 0; l < s.layers.size(); ++l) {
         const LayerLayout& L = s.layers[l];
         read_tensor(file, data.fd, group + "/" + Mlp<float>::parameter_name(l, true), {hsize_t(L.out), hsize_t(L.in)},
-                    &into[L.weight], path);
-        read_tensor(file, data.fd, group + "/" + Mlp<float>::parameter_name(l, false), {hsize_t(L.out)}, &into[L.bias],
-                    path);
+                    reading ? &into[L.weight] : nullptr, path, pass);
+        read_tensor(file, data.fd, group + "/" + Mlp<float>::parameter_name(l, false), {hsize_t(L.out)},
+                    reading ? &into[L.bias] : nullptr, path, pass);
       }
     };
     read_tensors("/model", s.params);
@@ -505,13 +527,13 @@ void read_uncontained(const std::string& path, CheckpointState& s, const std::ve
   }
 }
 
-std::vector<std::string> verify_uncontained(const std::string& path) {
+std::vector<std::string> verify_uncontained(const std::string& path, Pass pass) {
   std::vector<std::string> problems;
   try {
     h5::Handle file = open_checkpoint(path);
     for (const std::string& name : dataset_names(file, path)) {
       try {
-        read_verified(file, name, path);
+        read_verified(file, name, path, pass);
       } catch (const std::exception& e) {
         problems.push_back(e.what());
       }
@@ -523,7 +545,7 @@ std::vector<std::string> verify_uncontained(const std::string& path) {
   if (problems.empty()) {
     try {
       CheckpointState s;
-      read_uncontained(path, s, nullptr);  // the structure: every dataset a resume needs is there
+      read_uncontained(path, s, nullptr, pass);  // the structure: every dataset a resume needs is there
     } catch (const std::exception& e) {
       problems.push_back(e.what());
     }
@@ -531,9 +553,9 @@ std::vector<std::string> verify_uncontained(const std::string& path) {
   return problems;
 }
 
-std::string describe_uncontained(const std::string& path) {
+std::string describe_uncontained(const std::string& path, Pass pass) {
   CheckpointState s;
-  read_uncontained(path, s, nullptr);
+  read_uncontained(path, s, nullptr, pass);
   const CheckpointCounters& c = s.counters;
   std::string out = fmt::format("{}\n/meta\n  format_version   {}\n  program_version  {}\n  created          {}\n"
                                 "  host             {}\n  world_size       {}\n",
@@ -563,8 +585,30 @@ std::string describe_uncontained(const std::string& path) {
   return out;
 }
 
+void probe_uncontained(const std::string& path, CheckpointUse use) {
+  switch (use) {
+    case CheckpointUse::kRead: {
+      CheckpointState probe;
+      read_uncontained(path, probe, nullptr, Pass::kProbe);
+      break;
+    }
+    case CheckpointUse::kVerify: verify_uncontained(path, Pass::kProbe); break;
+    case CheckpointUse::kDescribe: describe_uncontained(path, Pass::kProbe); break;
+  }
+}
+
+const char* reader_name(CheckpointUse use) {
+  switch (use) {
+    case CheckpointUse::kRead: return "checkpoint-read";
+    case CheckpointUse::kVerify: return "checkpoint-verify";
+    case CheckpointUse::kDescribe: return "checkpoint-describe";
+  }
+  return "";
+}
+
 // Refuses a file that crashes or hangs its reader in a child process (crash_contained.h).
-void require_no_crash(const std::string& path, const std::function<void()>& read) {
+void require_no_crash(const std::string& path, CheckpointUse use) {
+  const ContainedRead read{reader_name(use), {path}, [&] { probe_uncontained(path, use); }};
   if (const auto crash = crash_in_child(read, time_limit_to_read(path)))
     throw CheckpointError(fmt::format("{}: reading it {} (a separate process reads it first: libhdf5 crashes or "
                                       "loops forever on some damaged files); the file is damaged or not a checkpoint",
@@ -574,8 +618,8 @@ void require_no_crash(const std::string& path, const std::function<void()>& read
 }  // namespace
 
 void read_checkpoint_file(const std::string& path, CheckpointState& s, const std::vector<LayerLayout>* expected_layers) {
-  require_no_crash(path, [&] { read_uncontained(path, s, expected_layers); });
-  read_uncontained(path, s, expected_layers);
+  require_no_crash(path, CheckpointUse::kRead);
+  read_uncontained(path, s, expected_layers, Pass::kRead);
 }
 
 CheckpointState read_checkpoint_file(const std::string& path) {
@@ -586,16 +630,29 @@ CheckpointState read_checkpoint_file(const std::string& path) {
 
 std::vector<std::string> verify_checkpoint_file(const std::string& path) {
   try {
-    require_no_crash(path, [&] { verify_uncontained(path); });
+    require_no_crash(path, CheckpointUse::kVerify);
   } catch (const CheckpointError& e) {
     return {e.what()};
   }
-  return verify_uncontained(path);
+  return verify_uncontained(path, Pass::kRead);
 }
 
 std::string describe_checkpoint_file(const std::string& path) {
-  require_no_crash(path, [&] { describe_uncontained(path); });
-  return describe_uncontained(path);
+  require_no_crash(path, CheckpointUse::kDescribe);
+  return describe_uncontained(path, Pass::kRead);
+}
+
+bool run_checkpoint_probe(const std::string& reader, const std::string& path) {
+  for (CheckpointUse use : {CheckpointUse::kRead, CheckpointUse::kVerify, CheckpointUse::kDescribe}) {
+    if (reader != reader_name(use)) continue;
+    try {
+      probe_uncontained(path, use);
+    } catch (...) {
+      // A clean rejection: the caller's own read finds and reports it.
+    }
+    return true;
+  }
+  return false;
 }
 
 }  // namespace slurm_train

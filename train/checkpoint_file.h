@@ -64,4 +64,10 @@ std::vector<std::string> verify_checkpoint_file(const std::string& path);
 // For `ckpt show`: /meta, /train and every tensor's name, shape and type, as text.
 std::string describe_checkpoint_file(const std::string& path);
 
+// What the readers above run first in a separate process (crash_contained.h): everything libhdf5
+// parses, not the tensors' bytes. In that process, run_checkpoint_probe runs the one `reader`
+// names ("checkpoint-read", "-verify", "-describe") and returns true; false for another name.
+enum class CheckpointUse { kRead, kVerify, kDescribe };
+bool run_checkpoint_probe(const std::string& reader, const std::string& path);
+
 }  // namespace slurm_train

@@ -10,6 +10,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace slurm_train {
 
@@ -20,6 +21,31 @@ namespace slurm_train {
 // The child's standard error goes to /dev/null, it writes no core file, and it dies with this
 // process (or this thread): nothing is left reading when the caller is gone.
 std::optional<std::string> crash_in_child(const std::function<void()>& read, std::chrono::milliseconds time_limit);
+
+// A read as a separate program runs it: the name of a reader that run_contained_read knows, and
+// its arguments; `in_process` is the same read, for a fork where no program is set.
+struct ContainedRead {
+  std::string reader;
+  std::vector<std::string> args;
+  std::function<void()> in_process;
+};
+
+// The program that runs contained reads (`PROGRAM --contained-read READER ARGS...`): slurm-train
+// sets itself, so that a read starts a fresh small process (posix_spawn) rather than a fork of
+// a large one, whose every page this process would then fault on as it writes (copy-on-write),
+// and which MPI libraries with registered memory do not support. Unset (fuzz targets, tests):
+// reads fork and run in_process.
+void set_contained_read_program(std::string path);
+inline constexpr const char* kContainedReadFlag = "--contained-read";
+
+// crash_in_child for `read`: in the program when one is set, else in a fork.
+std::optional<std::string> crash_in_child(const ContainedRead& read, std::chrono::milliseconds time_limit);
+
+// In the program: the first thing it does in a child started for a contained read. Sets the
+// child up (dies with its parent, no core file), runs the reader that `argv` names through
+// `run` (which returns the exit status: 0 when the read returned or threw cleanly).
+int contained_read_child(int argc, char** argv, const std::function<int(const std::string& reader,
+                                                                        const std::vector<std::string>& args)>& run);
 
 // How long reading the file at `path` may take before it counts as a hang: the base limit plus
 // the file's size at 10 MB/s, slow shared storage under load included.

@@ -67,16 +67,21 @@ void require_finite(const std::vector<float>& values, std::size_t feature_size, 
 }
 
 // Refuses a file that crashes or hangs its reader in a child process (crash_contained.h).
-void require_no_crash(const std::string& path, const std::function<void()>& read) {
+void require_no_crash(const std::string& path, const ContainedRead& read) {
   if (const auto crash = crash_in_child(read, time_limit_to_read(path)))
     throw h5::Error(fmt::format("{}: reading it {} (a separate process reads it first: libhdf5 crashes or loops "
                                 "forever on some damaged files); the file is damaged or not HDF5", path, *crash));
 }
 
+// A DatasetSpec as a contained read's arguments, and back.
+std::vector<std::string> spec_words(const DatasetSpec& spec) {
+  return {spec.path, spec.features, spec.labels, std::to_string(spec.num_classes)};
+}
+
 }  // namespace
 
 DatasetLayout inspect_dataset(const DatasetSpec& spec) {
-  require_no_crash(spec.path, [&] { open_dataset_files(spec); });
+  require_no_crash(spec.path, {"dataset-open", spec_words(spec), [&] { open_dataset_files(spec); }});
   return open_dataset_files(spec).layout;
 }
 
@@ -121,7 +126,10 @@ Dataset load_uncontained(const DatasetSpec& spec, const MemoryFacts& memory) {
 // The child reads it all, not only the metadata: the chunk index and filters are parsed as the
 // data is read. It allocates and frees before this process allocates, so the peak is one copy.
 Dataset load_dataset(const DatasetSpec& spec, const MemoryFacts& memory) {
-  require_no_crash(spec.path, [&] { load_uncontained(spec, memory); });
+  std::vector<std::string> words = spec_words(spec);
+  for (std::uint64_t v : {memory.mem_available, memory.limit_as, memory.limit_data, memory.mapped, memory.data})
+    words.push_back(std::to_string(v));
+  require_no_crash(spec.path, {"dataset-load", words, [&] { load_uncontained(spec, memory); }});
   return load_uncontained(spec, memory);
 }
 
@@ -146,6 +154,23 @@ Normalization normalization_of(const Dataset& d) {
   const double mean = sum / static_cast<double>(n);
   const double variance = std::max(sum_sq / static_cast<double>(n) - mean * mean, 1e-12);
   return {static_cast<float>(mean), static_cast<float>(1.0 / std::sqrt(variance))};
+}
+
+bool run_dataset_probe(const std::string& reader, const std::vector<std::string>& args) {
+  const bool load = reader == "dataset-load";
+  if ((reader != "dataset-open" && !load) || args.size() != (load ? 9u : 4u)) return false;
+  try {
+    const DatasetSpec spec{args[0], args[1], args[2], std::stoi(args[3])};
+    if (!load) {
+      open_dataset_files(spec);
+    } else {
+      const auto n = [&](std::size_t i) { return static_cast<std::uint64_t>(std::stoull(args[i])); };
+      load_uncontained(spec, MemoryFacts{n(4), n(5), n(6), n(7), n(8)});
+    }
+  } catch (...) {
+    // A clean rejection: the caller's own read finds and reports it.
+  }
+  return true;
 }
 
 }  // namespace slurm_train

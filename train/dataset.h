@@ -73,4 +73,9 @@ Normalization normalization_of(const Dataset& d);
 void normalized_rows(const Dataset& d, std::size_t begin, std::size_t rows, Normalization norm, std::vector<float>& x,
                      std::vector<std::int32_t>& y);
 
+// In the separate process that the readers above start first (crash_contained.h): runs the
+// read `reader` names ("dataset-open", "dataset-load") with its arguments and returns true;
+// false for another name or arguments.
+bool run_dataset_probe(const std::string& reader, const std::vector<std::string>& args);
+
 }  // namespace slurm_train
