@@ -23,6 +23,10 @@ MlpShape shape_of(const RunConfig& c, std::size_t inputs) {
 
 }  // namespace
 
+ModelRecipe model_recipe(const RunConfig& config, Normalization norm, bool uint8_features) {
+  return model_recipe_of(norm, uint8_features, config.model.activation);
+}
+
 OptimizerConfig optimizer_config_of(const TrainConfig& t) {
   OptimizerConfig o;
   o.kind = t.optimizer == "sgd" ? OptimizerKind::kSgd : OptimizerKind::kAdamW;

@@ -9,6 +9,8 @@
 
 #include "train/comm.h"
 #include "train/config.h"
+#include "train/dataset.h"
+#include "train/model_file.h"
 #include "train/optimizer.h"
 #include "train/train_step.h"
 
@@ -23,6 +25,10 @@ struct ChosenStep {
 // parameters initialised from train.seed. Throws ConfigError for train.device = cuda where the
 // run cannot use a GPU.
 ChosenStep make_train_step(const RunConfig& config, std::size_t inputs, Comm& comm);
+
+// What the saved model records besides its parameters: the training data's normalisation and
+// feature type, and what running the model again needs ([model]'s activation).
+ModelRecipe model_recipe(const RunConfig& config, Normalization norm, bool uint8_features);
 
 // [train]'s optimizer, learning-rate schedule and clipping.
 OptimizerConfig optimizer_config_of(const TrainConfig& t);

@@ -110,7 +110,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   phase(TrainPhase::kLoadData, 0);
   const TrainingData d = load_training_data(config, comm.size());
   const std::uint64_t total = d.total_steps;
-  const ModelRecipe recipe = model_recipe_of(d.norm, d.train.is_uint8(), config.model.activation);
+  const ModelRecipe recipe = model_recipe(config, d.norm, d.train.is_uint8());
   ChosenStep chosen = make_train_step(config, d.train.feature_size, comm);
   if (rank0 && !chosen.device_note.empty()) std::cerr << "slurm-train: " << chosen.device_note << "\n" << std::flush;
   TrainStep& model = *chosen.step;
