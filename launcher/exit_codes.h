@@ -30,4 +30,19 @@ inline constexpr const char* kExitCodeTable =
     "  9  training diverged: a loss or gradient norm not finite (the message names the step);\n"
     "     no checkpoint of it was written\n";
 
+// For `slurm-train exec --help` and the README: the same codes, where they apply to a program
+// the launcher supervises, and the program's own status where it failed.
+inline constexpr const char* kExecExitCodeTable =
+    "Exit codes (those of `run`, where they apply):\n"
+    "  0    the program exited 0 on every rank\n"
+    "  1    another rank's program failed (task 0 names it), a rank was lost, or the supervisor failed\n"
+    "  2    usage error\n"
+    "  4    hang: a rank's program wrote no output and did not touch its heartbeat file for --hang-timeout\n"
+    "       seconds (a rank-status table names it)\n"
+    "  5    preempted: every rank's program exited after the forwarded signal, and the job requeued itself\n"
+    "  6    preempted, not requeued (not a requeueable batch job)\n"
+    "  7    do not requeue: --max-restarts-without-progress preempted runs in a row made no progress\n"
+    "  N    on the rank whose program failed: the program's own exit status (128+S when signal S killed it)\n"
+    "  126  the program is not executable; 127: it was not found\n";
+
 }  // namespace slurm_train

@@ -7,6 +7,7 @@
 #include "launcher/ckpt_command.h"
 #include "launcher/data_command.h"
 #include "launcher/doctor_command.h"
+#include "launcher/exec_command.h"
 #include "launcher/exit_codes.h"
 #include "launcher/launch_position.h"
 #include "launcher/plot_command.h"
@@ -16,6 +17,8 @@
 
 int main(int argc, char** argv) {
   if (const auto child = slurm_train::contained_reads_main(argc, argv)) return *child;
+  // What follows `exec ... --` is the supervised program's, not ours to parse.
+  const auto exec_line = slurm_train::split_exec_command_line(argc, argv);
   CLI::App app{"slurm-train: data-parallel training on Slurm clusters", "slurm-train"};
   app.set_version_flag("--version", slurm_train::build_info());
   // One subcommand at most: once `run` is parsed, a value that names another (`--ckpt.dir ckpt`)
@@ -24,6 +27,7 @@ int main(int argc, char** argv) {
   app.footer("See README.md (or $SLURM_TRAIN_HOME/share/doc/slurm-train) for the full guide.");
   int exit_code = 0;
   slurm_train::add_run_command(app, exit_code);
+  slurm_train::add_exec_command(app, exit_code, exec_line);
   slurm_train::add_data_command(app);
   slurm_train::add_submit_command(app);
   slurm_train::add_plot_command(app);
@@ -48,7 +52,7 @@ int main(int argc, char** argv) {
     return slurm_train::kExitFailed;
   }
   if (app.get_subcommands().empty()) {
-    std::cerr << app.help() << "slurm-train: a subcommand is required (run, data, submit, plot, doctor, ckpt)\n";
+    std::cerr << app.help() << "slurm-train: a subcommand is required (run, exec, data, submit, plot, doctor, ckpt)\n";
     return slurm_train::kExitUsage;
   }
   return exit_code;

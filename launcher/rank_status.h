@@ -21,6 +21,7 @@ struct RankStatus {
   std::uint64_t step = 0;  // steps done when it last reported
   TrainPhase phase = TrainPhase::kStartup;
   double seconds_since_progress = 0;
+  int exit_code = 0;  // what the rank said when it finished
 };
 
 struct HangVerdict {

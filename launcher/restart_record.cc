@@ -26,6 +26,16 @@ RestartRecord next_start(const std::optional<RestartRecord>& previous, std::uint
   return r;
 }
 
+RestartRecord next_exec_record(const std::optional<RestartRecord>& previous, std::optional<std::uint64_t> step_reached,
+                               double seconds_run) {
+  const std::uint64_t minutes = seconds_run > 0 ? static_cast<std::uint64_t>(seconds_run / 60) : 0;
+  const std::uint64_t key = step_reached ? *step_reached : (previous ? previous->last_start_step : 0) + minutes;
+  RestartRecord r = next_start(previous, key);
+  // The first run has nothing to compare with, unless it made no progress at all.
+  if (!previous && key == 0) r.restarts_without_progress = 1;
+  return r;
+}
+
 bool should_give_up(const RestartRecord& record, std::uint64_t max_without_progress) {
   return max_without_progress > 0 && record.restarts_without_progress > max_without_progress;
 }

@@ -19,6 +19,13 @@ struct RestartRecord {
 // The record after a run that starts (resumed or fresh) from `start_step`.
 RestartRecord next_start(const std::optional<RestartRecord>& previous, std::uint64_t start_step);
 
+// `slurm-train exec`'s record after a preempted run, which knows only what the program reported:
+// the step it reached (its heartbeat file's number), or without one how long it ran. A run makes
+// progress when it reaches a later step than the run before, or, without steps, when it runs a
+// minute or more (its key, kept in last_start_step, counts those minutes over all runs).
+RestartRecord next_exec_record(const std::optional<RestartRecord>& previous, std::optional<std::uint64_t> step_reached,
+                               double seconds_run);
+
 // max_without_progress == 0: never give up.
 bool should_give_up(const RestartRecord& record, std::uint64_t max_without_progress);
 

@@ -427,7 +427,10 @@ int run(const RunOptions& options) {
     log.line(fmt::format("slurm-train {} rank {} of {} (local {} of {}) on {}, pid {}, cpus {}, device {}",
                          SLURM_TRAIN_VERSION, comm->rank(), comm->size(), comm->local_rank(), comm->local_size(), host,
                          me.pid, me.cpus, me.device));
-    watchdog = std::make_unique<Watchdog>(*comm, me, WatchdogOptions{config.run.hang_timeout, 120}, log);
+    WatchdogOptions watch;
+    watch.hang_timeout = config.run.hang_timeout;
+    watch.connect_timeout = 120;
+    watchdog = std::make_unique<Watchdog>(*comm, me, watch, log);
     watchdog->progress().set(TrainPhase::kStartup, 0);
     const auto ranks = watchdog->wait_for_all_ranks();
     RunHooks hooks(config, *comm, *watchdog, *console, faults, started);

@@ -24,6 +24,7 @@ struct Watchdog::Conn {
   int fd = -1;
   int rank = -1;  // -1 until its hello
   std::string in;
+  std::string tail;  // the text of kTail frames, for the kFail that follows
   ~Conn() {
     if (fd >= 0) ::close(fd);
   }
@@ -49,8 +50,8 @@ void write_stderr(const std::string& text) {
 
 }  // namespace
 
-Watchdog::Watchdog(Comm& comm, const RankIdentity& me, const WatchdogOptions& options, RankLog& log)
-    : me_(me), options_(options), log_(log), rank_(comm.rank()), size_(comm.size()) {
+void Watchdog::init_table(const RankIdentity& me) {
+  pid_ = me.pid;
   if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0)
     throw std::runtime_error(fmt::format("watchdog: pipe2: {}", std::strerror(errno)));
   table_.resize(static_cast<std::size_t>(size_));
@@ -60,6 +61,11 @@ Watchdog::Watchdog(Comm& comm, const RankIdentity& me, const WatchdogOptions& op
   table_[static_cast<std::size_t>(rank_)].cpus = me.cpus;
   table_[static_cast<std::size_t>(rank_)].device = me.device;
   table_[static_cast<std::size_t>(rank_)].state = RankState::kRunning;
+}
+
+Watchdog::Watchdog(Comm& comm, const RankIdentity& me, const WatchdogOptions& options, RankLog& log)
+    : me_(me), options_(options), log_(log), rank_(comm.rank()), size_(comm.size()) {
+  init_table(me);
   if (size_ == 1) {
     thread_ = std::thread([this] { run_root(); });
     return;
@@ -78,14 +84,48 @@ Watchdog::Watchdog(Comm& comm, const RankIdentity& me, const WatchdogOptions& op
   }
   comm.broadcast(address, sizeof address, 0);
   if (rank_ == 0) return;
+  connect_to_root(address);
+}
 
-  std::istringstream words(address);
+Watchdog::Watchdog(const WatchdogRendezvous& rendezvous, const RankIdentity& me, const WatchdogOptions& options,
+                   RankLog& log)
+    : me_(me), options_(options), log_(log), rank_(rendezvous.rank), size_(rendezvous.size) {
+  if (size_ < 1 || rank_ < 0 || rank_ >= size_)
+    throw std::runtime_error(fmt::format("watchdog: rank {} of {} is not a rank of the job", rank_, size_));
+  init_table(me);
+  token_ = rendezvous.token;
+  if (rank_ == 0) {
+    if (size_ > 1) {
+      try {
+        listen_fd_ = listen_on_port(rendezvous.port).fd;
+      } catch (const std::runtime_error& e) {
+        throw std::runtime_error(fmt::format("{} (the port is derived from the job and step ids; is another job's "
+                                             "task 0 on this node using it?)", e.what()));
+      }
+    }
+    thread_ = std::thread([this] { run_root(); });
+    return;
+  }
+  std::string text = fmt::format("{} {}", token_, rendezvous.port);
+  const auto addresses = host_addresses(rendezvous.root_host);
+  if (addresses.empty())
+    throw std::runtime_error(fmt::format("watchdog: the host of task 0, '{}' (the step's first node), does not "
+                                         "resolve to an IPv4 address on {}", rendezvous.root_host, me.host));
+  for (const auto& a : addresses) text += " " + a;
+  connect_to_root(text);
+}
+
+// The others: "TOKEN PORT ADDRESS..." says where rank 0 listens; try each address until rank 0
+// welcomes this rank with the token.
+void Watchdog::connect_to_root(const std::string& address_text) {
+  std::istringstream words(address_text);
   int port = 0;
   words >> token_ >> port;
   std::vector<std::string> addresses;
   for (std::string a; words >> a;) addresses.push_back(a);
   const auto deadline = Clock::now() + std::chrono::duration<double>(options_.connect_timeout);
-  std::string tried;
+  // Rank 0 may not listen yet: retry soon at first (a job's start-up waits on this), then less often.
+  auto pause = std::chrono::milliseconds(10);
   while (root_fd_ < 0) {
     for (const auto& a : addresses) {
       const int fd = connect_to(a, port, 2000);
@@ -93,9 +133,9 @@ Watchdog::Watchdog(Comm& comm, const RankIdentity& me, const WatchdogOptions& op
       WatchdogFrame hello;
       hello.kind = WatchdogFrame::kHello;
       hello.rank = rank_;
-      hello.pid = me.pid;
+      hello.pid = me_.pid;
       hello.counter = token_;
-      hello.set_text(me.host + "\t" + me.cpus + "\t" + me.device);
+      hello.set_text(me_.host + "\t" + me_.cpus + "\t" + me_.device);
       std::string in;
       WatchdogFrame reply;
       pollfd p{fd, POLLIN, 0};
@@ -117,7 +157,8 @@ Watchdog::Watchdog(Comm& comm, const RankIdentity& me, const WatchdogOptions& op
           "when a rank dies)",
           port, list, options_.connect_timeout));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(500));
   }
   thread_ = std::thread([this] { run_member(); });
 }
@@ -129,35 +170,106 @@ Watchdog::~Watchdog() {
     if (fd >= 0) ::close(fd);
 }
 
-std::vector<RankStatus> Watchdog::wait_for_all_ranks() {
+std::vector<RankStatus> Watchdog::wait_for_all_ranks(double timeout_seconds) {
   if (rank_ != 0) return {};
   std::unique_lock lock(mutex_);
-  all_connected_.wait(lock, [&] { return connected_ >= size_; });
+  all_connected_.wait_for(lock, std::chrono::duration<double>(timeout_seconds), [&] { return connected_ >= size_; });
   return table_;
 }
 
-void Watchdog::report_failure(int exit_code, const std::string& cause) noexcept {
+void Watchdog::report_failure(int exit_code, const std::string& cause, const std::string& detail,
+                              std::uint64_t when_ms) noexcept {
   if (size_ == 1 || finished_.exchange(true)) return;
   log_.line(fmt::format("failed (exit {}): {}", exit_code, cause));
+  if (rank_ != 0) {
+    WatchdogFrame piece;
+    piece.kind = WatchdogFrame::kTail;
+    piece.rank = rank_;
+    const std::size_t chunk = sizeof piece.text - 1;
+    // At most 16 frames: rank 0 wants the end of it.
+    const std::size_t from = detail.size() > 16 * chunk ? detail.size() - 16 * chunk : 0;
+    for (std::size_t at = from; at < detail.size(); at += chunk) {
+      piece.set_text(std::string_view(detail).substr(at, chunk));
+      send_to_peers(piece);
+    }
+  }
   WatchdogFrame f;
   f.kind = rank_ == 0 ? WatchdogFrame::kAbort : WatchdogFrame::kFail;
   f.rank = rank_;
-  f.pid = me_.pid;
+  f.pid = pid_;
   f.code = exit_code;
+  f.step = when_ms;
   f.set_text(cause);
   send_to_peers(f);
   stop_thread();
 }
 
-void Watchdog::finish() noexcept {
+void Watchdog::fail_job(int exit_code, const std::string& cause, const std::string& detail, std::uint64_t when_ms) {
+  log_.line(fmt::format("failed (exit {}): {}", exit_code, cause));
+  {
+    std::lock_guard lock(mutex_);
+    table_[0].state = RankState::kFailed;
+    add_failure({0, me_.host, cause, detail, when_ms, kExitFailed}, Clock::now());
+  }
+  // This rank exits with its own code; the others with the job's (end_job).
+  own_exit_code_ = exit_code;
+  for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
+void Watchdog::add_failure(Failure f, TimePoint now) {
+  if (failures_.empty())
+    failures_deadline_ = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.gather_failures_seconds));
+  failures_.push_back(std::move(f));
+}
+
+void Watchdog::set_pid(int pid) noexcept {
+  pid_ = pid;
+  std::lock_guard lock(mutex_);
+  table_[static_cast<std::size_t>(rank_)].pid = pid;
+}
+
+void Watchdog::finish(int code) noexcept {
   progress_.set(TrainPhase::kFinished, progress_.step());
   if (!finished_.exchange(true)) {
     WatchdogFrame f;
     f.kind = WatchdogFrame::kBye;
     f.rank = rank_;
+    f.pid = pid_;
+    f.code = code;
     send_to_peers(f);
   }
   stop_thread();
+}
+
+std::vector<RankStatus> Watchdog::wait_for_all_finished() {
+  progress_.set(TrainPhase::kFinished, progress_.step());
+  std::unique_lock lock(mutex_);
+  table_[static_cast<std::size_t>(rank_)].state = RankState::kFinished;
+  if (rank_ != 0) return {};
+  all_finished_.wait(lock, [&] {
+    return std::all_of(table_.begin(), table_.end(), [](const RankStatus& s) { return s.state == RankState::kFinished; });
+  });
+  return table_;
+}
+
+int Watchdog::finish_and_wait_for_rank0(int code) {
+  if (rank_ == 0 || root_fd_ < 0) {
+    finish(code);
+    return code;
+  }
+  progress_.set(TrainPhase::kFinished, progress_.step());
+  if (!finished_.exchange(true)) {
+    WatchdogFrame f;
+    f.kind = WatchdogFrame::kBye;
+    f.rank = rank_;
+    f.pid = pid_;
+    f.code = code;
+    send_to_peers(f);
+  }
+  // The thread keeps watching rank 0 (and ends this process if rank 0 is lost) until its bye.
+  std::unique_lock lock(mutex_);
+  root_finished_.wait(lock, [&] { return root_said_bye_; });
+  return root_code_;
 }
 
 void Watchdog::send_to_peers(const WatchdogFrame& f) {
@@ -193,6 +305,11 @@ void Watchdog::end_job(int exit_code, const std::string& message, bool print) {
     std::lock_guard lock(mutex_);
     send_all(f);
   }
+  exit_process(own_exit_code_ != 0 ? own_exit_code_.load() : exit_code);
+}
+
+void Watchdog::exit_process(int exit_code) {
+  if (options_.before_exit) options_.before_exit();
   ::_exit(exit_code);
 }
 
@@ -278,6 +395,7 @@ void Watchdog::read_rank(Conn& c, TimePoint now, std::unique_lock<std::mutex>& l
     }
     RankStatus& s = table_[static_cast<std::size_t>(c.rank)];
     if (f.kind == WatchdogFrame::kBeat) {
+      if (f.pid != 0) s.pid = f.pid;
       s.step = f.step;
       s.phase = static_cast<TrainPhase>(f.phase);
       if (f.counter != last_counter_[static_cast<std::size_t>(c.rank)]) {
@@ -286,11 +404,16 @@ void Watchdog::read_rank(Conn& c, TimePoint now, std::unique_lock<std::mutex>& l
       }
     } else if (f.kind == WatchdogFrame::kBye) {
       s.state = RankState::kFinished;
+      s.exit_code = f.code;
+      if (f.pid != 0) s.pid = f.pid;
+      all_finished_.notify_all();
+    } else if (f.kind == WatchdogFrame::kTail) {
+      c.tail += f.get_text();
     } else if (f.kind == WatchdogFrame::kFail) {
       s.state = RankState::kFailed;
-      lock.unlock();
-      // The failing rank printed its own message; rank 0 ends everyone else.
-      end_job(f.code, fmt::format("ending the job: rank {} on {} failed: {}", c.rank, s.host, f.get_text()), false);
+      if (f.pid != 0) s.pid = f.pid;
+      add_failure({c.rank, s.host, f.get_text(), c.tail, f.step, f.code}, now);
+      // Judged at once or after the gathering time, in judge().
     }
   }
   if (!alive && c.rank > 0 && table_[static_cast<std::size_t>(c.rank)].state == RankState::kRunning) {
@@ -308,8 +431,23 @@ void Watchdog::read_rank(Conn& c, TimePoint now, std::unique_lock<std::mutex>& l
   }
 }
 
-// Rank 0's own row, then the verdicts: ranks that never connected, a hang.
+// Rank 0's own row, then the verdicts: failures reported, ranks that never connected, a hang.
 void Watchdog::judge(TimePoint started, TimePoint now, std::unique_lock<std::mutex>& lock) {
+  if (!failures_.empty() && now >= failures_deadline_) {
+    const auto first = std::min_element(failures_.begin(), failures_.end(),
+                                        [](const Failure& a, const Failure& b) { return a.when_ms < b.when_ms; });
+    std::string message = fmt::format("ending the job: rank {} on {} failed: {}", first->rank, first->host, first->text);
+    if (!first->tail.empty()) message += "\n" + first->tail;
+    std::vector<int> others;
+    for (const auto& f : failures_)
+      if (&f != &*first) others.push_back(f.rank);
+    if (!others.empty())
+      message += fmt::format("{}(rank(s) {} failed too, after it)", message.back() == '\n' ? "" : "\n", format_rank_list(others));
+    const int code = first->code;
+    lock.unlock();
+    // `run`: the failing rank printed its own message; rank 0 ends everyone else.
+    end_job(code, message, options_.print_reported_failures);
+  }
   RankStatus& own = table_[0];
   own.step = progress_.step();
   own.phase = progress_.phase();
@@ -361,10 +499,14 @@ void Watchdog::run_member() {
         last_heard = now;
         if (f.kind == WatchdogFrame::kAbort) {
           log_.line(fmt::format("rank 0 ends the job (exit {}): {}", f.code, f.get_text()));
-          ::_exit(f.code);
+          exit_process(f.code);
         }
         if (f.kind == WatchdogFrame::kBye) {
           stop_ = true;  // rank 0 is done; nothing more to watch
+          std::lock_guard lock(mutex_);
+          root_said_bye_ = true;
+          root_code_ = f.code;
+          root_finished_.notify_all();
           return;
         }
       }
@@ -386,6 +528,7 @@ void Watchdog::run_member() {
       WatchdogFrame beat;
       beat.kind = WatchdogFrame::kBeat;
       beat.rank = rank_;
+      beat.pid = pid_;
       beat.step = progress_.step();
       beat.phase = static_cast<std::uint32_t>(progress_.phase());
       beat.counter = counter;

@@ -9,6 +9,8 @@
 //     that is stuck; then the job ends with kExitHang.
 // The watchdog thread never calls MPI (MPI runs funneled through the main thread); it ends the
 // job by telling every rank over its connection and calling _exit.
+// Two ways to find rank 0: `run` broadcasts its address through MPI; `exec`, which runs no MPI,
+// derives it from the job's facts (the step's first node, a port from job and step).
 #pragma once
 
 #include <poll.h>
@@ -17,6 +19,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -58,6 +61,24 @@ struct RankIdentity {
 struct WatchdogOptions {
   double hang_timeout = 600;    // seconds without progress; 0: no hang detection
   double connect_timeout = 120; // for every rank to reach rank 0
+  // Runs on whichever thread ends this process, just before _exit: `exec` ends its program there.
+  std::function<void()> before_exit;
+  // Rank 0 prints the failures other ranks report, with the last lines they sent (`exec`: the
+  // user watches task 0's console, and the failing rank's supervisor is not the program).
+  bool print_reported_failures = false;
+  // Rank 0 waits this long after the first failure a rank reports for others before it ends the
+  // job, and names the one that happened first (`exec`: when one program dies, its peers' fail
+  // a moment later, and the first is the cause). 0: the first reported ends the job at once.
+  double gather_failures_seconds = 0;
+};
+
+// Where rank 0 listens when there is no MPI to broadcast it: every task derives the same values
+// from the job's facts.
+struct WatchdogRendezvous {
+  int rank = 0, size = 1;
+  std::string root_host;    // the host task 0 runs on (the step's first node)
+  int port = 0;             // rank 0 listens on it
+  std::uint64_t token = 0;  // tells this job's rank 0 from any other listener on that port
 };
 
 class Watchdog {
@@ -65,22 +86,43 @@ class Watchdog {
   // Collective over `comm` (rank 0 broadcasts its address). Throws std::runtime_error when this
   // rank cannot reach rank 0.
   Watchdog(Comm& comm, const RankIdentity& me, const WatchdogOptions& options, RankLog& log);
+  // Without MPI: rank 0 listens on rendezvous.port, the others connect to root_host. Throws
+  // std::runtime_error when rank 0 cannot listen there or this rank cannot reach rank 0.
+  Watchdog(const WatchdogRendezvous& rendezvous, const RankIdentity& me, const WatchdogOptions& options, RankLog& log);
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
   TrainProgress& progress() { return progress_; }
 
-  // Rank 0: waits until every rank has connected and returns their identities (the others get
-  // an empty table).
-  std::vector<RankStatus> wait_for_all_ranks();
+  // Rank 0: waits (at most `timeout_seconds`) until every rank has connected and returns their
+  // identities (the others get an empty table).
+  std::vector<RankStatus> wait_for_all_ranks(double timeout_seconds = 1e9);
 
   // A rank about to abort on an error tells rank 0 first, so that rank 0 ends the job naming
   // the failure rather than reporting a lost rank.
-  void report_failure(int exit_code, const std::string& cause) noexcept;
+  // `detail` (the last lines of a program's output, say) goes to rank 0 with it.
+  // `when_ms` (Unix time) is when it happened, to name the first of failures reported together.
+  void report_failure(int exit_code, const std::string& cause, const std::string& detail = {},
+                      std::uint64_t when_ms = 0) noexcept;
+
+  // Rank 0: its own failure, judged with those the others report (gather_failures_seconds);
+  // the watchdog's thread then ends the job, naming the first. Never returns.
+  [[noreturn]] void fail_job(int exit_code, const std::string& cause, const std::string& detail, std::uint64_t when_ms);
+
+  // The pid the rank table shows for this rank from now on (`exec`: its program's).
+  void set_pid(int pid) noexcept;
 
   // The normal end of this rank (training done or preempted): the peers stop watching it.
-  void finish() noexcept;
+  // `code` travels with it (rank 0's tells the others the job's exit code).
+  void finish(int code = 0) noexcept;
+
+  // Rank 0: marks itself finished and waits until every rank has finished (a rank that fails or
+  // is lost ends the job meanwhile); returns the table, with each rank's code.
+  std::vector<RankStatus> wait_for_all_finished();
+
+  // The others: finish(code), then wait for rank 0's own finish and return its code.
+  int finish_and_wait_for_rank0(int code);
 
  private:
   struct Conn;
@@ -91,11 +133,21 @@ class Watchdog {
   void accept_rank();
   void read_rank(Conn& c, TimePoint now, std::unique_lock<std::mutex>& lock);
   void judge(TimePoint started, TimePoint now, std::unique_lock<std::mutex>& lock);
+  void init_table(const RankIdentity& me);
+  void connect_to_root(const std::string& address_text);
   void run_member();
   [[noreturn]] void end_job(int exit_code, const std::string& message, bool print);
+  [[noreturn]] void exit_process(int exit_code);
   void send_all(const WatchdogFrame& f);      // rank 0, with mutex_ held
   void send_to_peers(const WatchdogFrame& f);  // rank 0: to all; the others: to rank 0
   void stop_thread();
+  struct Failure {
+    int rank = 0;
+    std::string host, text, tail;
+    std::uint64_t when_ms = 0;
+    int code = 0;
+  };
+  void add_failure(Failure f, TimePoint now);  // with mutex_ held
 
   TrainProgress progress_;
   RankIdentity me_;
@@ -108,15 +160,23 @@ class Watchdog {
   std::string root_address_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> finished_{false};
+  std::atomic<int> pid_{0};
+  std::atomic<int> own_exit_code_{0};  // fail_job's: rank 0 exits with it
 
   std::mutex mutex_;       // guards table_, conns_ (root), connected_ and sends on them
   std::mutex send_mutex_;  // a member's sends to rank 0 (beats from the thread, bye or fail from main)
   std::condition_variable all_connected_;
+  std::condition_variable all_finished_;   // rank 0: a rank said bye
+  std::condition_variable root_finished_;  // the others: rank 0 said bye
+  bool root_said_bye_ = false;
+  int root_code_ = 0;
   std::vector<RankStatus> table_;
   std::vector<std::unique_ptr<Conn>> conns_;
   // Rank 0's thread only: each rank's last progress counter and when it last changed.
   std::vector<std::uint64_t> last_counter_;
   std::vector<TimePoint> last_progress_;
+  std::vector<Failure> failures_;  // reported, not yet judged (gather_failures_seconds)
+  TimePoint failures_deadline_{};
   int connected_ = 1;
   std::thread thread_;
 };

@@ -66,16 +66,22 @@ bool next_frame(std::string& in, WatchdogFrame& f) {
   return true;
 }
 
-Listener listen_on_any_port() {
+namespace {
+
+Listener listen_on(int port) {
   Listener l;
   l.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (l.fd < 0) socket_fail("socket", "");
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_addr.s_addr = htonl(INADDR_ANY);
+  sa.sin_port = htons(static_cast<std::uint16_t>(port));
   socklen_t len = sizeof sa;
   try {
-    if (::bind(l.fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) socket_fail("bind", "0.0.0.0:0");
+    const int on = 1;
+    if (port != 0 && ::setsockopt(l.fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0) socket_fail("setsockopt(SO_REUSEADDR)", "");
+    if (::bind(l.fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
+      socket_fail("bind", fmt::format("0.0.0.0:{}", port));
     if (::listen(l.fd, 4096) != 0) socket_fail("listen", "");
     if (::getsockname(l.fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) socket_fail("getsockname", "");
   } catch (...) {
@@ -84,6 +90,15 @@ Listener listen_on_any_port() {
   }
   l.port = ntohs(sa.sin_port);
   return l;
+}
+
+}  // namespace
+
+Listener listen_on_any_port() { return listen_on(0); }
+
+Listener listen_on_port(int port) {
+  if (port <= 0 || port > 65535) throw std::runtime_error(fmt::format("watchdog: port {} is not a TCP port", port));
+  return listen_on(port);
 }
 
 int accept_peer(int listen_fd) {
@@ -116,6 +131,22 @@ std::vector<std::string> local_addresses(const std::string& host) {
   const auto it = std::find(out.begin(), out.end(), resolved);
   if (it != out.end()) std::rotate(out.begin(), it, it + 1);
   out.insert(out.end(), loopback.begin(), loopback.end());
+  return out;
+}
+
+std::vector<std::string> host_addresses(const std::string& host) {
+  std::vector<std::string> out;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0) return out;
+  for (addrinfo* a = res; a; a = a->ai_next) {
+    char text[INET_ADDRSTRLEN];
+    if (!inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr, text, sizeof text)) continue;
+    if (std::find(out.begin(), out.end(), text) == out.end()) out.push_back(text);
+  }
+  freeaddrinfo(res);
   return out;
 }
 

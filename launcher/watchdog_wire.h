@@ -25,7 +25,8 @@ struct WatchdogFrame {
   char text[216] = {};
 
   static constexpr std::uint32_t kMagic = 0x53545744;  // "STWD"
-  enum Kind : std::uint32_t { kHello = 1, kWelcome, kBeat, kBye, kFail, kAbort };
+  // kTail: a piece of the text a kFail brings (the last lines of a program's output).
+  enum Kind : std::uint32_t { kHello = 1, kWelcome, kBeat, kBye, kFail, kAbort, kTail };
 
   void set_text(std::string_view s) {
     const std::size_t n = std::min(s.size(), sizeof text - 1);
@@ -50,6 +51,9 @@ struct Listener {
   int port = 0;
 };
 Listener listen_on_any_port();
+// The same on a given port (SO_REUSEADDR: a requeued job's rank 0 listens on the port its last
+// run left in TIME_WAIT). Throws std::runtime_error naming the port when it is taken.
+Listener listen_on_port(int port);
 // Accepts a waiting connection, with the watchdog's socket options; -1 when none could be.
 int accept_peer(int listen_fd);
 
@@ -57,6 +61,9 @@ int accept_peer(int listen_fd);
 // peer tries them in turn (an address such as docker0's exists on every node and leads
 // elsewhere; the token in the hello tells a wrong listener from rank 0).
 std::vector<std::string> local_addresses(const std::string& host);
+// The IPv4 addresses `host` resolves to (how the others find rank 0 without MPI); empty when
+// it does not resolve.
+std::vector<std::string> host_addresses(const std::string& host);
 // Connects within `timeout_ms` (then blocking, with the watchdog's socket options); -1 on failure.
 int connect_to(const std::string& address, int port, int timeout_ms);
 

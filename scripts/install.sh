@@ -72,7 +72,7 @@ $plugin_line
 CONF
 put 644 "$conf" etc/plugstack.conf.d/slurm-train.conf
 rm -f "$conf"
-for f in "$ROOT"/examples/*.sbatch "$ROOT"/examples/*.toml "$ROOT"/examples/*.md; do
+for f in "$ROOT"/examples/*.sbatch "$ROOT"/examples/*.toml "$ROOT"/examples/*.md "$ROOT"/examples/*.py; do
   [ -f "$f" ] && put 644 "$f" "share/slurm-train/examples/$(basename "$f")"
 done
 for f in "$ROOT"/examples/profiles/*.conf; do

@@ -21,6 +21,7 @@ enum class TrainPhase : std::uint32_t {
   kEvaluationReduce,    // the evaluation's all-reduce
   kCheckpoint,          // waiting for a checkpoint write or copy
   kAgreement,           // a decision all ranks take together: to start (the restart guard), the exit code
+  kProgram,             // `slurm-train exec`: the program runs (its output and heartbeat file are its progress)
   kFinished,
   kCount
 };
@@ -40,6 +41,7 @@ inline const char* phase_name(TrainPhase p) {
     case TrainPhase::kEvaluationReduce: return "evaluation all-reduce";
     case TrainPhase::kCheckpoint: return "checkpoint";
     case TrainPhase::kAgreement: return "agreement of the ranks";
+    case TrainPhase::kProgram: return "program";
     case TrainPhase::kFinished: return "finished";
     default: return "unknown";
   }

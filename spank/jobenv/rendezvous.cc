@@ -27,6 +27,11 @@ std::uint16_t master_port(std::uint32_t job_id, std::uint32_t step_id, PortRange
   return static_cast<std::uint16_t>(range.low + (h + step_id) % size);
 }
 
+std::uint16_t control_port(std::uint32_t job_id, std::uint32_t step_id, PortRange range) {
+  const std::uint32_t size = static_cast<std::uint32_t>(range.high) - range.low + 1;
+  return master_port(job_id, step_id + size / 2, range);
+}
+
 std::string master_addr(std::string_view step_nodelist) {
   return expand_hostlist(step_nodelist).front();
 }

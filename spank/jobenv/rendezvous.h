@@ -23,6 +23,11 @@ PortRange parse_port_range(std::string_view what, std::string_view text);
 
 std::uint16_t master_port(std::uint32_t job_id, std::uint32_t step_id, PortRange range);
 
+// The port of `slurm-train exec`'s control connection (its watchdog), in the same range half of
+// it away from MASTER_PORT: never the step's own MASTER_PORT, nor that of the job's next
+// (range size / 2 - 1) steps.
+std::uint16_t control_port(std::uint32_t job_id, std::uint32_t step_id, PortRange range);
+
 // The first host of a Slurm hostlist ("gpu-[001-004],login1" -> "gpu-001"); HostlistError when
 // the list is malformed.
 std::string master_addr(std::string_view step_nodelist);

@@ -138,7 +138,7 @@ wait_for_empty_queue() {
   [ "$(grep -c '^spank_train: host node[12] rank [0-3] ' <<<"$output")" -eq 4 ]
 }
 
-@test "man slurm-train lists every subcommand, every run option and every configuration key" {
+@test "man slurm-train lists every subcommand, every run and exec option and every configuration key" {
   page=$(groff -man -Tascii -rLL=2000n -rHY=0 "$PREFIX/share/man/man1/slurm-train.1" | col -b)
   st=$PREFIX/bin/slurm-train
   subcommands=() options=() keys=() missing=()
@@ -148,6 +148,10 @@ wait_for_empty_queue() {
   done
   read -ra options < <($st run --help | sed -n '/^Options:/,/^$/p' | grep -oE '^  (-[a-z],)?--[a-z-]+' |
     sed 's/.*,//; s/^ *//' | grep -vx -- --help | paste -sd' ')
+  read -ra exec_options < <($st exec --help | sed -n '/^Options:/,/^$/p' | grep -oE '^  (-[a-z],)?--[a-z-]+' |
+    sed 's/.*,//; s/^ *//' | grep -vx -- --help | paste -sd' ')
+  [ ${#exec_options[@]} -ge 6 ]
+  options+=("${exec_options[@]}")
   read -ra keys < <($st run --print-config | awk '{print $1}' | paste -sd' ')
   echo "subcommands: ${subcommands[*]}"
   echo "run options: ${options[*]}"

@@ -1,0 +1,366 @@
+#!/usr/bin/env python3
+"""A small, real PyTorch DistributedDataParallel training run to put under `slurm-train exec`.
+
+An MLP (784 -> --hidden -> 10) learns Fashion-MNIST (Debian's dataset-fashion-mnist, read from
+--data) with SGD and momentum, on CPU (gloo) or GPU (nccl). Every rank is one process; run it as
+
+    srun -N2 -n4 slurm-train exec -- python3 examples/pytorch_ddp.py --ckpt ckpt/ddp.pt
+
+`slurm-train exec` gives each rank RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, NODE_RANK,
+MASTER_ADDR and MASTER_PORT (the rendezvous of init_method="env://"), and SLURM_TRAIN_HEARTBEAT,
+a per-rank file this script rewrites after every step with the number of steps done: that is how
+the supervisor sees progress and tells a stuck rank from the others. Without Slurm, set the
+variables yourself, e.g. one process:
+
+    RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 python3 examples/pytorch_ddp.py
+
+Preemption contract: on SIGUSR1, SIGUSR2 or SIGTERM (which `slurm-train exec` forwards from
+Slurm) the handler only raises a flag. Before every step the ranks agree on the flag (an
+all_reduce), so all of them stop at the same step; rank 0 then writes the checkpoint (--ckpt,
+written to PATH.tmp, fsync'ed, renamed over PATH) and every rank exits 0. `slurm-train exec`
+requeues the job, and the next run finds PATH and resumes from it: every rank loads the model,
+the optimizer (momentum included) and the step. The data of a step depends only on the seed and
+the step, so for the same number of ranks an interrupted and resumed run ends with exactly the
+same model, and prints the same `final loss`, as one that ran straight through. PATH must be on
+a file system every rank sees. A signal that comes while the ranks are still meeting
+(init_process_group) is answered once they have met, at the first step boundary.
+
+Output: each rank prints `rank R of W on HOST pid PID`; rank 0 prints `step N/TOTAL loss X`
+every --log-every steps, and at the end `final loss X` (mean cross-entropy of the final model on
+the first 2000 test images) and `test accuracy A` (a fraction). Exit status: 0 when done or
+preempted, 2 for a usage error or missing rendezvous variables, 3 for --fail-at-step.
+"""
+import argparse
+import gzip
+import os
+import signal
+import socket
+import sys
+import time
+
+# The signal that asked us to stop (0: none). The handler must not do more than this: it can run
+# in the middle of a collective, and only a step boundary is a consistent place to stop.
+stop_signal = 0
+
+
+def on_preempt(signum, frame):
+    global stop_signal
+    stop_signal = max(stop_signal, signum)
+
+
+# Installed before torch is imported (seconds, on a busy node): a signal forwarded during start-up
+# must not kill the rank, but be answered at the first step boundary like any other.
+for _sig in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM):
+    signal.signal(_sig, on_preempt)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
+
+REQUIRED_ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+TEST_SAMPLES = 2000
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                   help="auto: cuda if available (backend nccl), else cpu (backend gloo)")
+    p.add_argument("--data", default="/usr/share/datasets/fashion-mnist",
+                   help="folder of the gzipped IDX files {train,t10k}-{images-idx3,labels-idx1}"
+                   "-ubyte.gz (default: %(default)s)")
+    p.add_argument("--hidden", type=int, default=128, help="hidden width (default: %(default)s)")
+    p.add_argument("--lr", type=float, default=0.05,
+                   help="SGD learning rate, momentum 0.9 (default: %(default)s)")
+    p.add_argument("--batch", type=int, default=256,
+                   help="global batch, split evenly over the ranks (default: %(default)s)")
+    p.add_argument("--steps", type=int, default=300, help="steps in all (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=1, help="initialisation and data order "
+                   "(default: %(default)s)")
+    p.add_argument("--ckpt", metavar="PATH",
+                   help="checkpoint: resumed from when it exists, written on preemption, every "
+                   "--ckpt-every steps and at the end")
+    p.add_argument("--ckpt-every", type=int, default=100, metavar="N",
+                   help="also checkpoint every N steps, against kills without warning; 0: only on "
+                   "preemption and at the end (default: %(default)s)")
+    p.add_argument("--log-every", type=int, default=50, metavar="N",
+                   help="rank 0 prints the loss every N steps (default: %(default)s)")
+    t = p.add_argument_group("testing aids", "to exercise the supervisor on a short run")
+    t.add_argument("--step-sleep", type=float, default=0.0, metavar="SECONDS",
+                   help="sleep after each step, so that a short run lasts long enough to be "
+                   "signalled (default: %(default)s)")
+    t.add_argument("--hang-at-step", type=int, metavar="N",
+                   help="rank --hang-rank, once it has computed step N, hangs for ever without "
+                   "writing heartbeat N (its reported step stays behind the others')")
+    t.add_argument("--hang-rank", type=int, default=0, metavar="R", help="(default: %(default)s)")
+    t.add_argument("--fail-at-step", type=int, metavar="N",
+                   help="rank --fail-rank, once it has computed step N, exits with status 3 "
+                   "(the others then fail in their next collective)")
+    t.add_argument("--fail-rank", type=int, default=0, metavar="R", help="(default: %(default)s)")
+    args = p.parse_args()
+    for name in ("hidden", "batch", "steps"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name} must be at least 1")
+    if args.ckpt_every < 0 or args.log_every < 1 or args.step_sleep < 0:
+        p.error("--ckpt-every, --log-every and --step-sleep must not be negative "
+                "(--log-every at least 1)")
+    return args
+
+
+def rendezvous_env():
+    """RANK, LOCAL_RANK and WORLD_SIZE from the environment, or exit 2 saying how to run."""
+    missing = [name for name in REQUIRED_ENV if not os.environ.get(name)]
+    if missing:
+        sys.stderr.write(
+            f"{sys.argv[0]}: {', '.join(missing)} not set: this is one rank of a distributed run.\n"
+            f"Run it under Slurm as   srun slurm-train exec -- python3 {sys.argv[0]} ...\n"
+            "or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT yourself (one process: "
+            "RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500).\n")
+        sys.exit(2)
+    try:
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    except ValueError as e:
+        sys.stderr.write(f"{sys.argv[0]}: a rendezvous variable is not a number: {e}\n")
+        sys.exit(2)
+    if not 0 <= rank < world:
+        sys.stderr.write(f"{sys.argv[0]}: RANK={rank} is not within WORLD_SIZE={world}\n")
+        sys.exit(2)
+    return rank, local_rank, world
+
+
+def read_idx(path):
+    """An IDX file (big-endian header: 0, 0, type 0x08 = uint8, ndim, then ndim uint32 sizes)."""
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    if raw[:3] != b"\0\0\x08":
+        sys.exit(f"{path}: not an IDX file of unsigned bytes")
+    ndim = raw[3]
+    shape = tuple(int(n) for n in np.frombuffer(raw, ">u4", ndim, 4))
+    return np.frombuffer(raw, np.uint8, offset=4 + 4 * ndim).reshape(shape)
+
+
+def load_split(folder, split):
+    """Images as uint8 [N, 784] (scaled per batch: a float copy of all of them, on every rank,
+    would cost 188 MB a rank), labels as int64 [N]."""
+    try:
+        images = read_idx(os.path.join(folder, f"{split}-images-idx3-ubyte.gz"))
+        labels = read_idx(os.path.join(folder, f"{split}-labels-idx1-ubyte.gz"))
+    except OSError as e:
+        sys.exit(f"{e}\n(install Debian's dataset-fashion-mnist, or point --data at the IDX files)")
+    return images.reshape(len(images), -1), labels.astype(np.int64)
+
+
+def to_inputs(images, device):
+    return torch.from_numpy(images.astype(np.float32) / 255.0).to(device)
+
+
+class StepData:
+    """The samples of global step s depend on (seed, s) only, not on where a run started: epoch
+    e = s // steps_per_epoch is a permutation drawn from default_rng(seed + e), and step s takes
+    the next global batch of it (the tail short of a batch is dropped). Rank r takes its
+    contiguous slice, so every rank count sees the same global batches."""
+
+    def __init__(self, count, seed, batch, rank, world):
+        self.count, self.seed, self.batch = count, seed, batch
+        self.per_rank = batch // world
+        self.begin = rank * self.per_rank
+        self.steps_per_epoch = count // batch
+        self.epoch, self.perm = None, None
+
+    def indices(self, step):
+        epoch, within = divmod(step, self.steps_per_epoch)
+        if epoch != self.epoch:
+            self.epoch = epoch
+            self.perm = np.random.default_rng(self.seed + epoch).permutation(self.count)
+        start = within * self.batch + self.begin
+        return self.perm[start:start + self.per_rank]
+
+
+def save_checkpoint(path, state):
+    """Rank 0 only. Write, fsync, rename: PATH is always either the old or the new checkpoint,
+    never a torn one, whenever the job is killed."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        torch.save(state, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(folder, os.O_RDONLY)  # make the rename itself durable
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def rank_ordered_mean(world, bucket):
+    """DDP communication hook: the mean of a gradient bucket over the ranks, added up in rank
+    order. Plain DDP allreduces the bucket, and gloo's ring adds the ranks' values in an order
+    that depends on an element's place in the bucket; DDP lays its buckets out again after the
+    first step (in backward order), so with 3 or more ranks the first step of a resumed run would
+    round differently from the same step of a run that went straight through. An all_gather and
+    a fixed-order sum cost world x bucket memory, nothing for this model, and make resume exact."""
+    buffer = bucket.buffer()
+    parts = [torch.empty_like(buffer) for _ in range(world)]
+    work = dist.all_gather(parts, buffer, async_op=True)
+
+    def mean(_):
+        total = parts[0].clone()
+        for part in parts[1:]:
+            total += part
+        return total.div_(world)
+
+    return work.get_future().then(mean)
+
+
+def write_heartbeat(path, step):
+    # No fsync: the supervisor on this node reads the page cache; this must stay cheap.
+    with open(path, "w") as f:
+        f.write(f"{step}\n")
+
+
+def main():
+    args = parse_args()
+    rank, local_rank, world = rendezvous_env()
+    if args.batch % world:
+        sys.stderr.write(f"{sys.argv[0]}: --batch {args.batch} is not divisible by "
+                         f"WORLD_SIZE={world}\n")
+        sys.exit(2)
+    if args.device == "auto":
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            sys.stderr.write(f"{sys.argv[0]}: --device cuda, but torch sees no usable GPU\n")
+            sys.exit(2)
+        device, backend = torch.device("cuda", local_rank), "nccl"
+        torch.cuda.set_device(device)
+    else:
+        device, backend = torch.device("cpu"), "gloo"
+        # Several ranks share a node's cores: one thread each unless the user chose otherwise.
+        if "OMP_NUM_THREADS" not in os.environ:
+            torch.set_num_threads(1)
+
+    print(f"rank {rank} of {world} on {socket.gethostname()} pid {os.getpid()}", flush=True)
+
+    train_x, train_y = load_split(args.data, "train")
+    if len(train_x) < args.batch:
+        sys.stderr.write(f"{sys.argv[0]}: --batch {args.batch} exceeds the {len(train_x)} "
+                         "training samples\n")
+        sys.exit(2)
+    data = StepData(len(train_x), args.seed, args.batch, rank, world)
+
+    dist.init_process_group(backend, init_method="env://")
+
+    # Seeded before the model is built: every rank starts from the same parameters (DDP also
+    # broadcasts rank 0's, but a seeded build makes runs repeatable).
+    torch.manual_seed(args.seed)
+    model = nn.Sequential(nn.Linear(784, args.hidden), nn.ReLU(),
+                          nn.Linear(args.hidden, 10)).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+    step = 0
+    if args.ckpt and os.path.exists(args.ckpt):
+        state = torch.load(args.ckpt, map_location=device)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])  # the momentum buffers: exact resume
+        step = int(state["step"])
+        if rank == 0:
+            print(f"resumed from {args.ckpt} at step {step}", flush=True)
+            saved = state.get("args", {})
+            for key in ("seed", "batch", "lr"):
+                if key in saved and saved[key] != getattr(args, key):
+                    print(f"warning: the checkpoint was written with --{key} {saved[key]}, this "
+                          f"run has {getattr(args, key)}", flush=True)
+        del state
+    ddp = DDP(model, device_ids=[local_rank] if device.type == "cuda" else None)
+    ddp.register_comm_hook(world, rank_ordered_mean)
+
+    def barrier():
+        # nccl would otherwise guess the GPU of a barrier from the rank, not LOCAL_RANK.
+        dist.barrier(**({"device_ids": [local_rank]} if backend == "nccl" else {}))
+
+    def checkpoint():
+        """Collective: rank 0 writes, the others wait, so nobody runs on (or exits) before the
+        checkpoint is complete."""
+        if rank == 0:
+            save_checkpoint(args.ckpt, {
+                "step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "args": {"seed": args.seed, "batch": args.batch, "lr": args.lr,
+                         "hidden": args.hidden, "world_size": world}})
+        barrier()
+
+    heartbeat = os.environ.get("SLURM_TRAIN_HEARTBEAT")
+    if heartbeat:
+        write_heartbeat(heartbeat, step)  # where a resumed run starts counts as progress too
+    flag = torch.zeros(1, dtype=torch.int32, device=device)
+    while step < args.steps:
+        # Every rank must stop at the same step, or the ones still training would wait for ever
+        # in the next collective: agree on the highest signal number any rank has seen.
+        flag.fill_(stop_signal)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        signum = int(flag.item())
+        if signum:
+            name = signal.Signals(signum).name
+            if args.ckpt:
+                checkpoint()
+                outcome = f"checkpoint written to {args.ckpt}"
+            else:
+                outcome = "no --ckpt, nothing saved"
+            if rank == 0:
+                print(f"preempted by {name} at step {step}: {outcome}", flush=True)
+            dist.destroy_process_group()
+            return 0
+
+        idx = data.indices(step)
+        x, y = to_inputs(train_x[idx], device), torch.from_numpy(train_y[idx]).to(device)
+        optimizer.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(ddp(x), y)
+        loss.backward()  # DDP averages the gradients over the ranks (rank_ordered_mean)
+        optimizer.step()
+        step += 1
+
+        if step % args.log_every == 0 or step == args.steps:
+            # The loss of the global batch, not only rank 0's slice of it.
+            logged = loss.detach().clone()
+            dist.all_reduce(logged)
+            if rank == 0:
+                print(f"step {step}/{args.steps} loss {logged.item() / world:.6f}", flush=True)
+        if args.hang_at_step == step and args.hang_rank == rank:
+            print(f"rank {rank} hangs at step {step} (--hang-at-step)", flush=True)
+            while True:
+                time.sleep(3600)
+        if args.fail_at_step == step and args.fail_rank == rank:
+            sys.stderr.write(f"rank {rank} fails at step {step} (--fail-at-step)\n")
+            sys.stderr.flush()
+            sys.stdout.flush()
+            os._exit(3)  # at once: interpreter teardown with a live process group can block
+        if heartbeat:
+            write_heartbeat(heartbeat, step)
+        if args.ckpt and args.ckpt_every and step % args.ckpt_every == 0 and step < args.steps:
+            checkpoint()
+        if args.step_sleep:
+            time.sleep(args.step_sleep)
+
+    if args.ckpt:
+        checkpoint()  # a requeued run after the end resumes at the last step and only evaluates
+    if rank == 0:
+        test_x, test_y = load_split(args.data, "t10k")
+        model.eval()
+        with torch.no_grad():
+            logits = model(to_inputs(test_x[:TEST_SAMPLES], device))
+            labels = torch.from_numpy(test_y[:TEST_SAMPLES]).to(device)
+            test_loss = F.cross_entropy(logits, labels).item()
+            accuracy = (logits.argmax(1) == labels).double().mean().item()
+        print(f"final loss {test_loss:.8f}", flush=True)
+        print(f"test accuracy {accuracy:.4f}", flush=True)
+    barrier()  # all ranks end together, after rank 0's result
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
