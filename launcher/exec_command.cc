@@ -224,6 +224,9 @@ int Supervisor::run() {
     return kExitFailed;
   }
   try {
+    const std::string tmp = env_value(env_, "TMPDIR");
+    heartbeat_ = std::make_unique<HeartbeatFile>(
+        fmt::format("{}/slurm-train-heartbeat.{}.{}.{}", tmp.empty() ? "/tmp" : tmp, task_.job, task_.facts.step_id, rank_));
     start_watchdog();
   } catch (const std::exception& e) {
     write_all(2, fmt::format("slurm-train: error: {}: {}\n", who(), e.what()));
@@ -255,6 +258,7 @@ void Supervisor::start_watchdog() {
       log_.line(fmt::format("ending the program (pid {}): SIGTERM, then SIGKILL after {:.0f} s", child->pid(), o_.kill_grace));
       child->end(o_.kill_grace);
     }
+    ::unlink(heartbeat_->path().c_str());  // _exit skips its destructor
   };
   std::string device = env_value(env_, "CUDA_VISIBLE_DEVICES");
   const RankIdentity me{host_, static_cast<int>(::getpid()), allowed_cpus(), device.empty() ? "-" : "gpu " + device};
@@ -272,9 +276,6 @@ void Supervisor::start_watchdog() {
 int Supervisor::supervise() {
   Environment child_env = env_;
   add_rendezvous(child_env, env_, task_);
-  const char* tmp = std::getenv("TMPDIR");
-  heartbeat_ = std::make_unique<HeartbeatFile>(fmt::format("{}/slurm-train-heartbeat.{}.{}.{}", tmp && *tmp ? tmp : "/tmp",
-                                                           task_.job, task_.facts.step_id, rank_));
   child_env["SLURM_TRAIN_HEARTBEAT"] = heartbeat_->path();
   try {
     child_ = std::make_unique<ChildProcess>(o_.command, child_env);
