@@ -7,6 +7,7 @@
 
 #include "train/data_import.h"
 #include "train/idx.h"
+#include "train/text_import.h"
 
 namespace slurm_train {
 
@@ -14,6 +15,12 @@ namespace {
 
 void report(const std::vector<ImportedFile>& files) {
   for (const auto& f : files) std::cout << fmt::format("wrote {} ({} samples)\n", f.path, f.samples);
+}
+
+void report(const ImportedText& t) {
+  std::cout << fmt::format("wrote {} ({} training and {} validation tokens, bytes; unigram entropy of the "
+                           "training split {:.3f} bits per byte)\n",
+                           t.path, t.train_tokens, t.validation_tokens, t.unigram_entropy_bits);
 }
 
 }  // namespace
@@ -52,6 +59,28 @@ void add_data_command(CLI::App& app) {
         }
       });
   ix->callback([idx] { report({import_idx_pair(idx->images, idx->labels, idx->out, {})}); });
+
+  struct Text {
+    std::vector<std::string> files;
+    std::string from = kFortunesDir, out;
+    double validation_fraction = 0.1;
+  };
+  auto text = std::make_shared<Text>();
+  CLI::App* tx = import->add_subcommand("text", "plain text files -> OUT/tokens.h5, byte-level tokens (vocabulary 256)");
+  tx->add_option("FILE", text->files, "text files, in this order")->required();
+  tx->add_option("--out", text->out, "output folder")->required();
+  tx->add_option("--validation-fraction", text->validation_fraction,
+                 "the last fraction of each file that goes to the validation split")
+      ->capture_default_str();
+  tx->callback([text] { report(import_text(text->files, text->out, text->validation_fraction)); });
+
+  CLI::App* fo = import->add_subcommand("fortunes", "the fortune cookie texts (package fortunes) -> OUT/tokens.h5");
+  fo->add_option("--from", text->from, "folder of the fortune files")->capture_default_str();
+  fo->add_option("--out", text->out, "output folder")->required();
+  fo->add_option("--validation-fraction", text->validation_fraction,
+                 "the last fraction of each file that goes to the validation split")
+      ->capture_default_str();
+  fo->callback([text] { report(import_text(fortune_files(text->from), text->out, text->validation_fraction)); });
 }
 
 }  // namespace slurm_train

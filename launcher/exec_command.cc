@@ -196,21 +196,26 @@ int Supervisor::run() {
       return usage(e.what());
     }
   }
+  // A rank that cannot start says so at once, and through the watchdog ends the others, which
+  // would otherwise wait for it (every rank that finds the same says it too).
+  std::optional<std::pair<std::string, int>> cannot_start;
   if (!o_.log_dir.empty()) {
     try {
       log_.open(fmt::format("{}/{}/rank-{}.log", o_.log_dir, task_.job, rank_), rank_);
     } catch (const std::runtime_error& e) {
-      return usage(fmt::format("--log-dir: {}", e.what()));
+      cannot_start.emplace(fmt::format("--log-dir: {}", e.what()), kExitUsage);
     }
   }
-  // A program that cannot start is said by every rank that finds it so, before anything else.
-  std::optional<ProgramNotRunnable> not_runnable;
-  try {
-    resolve_program(o_.command[0], env_value(env_, "PATH"));
-  } catch (const ProgramNotRunnable& e) {
-    not_runnable = e;
-    write_all(2, fmt::format("slurm-train: error: {}: {}\n", who(), e.what()));
-    log_.line(fmt::format("error: {}", e.what()));
+  if (!cannot_start) {
+    try {
+      resolve_program(o_.command[0], env_value(env_, "PATH"));
+    } catch (const ProgramNotRunnable& e) {
+      cannot_start.emplace(e.what(), e.exit_code);
+    }
+  }
+  if (cannot_start) {
+    write_all(2, fmt::format("slurm-train: error: {}: {}\n", who(), cannot_start->first));
+    log_.line(fmt::format("error: {}", cannot_start->first));
   }
   // Blocked in every thread (the watchdog's is started after this) and read from a signalfd: the
   // supervisor decides what a signal means, and the program gets them unblocked.
@@ -233,11 +238,11 @@ int Supervisor::run() {
     log_.line(fmt::format("error: {}", e.what()));
     return kExitFailed;
   }
-  if (not_runnable) {
+  if (cannot_start) {
     // Rank 0 lets every rank connect first, so that none is left waiting to reach it.
     watchdog_->wait_for_all_ranks(10);
-    watchdog_->report_failure(kExitFailed, fmt::format("{} cannot start its program: {}", who(), not_runnable->what()));
-    return not_runnable->exit_code;
+    watchdog_->report_failure(kExitFailed, "cannot start: " + cannot_start->first);
+    return cannot_start->second;
   }
   return supervise();
 }
@@ -282,7 +287,7 @@ int Supervisor::supervise() {
   } catch (const ProgramNotRunnable& e) {
     write_all(2, fmt::format("slurm-train: error: {}: {}\n", who(), e.what()));
     watchdog_->wait_for_all_ranks(10);
-    watchdog_->report_failure(kExitFailed, fmt::format("{} cannot start its program: {}", who(), e.what()));
+    watchdog_->report_failure(kExitFailed, fmt::format("cannot start: {}", e.what()));
     return e.exit_code;
   }
   child_to_end_ = child_.get();

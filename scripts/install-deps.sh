@@ -18,6 +18,7 @@ readonly PROJECT_PACKAGES=(
   libcli11-dev libtomlplusplus-dev libfmt-dev nlohmann-json3-dev libhwloc-dev
   doctest-dev bats iproute2 util-linux                     # tests, multi-node cluster
   dataset-fashion-mnist                                    # the real training data
+  fortunes                                                 # a plain-text corpus (data import fortunes)
   python3-torch python3-h5py python3-numpy                 # PyTorch tests and peer, h5py checks
   clang-14 libclang-rt-14-dev                              # make fuzz (libFuzzer, sanitizers)
   lmod gnuplot-nox man-db python3-prometheus-client        # module, plot, man pages; checks the .prom file
