@@ -1,0 +1,66 @@
+// gpt-oracle OUT.h5: a small GPT (train/gpt.h) at its initial parameters, one forward and
+// backward pass on a random batch, everything written for gpt_oracle.py to redo in PyTorch:
+// /model/<name> (parameters), /tokens and /targets uint8 [B, T], /logits [B*T, V], the loss
+// (attribute), /grad/<name>; the configuration as attributes.
+#include <hdf5.h>
+
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "kernels/elementwise.h"
+#include "kernels/kernels.h"
+#include "train/gpt.h"
+#include "train/h5.h"
+
+using namespace slurm_train;
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: gpt-oracle OUT.h5\n");
+    return 2;
+  }
+  try {
+    const std::string path = argv[1];
+    const GptConfig config{64, 16, 2, 4, 32};
+    const int B = 3, T = 12;
+    auto kernels = kernels::make_cpu_kernels(1);
+    Gpt gpt(config, *kernels);
+    gpt_initialize(config, 7, gpt.params());
+    std::vector<std::int32_t> tokens(B * T), targets(B * T);
+    std::vector<std::uint8_t> tokens8(B * T), targets8(B * T);
+    for (int i = 0; i < B * T; ++i) {
+      tokens[i] = static_cast<std::int32_t>(kernels::mix64(11 + i) % config.vocab);
+      targets[i] = static_cast<std::int32_t>(kernels::mix64(1000 + i) % config.vocab);
+      tokens8[i] = static_cast<std::uint8_t>(tokens[i]);
+      targets8[i] = static_cast<std::uint8_t>(targets[i]);
+    }
+    const double loss = gpt.forward(tokens.data(), targets.data(), B, T);
+    gpt.backward();
+
+    h5::Handle file = h5::create_file(path);
+    h5::write_int64_list_attribute(file, "config", {config.vocab, config.block, config.layers, config.heads, config.embd},
+                                   path);
+    h5::write_double_attribute(file, "loss", loss, path);
+    h5::write_uint8(file, "/tokens", {B, T}, tokens8.data(), path);
+    h5::write_uint8(file, "/targets", {B, T}, targets8.data(), path);
+    h5::write_float32(file, "/logits", {static_cast<hsize_t>(B * T), static_cast<hsize_t>(config.vocab)},
+                      gpt.logits().data(), path);
+    for (const char* group : {"/model", "/grad"}) {
+      const hid_t g = H5Gcreate2(file, group, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+      if (g < 0) throw std::runtime_error(std::string("H5Gcreate2 ") + group);
+      H5Gclose(g);
+    }
+    for (const auto& t : gpt.layout()) {
+      const std::vector<hsize_t> shape(t.shape.begin(), t.shape.end());
+      h5::write_float32(file, "/model/" + t.name, shape, gpt.params().data() + t.offset, path);
+      h5::write_float32(file, "/grad/" + t.name, shape, gpt.grads().data() + t.offset, path);
+    }
+    std::printf("loss %.8f\n", loss);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpt-oracle: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,73 @@
+// The GPT model's layout and initialisation; its numerics are checked against PyTorch
+// (test/integration/gpt.bats).
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "kernels/kernels.h"
+#include "train/gpt.h"
+
+using namespace slurm_train;
+
+TEST_CASE("gpt: parameters named and shaped as GPT-2's, packed in order") {
+  const GptConfig g{256, 64, 2, 4, 32};
+  const auto layout = gpt_layout(g);
+  REQUIRE(layout.size() == 2 + 12 * 2 + 2);
+  CHECK(layout[0].name == "wte");
+  CHECK(layout[0].shape == std::vector<std::int64_t>{256, 32});
+  CHECK(layout[1].name == "wpe");
+  CHECK(layout[4].name == "h.0.attn.c_attn.weight");
+  CHECK(layout[4].shape == std::vector<std::int64_t>{32, 96});
+  CHECK(layout[12].name == "h.0.mlp.c_proj.weight");
+  CHECK(layout[12].shape == std::vector<std::int64_t>{128, 32});
+  CHECK(layout.back().name == "ln_f.bias");
+  std::size_t offset = 0;
+  for (const auto& t : layout) {
+    CHECK(t.offset == offset);
+    offset += t.size;
+  }
+  // 12 C^2 + 13 C per block, embeddings, final LayerNorm.
+  CHECK(offset == 256u * 32 + 64 * 32 + 2 * (12 * 32 * 32 + 13 * 32) + 2 * 32);
+  CHECK_THROWS_WITH_AS(gpt_layout({256, 64, 2, 3, 32}), doctest::Contains("embd a multiple of heads"), std::invalid_argument);
+}
+
+TEST_CASE("gpt: GPT-2's initialisation depends on the seed alone") {
+  const GptConfig g{256, 64, 2, 4, 32};
+  std::vector<float> a, b, c;
+  gpt_initialize(g, 1, a);
+  gpt_initialize(g, 1, b);
+  gpt_initialize(g, 2, c);
+  CHECK(a == b);
+  CHECK(a != c);
+  const auto layout = gpt_layout(g);
+  auto stats = [&](const std::string& name) {
+    for (const auto& t : layout)
+      if (t.name == name) {
+        double sum = 0, sq = 0;
+        for (std::size_t i = 0; i < t.size; ++i) {
+          sum += a[t.offset + i];
+          sq += a[t.offset + i] * a[t.offset + i];
+        }
+        const double mean = sum / t.size;
+        return std::make_pair(mean, std::sqrt(sq / t.size - mean * mean));
+      }
+    FAIL("no tensor " << name);
+    return std::make_pair(0.0, 0.0);
+  };
+  CHECK(std::abs(stats("wte").first) < 1e-3);
+  CHECK(stats("wte").second == doctest::Approx(0.02).epsilon(0.03));
+  CHECK(stats("h.1.mlp.c_proj.weight").second == doctest::Approx(0.02 / std::sqrt(4.0)).epsilon(0.05));
+  CHECK(stats("h.0.ln_1.weight") == std::make_pair(1.0, 0.0));
+  CHECK(stats("h.0.attn.c_attn.bias") == std::make_pair(0.0, 0.0));
+}
+
+TEST_CASE("gpt: a token outside the vocabulary or a sequence longer than the block is refused") {
+  auto k = kernels::make_cpu_kernels(1);
+  Gpt gpt({16, 4, 1, 2, 8}, *k);
+  gpt_initialize(gpt.config(), 3, gpt.params());
+  const std::int32_t ok[4] = {1, 2, 3, 4}, bad[4] = {1, 2, 16, 4};
+  CHECK(std::isfinite(gpt.forward(ok, ok, 1, 4)));
+  CHECK_THROWS_WITH_AS(gpt.forward(bad, ok, 1, 4), doctest::Contains("token or target 16 at position 2 is outside the vocabulary [0, 16)"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(gpt.forward(ok, ok, 1, 5), doctest::Contains("at most the block size 4"), std::invalid_argument);
+}

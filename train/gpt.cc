@@ -1,0 +1,232 @@
+#include "train/gpt.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "kernels/cpu/transformer_ops.h"
+#include "kernels/elementwise.h"
+
+namespace slurm_train {
+
+namespace {
+
+// The tensors of one block, in layout order after wte and wpe.
+enum Block : std::size_t {
+  kLn1W, kLn1B, kAttnW, kAttnB, kAttnProjW, kAttnProjB, kLn2W, kLn2B, kFcW, kFcB, kMlpProjW, kMlpProjB, kBlockTensors
+};
+constexpr std::size_t kWte = 0, kWpe = 1;
+
+std::size_t block_tensor(int layer, Block b) { return 2 + static_cast<std::size_t>(layer) * kBlockTensors + b; }
+
+// A standard normal draw from (seed, index) alone (Box-Muller on two counter-based uniforms).
+double normal_from_counter(std::uint64_t seed, std::uint64_t index) {
+  const auto uniform = [&](std::uint64_t stream) {
+    return (static_cast<double>(kernels::mix64(seed ^ kernels::mix64(index * 2 + stream)) >> 11) + 0.5) * 0x1.0p-53;
+  };
+  return std::sqrt(-2.0 * std::log(uniform(0))) * std::cos(6.283185307179586 * uniform(1));
+}
+
+// out[n] = sum over rows of x[rows, n], added to out.
+void add_column_sums(int rows, int n, const float* x, float* out) {
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < n; ++c) out[c] += x[static_cast<std::int64_t>(r) * n + c];
+}
+
+}  // namespace
+
+std::vector<GptTensor> gpt_layout(const GptConfig& g) {
+  if (g.vocab < 1 || g.block < 1 || g.layers < 1 || g.heads < 1 || g.embd < 1 || g.embd % g.heads != 0)
+    throw std::invalid_argument(fmt::format("gpt: vocab {}, block {}, layers {}, heads {}, embd {}: expected positive "
+                                            "sizes and embd a multiple of heads",
+                                            g.vocab, g.block, g.layers, g.heads, g.embd));
+  const std::int64_t C = g.embd;
+  std::vector<GptTensor> out;
+  std::size_t offset = 0;
+  const auto add = [&](std::string name, std::vector<std::int64_t> shape) {
+    std::size_t size = 1;
+    for (const auto d : shape) size *= static_cast<std::size_t>(d);
+    out.push_back({std::move(name), std::move(shape), offset, size});
+    offset += size;
+  };
+  add("wte", {g.vocab, C});
+  add("wpe", {g.block, C});
+  for (int l = 0; l < g.layers; ++l) {
+    const std::string h = fmt::format("h.{}.", l);
+    add(h + "ln_1.weight", {C});
+    add(h + "ln_1.bias", {C});
+    add(h + "attn.c_attn.weight", {C, 3 * C});
+    add(h + "attn.c_attn.bias", {3 * C});
+    add(h + "attn.c_proj.weight", {C, C});
+    add(h + "attn.c_proj.bias", {C});
+    add(h + "ln_2.weight", {C});
+    add(h + "ln_2.bias", {C});
+    add(h + "mlp.c_fc.weight", {C, 4 * C});
+    add(h + "mlp.c_fc.bias", {4 * C});
+    add(h + "mlp.c_proj.weight", {4 * C, C});
+    add(h + "mlp.c_proj.bias", {C});
+  }
+  add("ln_f.weight", {C});
+  add("ln_f.bias", {C});
+  return out;
+}
+
+void gpt_initialize(const GptConfig& config, std::uint64_t seed, std::vector<float>& params) {
+  const auto layout = gpt_layout(config);
+  params.assign(layout.back().offset + layout.back().size, 0.0f);
+  const double residual_std = 0.02 / std::sqrt(2.0 * config.layers);
+  for (std::size_t i = 0; i < layout.size(); ++i) {
+    const GptTensor& t = layout[i];
+    const bool is_bias = t.name.ends_with(".bias");
+    const bool is_ln_weight = t.name.find("ln_") != std::string::npos && t.name.ends_with(".weight");
+    if (is_bias) continue;
+    if (is_ln_weight) {
+      std::fill_n(params.begin() + static_cast<std::ptrdiff_t>(t.offset), t.size, 1.0f);
+      continue;
+    }
+    const double std = t.name.ends_with("c_proj.weight") ? residual_std : 0.02;
+    for (std::size_t j = 0; j < t.size; ++j)
+      params[t.offset + j] = static_cast<float>(std * normal_from_counter(seed + i, j));
+  }
+}
+
+Gpt::Gpt(const GptConfig& config, kernels::Kernels<float>& k) : config_(config), k_(k), layout_(gpt_layout(config)) {
+  params_.assign(layout_.back().offset + layout_.back().size, 0.0f);
+  grads_.assign(params_.size(), 0.0f);
+}
+
+void Gpt::resize(int B, int T) {
+  if (B < 1 || T < 1 || T > config_.block)
+    throw std::invalid_argument(fmt::format("gpt: a batch of {} sequences of {} tokens: expected at least one of at "
+                                            "least one token and at most the block size {}",
+                                            B, T, config_.block));
+  B_ = B;
+  T_ = T;
+  const std::size_t BT = static_cast<std::size_t>(B) * T, C = static_cast<std::size_t>(config_.embd),
+                    L = static_cast<std::size_t>(config_.layers), H = static_cast<std::size_t>(config_.heads),
+                    V = static_cast<std::size_t>(config_.vocab);
+  residual_.resize((L + 1) * BT * C);
+  ln1_.resize(L * BT * C);
+  ln1_mean_.resize(L * BT);
+  ln1_rstd_.resize(L * BT);
+  qkv_.resize(L * BT * 3 * C);
+  probs_.resize(L * B * H * T * T);
+  atty_.resize(L * BT * C);
+  residual2_.resize(L * BT * C);
+  ln2_.resize(L * BT * C);
+  ln2_mean_.resize(L * BT);
+  ln2_rstd_.resize(L * BT);
+  fc_.resize(L * BT * 4 * C);
+  fch_.resize(L * BT * 4 * C);
+  lnf_.resize(BT * C);
+  lnf_mean_.resize(BT);
+  lnf_rstd_.resize(BT);
+  logits_.resize(BT * V);
+  dlogits_.resize(BT * V);
+}
+
+double Gpt::forward(const std::int32_t* tokens, const std::int32_t* targets, int B, int T) {
+  resize(B, T);
+  const int C = config_.embd, V = config_.vocab, H = config_.heads, BT = B * T;
+  for (int i = 0; i < BT; ++i)
+    if (tokens[i] < 0 || tokens[i] >= V || targets[i] < 0 || targets[i] >= V)
+      throw std::invalid_argument(fmt::format("gpt: token or target {} at position {} is outside the vocabulary [0, {})",
+                                              tokens[i] < 0 || tokens[i] >= V ? tokens[i] : targets[i], i, V));
+  tokens_.assign(tokens, tokens + BT);
+  targets_.assign(targets, targets + BT);
+  const std::size_t bt = static_cast<std::size_t>(BT);
+  kernels::embedding_forward(B, T, C, tokens, param(kWte), param(kWpe), residual_.data());
+  std::vector<float> projected(bt * C);
+  for (int l = 0; l < config_.layers; ++l) {
+    const std::size_t L = static_cast<std::size_t>(l);
+    float* r = residual_.data() + L * bt * C;
+    float* ln1 = ln1_.data() + L * bt * C;
+    float* qkv = qkv_.data() + L * bt * 3 * C;
+    float* atty = atty_.data() + L * bt * C;
+    float* r2 = residual2_.data() + L * bt * C;
+    float* ln2 = ln2_.data() + L * bt * C;
+    float* fc = fc_.data() + L * bt * 4 * C;
+    float* fch = fch_.data() + L * bt * 4 * C;
+    kernels::layernorm_forward(BT, C, r, param(block_tensor(l, kLn1W)), param(block_tensor(l, kLn1B)), ln1,
+                               ln1_mean_.data() + L * bt, ln1_rstd_.data() + L * bt);
+    k_.gemm(false, false, BT, 3 * C, C, 1.0f, ln1, C, param(block_tensor(l, kAttnW)), 3 * C, 0.0f, qkv, 3 * C);
+    k_.bias_activation_forward(kernels::Activation::kIdentity, BT, 3 * C, param(block_tensor(l, kAttnB)), qkv, qkv, {});
+    kernels::attention_forward(B, T, C, H, qkv, atty, probs_.data() + L * static_cast<std::size_t>(B) * H * T * T);
+    k_.gemm(false, false, BT, C, C, 1.0f, atty, C, param(block_tensor(l, kAttnProjW)), C, 0.0f, projected.data(), C);
+    k_.bias_activation_forward(kernels::Activation::kIdentity, BT, C, param(block_tensor(l, kAttnProjB)),
+                               projected.data(), projected.data(), {});
+    kernels::residual_forward(static_cast<std::int64_t>(bt) * C, r, projected.data(), r2);
+    kernels::layernorm_forward(BT, C, r2, param(block_tensor(l, kLn2W)), param(block_tensor(l, kLn2B)), ln2,
+                               ln2_mean_.data() + L * bt, ln2_rstd_.data() + L * bt);
+    k_.gemm(false, false, BT, 4 * C, C, 1.0f, ln2, C, param(block_tensor(l, kFcW)), 4 * C, 0.0f, fc, 4 * C);
+    k_.bias_activation_forward(kernels::Activation::kGelu, BT, 4 * C, param(block_tensor(l, kFcB)), fc, fch, {});
+    k_.gemm(false, false, BT, C, 4 * C, 1.0f, fch, 4 * C, param(block_tensor(l, kMlpProjW)), C, 0.0f, projected.data(), C);
+    k_.bias_activation_forward(kernels::Activation::kIdentity, BT, C, param(block_tensor(l, kMlpProjB)),
+                               projected.data(), projected.data(), {});
+    kernels::residual_forward(static_cast<std::int64_t>(bt) * C, r2, projected.data(), r + bt * C);
+  }
+  const std::size_t ln_f = layout_.size() - 2;
+  kernels::layernorm_forward(BT, C, residual_.data() + static_cast<std::size_t>(config_.layers) * bt * C, param(ln_f),
+                             param(ln_f + 1), lnf_.data(), lnf_mean_.data(), lnf_rstd_.data());
+  // The head is tied to the token embedding: logits = lnf wte^T.
+  k_.gemm(false, true, BT, V, C, 1.0f, lnf_.data(), C, param(kWte), C, 0.0f, logits_.data(), V);
+  const kernels::LossResult loss =
+      k_.softmax_cross_entropy(BT, V, logits_.data(), targets, 0.0f, 1.0f / static_cast<float>(BT), dlogits_.data());
+  return loss.loss_sum / BT;
+}
+
+void Gpt::backward() {
+  if (B_ == 0) throw std::logic_error("gpt: backward() before forward()");
+  const int B = B_, T = T_, C = config_.embd, V = config_.vocab, H = config_.heads, BT = B * T;
+  const std::size_t bt = static_cast<std::size_t>(BT);
+  std::fill(grads_.begin(), grads_.end(), 0.0f);
+  std::vector<float> dres(bt * C), dres2(bt * C), dln(bt * C), dwide(bt * 4 * C), dqkv(bt * 3 * C), datty(bt * C);
+  const std::size_t ln_f = layout_.size() - 2;
+  // Through the tied head and the final LayerNorm.
+  k_.gemm(false, false, BT, C, V, 1.0f, dlogits_.data(), V, param(kWte), C, 0.0f, dln.data(), C);
+  k_.gemm(true, false, V, C, BT, 1.0f, dlogits_.data(), V, lnf_.data(), C, 1.0f, grad(kWte), C);
+  kernels::layernorm_backward(BT, C, residual_.data() + static_cast<std::size_t>(config_.layers) * bt * C, param(ln_f),
+                              lnf_mean_.data(), lnf_rstd_.data(), dln.data(), dres.data(), grad(ln_f), grad(ln_f + 1));
+  for (int l = config_.layers - 1; l >= 0; --l) {
+    const std::size_t L = static_cast<std::size_t>(l);
+    const float* r = residual_.data() + L * bt * C;
+    const float* ln1 = ln1_.data() + L * bt * C;
+    const float* qkv = qkv_.data() + L * bt * 3 * C;
+    const float* atty = atty_.data() + L * bt * C;
+    const float* r2 = residual2_.data() + L * bt * C;
+    const float* ln2 = ln2_.data() + L * bt * C;
+    const float* fc = fc_.data() + L * bt * 4 * C;
+    const float* fch = fch_.data() + L * bt * 4 * C;
+    // The MLP: out = r2 + c_proj(gelu(c_fc(ln_2(r2)))); dres is the gradient of out.
+    k_.gemm(true, false, 4 * C, C, BT, 1.0f, fch, 4 * C, dres.data(), C, 1.0f, grad(block_tensor(l, kMlpProjW)), C);
+    add_column_sums(BT, C, dres.data(), grad(block_tensor(l, kMlpProjB)));
+    k_.gemm(false, true, BT, 4 * C, C, 1.0f, dres.data(), C, param(block_tensor(l, kMlpProjW)), C, 0.0f, dwide.data(), 4 * C);
+    k_.activation_backward(kernels::Activation::kGelu, BT, 4 * C, fc, dwide.data(), dwide.data(),
+                           grad(block_tensor(l, kFcB)), {});
+    k_.gemm(true, false, C, 4 * C, BT, 1.0f, ln2, C, dwide.data(), 4 * C, 1.0f, grad(block_tensor(l, kFcW)), 4 * C);
+    k_.gemm(false, true, BT, C, 4 * C, 1.0f, dwide.data(), 4 * C, param(block_tensor(l, kFcW)), 4 * C, 0.0f, dln.data(), C);
+    dres2 = dres;
+    kernels::layernorm_backward(BT, C, r2, param(block_tensor(l, kLn2W)), ln2_mean_.data() + L * bt,
+                                ln2_rstd_.data() + L * bt, dln.data(), dres2.data(), grad(block_tensor(l, kLn2W)),
+                                grad(block_tensor(l, kLn2B)));
+    // Attention: r2 = r + c_proj(attention(c_attn(ln_1(r)))).
+    k_.gemm(true, false, C, C, BT, 1.0f, atty, C, dres2.data(), C, 1.0f, grad(block_tensor(l, kAttnProjW)), C);
+    add_column_sums(BT, C, dres2.data(), grad(block_tensor(l, kAttnProjB)));
+    k_.gemm(false, true, BT, C, C, 1.0f, dres2.data(), C, param(block_tensor(l, kAttnProjW)), C, 0.0f, datty.data(), C);
+    std::fill(dqkv.begin(), dqkv.end(), 0.0f);
+    kernels::attention_backward(B, T, C, H, qkv, probs_.data() + L * static_cast<std::size_t>(B) * H * T * T,
+                                datty.data(), dqkv.data());
+    k_.gemm(true, false, C, 3 * C, BT, 1.0f, ln1, C, dqkv.data(), 3 * C, 1.0f, grad(block_tensor(l, kAttnW)), 3 * C);
+    add_column_sums(BT, 3 * C, dqkv.data(), grad(block_tensor(l, kAttnB)));
+    k_.gemm(false, true, BT, C, 3 * C, 1.0f, dqkv.data(), 3 * C, param(block_tensor(l, kAttnW)), 3 * C, 0.0f, dln.data(), C);
+    dres = dres2;
+    kernels::layernorm_backward(BT, C, r, param(block_tensor(l, kLn1W)), ln1_mean_.data() + L * bt,
+                                ln1_rstd_.data() + L * bt, dln.data(), dres.data(), grad(block_tensor(l, kLn1W)),
+                                grad(block_tensor(l, kLn1B)));
+  }
+  kernels::embedding_backward(B, T, C, tokens_.data(), dres.data(), grad(kWte), grad(kWpe));
+}
+
+}  // namespace slurm_train

@@ -1,0 +1,72 @@
+// A decoder-only transformer of the GPT-2 family on the CPU: token and position embeddings,
+// n_layer pre-LayerNorm blocks of causal multi-head self-attention and a GELU MLP (4x wide), a
+// final LayerNorm, and the output head tied to the token embedding. Its parameters are named and
+// shaped as GPT-2's are in PyTorch (transformers' Conv1D: a weight is [in, out], y = x W + b):
+// wte [V, C], wpe [T, C], h.N.ln_1.{weight,bias}, h.N.attn.c_attn.{weight [C, 3C], bias},
+// h.N.attn.c_proj.*, h.N.ln_2.*, h.N.mlp.c_fc.{weight [C, 4C], bias}, h.N.mlp.c_proj.*,
+// ln_f.*. GELU is the exact (erf) form, as torch.nn.GELU(). No dropout yet.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/kernels.h"
+
+namespace slurm_train {
+
+struct GptConfig {
+  int vocab = 256;      // V
+  int block = 256;      // T: the longest sequence (rows of wpe)
+  int layers = 4;       // n_layer
+  int heads = 4;        // n_head
+  int embd = 128;       // C, a multiple of heads
+};
+
+struct GptTensor {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  std::size_t offset = 0, size = 0;
+};
+
+// Every parameter tensor, in order, packed into one buffer.
+std::vector<GptTensor> gpt_layout(const GptConfig& config);
+
+// GPT-2's initialisation, from the seed alone: weights normal(0, 0.02) (the residual
+// projections' 0.02 / sqrt(2 n_layer)), biases 0, LayerNorm weights 1.
+void gpt_initialize(const GptConfig& config, std::uint64_t seed, std::vector<float>& params);
+
+class Gpt {
+ public:
+  Gpt(const GptConfig& config, kernels::Kernels<float>& k);
+
+  const GptConfig& config() const { return config_; }
+  const std::vector<GptTensor>& layout() const { return layout_; }
+  std::vector<float>& params() { return params_; }
+  std::vector<float>& grads() { return grads_; }
+
+  // The mean cross-entropy of predicting targets[B,T] from tokens[B,T] (both in [0, V)); keeps
+  // the activations for backward(). logits() holds [B*T, V] afterwards.
+  double forward(const std::int32_t* tokens, const std::int32_t* targets, int B, int T);
+  const std::vector<float>& logits() const { return logits_; }
+  // grads() = the gradient of the last forward()'s loss (overwritten, not accumulated).
+  void backward();
+
+ private:
+  struct LayerActs;
+  void resize(int B, int T);
+  float* param(std::size_t index) { return params_.data() + layout_[index].offset; }
+  float* grad(std::size_t index) { return grads_.data() + layout_[index].offset; }
+
+  GptConfig config_;
+  kernels::Kernels<float>& k_;
+  std::vector<GptTensor> layout_;
+  std::vector<float> params_, grads_;
+  int B_ = 0, T_ = 0;
+  std::vector<std::int32_t> tokens_, targets_;
+  // Activations of the last forward pass, per layer and for the ends.
+  std::vector<float> encoded_, residual_, ln1_, ln1_mean_, ln1_rstd_, qkv_, probs_, atty_, residual2_, ln2_,
+      ln2_mean_, ln2_rstd_, fc_, fch_, lnf_, lnf_mean_, lnf_rstd_, logits_, dlogits_;
+};
+
+}  // namespace slurm_train
