@@ -73,6 +73,23 @@ std::vector<GptTensor> gpt_layout(const GptConfig& g) {
   return out;
 }
 
+std::vector<LayerLayout> gpt_decay_layout(const std::vector<GptTensor>& layout) {
+  std::vector<LayerLayout> out;
+  for (const auto& t : layout) {
+    LayerLayout l;
+    l.weight = t.offset;
+    if (t.shape.size() >= 2) {
+      l.bias = t.offset + t.size;  // all of it decays
+      l.out = 0;
+    } else {
+      l.bias = t.offset;  // none of it does
+      l.out = static_cast<int>(t.size);
+    }
+    out.push_back(l);
+  }
+  return out;
+}
+
 void gpt_initialize(const GptConfig& config, std::uint64_t seed, std::vector<float>& params) {
   const auto layout = gpt_layout(config);
   params.assign(layout.back().offset + layout.back().size, 0.0f);

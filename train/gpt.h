@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "train/mlp.h"
 
 namespace slurm_train {
 
@@ -35,6 +36,10 @@ std::vector<GptTensor> gpt_layout(const GptConfig& config);
 // GPT-2's initialisation, from the seed alone: weights normal(0, 0.02) (the residual
 // projections' 0.02 / sqrt(2 n_layer)), biases 0, LayerNorm weights 1.
 void gpt_initialize(const GptConfig& config, std::uint64_t seed, std::vector<float>& params);
+
+// The optimizer's view of the layout (train/optimizer.h decays a LayerLayout's weights, not its
+// biases): matrices (the embeddings included) decay, vectors (biases, LayerNorm) do not.
+std::vector<LayerLayout> gpt_decay_layout(const std::vector<GptTensor>& layout);
 
 class Gpt {
  public:

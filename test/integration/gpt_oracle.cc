@@ -1,7 +1,8 @@
 // gpt-oracle OUT.h5: a small GPT (train/gpt.h) at its initial parameters, one forward and
 // backward pass on a random batch, everything written for gpt_oracle.py to redo in PyTorch:
 // /model/<name> (parameters), /tokens and /targets uint8 [B, T], /logits [B*T, V], the loss
-// (attribute), /grad/<name>; the configuration as attributes.
+// (attribute), /grad/<name>; the configuration as attributes. Then three AdamW steps on the
+// same batch (lr 1e-3, betas 0.9 and 0.95, weight decay 0.1 on matrices only): /adamw/<name>.
 #include <hdf5.h>
 
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include "kernels/kernels.h"
 #include "train/gpt.h"
 #include "train/h5.h"
+#include "train/optimizer.h"
 
 using namespace slurm_train;
 
@@ -56,6 +58,28 @@ int main(int argc, char** argv) {
       const std::vector<hsize_t> shape(t.shape.begin(), t.shape.end());
       h5::write_float32(file, "/model/" + t.name, shape, gpt.params().data() + t.offset, path);
       h5::write_float32(file, "/grad/" + t.name, shape, gpt.grads().data() + t.offset, path);
+    }
+    OptimizerConfig adamw;
+    adamw.kind = OptimizerKind::kAdamW;
+    adamw.lr = 1e-3f;
+    adamw.beta1 = 0.9f;
+    adamw.beta2 = 0.95f;
+    adamw.eps = 1e-8f;
+    adamw.weight_decay = 0.1f;
+    Optimizer optimizer(adamw, gpt_decay_layout(gpt.layout()), gpt.params().size());
+    for (std::uint64_t step = 0; step < 3; ++step) {
+      if (step > 0) {
+        gpt.forward(tokens.data(), targets.data(), B, T);
+        gpt.backward();
+      }
+      optimizer.update(*kernels, gpt.params(), gpt.grads(), adamw.lr, step);
+    }
+    const hid_t g = H5Gcreate2(file, "/adamw", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (g < 0) throw std::runtime_error("H5Gcreate2 /adamw");
+    H5Gclose(g);
+    for (const auto& t : gpt.layout()) {
+      const std::vector<hsize_t> shape(t.shape.begin(), t.shape.end());
+      h5::write_float32(file, "/adamw/" + t.name, shape, gpt.params().data() + t.offset, path);
     }
     std::printf("loss %.8f\n", loss);
     return 0;

@@ -71,3 +71,16 @@ TEST_CASE("gpt: a token outside the vocabulary or a sequence longer than the blo
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS(gpt.forward(ok, ok, 1, 5), doctest::Contains("at most the block size 4"), std::invalid_argument);
 }
+
+TEST_CASE("gpt: the optimizer decays matrices (embeddings included), never vectors") {
+  const GptConfig g{16, 8, 1, 2, 4};
+  const auto layout = gpt_layout(g);
+  const auto decay = gpt_decay_layout(layout);
+  REQUIRE(decay.size() == layout.size());
+  for (std::size_t i = 0; i < layout.size(); ++i) {
+    const std::size_t decayed = decay[i].bias - decay[i].weight;
+    CHECK(decay[i].begin() == layout[i].offset);
+    CHECK(decay[i].end() == layout[i].offset + layout[i].size);
+    CHECK(decayed == (layout[i].shape.size() == 2 ? layout[i].size : 0));
+  }
+}
