@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
@@ -23,6 +24,7 @@
 #include "launcher/child_process.h"
 #include "launcher/exit_codes.h"
 #include "launcher/heartbeat_file.h"
+#include "launcher/memory_cgroup.h"
 #include "launcher/output_relay.h"
 #include "launcher/preempt_signals.h"
 #include "launcher/rank_log.h"
@@ -182,7 +184,8 @@ class Supervisor {
   std::unique_ptr<Watchdog> watchdog_;
   std::optional<OutputRelay> relay_;
   int preempted_by_ = 0;
-  std::uint64_t exited_at_ms_ = 0;  // when the program ended (Unix ms): the first failure is the cause
+  std::uint64_t exited_at_ms_ = 0;
+  std::optional<std::uint64_t> oom_kills_at_start_;  // of this task's memory cgroup  // when the program ended (Unix ms): the first failure is the cause
 };
 
 int Supervisor::run() {
@@ -291,6 +294,7 @@ int Supervisor::supervise() {
     return e.exit_code;
   }
   child_to_end_ = child_.get();
+  oom_kills_at_start_ = oom_kills();
   watchdog_->set_pid(child_->pid());
   std::string line;
   for (const auto& a : o_.command) line += (line.empty() ? "" : " ") + a;
@@ -442,8 +446,15 @@ int Supervisor::preempted() {
 }
 
 int Supervisor::failed(int status) {
-  const std::string cause =
-      fmt::format("its program {} (pid {}) {}", base_name(o_.command[0]), child_->pid(), describe_wait_status(status));
+  std::string how = describe_wait_status(status);
+  if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && oom_kills_at_start_) {
+    const auto now = oom_kills();
+    if (now && *now > *oom_kills_at_start_)
+      how = fmt::format("was killed by the out-of-memory killer (SIGKILL; its memory cgroup's oom_kill count went from "
+                        "{} to {})",
+                        *oom_kills_at_start_, *now);
+  }
+  const std::string cause = fmt::format("its program {} (pid {}) {}", base_name(o_.command[0]), child_->pid(), how);
   const std::string tail = relay_->tail();
   const std::string detail = tail.empty() ? "" : "last lines of its output:\n" + tail;
   log_.line("error: " + cause);

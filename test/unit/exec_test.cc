@@ -16,6 +16,7 @@
 #include "launcher/child_process.h"
 #include "launcher/exec_command.h"
 #include "launcher/heartbeat_file.h"
+#include "launcher/memory_cgroup.h"
 #include "launcher/output_relay.h"
 #include "launcher/rank_log.h"
 #include "launcher/restart_record.h"
@@ -311,4 +312,18 @@ TEST_CASE("exec: what follows `--` is the program's, never parsed as options") {
   std::tie(argc, line) = split({"slurm-train", "run", "--", "x"});
   CHECK(argc == 4);
   CHECK_FALSE(line.separator);
+}
+
+TEST_CASE("exec: the OOM killer's count of this process's memory cgroup, v1 or v2") {
+  CHECK(oom_count_file("12:pids:/x\n4:memory:/slurm/uid_0/job_5/step_0\n0::/\n") ==
+        "/sys/fs/cgroup/memory/slurm/uid_0/job_5/step_0/memory.oom_control");
+  CHECK(oom_count_file("0::/system.slice/slurmstepd.scope/job_5/step_0/user/task_0\n", "/cg") ==
+        "/cg/system.slice/slurmstepd.scope/job_5/step_0/user/task_0/memory.events");
+  CHECK(oom_count_file("0::/\n") == "/sys/fs/cgroup/memory.events");
+  CHECK(oom_count_file("3:cpu,memory:/a\n") == "/sys/fs/cgroup/cpu,memory/a/memory.oom_control");
+  CHECK_FALSE(oom_count_file("3:cpu:/a\n"));
+  CHECK(parse_oom_kill("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n") == 3u);
+  CHECK(parse_oom_kill("low 0\nhigh 0\nmax 12\noom 2\noom_kill 2\noom_group_kill 0\n") == 2u);
+  CHECK_FALSE(parse_oom_kill("oom 2\n"));
+  CHECK_FALSE(parse_oom_kill("oom_kill x\n"));
 }
