@@ -47,6 +47,15 @@ pid_in_log() {
   grep -q "rank 0: final loss" "$LOGS/$job/rank-0.log"
 }
 
+@test "exec: an MPI program under srun --mpi=pmix starts and all-reduces through the supervisor" {
+  run --separate-stderr srun --mpi=pmix -N2 -n4 --ntasks-per-node=2 "$ST" exec --log-dir= -- "$BUILD/test/mpi_layout"
+  echo "$output"; echo "$stderr"
+  [ "$status" -eq 0 ]
+  [[ $output == *"allreduce sum 10 expected 10: ok"* ]]
+  [ "$(grep -c ' host node1 ' <<<"$output")" -eq 2 ]
+  [ "$(grep -c ' host node2 ' <<<"$output")" -eq 2 ]
+}
+
 @test "exec: the program gets the plugin's rendezvous variables, and the same ones from SLURM_* without it" {
   show='echo "$SLURM_PROCID $RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $NODE_RANK $MASTER_ADDR"'
   run --separate-stderr srun -N2 -n4 "$ST" exec --log-dir= -- bash -c "$show >&2"
