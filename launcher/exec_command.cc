@@ -220,6 +220,9 @@ int Supervisor::run() {
     write_all(2, fmt::format("slurm-train: error: {}: {}\n", who(), cannot_start->first));
     log_.line(fmt::format("error: {}", cannot_start->first));
   }
+  // A console that went away (srun killed) must not kill the supervisor before it has ended its
+  // program; the program gets the default action back (child_process.cc).
+  ::signal(SIGPIPE, SIG_IGN);
   // Blocked in every thread (the watchdog's is started after this) and read from a signalfd: the
   // supervisor decides what a signal means, and the program gets them unblocked.
   sigset_t signals;
