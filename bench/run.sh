@@ -13,6 +13,9 @@
 #      2 threads), timed by the same program, alternating with the steps.
 #   4. Start-up (bench/startup.sh): on the local Slurm cluster, srun of 2 ranks on 2 nodes to the
 #      first training step, against the whole of srun hostname on the same ranks.
+#   5. The GPT model's CPU training step (build/bench/gpt_step: forward, backward, AdamW; 4 layers,
+#      4 heads, width 128, sequence 128, batch 8, byte vocabulary) against the same model in
+#      PyTorch eager (bench/torch_gpt.py), one process with one thread each: tokens/s.
 # The machine is shared and its timings noisy: every program reports the best of several timed
 # runs, and the whole set is repeated BENCH_ROUNDS times (default 3), engine and peers
 # interleaved within each round; the table shows the best of all rounds for each entry.
@@ -86,6 +89,10 @@ for round in $(seq "$ROUNDS"); do
     line=$(launch "$ranks" "$threads" "$PYTHON" bench/torch_mlp.py --threads "$threads" "${reference[@]}")
     best "torch/${ranks}r" "$(field samples_per_s "$line")"
   done
+  line=$(launch 1 1 "$BUILD/bench/gpt_step" --threads 1)
+  best gpt/engine "$(field tokens_per_s "$line")"
+  line=$(launch 1 1 "$PYTHON" bench/torch_gpt.py --threads 1)
+  best gpt/torch "$(field tokens_per_s "$line")"
   line=$(launch 1 2 "$BUILD/bench/train_step" --threads 2 "${wide[@]}")
   best wide-GF/s "$(field gemm_gflops "$line")"
   best sgemm-GF/s "$(field sgemm_gflops "$line")"
@@ -113,6 +120,9 @@ printf '%-52s %12.0f %12.0f %8s %8s  %s\n' "reference MLP, 2 ranks x 1 thread, s
 printf '%-52s %12.1f %12.1f %7.0f%% %8s  %s\n' "wide MLP 4096x3, batch 2048, 1 rank x 2 thr., GFLOP/s" \
   "${BEST[wide-GF/s]}" "${BEST[sgemm-GF/s]}" "$(awk -v f="$fraction" 'BEGIN { print 100 * f }')" ">= 80%" \
   "$(verdict "$fraction" 0.8) (peer: sgemm n=4096)"
+printf '%-52s %12.0f %12.0f %8s %8s  %s\n' "GPT 4x128, seq 128, 1 process x 1 thread, tokens/s" \
+  "${BEST[gpt/engine]}" "${BEST[gpt/torch]}" "$(ratio "${BEST[gpt/engine]}" "${BEST[gpt/torch]}")" "-" \
+  "(peer: PyTorch eager; the target, 2 ranks, comes with training)"
 echo "$checkpoint_rows"
 echo "$startup_rows"
 echo

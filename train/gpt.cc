@@ -6,6 +6,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "kernels/cpu/attention_gemm.h"
 #include "kernels/cpu/transformer_ops.h"
 #include "kernels/elementwise.h"
 
@@ -170,7 +171,7 @@ double Gpt::forward(const std::int32_t* tokens, const std::int32_t* targets, int
                                ln1_mean_.data() + L * bt, ln1_rstd_.data() + L * bt);
     k_.gemm(false, false, BT, 3 * C, C, 1.0f, ln1, C, param(block_tensor(l, kAttnW)), 3 * C, 0.0f, qkv, 3 * C);
     k_.bias_activation_forward(kernels::Activation::kIdentity, BT, 3 * C, param(block_tensor(l, kAttnB)), qkv, qkv, {});
-    kernels::attention_forward(B, T, C, H, qkv, atty, probs_.data() + L * static_cast<std::size_t>(B) * H * T * T);
+    kernels::attention_forward_gemm(k_, B, T, C, H, qkv, atty, probs_.data() + L * static_cast<std::size_t>(B) * H * T * T);
     k_.gemm(false, false, BT, C, C, 1.0f, atty, C, param(block_tensor(l, kAttnProjW)), C, 0.0f, projected.data(), C);
     k_.bias_activation_forward(kernels::Activation::kIdentity, BT, C, param(block_tensor(l, kAttnProjB)),
                                projected.data(), projected.data(), {});
@@ -199,7 +200,7 @@ void Gpt::backward() {
   const int B = B_, T = T_, C = config_.embd, V = config_.vocab, H = config_.heads, BT = B * T;
   const std::size_t bt = static_cast<std::size_t>(BT);
   std::fill(grads_.begin(), grads_.end(), 0.0f);
-  std::vector<float> dres(bt * C), dres2(bt * C), dln(bt * C), dwide(bt * 4 * C), dqkv(bt * 3 * C), datty(bt * C);
+  std::vector<float> dres(bt * C), dres2(bt * C), dln(bt * C), dwide(bt * 4 * C), dqkv(bt * 3 * C), datty(bt * C), scores;
   const std::size_t ln_f = layout_.size() - 2;
   // Through the tied head and the final LayerNorm.
   k_.gemm(false, false, BT, C, V, 1.0f, dlogits_.data(), V, param(kWte), C, 0.0f, dln.data(), C);
@@ -233,8 +234,8 @@ void Gpt::backward() {
     add_column_sums(BT, C, dres2.data(), grad(block_tensor(l, kAttnProjB)));
     k_.gemm(false, true, BT, C, C, 1.0f, dres2.data(), C, param(block_tensor(l, kAttnProjW)), C, 0.0f, datty.data(), C);
     std::fill(dqkv.begin(), dqkv.end(), 0.0f);
-    kernels::attention_backward(B, T, C, H, qkv, probs_.data() + L * static_cast<std::size_t>(B) * H * T * T,
-                                datty.data(), dqkv.data());
+    kernels::attention_backward_gemm(k_, B, T, C, H, qkv, probs_.data() + L * static_cast<std::size_t>(B) * H * T * T,
+                                     datty.data(), dqkv.data(), scores);
     k_.gemm(true, false, C, 3 * C, BT, 1.0f, ln1, C, dqkv.data(), 3 * C, 1.0f, grad(block_tensor(l, kAttnW)), 3 * C);
     add_column_sums(BT, 3 * C, dqkv.data(), grad(block_tensor(l, kAttnB)));
     k_.gemm(false, true, BT, C, 3 * C, 1.0f, dqkv.data(), 3 * C, param(block_tensor(l, kAttnW)), 3 * C, 0.0f, dln.data(), C);

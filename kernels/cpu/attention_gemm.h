@@ -1,0 +1,20 @@
+// Causal multi-head self-attention through the kernels' matrix products: per sequence and head,
+// the scores Q K^T, the weighted values P V, and in the backward pass dP = dO V^T, dV = P^T dO,
+// dQ = dS K, dK = dS^T Q, with the softmax between them as in kernels/cpu/transformer_ops.h
+// (the plain-loop reference it is tested against). The same layouts and results: qkv[B,T,3C],
+// out[B,T,C], probs[B,H,T,T] (zero above the diagonal); the backward pass adds into dqkv.
+#pragma once
+
+#include <vector>
+
+#include "kernels/kernels.h"
+
+namespace slurm_train::kernels {
+
+void attention_forward_gemm(Kernels<float>& k, int B, int T, int C, int H, const float* qkv, float* out, float* probs);
+
+// `scratch` holds T*T floats after the call (resized as needed).
+void attention_backward_gemm(Kernels<float>& k, int B, int T, int C, int H, const float* qkv, const float* probs,
+                             const float* dout, float* dqkv, std::vector<float>& scratch);
+
+}  // namespace slurm_train::kernels
