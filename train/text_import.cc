@@ -9,6 +9,7 @@
 
 #include "train/durable_file.h"
 #include "train/h5.h"
+#include "train/memory_budget.h"
 
 namespace slurm_train {
 
@@ -37,6 +38,16 @@ double unigram_entropy_bits(const std::array<std::uint64_t, 256>& counts) {
 ImportedText import_text(const std::vector<std::string>& files, const std::string& out_dir, double validation_fraction) {
   if (files.empty()) throw TextImportError("no text files to import");
   validation_bytes(0, validation_fraction);  // the fraction's check, before anything is read
+  // The text is held twice at most (the splits, then the tokens): refused before any is read
+  // when memory cannot hold that.
+  std::uint64_t total = 0;
+  for (const auto& file : files) {
+    std::error_code ec;
+    const auto size = fs::is_regular_file(file, ec) ? fs::file_size(file, ec) : 0;
+    if (!ec) total += size;
+  }
+  require_memory(fmt::format("importing {} text file(s) of {}", files.size(), format_bytes(total)), 2 * total,
+                 "the training and validation splits, then the tokens in one piece", current_memory_facts());
   std::vector<std::uint8_t> train, validation;
   std::vector<std::string> sources;
   std::vector<std::int64_t> sizes;

@@ -64,3 +64,13 @@ PYEOF
   [ "$status" -eq 0 ]
   [[ $output == *"(5 training and 1 validation tokens"* ]]
 }
+
+@test "data import text: text that memory cannot hold is refused before it is read" {
+  truncate -s 20G "$BATS_TEST_TMPDIR/big.txt"
+  run --separate-stderr bash -c "ulimit -v 2000000; exec '$ST' data import text '$BATS_TEST_TMPDIR/big.txt' --out '$BATS_TEST_TMPDIR/out'"
+  rm -f "$BATS_TEST_TMPDIR/big.txt"
+  echo "$stderr"
+  [ "$status" -eq 1 ]
+  [[ $stderr == *"importing 1 text file(s) of 20.0 GiB needs 40.0 GiB"*"but only"*"can be allocated here"* ]]
+  [ ! -e "$BATS_TEST_TMPDIR/out" ]
+}
