@@ -16,6 +16,9 @@
 #   5. The GPT model's CPU training step (build/bench/gpt_step: forward, backward, AdamW; 4 layers,
 #      4 heads, width 128, sequence 128, batch 8, byte vocabulary) against the same model in
 #      PyTorch eager (bench/torch_gpt.py), one process with one thread each: tokens/s.
+#   6. The watchdog's control plane (build/bench/control_plane): rank 0's real watchdog against
+#      1k, 4k and 16k simulated ranks on this machine: time until all are connected, rank 0's
+#      CPU in steady training, time until every rank knows of a dead one, the hang table's cost.
 # The machine is shared and its timings noisy: every program reports the best of several timed
 # runs, and the whole set is repeated BENCH_ROUNDS times (default 3), engine and peers
 # interleaved within each round; the table shows the best of all rounds for each entry.
@@ -102,6 +105,8 @@ done
 
 echo "   checkpoints: write and cold read against dd on the same filesystem, stall per async save"
 checkpoint_rows=$(CKPT_BENCH_ROWS=1 BUILD=$BUILD "$ROOT/bench/checkpoint.sh")
+echo "   control plane: the watchdog's rank 0 against 1k, 4k and 16k simulated ranks"
+control_rows=$("$BUILD/bench/control_plane" --ranks 1024 --ranks 4096 --ranks 16384 --steady 5 --limit 150)
 echo "   start-up: srun to the first training step against srun hostname, on the local cluster"
 startup_rows=$(STARTUP_BENCH_ROWS=1 BUILD=$BUILD "$ROOT/bench/startup.sh")
 
@@ -125,6 +130,11 @@ printf '%-52s %12.0f %12.0f %8s %8s  %s\n' "GPT 4x128, seq 128, 1 process x 1 th
   "(peer: PyTorch eager; the target, 2 ranks, comes with training)"
 echo "$checkpoint_rows"
 echo "$startup_rows"
+while read -r line; do
+  printf '%-52s %12s %12s %8s %8s  %s\n' "control plane, $(field ranks "$line") ranks: connect s / rank 0 CPU" \
+    "$(field connect_s "$line")" "$(field rank0_cpu "$line")" "-" "10 s/5%" \
+    "(dead rank known in $(field death_s "$line") s, target 2; hang table $(field table_ms "$line") ms)"
+done <<<"$control_rows"
 echo
 echo "GFLOP/s of a step = its GEMM work / step time; GEMM work = 2 B sum(in*out) forward + the same for"
 echo "the weight gradients + the same less the first layer for the input gradients = $wide_step_gflop GFLOP"

@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -25,6 +27,7 @@ struct Watchdog::Conn {
   int rank = -1;  // -1 until its hello
   std::string in;
   std::string tail;  // the text of kTail frames, for the kFail that follows
+  int closed_fd = -1;  // the fd it had, once closed
   ~Conn() {
     if (fd >= 0) ::close(fd);
   }
@@ -34,7 +37,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr int kPollMs = 200;
-constexpr double kBeatSeconds = 1.0;
+constexpr double kBeatSeconds = 1.0;       // a rank's report to rank 0
+constexpr double kRootBeatSeconds = 5.0;   // rank 0's "still here" to every rank (they wait 30 s or more)
 
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
@@ -46,6 +50,22 @@ void write_stderr(const std::string& text) {
     if (n <= 0) return;
     done += static_cast<std::size_t>(n);
   }
+}
+
+// Rank 0 holds one connection per rank: the soft open-files limit (often 1024) is raised within
+// the hard one, and a hard limit too low for the job is an error that says so.
+void ensure_open_files(int ranks) {
+  const rlim_t needed = static_cast<rlim_t>(ranks) + 256;
+  rlimit l{};
+  if (::getrlimit(RLIMIT_NOFILE, &l) != 0 || l.rlim_cur >= needed) return;
+  if (l.rlim_max != RLIM_INFINITY && l.rlim_max < needed)
+    throw std::runtime_error(fmt::format(
+        "watchdog: rank 0 needs about {} open files for the connections of {} ranks, but the hard limit is {} "
+        "(ulimit -Hn; raise it for the job, e.g. LimitNOFILE= for slurmd or /etc/security/limits.conf)",
+        needed, ranks, l.rlim_max));
+  l.rlim_cur = needed;
+  if (::setrlimit(RLIMIT_NOFILE, &l) != 0)
+    throw std::runtime_error(fmt::format("watchdog: setrlimit(RLIMIT_NOFILE, {}): {}", needed, std::strerror(errno)));
 }
 
 }  // namespace
@@ -73,6 +93,7 @@ Watchdog::Watchdog(Comm& comm, const RankIdentity& me, const WatchdogOptions& op
   // Rank 0 listens before it says where; the token tells its listener from any other.
   char address[1024] = {};
   if (rank_ == 0) {
+    ensure_open_files(size_);
     const Listener listener = listen_on_any_port();
     listen_fd_ = listener.fd;
     std::random_device random;
@@ -96,6 +117,7 @@ Watchdog::Watchdog(const WatchdogRendezvous& rendezvous, const RankIdentity& me,
   token_ = rendezvous.token;
   if (rank_ == 0) {
     if (size_ > 1) {
+      ensure_open_files(size_);
       try {
         listen_fd_ = listen_on_port(rendezvous.port).fd;
       } catch (const std::runtime_error& e) {
@@ -166,7 +188,7 @@ void Watchdog::connect_to_root(const std::string& address_text) {
 Watchdog::~Watchdog() {
   finish();
   if (thread_.joinable()) thread_.join();
-  for (int fd : {listen_fd_, root_fd_, wake_[0], wake_[1]})
+  for (int fd : {listen_fd_, root_fd_, wake_[0], wake_[1], epoll_fd_})
     if (fd >= 0) ::close(fd);
 }
 
@@ -319,20 +341,49 @@ void Watchdog::run_root() {
   last_counter_.assign(static_cast<std::size_t>(size_), ~0ull);
   last_progress_.assign(static_cast<std::size_t>(size_), Clock::now());
   const auto started = Clock::now();
-  auto last_beat = Clock::now();
+  auto last_beat = Clock::now(), last_judged = Clock::now() - std::chrono::seconds(1);
+  // epoll: a wake costs what is ready, not every rank's connection (thousands of ranks).
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0) {
+    end_job(kExitFailed, fmt::format("watchdog: epoll_create1: {}", std::strerror(errno)), true);
+  }
+  for (const int fd : {wake_[0], listen_fd_}) {
+    if (fd < 0) continue;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = nullptr;
+    ev.data.fd = fd;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+  }
+  std::vector<epoll_event> ready(512);
   while (!stop_) {
-    std::vector<pollfd> fds;
-    const std::vector<Conn*> conns = wait_for_input(fds);
+    const int n = ::epoll_wait(epoll_fd_, ready.data(), static_cast<int>(ready.size()), kPollMs);
     if (stop_) break;
     const auto now = Clock::now();
-    if (listen_fd_ >= 0 && (fds[1].revents & POLLIN)) accept_rank();
+    std::vector<Conn*> readable;
+    for (int i = 0; i < n; ++i) {
+      const int fd = ready[static_cast<std::size_t>(i)].data.fd;
+      if (fd == listen_fd_) accept_ranks();
+      else if (fd != wake_[0]) readable.push_back(conn_by_fd_[fd]);
+    }
     std::unique_lock lock(mutex_);
-    const std::size_t first = listen_fd_ >= 0 ? 2 : 1;
-    for (std::size_t i = 0; i < conns.size(); ++i)
-      if (fds[first + i].revents & (POLLIN | POLLHUP | POLLERR)) read_rank(*conns[i], now, lock);
-    conns_.erase(std::remove_if(conns_.begin(), conns_.end(), [](const auto& c) { return c->fd < 0; }), conns_.end());
-    judge(started, now, lock);
-    if (seconds_between(last_beat, now) >= kBeatSeconds) {
+    bool closed = false;
+    for (Conn* c : readable) {
+      if (!c || c->fd < 0) continue;
+      read_rank(*c, now, lock);
+      closed = closed || c->fd < 0;
+    }
+    if (closed) {
+      for (const auto& c : conns_)
+        if (c->fd < 0) conn_by_fd_.erase(c->closed_fd);
+      conns_.erase(std::remove_if(conns_.begin(), conns_.end(), [](const auto& c) { return c->fd < 0; }), conns_.end());
+    }
+    // The verdicts look at every rank: a few times a second is enough, not at every frame.
+    if (!failures_.empty() || seconds_between(last_judged, now) >= 0.1) {
+      last_judged = now;
+      judge(started, now, lock);
+    }
+    if (seconds_between(last_beat, now) >= kRootBeatSeconds) {
       last_beat = now;
       WatchdogFrame beat;
       beat.kind = WatchdogFrame::kBeat;
@@ -344,28 +395,21 @@ void Watchdog::run_root() {
   }
 }
 
-std::vector<Watchdog::Conn*> Watchdog::wait_for_input(std::vector<pollfd>& fds) {
-  fds.push_back({wake_[0], POLLIN, 0});
-  if (listen_fd_ >= 0) fds.push_back({listen_fd_, POLLIN, 0});
-  std::vector<Conn*> polled;
-  {
+// Every connection waiting on the listener (thousands arrive at once when a job starts).
+void Watchdog::accept_ranks() {
+  for (;;) {
+    const int fd = accept_peer(listen_fd_);
+    if (fd < 0) return;
+    auto conn = std::make_unique<Conn>();
+    conn->fd = fd;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) continue;  // Conn's destructor closes it
     std::lock_guard lock(mutex_);
-    for (const auto& c : conns_) {
-      fds.push_back({c->fd, POLLIN, 0});
-      polled.push_back(c.get());
-    }
+    conn_by_fd_[fd] = conn.get();
+    conns_.push_back(std::move(conn));
   }
-  ::poll(fds.data(), fds.size(), kPollMs);
-  return polled;
-}
-
-void Watchdog::accept_rank() {
-  const int fd = accept_peer(listen_fd_);
-  if (fd < 0) return;
-  auto conn = std::make_unique<Conn>();
-  conn->fd = fd;
-  std::lock_guard lock(mutex_);
-  conns_.push_back(std::move(conn));
 }
 
 // A connection's frames: its hello (with this job's token, or it is a stranger), beats, bye or
@@ -427,6 +471,7 @@ void Watchdog::read_rank(Conn& c, TimePoint now, std::unique_lock<std::mutex>& l
   }
   if (!alive) {
     ::close(c.fd);
+    c.closed_fd = c.fd;
     c.fd = -1;
   }
 }

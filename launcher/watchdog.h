@@ -24,6 +24,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "launcher/rank_status.h"
@@ -129,8 +130,7 @@ class Watchdog {
   using TimePoint = std::chrono::steady_clock::time_point;
 
   void run_root();
-  std::vector<Conn*> wait_for_input(std::vector<pollfd>& fds);
-  void accept_rank();
+  void accept_ranks();
   void read_rank(Conn& c, TimePoint now, std::unique_lock<std::mutex>& lock);
   void judge(TimePoint started, TimePoint now, std::unique_lock<std::mutex>& lock);
   void init_table(const RankIdentity& me);
@@ -154,7 +154,7 @@ class Watchdog {
   WatchdogOptions options_;
   RankLog& log_;
   int rank_ = 0, size_ = 1;
-  int listen_fd_ = -1, root_fd_ = -1;
+  int listen_fd_ = -1, root_fd_ = -1, epoll_fd_ = -1;
   int wake_[2] = {-1, -1};
   std::uint64_t token_ = 0;
   std::string root_address_;
@@ -172,6 +172,7 @@ class Watchdog {
   int root_code_ = 0;
   std::vector<RankStatus> table_;
   std::vector<std::unique_ptr<Conn>> conns_;
+  std::unordered_map<int, Conn*> conn_by_fd_;  // rank 0's thread only
   // Rank 0's thread only: each rank's last progress counter and when it last changed.
   std::vector<std::uint64_t> last_counter_;
   std::vector<TimePoint> last_progress_;

@@ -51,6 +51,8 @@ bool drain(int fd, std::string& in) {
     const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
     if (n > 0) {
       in.append(buf, static_cast<std::size_t>(n));
+      // Less than asked for: nothing more is queued now (saves a recv per wake on rank 0).
+      if (static_cast<std::size_t>(n) < sizeof buf) return true;
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -70,7 +72,8 @@ namespace {
 
 Listener listen_on(int port) {
   Listener l;
-  l.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  // Non-blocking: rank 0 accepts until none is left waiting.
+  l.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (l.fd < 0) socket_fail("socket", "");
   sockaddr_in sa{};
   sa.sin_family = AF_INET;

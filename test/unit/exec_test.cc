@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <sstream>
 #include <thread>
 
@@ -259,14 +260,17 @@ TEST_CASE("exec: the watchdog's bootstrap without MPI: a fixed port, rank 0 by i
   const RankIdentity me0{"127.0.0.1", 100, "0", "-"}, me1{"127.0.0.1", 101, "1", "-"};
   Watchdog root(WatchdogRendezvous{0, 2, "localhost", port, 77}, me0, options, log0);
   std::optional<int> member_code;
+  std::promise<void> table_read;
   std::thread member([&] {
     Watchdog w(WatchdogRendezvous{1, 2, "localhost", port, 77}, me1, options, log1);
+    table_read.get_future().wait();  // the hello's pid first, then the program's
     w.set_pid(4321);
     member_code = w.finish_and_wait_for_rank0(6);
   });
   const auto ranks = root.wait_for_all_ranks(10);
   REQUIRE(ranks.size() == 2);
   CHECK(ranks[1].pid == 101);
+  table_read.set_value();
   const auto table = root.wait_for_all_finished();
   REQUIRE(table.size() == 2);
   CHECK(table[1].exit_code == 6);
