@@ -66,20 +66,20 @@ void add_data_command(CLI::App& app) {
     double validation_fraction = 0.1;
   };
   auto text = std::make_shared<Text>();
+  const auto text_options = [text](CLI::App* cmd) {
+    cmd->add_option("--out", text->out, "output folder")->required();
+    cmd->add_option("--validation-fraction", text->validation_fraction,
+                    "the last fraction of each file that goes to the validation split")
+        ->capture_default_str();
+  };
   CLI::App* tx = import->add_subcommand("text", "plain text files -> OUT/tokens.h5, byte-level tokens (vocabulary 256)");
   tx->add_option("FILE", text->files, "text files, in this order")->required();
-  tx->add_option("--out", text->out, "output folder")->required();
-  tx->add_option("--validation-fraction", text->validation_fraction,
-                 "the last fraction of each file that goes to the validation split")
-      ->capture_default_str();
+  text_options(tx);
   tx->callback([text] { report(import_text(text->files, text->out, text->validation_fraction)); });
 
   CLI::App* fo = import->add_subcommand("fortunes", "the fortune cookie texts (package fortunes) -> OUT/tokens.h5");
   fo->add_option("--from", text->from, "folder of the fortune files")->capture_default_str();
-  fo->add_option("--out", text->out, "output folder")->required();
-  fo->add_option("--validation-fraction", text->validation_fraction,
-                 "the last fraction of each file that goes to the validation split")
-      ->capture_default_str();
+  text_options(fo);
   fo->callback([text] { report(import_text(fortune_files(text->from), text->out, text->validation_fraction)); });
 }
 

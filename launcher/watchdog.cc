@@ -250,16 +250,19 @@ void Watchdog::set_pid(int pid) noexcept {
   table_[static_cast<std::size_t>(rank_)].pid = pid;
 }
 
-void Watchdog::finish(int code) noexcept {
+void Watchdog::say_bye(int code) noexcept {
   progress_.set(TrainPhase::kFinished, progress_.step());
-  if (!finished_.exchange(true)) {
-    WatchdogFrame f;
-    f.kind = WatchdogFrame::kBye;
-    f.rank = rank_;
-    f.pid = pid_;
-    f.code = code;
-    send_to_peers(f);
-  }
+  if (finished_.exchange(true)) return;
+  WatchdogFrame f;
+  f.kind = WatchdogFrame::kBye;
+  f.rank = rank_;
+  f.pid = pid_;
+  f.code = code;
+  send_to_peers(f);
+}
+
+void Watchdog::finish(int code) noexcept {
+  say_bye(code);
   stop_thread();
 }
 
@@ -279,15 +282,7 @@ int Watchdog::finish_and_wait_for_rank0(int code) {
     finish(code);
     return code;
   }
-  progress_.set(TrainPhase::kFinished, progress_.step());
-  if (!finished_.exchange(true)) {
-    WatchdogFrame f;
-    f.kind = WatchdogFrame::kBye;
-    f.rank = rank_;
-    f.pid = pid_;
-    f.code = code;
-    send_to_peers(f);
-  }
+  say_bye(code);
   // The thread keeps watching rank 0 (and ends this process if rank 0 is lost) until its bye.
   std::unique_lock lock(mutex_);
   root_finished_.wait(lock, [&] { return root_said_bye_; });

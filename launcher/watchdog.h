@@ -141,6 +141,7 @@ class Watchdog {
   void send_all(const WatchdogFrame& f);      // rank 0, with mutex_ held
   void send_to_peers(const WatchdogFrame& f);  // rank 0: to all; the others: to rank 0
   void stop_thread();
+  void say_bye(int code) noexcept;  // once: kBye with `code` to the peers
   struct Failure {
     int rank = 0;
     std::string host, text, tail;
