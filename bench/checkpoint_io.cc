@@ -56,8 +56,8 @@ int main(int argc, char** argv) {
   const double floats = mb * 1e6 / 4 / 3;
   const int hidden = static_cast<int>(std::max(16.0, (-794 + std::sqrt(794.0 * 794 + 4 * floats)) / 2));
   CheckpointState s;
-  s.layers = mlp_layout(MlpShape{784, {hidden, hidden}, 10});
-  const std::size_t n = s.layers.back().end();
+  s.model = mlp_model_layout(mlp_layout(MlpShape{784, {hidden, hidden}, 10}));
+  const std::size_t n = s.model.parameters();
   s.params.resize(n);
   s.first.resize(n);
   s.second.resize(n);

@@ -81,9 +81,10 @@ std::vector<int> widths(const std::string& list) {
 }
 
 // Test loss and accuracy of a step over the whole test set.
-std::pair<double, double> test_metrics(TrainStep& step, const Dataset& test, Normalization norm, int eval_batch) {
-  const StepLoss r = evaluate_rows(step, test, norm, {0, test.count}, eval_batch);
-  return {r.loss_sum / static_cast<double>(test.count), static_cast<double>(r.correct) / static_cast<double>(test.count)};
+std::pair<double, double> test_metrics(TrainStep& step, const Samples& test, int eval_batch) {
+  const StepLoss r = evaluate_rows(step, test, {0, test.count()}, eval_batch);
+  const auto n = static_cast<double>(test.count());
+  return {r.loss_sum / n, static_cast<double>(r.correct) / n};
 }
 
 // One step as the training loop drives it (train/trainer.cc), on one rank: the loss sum.
@@ -99,8 +100,9 @@ double drive_step(TrainStep& step, const Batch& b, float lr, std::uint64_t s) {
 
 int run_train(const TrainOptions& o) {
   const Dataset train_set = load_dataset({o.data + "/train.h5", "/images", "/labels", 10});
-  const Dataset test_set = load_dataset({o.data + "/test.h5", "/images", "/labels", 10});
   const Normalization norm = normalization_of(train_set);
+  const LabelledSamples train_rows(train_set, norm);
+  const LabelledSamples test_rows(load_dataset({o.data + "/test.h5", "/images", "/labels", 10}), norm);
   MlpShape shape;
   shape.inputs = static_cast<int>(train_set.feature_size);
   shape.hidden = widths(o.hidden);
@@ -126,7 +128,7 @@ int run_train(const TrainOptions& o) {
   so.deterministic = o.deterministic;
   CudaMlpStep gpu(shape, opt, so, *cpu.host_state().params);
 
-  BatchPrefetcher batches(train_set, norm, static_cast<std::uint64_t>(o.seed), static_cast<std::size_t>(o.batch), 0, 1,
+  BatchPrefetcher batches(train_rows, static_cast<std::uint64_t>(o.seed), static_cast<std::size_t>(o.batch), 0, 1,
                           0, total);
   double worst = 0;
   std::uint64_t worst_step = 0;
@@ -148,8 +150,8 @@ int run_train(const TrainOptions& o) {
   std::printf("hidden layers fused (RELU_AUX_BIAS/DRELU_BGRAD):");
   for (bool f : fused) std::printf(" %s", f ? "yes" : "no");
   std::printf("\n");
-  const auto [cpu_test_loss, cpu_acc] = test_metrics(cpu, test_set, norm, o.eval_batch);
-  const auto [gpu_test_loss, gpu_acc] = test_metrics(gpu, test_set, norm, o.eval_batch);
+  const auto [cpu_test_loss, cpu_acc] = test_metrics(cpu, test_rows, o.eval_batch);
+  const auto [gpu_test_loss, gpu_acc] = test_metrics(gpu, test_rows, o.eval_batch);
   std::printf("test: cpu loss %.5f acc %.2f%%   gpu loss %.5f acc %.2f%%\n", cpu_test_loss, 100 * cpu_acc,
               gpu_test_loss, 100 * gpu_acc);
   // The final GPU parameters' CRC-32: two --deterministic runs must print the same.

@@ -189,7 +189,7 @@ int run(const Options& o, Comm& comm) {
   double sgemm_best = 0;
   std::uint64_t s = 0;
   for (; s < static_cast<std::uint64_t>(o.warmup); ++s) step(s);
-  const double flops = gemm_flops_per_step(model.layers(), o.global_batch);
+  const double flops = gemm_flops_per_step(model.model_layout().layers, o.global_batch);
   if (sgemm) sgemm->run(0);  // warm-up
   times = {};
   double best = 1e30, cpu_seconds = 0;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 
@@ -10,6 +11,7 @@
 #include "train/dataset.h"
 #include "train/device.h"
 #include "train/model_memory.h"
+#include "train/token_dataset.h"
 
 namespace slurm_train {
 
@@ -50,25 +52,61 @@ std::vector<Check> check_before_start(const RunConfig& c, std::uint64_t ranks, c
       return std::nullopt;
     }
   };
-  const auto train = inspect("train data", c.data.train);
-  const auto test = inspect("test data", c.data.test);
-  if (train && test && train->feature_size != test->feature_size)
-    checks.push_back({Verdict::kFail, "data", fmt::format("{} has {} features per sample but {} has {}", c.data.test,
-                                                          test->feature_size, c.data.train, train->feature_size)});
+  // What the model sees of the training data: rows (samples or token windows) and inputs per
+  // row (features or the vocabulary).
+  struct Rows {
+    std::size_t count = 0, inputs = 0;
+  };
+  std::optional<Rows> train;
+  if (c.model.kind == "gpt") {
+    const auto block = static_cast<std::uint64_t>(std::max(c.model.block, 1));
+    auto tokens = [&](const char* what, const std::string& path, bool training) -> std::optional<Rows> {
+      try {
+        const TokenFileLayout t = inspect_token_file(path);
+        const std::uint64_t n = training ? t.train_tokens : t.validation_tokens;
+        const std::uint64_t windows = n == 0 ? 0 : (n - 1) / block;
+        data_bytes += n;
+        if (windows == 0)
+          throw std::invalid_argument(fmt::format("{}: its {} split has {} tokens; model.block = {} needs at least {}", path,
+                                                  training ? "training" : "validation", n, block, block + 1));
+        checks.push_back({Verdict::kOk, what, fmt::format("{}: {} {} tokens, {} windows of {}", path, n,
+                                                          training ? "training" : "validation", windows, block)});
+        return Rows{windows, static_cast<std::size_t>(t.vocab_size)};
+      } catch (const std::exception& e) {
+        checks.push_back({Verdict::kFail, what, e.what()});
+        return std::nullopt;
+      }
+    };
+    train = tokens("train data", c.data.train, true);
+    tokens("test data", c.data.test, false);
+  } else {
+    const auto train_layout = inspect("train data", c.data.train);
+    const auto test = inspect("test data", c.data.test);
+    if (train_layout && test && train_layout->feature_size != test->feature_size)
+      checks.push_back({Verdict::kFail, "data", fmt::format("{} has {} features per sample but {} has {}", c.data.test,
+                                                            test->feature_size, c.data.train, train_layout->feature_size)});
+    if (train_layout) train = Rows{train_layout->count, train_layout->feature_size};
+  }
   if (ranks > 0 && static_cast<std::uint64_t>(c.train.global_batch) < ranks)
     checks.push_back({Verdict::kFail, "data", fmt::format("train.global_batch = {} is smaller than the {} ranks: every "
                                                           "rank needs a row", c.train.global_batch, ranks)});
   if (train && batches_per_epoch(train->count, static_cast<std::size_t>(c.train.global_batch)) == 0)
-    checks.push_back({Verdict::kFail, "data", fmt::format("train.global_batch = {} is larger than the {} samples of {}",
-                                                          c.train.global_batch, train->count, c.data.train)});
+    checks.push_back({Verdict::kFail, "data", fmt::format("train.global_batch = {} is larger than the {} {} of {}",
+                                                          c.train.global_batch, train->count,
+                                                          c.model.kind == "gpt" ? "token windows" : "samples",
+                                                          c.data.train)});
   if (train) {
-    const ModelMemory model = model_training_memory(c, train->feature_size, ranks);
+    const ModelMemory model = model_training_memory(c, train->inputs, ranks);
     MemoryFacts rest = memory;  // what the datasets leave
     rest.mem_available = memory.mem_available > data_bytes ? memory.mem_available - data_bytes : (memory.mem_available ? 1 : 0);
     rest.mapped += data_bytes;
     rest.data += data_bytes;
     try {
-      require_memory(fmt::format("model.hidden = [{}]", fmt::join(c.model.hidden, ", ")), model.bytes, model.why, rest);
+      const std::string what = c.model.kind == "gpt"
+                                   ? fmt::format("model.layers = {}, model.embd = {}, model.block = {}", c.model.layers,
+                                                 c.model.embd, c.model.block)
+                                   : fmt::format("model.hidden = [{}]", fmt::join(c.model.hidden, ", "));
+      require_memory(what, model.bytes, model.why, rest);
       checks.push_back({Verdict::kOk, "model", fmt::format("{} parameters, {} to train", model.parameters, format_bytes(*model.bytes))});
     } catch (const MemoryError& e) {
       checks.push_back({Verdict::kFail, "model", e.what()});
@@ -95,7 +133,7 @@ std::vector<Check> check_configuration(const RunConfig& c, const Environment& en
                                                  current_memory_facts());
   const bool data_inspected = !any_failed(checks);
   for (const auto& [what, path] : {std::pair{"train data", c.data.train}, std::pair{"test data", c.data.test}}) {
-    if (!data_inspected) break;
+    if (!data_inspected || c.model.kind == "gpt") break;  // token files: inspect_token_file checked them
     try {
       load_dataset(spec_of(c, path));
     } catch (const std::exception& e) {

@@ -12,6 +12,7 @@
 #include "launcher/launch_position.h"
 #include "launcher/plot_command.h"
 #include "launcher/run_command.h"
+#include "launcher/sample_command.h"
 #include "launcher/submit_command.h"
 #include "train/contained_reads.h"
 
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
   slurm_train::add_plot_command(app);
   slurm_train::add_doctor_command(app, exit_code);
   slurm_train::add_ckpt_command(app, exit_code);
+  slurm_train::add_sample_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -52,7 +54,7 @@ int main(int argc, char** argv) {
     return slurm_train::kExitFailed;
   }
   if (app.get_subcommands().empty()) {
-    std::cerr << app.help() << "slurm-train: a subcommand is required (run, exec, data, submit, plot, doctor, ckpt)\n";
+    std::cerr << app.help() << "slurm-train: a subcommand is required (run, exec, data, submit, plot, doctor, ckpt, sample)\n";
     return slurm_train::kExitUsage;
   }
   return exit_code;

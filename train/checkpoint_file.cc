@@ -93,12 +93,9 @@ class Writer {
   const std::vector<Piece>& pieces() const { return pieces_; }
 
   // One float32 dataset per parameter tensor, named as the model names them.
-  void tensors(hid_t group, const std::vector<LayerLayout>& layers, const std::vector<float>& buffer) {
-    for (std::size_t l = 0; l < layers.size(); ++l) {
-      const LayerLayout& L = layers[l];
-      floats(group, Mlp<float>::parameter_name(l, true), {hsize_t(L.out), hsize_t(L.in)}, &buffer[L.weight]);
-      floats(group, Mlp<float>::parameter_name(l, false), {hsize_t(L.out)}, &buffer[L.bias]);
-    }
+  void tensors(hid_t group, const std::vector<ParamTensor>& tensors, const std::vector<float>& buffer) {
+    for (const ParamTensor& t : tensors)
+      floats(group, t.name, std::vector<hsize_t>(t.shape.begin(), t.shape.end()), &buffer[t.offset]);
   }
 
   h5::Handle group(hid_t parent, const std::string& name) {
@@ -377,19 +374,46 @@ ModelRecipe read_model_recipe(hid_t file, const std::vector<LayerLayout>& layers
   return r;
 }
 
-}  // namespace
-
-std::string layout_mismatch(const std::vector<LayerLayout>& file, const std::vector<LayerLayout>& run) {
-  bool same = file.size() == run.size();
-  for (std::size_t i = 0; same && i < file.size(); ++i) same = file[i].in == run[i].in && file[i].out == run[i].out;
-  if (same) return "";
-  auto text = [](const std::vector<LayerLayout>& layers) {
-    std::string s;
-    for (const auto& L : layers) s += fmt::format("{}{}x{}", s.empty() ? "" : ", ", L.out, L.in);
-    return "[" + s + "]";
-  };
-  return fmt::format("its layers (out x in) are {} but this run's model has {}", text(file), text(run));
+// The model a file holds: a GPT from its /model attributes (kind "gpt" and GPT-2's names for its
+// shape), else an MLP from its own /model shapes (layer1, layer2, ... until one is missing).
+ModelLayout read_model_layout(hid_t file, const std::string& path) {
+  const std::string where = path + ": /model";
+  if (H5Lexists(file, "/model", H5P_DEFAULT) <= 0) throw CheckpointError(where + " is missing");
+  h5::Handle model(H5_CHECK(H5Gopen2(file, "/model", H5P_DEFAULT), where));
+  const std::string kind = H5Aexists(model, "kind") > 0 ? read_string_attribute(model, "kind", where) : "mlp";
+  if (kind == "gpt") {
+    GptConfig g;
+    const auto size = [&](const char* name) {
+      const std::int64_t v = read_int_attribute(model, name, where);
+      if (v < 1 || v > (1 << 24))
+        throw CheckpointError(fmt::format("{}: attribute '{}' is {}; expected 1 to {}", where, name, v, 1 << 24));
+      return static_cast<int>(v);
+    };
+    g.vocab = size("vocab_size");
+    g.block = size("n_positions");
+    g.layers = size("n_layer");
+    g.heads = size("n_head");
+    g.embd = size("n_embd");
+    try {
+      return gpt_model_layout(g);
+    } catch (const std::invalid_argument& e) {
+      throw CheckpointError(fmt::format("{}: {}", where, e.what()));
+    }
+  }
+  if (kind != "mlp") throw CheckpointError(fmt::format("{}: attribute 'kind' is '{}'; expected mlp or gpt", where, kind));
+  std::vector<LayerLayout> layers;
+  std::size_t offset = 0;
+  for (std::size_t l = 0;; ++l) {
+    const std::string w = "/model/" + Mlp<float>::parameter_name(l, true);
+    if (!is_dataset(file, w)) break;
+    layers.push_back(layer_layout_of(file, w, offset, path));
+    offset = layers.back().end();
+  }
+  if (layers.empty()) throw CheckpointError(fmt::format("{}: /model/layer1.weight is missing", path));
+  return mlp_model_layout(layers);
 }
+
+}  // namespace
 
 void write_checkpoint_file(const std::string& path, const CheckpointState& s, unsigned slow_ms) {
   const std::size_t tensor_bytes = (s.params.size() + s.first.size() + s.second.size()) * sizeof(float);
@@ -408,9 +432,9 @@ void write_checkpoint_file(const std::string& path, const CheckpointState& s, un
     h5::Handle file = h5::create_file(path);
     {
       h5::Handle model = w.group(file, "/model");
-      w.tensors(model, s.layers, s.params);
+      w.tensors(model, s.model.tensors, s.params);
     }
-    write_model_recipe(file, s.layers, s.recipe, path);
+    write_model_recipe(file, s.model, s.recipe, path);
     {
       h5::Handle optimizer = w.group(file, "/optimizer");
       h5::write_string_attribute(optimizer, "kind", s.optimizer, path);
@@ -418,7 +442,7 @@ void write_checkpoint_file(const std::string& path, const CheckpointState& s, un
       const std::vector<float>* buffers[2] = {&s.first, &s.second};
       for (std::size_t i = 0; i < names.size(); ++i) {
         h5::Handle state = w.group(optimizer, names[i]);
-        w.tensors(state, s.layers, *buffers[i]);
+        w.tensors(state, s.model.tensors, *buffers[i]);
       }
     }
     {
@@ -452,7 +476,7 @@ void write_checkpoint_file(const std::string& path, const CheckpointState& s, un
 
 namespace {
 
-void read_uncontained(const std::string& path, CheckpointState& s, const std::vector<LayerLayout>* expected_layers,
+void read_uncontained(const std::string& path, CheckpointState& s, const ModelLayout* expected,
                       Pass pass) {
   h5::Handle file = open_checkpoint(path);
   // The tensors' bytes are read from this descriptor (see read_tensor); closed on every path.
@@ -464,7 +488,7 @@ void read_uncontained(const std::string& path, CheckpointState& s, const std::ve
   } data{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   // The tensors are read front to back: a larger read-ahead window (advice only; failure is harmless).
   if (data.fd >= 0) ::posix_fadvise(data.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  s.layers.clear();
+  s.model = {};
   s.path = path;
   try {
     const std::string meta_where = path + ": /meta";
@@ -479,31 +503,19 @@ void read_uncontained(const std::string& path, CheckpointState& s, const std::ve
     s.host = read_string_attribute(meta, "host", meta_where);
     s.config_toml = read_string_attribute(meta, "config", meta_where);
 
-    // The layout, from the file's own /model shapes: layer1, layer2, ... until one is missing.
-    std::size_t offset = 0;
-    for (std::size_t l = 0;; ++l) {
-      const std::string w = "/model/" + Mlp<float>::parameter_name(l, true);
-      if (!is_dataset(file, w)) break;
-      s.layers.push_back(layer_layout_of(file, w, offset, path));
-      offset = s.layers.back().end();
-    }
-    if (s.layers.empty()) throw CheckpointError(fmt::format("{}: /model/layer1.weight is missing", path));
+    s.model = read_model_layout(file, path);
     // Before any buffer is sized from the file: a checkpoint of another model is refused here.
-    if (expected_layers) {
-      const std::string mismatch = layout_mismatch(s.layers, *expected_layers);
+    if (expected) {
+      const std::string mismatch = model_layout_mismatch(s.model, *expected);
       if (!mismatch.empty()) throw CheckpointMismatch(fmt::format("cannot resume from {}: {}", path, mismatch));
     }
-    s.recipe = read_model_recipe(file, s.layers, path);
+    if (s.model.kind == "mlp") s.recipe = read_model_recipe(file, s.model.layers, path);
     auto read_tensors = [&](const std::string& group, std::vector<float>& into) {
       const bool reading = pass == Pass::kRead;
-      if (reading) into.resize(offset);
-      for (std::size_t l = 0; l < s.layers.size(); ++l) {
-        const LayerLayout& L = s.layers[l];
-        read_tensor(file, data.fd, group + "/" + Mlp<float>::parameter_name(l, true), {hsize_t(L.out), hsize_t(L.in)},
-                    reading ? &into[L.weight] : nullptr, path, pass);
-        read_tensor(file, data.fd, group + "/" + Mlp<float>::parameter_name(l, false), {hsize_t(L.out)},
-                    reading ? &into[L.bias] : nullptr, path, pass);
-      }
+      if (reading) into.resize(s.model.parameters());
+      for (const ParamTensor& t : s.model.tensors)
+        read_tensor(file, data.fd, group + "/" + t.name, std::vector<hsize_t>(t.shape.begin(), t.shape.end()),
+                    reading ? &into[t.offset] : nullptr, path, pass);
     };
     read_tensors("/model", s.params);
 
@@ -571,9 +583,15 @@ std::string describe_uncontained(const std::string& path, Pass pass) {
   std::vector<std::string> optimizer = {"kind " + s.optimizer};
   for (std::string& f : describe_counters("/optimizer", c)) optimizer.push_back(std::move(f));
   out += "/optimizer\n" + lines(optimizer);
-  const ModelRecipe& r = s.recipe;
-  out += fmt::format("/preprocessing\n  x = (raw * {:.9g} - {:.9g}) * {:.9g}  activation {}\n", r.input_scale, r.mean,
-                     r.inv_stddev, r.activation);
+  if (s.model.kind == "gpt") {
+    const GptConfig& g = s.model.gpt;
+    out += fmt::format("/model\n  kind gpt  vocab_size {}  n_positions {}  n_layer {}  n_head {}  n_embd {}\n", g.vocab,
+                       g.block, g.layers, g.heads, g.embd);
+  } else {
+    const ModelRecipe& r = s.recipe;
+    out += fmt::format("/preprocessing\n  x = (raw * {:.9g} - {:.9g}) * {:.9g}  activation {}\n", r.input_scale, r.mean,
+                       r.inv_stddev, r.activation);
+  }
   out += "tensors\n";
   h5::Handle file = open_checkpoint(path);
   for (const std::string& name : dataset_names(file, path)) {
@@ -617,9 +635,9 @@ void require_no_crash(const std::string& path, CheckpointUse use) {
 
 }  // namespace
 
-void read_checkpoint_file(const std::string& path, CheckpointState& s, const std::vector<LayerLayout>* expected_layers) {
+void read_checkpoint_file(const std::string& path, CheckpointState& s, const ModelLayout* expected) {
   require_no_crash(path, CheckpointUse::kRead);
-  read_uncontained(path, s, expected_layers, Pass::kRead);
+  read_uncontained(path, s, expected, Pass::kRead);
 }
 
 CheckpointState read_checkpoint_file(const std::string& path) {

@@ -1,9 +1,11 @@
 // One checkpoint as one self-describing HDF5 file (format version kCheckpointFormatVersion):
-//   /model/<layerN.weight|layerN.bias>            float32 [out, in] and [out]
+//   /model/<tensor>                               float32: the MLP's layerN.weight [out, in] and
+//                                                 layerN.bias [out]; the GPT's GPT-2 names
+//                                                 (h.0.attn.c_attn.weight [in, out], ...)
 //   /optimizer/<exp_avg|exp_avg_sq|momentum_buffer>/<param>   float32, same shapes
 //   /optimizer/step_count                          uint64 scalar; attribute kind
 //   /train/<step|epoch|batch_in_epoch|...>         scalars; attribute rng (why no RNG state)
-//   /model attributes widths, activation; /preprocessing attributes (model_file.h)
+//   /model attributes kind and the model's shape; /preprocessing (MLP; model_file.h)
 //   /meta                                          attributes: format_version, config,
 //                                                  world_size, program_version, created, host
 // Every dataset carries a `crc32` attribute: zlib's CRC-32 of its little-endian bytes in C
@@ -47,15 +49,12 @@ void write_checkpoint_file(const std::string& path, const CheckpointState& state
 // (crash_contained.h).
 CheckpointState read_checkpoint_file(const std::string& path);
 // The same into `into`, whose buffers keep their capacity: a resume into buffers that exist
-// already skips the kernel's zeroing and page faults of fresh memory. With `expected_layers`, a
-// file of other layers throws CheckpointMismatch before any buffer is sized from it.
+// already skips the kernel's zeroing and page faults of fresh memory. With `expected`, a file
+// of another model throws CheckpointMismatch before any buffer is sized from it.
 // Every size is checked against the bytes the file stores before it is allocated, and every
 // attribute's dataspace and type before it is read.
 void read_checkpoint_file(const std::string& path, CheckpointState& into,
-                          const std::vector<LayerLayout>* expected_layers = nullptr);
-
-// Why layers read from a file are not a run's, or "" when they are. Pure.
-std::string layout_mismatch(const std::vector<LayerLayout>& file, const std::vector<LayerLayout>& run);
+                          const ModelLayout* expected = nullptr);
 
 // Every problem of the file, one line each (empty: valid): each dataset's checksum, found by
 // walking the file, and that the file reads back as a checkpoint.

@@ -40,7 +40,7 @@ std::string counters_mismatch(const CheckpointCounters& c, const ResumeTarget& t
 }  // namespace
 
 std::string checkpoint_mismatch(const CheckpointState& c, const ResumeTarget& t) {
-  if (std::string layers = layout_mismatch(c.layers, t.layers); !layers.empty()) return layers;
+  if (std::string model = model_layout_mismatch(c.model, t.model); !model.empty()) return model;
   if (c.optimizer != t.optimizer)
     return fmt::format("it holds {} state but train.optimizer is {}", c.optimizer, t.optimizer);
   // The data position counts global batches of one size, and the shuffle follows the seed.
@@ -71,7 +71,7 @@ std::optional<Resumed> resume_from_checkpoint(const std::string& dir, const Resu
     };
     lend();
     try {
-      const bool found = load_newest_valid_checkpoint(dir, warn, state, &t.layers);
+      const bool found = load_newest_valid_checkpoint(dir, warn, state, &t.model);
       if (found) {
         path = state.path;
         problem = checkpoint_mismatch(state, t);
@@ -89,7 +89,7 @@ std::optional<Resumed> resume_from_checkpoint(const std::string& dir, const Resu
       } else if (!found) {
         // A fresh start: undo what reads of bad checkpoints (of any shape) left in the buffers.
         state.params.resize(sizes[0]);
-        initialize_parameters(t.layers, t.seed, state.params);
+        initialize_model_parameters(t.model, t.seed, state.params);
         state.first.assign(sizes[1], 0.0f);
         state.second.assign(sizes[2], 0.0f);
       }

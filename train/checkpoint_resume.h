@@ -16,10 +16,10 @@ namespace slurm_train {
 
 // What the resumed run must match; the buffers receive the checkpoint's state. Rank 0 reads the
 // checkpoint straight into them (no fresh memory to zero and fault in first), so they must hold
-// a fresh run's state on entry, params = initialize_parameters(layers, seed) and zero optimizer
+// a fresh run's state on entry, params = initialize_model_parameters(model, seed) and zero optimizer
 // state: a resume that finds no usable checkpoint puts exactly that back after the failed reads.
 struct ResumeTarget {
-  std::vector<LayerLayout> layers;
+  ModelLayout model;
   std::string optimizer;  // "adamw" | "sgd"
   std::uint64_t global_batch = 0, seed = 0, total_steps = 0;
   std::vector<float>* params = nullptr;

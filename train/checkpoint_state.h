@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "train/mlp.h"
+#include "train/model_layout.h"
 #include "train/model_file.h"
 
 namespace slurm_train {
@@ -39,8 +39,8 @@ struct CheckpointCounters {
 struct CheckpointState {
   CheckpointCounters counters;
   std::string optimizer;                 // "adamw" or "sgd"
-  std::vector<LayerLayout> layers;       // the parameters' layout in the buffers below
-  std::vector<float> params;             // /model/<layerN.weight|bias>
+  ModelLayout model;                     // the parameters' names and places in the buffers below
+  std::vector<float> params;             // /model/<tensor name>
   std::vector<float> first, second;      // AdamW exp_avg, exp_avg_sq; SGD momentum_buffer, (empty)
   ModelRecipe recipe;                    // /model widths and activation, /preprocessing (model_file.h)
   std::string config_toml;               // /meta config

@@ -81,14 +81,14 @@ std::vector<CheckpointEntry> list_checkpoints(const std::string& dir) {
 }
 
 bool load_newest_valid_checkpoint(const std::string& dir, const std::function<void(const std::string&)>& warn,
-                                  CheckpointState& into, const std::vector<LayerLayout>* expected_layers) {
+                                  CheckpointState& into, const ModelLayout* expected) {
   std::vector<std::uint64_t> steps;
   for (const auto& e : list_checkpoints(dir)) steps.push_back(e.step);
   const auto chosen = choose_newest_valid(
       steps,
       [&](std::uint64_t step) -> std::string {
         try {
-          read_checkpoint_file(dir + "/" + checkpoint_file_name(step), into, expected_layers);
+          read_checkpoint_file(dir + "/" + checkpoint_file_name(step), into, expected);
           return "";
         } catch (const CheckpointMismatch&) {
           throw;

@@ -60,10 +60,10 @@ std::optional<CheckpointState> load_newest_valid_checkpoint(const std::string& d
 
 // The same into `into`, whose buffers keep their capacity (a resume reads straight into the
 // run's own buffers). Each failed candidate may leave `into` partly overwritten: its contents
-// are meaningful only when this returns true. With `expected_layers`, a checkpoint of other
-// layers is no damaged file to skip: its CheckpointMismatch is thrown.
+// are meaningful only when this returns true. With `expected`, a checkpoint of another model
+// is no damaged file to skip: its CheckpointMismatch is thrown.
 bool load_newest_valid_checkpoint(const std::string& dir, const std::function<void(const std::string&)>& warn,
-                                  CheckpointState& into, const std::vector<LayerLayout>* expected_layers = nullptr);
+                                  CheckpointState& into, const ModelLayout* expected = nullptr);
 
 // The same choice without keeping the state: the path of the newest valid checkpoint, or "".
 std::string find_newest_valid_checkpoint(const std::string& dir, const std::function<void(const std::string&)>& warn);

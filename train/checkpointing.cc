@@ -63,7 +63,7 @@ void Checkpointing::save(std::uint64_t done, double epoch_loss, double epoch_sec
     const HostState state = step_.host_state();
     s.counters = c;
     s.optimizer = plan_.optimizer;
-    s.layers = step_.layers();
+    s.model = step_.model_layout();
     s.params = *state.params;  // copy-assignment reuses the buffers' capacity from the last save
     s.first = *state.first;
     s.second = *state.second;

@@ -45,14 +45,19 @@ struct Key {
 // The one table of keys: name, help, where the value lives.
 const std::vector<Key>& keys() {
   static const std::vector<Key> table = {
-      {"data.train", "HDF5 file of the training set", [](RunConfig& c) -> ValueRef { return &c.data.train; }},
-      {"data.test", "HDF5 file of the test set", [](RunConfig& c) -> ValueRef { return &c.data.test; }},
+      {"data.train", "HDF5 file of the training set (gpt: a token file, its training split)", [](RunConfig& c) -> ValueRef { return &c.data.train; }},
+      {"data.test", "HDF5 file of the test set (gpt: a token file, its validation split)", [](RunConfig& c) -> ValueRef { return &c.data.test; }},
       {"data.features", "features dataset [N, ...], uint8 or float", [](RunConfig& c) -> ValueRef { return &c.data.features; }},
       {"data.labels", "integer labels dataset [N]", [](RunConfig& c) -> ValueRef { return &c.data.labels; }},
       {"data.num_classes", "number of classes", [](RunConfig& c) -> ValueRef { return &c.data.num_classes; }},
-      {"model.hidden", "hidden layer widths, e.g. [1024, 512]", [](RunConfig& c) -> ValueRef { return &c.model.hidden; }},
-      {"model.activation", "relu or gelu", [](RunConfig& c) -> ValueRef { return &c.model.activation; }},
-      {"model.dropout", "dropout after each hidden layer, in [0, 1)", [](RunConfig& c) -> ValueRef { return &c.model.dropout; }},
+      {"model.kind", "mlp (a classifier of data.features) or gpt (a transformer of byte tokens)", [](RunConfig& c) -> ValueRef { return &c.model.kind; }},
+      {"model.hidden", "mlp: hidden layer widths, e.g. [1024, 512]", [](RunConfig& c) -> ValueRef { return &c.model.hidden; }},
+      {"model.activation", "mlp: relu or gelu", [](RunConfig& c) -> ValueRef { return &c.model.activation; }},
+      {"model.dropout", "mlp: dropout after each hidden layer, in [0, 1); gpt: 0 (none yet)", [](RunConfig& c) -> ValueRef { return &c.model.dropout; }},
+      {"model.layers", "gpt: transformer blocks (n_layer)", [](RunConfig& c) -> ValueRef { return &c.model.layers; }},
+      {"model.heads", "gpt: attention heads (n_head)", [](RunConfig& c) -> ValueRef { return &c.model.heads; }},
+      {"model.embd", "gpt: embedding width (n_embd), a multiple of model.heads", [](RunConfig& c) -> ValueRef { return &c.model.embd; }},
+      {"model.block", "gpt: context in tokens (n_positions); a training row is a window of this many", [](RunConfig& c) -> ValueRef { return &c.model.block; }},
       {"train.epochs", "epochs to train (unless train.steps > 0)", [](RunConfig& c) -> ValueRef { return &c.train.epochs; }},
       {"train.steps", "steps to train; 0: train.epochs decides", [](RunConfig& c) -> ValueRef { return &c.train.steps; }},
       {"train.global_batch", "samples per step over all ranks", [](RunConfig& c) -> ValueRef { return &c.train.global_batch; }},
@@ -501,6 +506,23 @@ std::vector<std::string> validate_config(const RunConfig& c) {
     require(w > 0 && w <= 1 << 16, fmt::format("model.hidden: width {} is outside 1..65536", w));
   choice("model.activation", c.model.activation, {"relu", "gelu"});
   require(c.model.dropout >= 0 && c.model.dropout < 1, fmt::format("model.dropout = {}: expected a value in [0, 1)", c.model.dropout));
+  choice("model.kind", c.model.kind, {"mlp", "gpt"});
+  if (c.model.kind == "gpt") {
+    const auto size = [&](const char* key, int v, int most) {
+      require(v >= 1 && v <= most, fmt::format("model.{} = {}: expected 1 to {}", key, v, most));
+    };
+    size("layers", c.model.layers, 1024);
+    size("heads", c.model.heads, 1024);
+    size("embd", c.model.embd, 1 << 16);
+    size("block", c.model.block, 1 << 16);
+    require(c.model.heads < 1 || c.model.embd % c.model.heads == 0,
+            fmt::format("model.embd = {}: expected a multiple of model.heads = {}", c.model.embd, c.model.heads));
+    require(c.model.dropout == 0,
+            fmt::format("model.dropout = {}: the gpt model has no dropout yet; set model.dropout = 0", c.model.dropout));
+    require(c.train.label_smoothing == 0,
+            fmt::format("train.label_smoothing = {}: the gpt model trains without it; set 0", c.train.label_smoothing));
+    require(c.train.device != "cuda", "train.device = cuda: the gpt model trains on the CPU only so far; set cpu or auto");
+  }
   require(c.train.epochs >= 1 || c.train.steps > 0, fmt::format("train.epochs = {}: expected at least 1", c.train.epochs));
   require(c.train.steps >= 0, fmt::format("train.steps = {}: expected 0 or more", c.train.steps));
   require(c.train.global_batch >= 1, fmt::format("train.global_batch = {}: expected at least 1", c.train.global_batch));

@@ -28,9 +28,15 @@ struct DataConfig {
 };
 
 struct ModelConfig {
+  std::string kind = "mlp";         // mlp | gpt
   std::vector<int> hidden = {1024, 512};
   std::string activation = "relu";  // relu | gelu
   double dropout = 0.1;
+  // gpt: GPT-2's n_layer, n_head, n_embd and n_positions (the training window).
+  int layers = 4;
+  int heads = 4;
+  int embd = 128;
+  int block = 128;
 };
 
 struct TrainConfig {

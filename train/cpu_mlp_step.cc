@@ -11,6 +11,7 @@ CpuMlpStep::CpuMlpStep(const MlpShape& shape, const OptimizerConfig& optimizer, 
                        std::unique_ptr<kernels::Kernels<float>> kernels, std::uint64_t seed, Comm* comm)
     : kernels_(std::move(kernels)),
       model_(shape, *kernels_),
+      layout_(mlp_model_layout(model_.layers())),
       opt_(optimizer),
       o_(options),
       optimizer_(optimizer, model_.layers(), model_.params().size()) {
@@ -43,10 +44,10 @@ void CpuMlpStep::update(float lr, std::uint64_t step) {
   optimizer_.update(*kernels_, model_.params(), model_.grads(), lr, step);
 }
 
-StepLoss CpuMlpStep::evaluate(const float* x, const std::int32_t* y, int rows) {
+StepLoss CpuMlpStep::evaluate(const StepBatch& batch) {
   const int classes = model_.shape().classes;
-  const float* logits = model_.forward(x, rows, false);
-  const auto r = kernels_->softmax_cross_entropy(rows, classes, logits, y, 0.0f, 1.0f, nullptr);
+  const float* logits = model_.forward(batch.x, batch.rows, false);
+  const auto r = kernels_->softmax_cross_entropy(batch.rows, classes, logits, batch.y, 0.0f, 1.0f, nullptr);
   return {r.loss_sum, r.correct};
 }
 

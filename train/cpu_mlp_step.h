@@ -37,13 +37,14 @@ class CpuMlpStep final : public TrainStep {
   void finish_gradients() override;
   double clip_gradients() override;
   void update(float lr, std::uint64_t step) override;
-  StepLoss evaluate(const float* x, const std::int32_t* y, int rows) override;
-  const std::vector<LayerLayout>& layers() const override { return model_.layers(); }
+  StepLoss evaluate(const StepBatch& batch) override;
+  const ModelLayout& model_layout() const override { return layout_; }
   HostState host_state() override;
 
  private:
   std::unique_ptr<kernels::Kernels<float>> kernels_;
   Mlp<float> model_;
+  ModelLayout layout_;
   OptimizerConfig opt_;
   StepOptions o_;
   Optimizer optimizer_;

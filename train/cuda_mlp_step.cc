@@ -51,6 +51,7 @@ struct CudaMlpStep::State {
   OptimizerConfig opt;
   CudaStepOptions o;
   std::vector<LayerLayout> packed, layers;  // host (checkpoint) layout, device layout
+  ModelLayout model;                        // the packed layout's tensors
   bool half = false;  // bf16 precision (activations and the weights' working copy in bf16)
   cudaStream_t stream = nullptr;
   std::unique_ptr<cuda::LtMatmul> lt;
@@ -283,6 +284,7 @@ CudaMlpStep::CudaMlpStep(const MlpShape& shape, const OptimizerConfig& optimizer
   State& s = *s_;
   s.shape = shape, s.opt = optimizer, s.o = options;
   s.packed = mlp_layout(shape);
+  s.model = mlp_model_layout(s.packed);
   s.layers = device_layout(s.packed);
   if (initial_parameters.size() != s.packed.back().end())
     throw std::invalid_argument("CUDA step: " + std::to_string(initial_parameters.size()) + " initial parameters for a "
@@ -406,9 +408,10 @@ void CudaMlpStep::train_step(const DeviceBatch& batch, std::uint64_t first_row, 
   update(lr, step);
 }
 
-StepLoss CudaMlpStep::evaluate(const float* x, const std::int32_t* y, int rows) {
+StepLoss CudaMlpStep::evaluate(const StepBatch& rows_in) {
   State& s = *s_;
-  const DeviceBatch batch = s.uploader->upload(x, y, rows);
+  const int rows = rows_in.rows;
+  const DeviceBatch batch = s.uploader->upload(rows_in.x, rows_in.y, rows);
   s.dropout_active = false;
   if (s.half) s.forward<bf16>(batch.x, rows, false);
   else s.forward<float>(batch.x, rows, false);
@@ -416,7 +419,7 @@ StepLoss CudaMlpStep::evaluate(const float* x, const std::int32_t* y, int rows) 
   return s.wait_loss();
 }
 
-const std::vector<LayerLayout>& CudaMlpStep::layers() const { return s_->packed; }
+const ModelLayout& CudaMlpStep::model_layout() const { return s_->model; }
 
 HostState CudaMlpStep::host_state() { return {&s_->host_params, &s_->host_first, &s_->host_second}; }
 

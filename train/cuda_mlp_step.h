@@ -62,8 +62,8 @@ class CudaMlpStep final : public TrainStep {
   void finish_gradients() override;
   double clip_gradients() override;
   void update(float lr, std::uint64_t step) override;
-  StepLoss evaluate(const float* x, const std::int32_t* y, int rows) override;
-  const std::vector<LayerLayout>& layers() const override;
+  StepLoss evaluate(const StepBatch& batch) override;
+  const ModelLayout& model_layout() const override;
   HostState host_state() override;
   void state_to_host() override;
   void state_from_host() override;

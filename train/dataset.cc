@@ -133,16 +133,6 @@ Dataset load_dataset(const DatasetSpec& spec, const MemoryFacts& memory) {
   return load_uncontained(spec, memory);
 }
 
-void normalized_rows(const Dataset& d, std::size_t begin, std::size_t rows, Normalization norm, std::vector<float>& x,
-                     std::vector<std::int32_t>& y) {
-  x.resize(rows * d.feature_size);
-  y.resize(rows);
-  for (std::size_t i = 0; i < rows; ++i) {
-    for (std::size_t j = 0; j < d.feature_size; ++j) x[i * d.feature_size + j] = (d.raw(begin + i, j) - norm.mean) * norm.inv_stddev;
-    y[i] = d.labels[begin + i];
-  }
-}
-
 Normalization normalization_of(const Dataset& d) {
   double sum = 0.0, sum_sq = 0.0;
   const std::size_t n = d.count * d.feature_size;

@@ -68,11 +68,6 @@ struct Normalization {
 };
 Normalization normalization_of(const Dataset& d);
 
-// Rows [begin, begin + rows) of `d`, normalised, into x [rows, feature_size] and their labels into
-// y (both resized): what an evaluation feeds the model.
-void normalized_rows(const Dataset& d, std::size_t begin, std::size_t rows, Normalization norm, std::vector<float>& x,
-                     std::vector<std::int32_t>& y);
-
 // In the separate process that the readers above start first (crash_contained.h): runs the
 // read `reader` names ("dataset-open", "dataset-load") with its arguments and returns true;
 // false for another name or arguments.

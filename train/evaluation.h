@@ -4,13 +4,13 @@
 #pragma once
 
 #include "train/batches.h"
-#include "train/dataset.h"
+#include "train/samples.h"
 #include "train/train_step.h"
 
 namespace slurm_train {
 
 // Loss and correct-prediction sums of `step` over rows [range.begin, range.end) of `data`,
-// normalised with `norm`, eval_batch rows at a time.
-StepLoss evaluate_rows(TrainStep& step, const Dataset& data, Normalization norm, RowRange range, int eval_batch);
+// eval_batch rows at a time.
+StepLoss evaluate_rows(TrainStep& step, const Samples& data, RowRange range, int eval_batch);
 
 }  // namespace slurm_train

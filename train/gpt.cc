@@ -38,13 +38,13 @@ void add_column_sums(int rows, int n, const float* x, float* out) {
 
 }  // namespace
 
-std::vector<GptTensor> gpt_layout(const GptConfig& g) {
+std::vector<ParamTensor> gpt_layout(const GptConfig& g) {
   if (g.vocab < 1 || g.block < 1 || g.layers < 1 || g.heads < 1 || g.embd < 1 || g.embd % g.heads != 0)
     throw std::invalid_argument(fmt::format("gpt: vocab {}, block {}, layers {}, heads {}, embd {}: expected positive "
                                             "sizes and embd a multiple of heads",
                                             g.vocab, g.block, g.layers, g.heads, g.embd));
   const std::int64_t C = g.embd;
-  std::vector<GptTensor> out;
+  std::vector<ParamTensor> out;
   std::size_t offset = 0;
   const auto add = [&](std::string name, std::vector<std::int64_t> shape) {
     std::size_t size = 1;
@@ -74,7 +74,7 @@ std::vector<GptTensor> gpt_layout(const GptConfig& g) {
   return out;
 }
 
-std::vector<LayerLayout> gpt_decay_layout(const std::vector<GptTensor>& layout) {
+std::vector<LayerLayout> gpt_decay_layout(const std::vector<ParamTensor>& layout) {
   std::vector<LayerLayout> out;
   for (const auto& t : layout) {
     LayerLayout l;
@@ -96,7 +96,7 @@ void gpt_initialize(const GptConfig& config, std::uint64_t seed, std::vector<flo
   params.assign(layout.back().offset + layout.back().size, 0.0f);
   const double residual_std = 0.02 / std::sqrt(2.0 * config.layers);
   for (std::size_t i = 0; i < layout.size(); ++i) {
-    const GptTensor& t = layout[i];
+    const ParamTensor& t = layout[i];
     const bool is_bias = t.name.ends_with(".bias");
     const bool is_ln_weight = t.name.find("ln_") != std::string::npos && t.name.ends_with(".weight");
     if (is_bias) continue;
@@ -146,6 +146,12 @@ void Gpt::resize(int B, int T) {
 }
 
 double Gpt::forward(const std::int32_t* tokens, const std::int32_t* targets, int B, int T) {
+  const int BT = B * T;
+  return forward_sums(tokens, targets, B, T, 1.0f / static_cast<float>(BT)).loss_sum / BT;
+}
+
+kernels::LossResult Gpt::forward_sums(const std::int32_t* tokens, const std::int32_t* targets, int B, int T,
+                                      float loss_scale) {
   resize(B, T);
   const int C = config_.embd, V = config_.vocab, H = config_.heads, BT = B * T;
   for (int i = 0; i < BT; ++i)
@@ -190,12 +196,10 @@ double Gpt::forward(const std::int32_t* tokens, const std::int32_t* targets, int
                              param(ln_f + 1), lnf_.data(), lnf_mean_.data(), lnf_rstd_.data());
   // The head is tied to the token embedding: logits = lnf wte^T.
   k_.gemm(false, true, BT, V, C, 1.0f, lnf_.data(), C, param(kWte), C, 0.0f, logits_.data(), V);
-  const kernels::LossResult loss =
-      k_.softmax_cross_entropy(BT, V, logits_.data(), targets, 0.0f, 1.0f / static_cast<float>(BT), dlogits_.data());
-  return loss.loss_sum / BT;
+  return k_.softmax_cross_entropy(BT, V, logits_.data(), targets, 0.0f, loss_scale, dlogits_.data());
 }
 
-void Gpt::backward() {
+void Gpt::backward(const std::function<void(std::size_t tensor)>& tensor_done) {
   if (B_ == 0) throw std::logic_error("gpt: backward() before forward()");
   const int B = B_, T = T_, C = config_.embd, V = config_.vocab, H = config_.heads, BT = B * T;
   const std::size_t bt = static_cast<std::size_t>(BT);
@@ -207,6 +211,11 @@ void Gpt::backward() {
   k_.gemm(true, false, V, C, BT, 1.0f, dlogits_.data(), V, lnf_.data(), C, 1.0f, grad(kWte), C);
   kernels::layernorm_backward(BT, C, residual_.data() + static_cast<std::size_t>(config_.layers) * bt * C, param(ln_f),
                               lnf_mean_.data(), lnf_rstd_.data(), dln.data(), dres.data(), grad(ln_f), grad(ln_f + 1));
+  const auto done = [&](std::size_t first, std::size_t last) {  // tensors [first, last], highest first
+    if (tensor_done)
+      for (std::size_t i = last + 1; i-- > first;) tensor_done(i);
+  };
+  done(ln_f, ln_f + 1);
   for (int l = config_.layers - 1; l >= 0; --l) {
     const std::size_t L = static_cast<std::size_t>(l);
     const float* r = residual_.data() + L * bt * C;
@@ -243,8 +252,10 @@ void Gpt::backward() {
     kernels::layernorm_backward(BT, C, r, param(block_tensor(l, kLn1W)), ln1_mean_.data() + L * bt,
                                 ln1_rstd_.data() + L * bt, dln.data(), dres.data(), grad(block_tensor(l, kLn1W)),
                                 grad(block_tensor(l, kLn1B)));
+    done(block_tensor(l, kLn1W), block_tensor(l, kMlpProjB));
   }
   kernels::embedding_backward(B, T, C, tokens_.data(), dres.data(), grad(kWte), grad(kWpe));
+  done(kWte, kWpe);
 }
 
 }  // namespace slurm_train

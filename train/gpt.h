@@ -8,11 +8,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "kernels/kernels.h"
 #include "train/mlp.h"
+#include "train/param_tensor.h"
 
 namespace slurm_train {
 
@@ -24,14 +26,8 @@ struct GptConfig {
   int embd = 128;       // C, a multiple of heads
 };
 
-struct GptTensor {
-  std::string name;
-  std::vector<std::int64_t> shape;
-  std::size_t offset = 0, size = 0;
-};
-
 // Every parameter tensor, in order, packed into one buffer.
-std::vector<GptTensor> gpt_layout(const GptConfig& config);
+std::vector<ParamTensor> gpt_layout(const GptConfig& config);
 
 // GPT-2's initialisation, from the seed alone: weights normal(0, 0.02) (the residual
 // projections' 0.02 / sqrt(2 n_layer)), biases 0, LayerNorm weights 1.
@@ -39,23 +35,29 @@ void gpt_initialize(const GptConfig& config, std::uint64_t seed, std::vector<flo
 
 // The optimizer's view of the layout (train/optimizer.h decays a LayerLayout's weights, not its
 // biases): matrices (the embeddings included) decay, vectors (biases, LayerNorm) do not.
-std::vector<LayerLayout> gpt_decay_layout(const std::vector<GptTensor>& layout);
+std::vector<LayerLayout> gpt_decay_layout(const std::vector<ParamTensor>& layout);
 
 class Gpt {
  public:
   Gpt(const GptConfig& config, kernels::Kernels<float>& k);
 
   const GptConfig& config() const { return config_; }
-  const std::vector<GptTensor>& layout() const { return layout_; }
+  const std::vector<ParamTensor>& layout() const { return layout_; }
   std::vector<float>& params() { return params_; }
   std::vector<float>& grads() { return grads_; }
 
   // The mean cross-entropy of predicting targets[B,T] from tokens[B,T] (both in [0, V)); keeps
   // the activations for backward(). logits() holds [B*T, V] afterwards.
   double forward(const std::int32_t* tokens, const std::int32_t* targets, int B, int T);
+  // The same as sums over the B*T predictions; backward() then gives the gradient of loss_scale
+  // times the sum (a data-parallel step's 1 / (global batch * T)).
+  kernels::LossResult forward_sums(const std::int32_t* tokens, const std::int32_t* targets, int B, int T,
+                                   float loss_scale);
   const std::vector<float>& logits() const { return logits_; }
   // grads() = the gradient of the last forward()'s loss (overwritten, not accumulated).
-  void backward();
+  // tensor_done(i) is called as soon as layout()[i]'s gradient is complete, in descending i: the
+  // moment a gradient bucket holding it may start its all-reduce.
+  void backward(const std::function<void(std::size_t tensor)>& tensor_done = {});
 
  private:
   struct LayerActs;
@@ -65,7 +67,7 @@ class Gpt {
 
   GptConfig config_;
   kernels::Kernels<float>& k_;
-  std::vector<GptTensor> layout_;
+  std::vector<ParamTensor> layout_;
   std::vector<float> params_, grads_;
   int B_ = 0, T_ = 0;
   std::vector<std::int32_t> tokens_, targets_;

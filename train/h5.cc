@@ -225,6 +225,12 @@ void write_double_attribute(hid_t object, const std::string& name, double value,
   H5_CHECK(H5Awrite(attr, H5T_NATIVE_DOUBLE, &value), context);
 }
 
+void write_int64_attribute(hid_t object, const std::string& name, std::int64_t value, const std::string& context) {
+  Handle space(H5_CHECK(H5Screate(H5S_SCALAR), context));
+  Handle attr(H5_CHECK(H5Acreate2(object, name.c_str(), H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT), context));
+  H5_CHECK(H5Awrite(attr, H5T_NATIVE_INT64, &value), context);
+}
+
 void write_int64_list_attribute(hid_t object, const std::string& name, const std::vector<std::int64_t>& values,
                                 const std::string& context) {
   const hsize_t count = values.size();

@@ -89,6 +89,7 @@ void write_float32(hid_t parent, const std::string& name, const std::vector<hsiz
 void write_string_attribute(hid_t object, const std::string& name, const std::string& value,
                             const std::string& context);
 void write_double_attribute(hid_t object, const std::string& name, double value, const std::string& context);
+void write_int64_attribute(hid_t object, const std::string& name, std::int64_t value, const std::string& context);
 void write_int64_list_attribute(hid_t object, const std::string& name, const std::vector<std::int64_t>& values,
                                 const std::string& context);
 void write_string_list_attribute(hid_t object, const std::string& name,

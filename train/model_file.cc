@@ -22,16 +22,27 @@ constexpr const char* kFormula =
 }  // namespace
 
 ModelRecipe model_recipe_of(Normalization norm, bool uint8_features, const std::string& activation) {
-  // The factors as the engine applies them (Dataset::raw, normalized_rows): float32 values.
+  // The factors as the engine applies them (Dataset::raw, LabelledSamples::gather): float32 values.
   return {activation, uint8_features ? static_cast<double>(1.0f / 255.0f) : 1.0, norm.mean, norm.inv_stddev};
 }
 
-void write_model_recipe(hid_t file, const std::vector<LayerLayout>& layers, const ModelRecipe& recipe,
-                        const std::string& context) {
-  std::vector<std::int64_t> widths;
-  if (!layers.empty()) widths.push_back(layers.front().in);
-  for (const LayerLayout& L : layers) widths.push_back(L.out);
+void write_model_recipe(hid_t file, const ModelLayout& m, const ModelRecipe& recipe, const std::string& context) {
   h5::Handle model(H5_CHECK(H5Gopen2(file, "/model", H5P_DEFAULT), context + ":/model"));
+  h5::write_string_attribute(model, "kind", m.kind, context);
+  if (m.kind == "gpt") {
+    const GptConfig& g = m.gpt;
+    h5::write_int64_attribute(model, "vocab_size", g.vocab, context);
+    h5::write_int64_attribute(model, "n_positions", g.block, context);
+    h5::write_int64_attribute(model, "n_layer", g.layers, context);
+    h5::write_int64_attribute(model, "n_head", g.heads, context);
+    h5::write_int64_attribute(model, "n_embd", g.embd, context);
+    h5::write_string_attribute(model, "activation", "gelu", context);
+    h5::write_string_attribute(model, "tokenizer", "bytes", context);
+    return;
+  }
+  std::vector<std::int64_t> widths;
+  if (!m.layers.empty()) widths.push_back(m.layers.front().in);
+  for (const LayerLayout& L : m.layers) widths.push_back(L.out);
   h5::write_int64_list_attribute(model, "widths", widths, context);
   h5::write_string_attribute(model, "activation", recipe.activation, context);
   h5::Handle pre(H5_CHECK(H5Gcreate2(file, "/preprocessing", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), context));
@@ -41,19 +52,16 @@ void write_model_recipe(hid_t file, const std::vector<LayerLayout>& layers, cons
   h5::write_string_attribute(pre, "formula", kFormula, context);
 }
 
-void save_model(const std::string& path, const std::vector<LayerLayout>& layers, const std::vector<float>& params,
+void save_model(const std::string& path, const ModelLayout& model, const std::vector<float>& params,
                 const std::string& config_toml, const ModelRecipe& recipe) {
   write_file_durably(path, [&](const std::string& tmp) {
     h5::Handle file = h5::create_file(tmp);
     h5::Handle group(H5_CHECK(H5Gcreate2(file, "/model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), tmp));
-    for (std::size_t l = 0; l < layers.size(); ++l) {
-      const LayerLayout& L = layers[l];
-      const hsize_t weight_shape[2] = {static_cast<hsize_t>(L.out), static_cast<hsize_t>(L.in)};
-      const hsize_t bias_shape[1] = {static_cast<hsize_t>(L.out)};
-      h5::write_float32(group, Mlp<float>::parameter_name(l, true), {weight_shape, weight_shape + 2}, &params[L.weight], tmp);
-      h5::write_float32(group, Mlp<float>::parameter_name(l, false), {bias_shape, bias_shape + 1}, &params[L.bias], tmp);
+    for (const ParamTensor& t : model.tensors) {
+      const std::vector<hsize_t> shape(t.shape.begin(), t.shape.end());
+      h5::write_float32(group, t.name, shape, &params[t.offset], tmp);
     }
-    write_model_recipe(file, layers, recipe, tmp);
+    write_model_recipe(file, model, recipe, tmp);
     h5::Handle meta(H5_CHECK(H5Gcreate2(file, "/meta", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), tmp));
     h5::write_string_attribute(meta, "program_version", SLURM_TRAIN_VERSION, tmp);
     h5::write_string_attribute(meta, "config", config_toml, tmp);

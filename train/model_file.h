@@ -1,6 +1,7 @@
-// The trained model as an HDF5 file any tool reads: /model/<layerN.weight|bias> float32
-// datasets ([out, in] and [out]), and /meta attributes with the configuration and program
-// version. Written by rank 0 through a temporary file and a rename.
+// The trained model as an HDF5 file any tool reads: /model/<tensor> float32 datasets (the MLP's
+// layerN.weight [out, in] and layerN.bias [out]; the GPT's GPT-2 names and shapes, train/gpt.h),
+// and /meta attributes with the configuration and program version. Written by rank 0 through a
+// temporary file and a rename.
 //
 // The file (and every checkpoint) also carries what running the model needs besides its
 // weights, so that it is usable without the training set or this program:
@@ -18,7 +19,7 @@
 #include <vector>
 
 #include "train/dataset.h"
-#include "train/mlp.h"
+#include "train/model_layout.h"
 
 namespace slurm_train {
 
@@ -31,11 +32,12 @@ struct ModelRecipe {
 // The recipe of a run: its training set's normalisation and feature type, its activation.
 ModelRecipe model_recipe_of(Normalization norm, bool uint8_features, const std::string& activation);
 
-// Writes the /model attributes and the /preprocessing group into `file`; `context` names it.
-void write_model_recipe(hid_t file, const std::vector<LayerLayout>& layers, const ModelRecipe& recipe,
-                        const std::string& context);
+// Writes the /model attributes into `file` (kind, and the MLP's widths and activation or the GPT's
+// shape under GPT-2's names: vocab_size, n_positions, n_layer, n_head, n_embd) and, for an MLP,
+// the /preprocessing group; `context` names the file.
+void write_model_recipe(hid_t file, const ModelLayout& model, const ModelRecipe& recipe, const std::string& context);
 
-void save_model(const std::string& path, const std::vector<LayerLayout>& layers, const std::vector<float>& params,
+void save_model(const std::string& path, const ModelLayout& model, const std::vector<float>& params,
                 const std::string& config_toml, const ModelRecipe& recipe);
 
 }  // namespace slurm_train

@@ -2,7 +2,10 @@
 
 #include <cblas.h>
 
+#include <algorithm>
+
 #include "kernels/kernels.h"
+#include "train/cpu_gpt_step.h"
 #include "train/cpu_mlp_step.h"
 #include "train/device.h"
 #include "train/mlp.h"
@@ -44,11 +47,27 @@ OptimizerConfig optimizer_config_of(const TrainConfig& t) {
   return o;
 }
 
+GptConfig gpt_config_of(const ModelConfig& m, std::size_t vocab) {
+  return {static_cast<int>(vocab), m.block, m.layers, m.heads, m.embd};
+}
+
 ChosenStep make_train_step(const RunConfig& config, std::size_t inputs, Comm& comm) {
   const TrainConfig& tc = config.train;
-  const DeviceChoice device = choose_device(tc.device, tc.device == "cpu" ? CudaProbe{} : probe_cuda());
   openblas_set_num_threads(blas_threads_for_rank(tc.threads, comm.local_size()));
   auto kernels = tc.kernels == "reference" ? kernels::make_reference_kernels<float>() : kernels::make_cpu_kernels();
+  if (config.model.kind == "gpt") {
+    GptStepOptions o;
+    o.loss_scale = 1.0f / static_cast<float>(static_cast<double>(tc.global_batch) * config.model.block);
+    o.bucket_mb = tc.bucket_mb;
+    o.eval_rows = static_cast<int>(std::max<std::int64_t>(1, (tc.global_batch + comm.size() - 1) / comm.size()));
+    ChosenStep chosen;
+    chosen.step = std::make_unique<CpuGptStep>(gpt_config_of(config.model, inputs), optimizer_config_of(tc), o,
+                                               std::move(kernels), static_cast<std::uint64_t>(tc.seed), &comm);
+    if (tc.device == "auto" && probe_cuda().devices > 0)
+      chosen.device_note = "train.device = auto: the gpt model trains on the CPU (its GPU step is not there yet)";
+    return chosen;
+  }
+  const DeviceChoice device = choose_device(tc.device, tc.device == "cpu" ? CudaProbe{} : probe_cuda());
   StepOptions o;
   o.label_smoothing = static_cast<float>(tc.label_smoothing);
   o.loss_scale = 1.0f / static_cast<float>(tc.global_batch);  // the loss is a mean over the global batch

@@ -1,4 +1,4 @@
-// The training step a run's configuration asks for: the model ([model]: the MLP), the optimizer
+// The training step a run's configuration asks for: the model ([model]: the MLP or the GPT), the optimizer
 // ([train]) and the device (train.device; on the CPU, the BLAS threads and the kernels). The one
 // place that knows which TrainStep implementations exist.
 #pragma once
@@ -10,6 +10,7 @@
 #include "train/comm.h"
 #include "train/config.h"
 #include "train/dataset.h"
+#include "train/gpt.h"
 #include "train/model_file.h"
 #include "train/optimizer.h"
 #include "train/train_step.h"
@@ -21,10 +22,13 @@ struct ChosenStep {
   std::string device_note;  // one line for the log when the device choice needs saying, or ""
 };
 
-// A step for samples of `inputs` features, its gradients summed over `comm`'s ranks, its
-// parameters initialised from train.seed. Throws ConfigError for train.device = cuda where the
-// run cannot use a GPU.
+// A step for samples of `inputs` features (gpt: a vocabulary of `inputs` tokens), its gradients
+// summed over `comm`'s ranks, its parameters initialised from train.seed. Throws ConfigError for
+// train.device = cuda where the run cannot use a GPU.
 ChosenStep make_train_step(const RunConfig& config, std::size_t inputs, Comm& comm);
+
+// [model]'s GPT shape for a vocabulary of `vocab` tokens.
+GptConfig gpt_config_of(const ModelConfig& model, std::size_t vocab);
 
 // What the saved model records besides its parameters: the training data's normalisation and
 // feature type, and what running the model again needs ([model]'s activation).

@@ -4,11 +4,9 @@
 
 namespace slurm_train {
 
-BatchPrefetcher::BatchPrefetcher(const Dataset& data, Normalization norm, std::uint64_t seed,
-                                 std::size_t global_batch, int rank, int world, std::uint64_t first_step,
-                                 std::uint64_t end_step)
+BatchPrefetcher::BatchPrefetcher(const Samples& data, std::uint64_t seed, std::size_t global_batch, int rank,
+                                 int world, std::uint64_t first_step, std::uint64_t end_step)
     : data_(data),
-      norm_(norm),
       seed_(seed),
       global_batch_(global_batch),
       rows_(rank_rows(global_batch, rank, world)),
@@ -37,29 +35,20 @@ Batch BatchPrefetcher::next() {
 
 void BatchPrefetcher::produce() {
   try {
-    const std::size_t per_epoch = batches_per_epoch(data_.count, global_batch_);
+    const std::size_t per_epoch = batches_per_epoch(data_.count(), global_batch_);
     if (per_epoch == 0) throw std::invalid_argument("the global batch is larger than the training set");
     std::uint64_t epoch = ~std::uint64_t{0};
     std::vector<std::uint32_t> perm;
-    const std::size_t f = data_.feature_size;
     for (std::uint64_t step = first_step_; step < end_step_; ++step) {
       if (step / per_epoch != epoch) {
         epoch = step / per_epoch;
-        perm = epoch_permutation(seed_, epoch, data_.count);
+        perm = epoch_permutation(seed_, epoch, data_.count());
       }
       Batch b;
       b.step = step;
       b.first_row = step * global_batch_ + rows_.begin;
-      b.rows = static_cast<int>(rows_.size());
-      b.x.resize(rows_.size() * f);
-      b.y.resize(rows_.size());
       const std::size_t offset = (step % per_epoch) * global_batch_ + rows_.begin;
-      for (std::size_t i = 0; i < rows_.size(); ++i) {
-        const std::size_t sample = perm[offset + i];
-        float* row = &b.x[i * f];
-        for (std::size_t j = 0; j < f; ++j) row[j] = (data_.raw(sample, j) - norm_.mean) * norm_.inv_stddev;
-        b.y[i] = data_.labels[sample];
-      }
+      data_.gather(perm.data() + offset, rows_.size(), b);
       std::unique_lock lock(mutex_);
       changed_.wait(lock, [&] { return ready_.size() < kDepth || stop_; });
       if (stop_) return;

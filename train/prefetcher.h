@@ -1,5 +1,5 @@
 // Assembles this rank's slice of each global batch on a background thread, one step ahead of
-// training, so that reading and normalising samples never stalls a step.
+// training, so that gathering (and normalising) rows never stalls a step.
 #pragma once
 
 #include <condition_variable>
@@ -11,23 +11,15 @@
 #include <vector>
 
 #include "train/batches.h"
-#include "train/dataset.h"
+#include "train/samples.h"
 
 namespace slurm_train {
-
-struct Batch {
-  std::uint64_t step = 0;        // global step this batch belongs to
-  std::uint64_t first_row = 0;   // global row index of x's first row: step * B + slice begin
-  int rows = 0;
-  std::vector<float> x;          // rows x feature_size, normalised
-  std::vector<std::int32_t> y;   // rows
-};
 
 class BatchPrefetcher {
  public:
   // Produces the batches of steps [first_step, end_step) for `rank` of `world`.
-  BatchPrefetcher(const Dataset& data, Normalization norm, std::uint64_t seed, std::size_t global_batch,
-                  int rank, int world, std::uint64_t first_step, std::uint64_t end_step);
+  BatchPrefetcher(const Samples& data, std::uint64_t seed, std::size_t global_batch, int rank, int world,
+                  std::uint64_t first_step, std::uint64_t end_step);
   ~BatchPrefetcher();
   BatchPrefetcher(const BatchPrefetcher&) = delete;
   BatchPrefetcher& operator=(const BatchPrefetcher&) = delete;
@@ -38,8 +30,7 @@ class BatchPrefetcher {
  private:
   void produce();
 
-  const Dataset& data_;
-  const Normalization norm_;
+  const Samples& data_;
   const std::uint64_t seed_;
   const std::size_t global_batch_;
   const RowRange rows_;

@@ -85,9 +85,9 @@ ImportedText import_text(const std::vector<std::string>& files, const std::strin
     h5::Handle file = h5::create_file(tmp);
     h5::write_uint8(file, "/tokens", {tokens.size()}, tokens.data(), tmp);
     h5::write_string_attribute(file, "tokenizer", "bytes", tmp);
-    h5::write_int64_list_attribute(file, "vocab_size", {256}, tmp);
-    h5::write_int64_list_attribute(file, "train_tokens", {static_cast<std::int64_t>(result.train_tokens)}, tmp);
-    h5::write_int64_list_attribute(file, "validation_tokens", {static_cast<std::int64_t>(result.validation_tokens)}, tmp);
+    h5::write_int64_attribute(file, "vocab_size", 256, tmp);
+    h5::write_int64_attribute(file, "train_tokens", static_cast<std::int64_t>(result.train_tokens), tmp);
+    h5::write_int64_attribute(file, "validation_tokens", static_cast<std::int64_t>(result.validation_tokens), tmp);
     h5::write_double_attribute(file, "validation_fraction", validation_fraction, tmp);
     h5::write_string_attribute(file, "split",
                                "tokens[0, train_tokens) are the training split, the rest the validation split; each "

@@ -15,25 +15,28 @@
 #include <cstdint>
 #include <vector>
 
-#include "train/mlp.h"
+#include "train/model_layout.h"
 
 namespace slurm_train {
 
-// This rank's rows of a global batch, normalised, in host memory; first_row is the global index
-// of the first (dropout masks depend on it). x and y stay untouched until backward() returns.
+// This rank's rows of a global batch in host memory; first_row is the global index of the first
+// (dropout masks depend on it). A classifier's row is x's features (normalised) and y's label; a
+// language model's row is a window of `tokens` [rows, T] and y the tokens that follow each
+// [rows, T]. They stay untouched until backward() returns.
 struct StepBatch {
   const float* x = nullptr;
   const std::int32_t* y = nullptr;
   int rows = 0;
   std::uint64_t first_row = 0;
+  const std::int32_t* tokens = nullptr;
 };
 
 struct StepLoss {
-  double loss_sum = 0;  // over this rank's rows, before the loss scale
+  double loss_sum = 0;  // over this rank's predictions (rows, or rows x T tokens), before the loss scale
   long long correct = 0;
 };
 
-// The state a checkpoint holds, in host memory, in layers()' packed order: the parameters and
+// The state a checkpoint holds, in host memory, in model_layout()'s packed order: the parameters and
 // the optimizer's first and second moments (SGD: its momentum and an empty second).
 struct HostState {
   std::vector<float>* params = nullptr;
@@ -53,10 +56,10 @@ class TrainStep {
   virtual void update(float lr, std::uint64_t step) = 0;
 
   // Loss sums of rows without dropout, label smoothing or gradients (the test set's).
-  virtual StepLoss evaluate(const float* x, const std::int32_t* y, int rows) = 0;
+  virtual StepLoss evaluate(const StepBatch& batch) = 0;
 
-  // The model's layers in the packed (checkpoint) layout.
-  virtual const std::vector<LayerLayout>& layers() const = 0;
+  // The model's tensors in the packed (checkpoint) layout.
+  virtual const ModelLayout& model_layout() const = 0;
   // Where the state is read and written in host memory: the step's own on the CPU. A device
   // step copies its state there in state_to_host() (before a checkpoint or the end) and back in
   // state_from_host() (after a resume or a broadcast).

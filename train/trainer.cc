@@ -17,9 +17,11 @@
 #include "train/model_file.h"
 #include "train/model_step.h"
 #include "train/prefetcher.h"
+#include "train/samples.h"
 #include "train/prometheus.h"
 #include "train/step_phases.h"
 #include "train/stop_votes.h"
+#include "train/token_dataset.h"
 
 namespace slurm_train {
 
@@ -30,31 +32,59 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 // The datasets and the schedule they give, checked before anything is trained.
 struct TrainingData {
-  Dataset train, test;
-  Normalization norm;
+  std::unique_ptr<Samples> train, test;
+  std::size_t inputs = 0;  // features per sample; gpt: the vocabulary
+  ModelRecipe recipe;
+  double unigram_entropy_bits = 0;  // gpt: the training split's, from the token file
   std::size_t global_batch = 0, per_epoch = 0;
   std::uint64_t total_steps = 0;
 };
 
+// A classifier's labelled samples: the test set normalised as the training set is.
+void load_labelled(const RunConfig& config, TrainingData& d) {
+  const DataConfig& dc = config.data;
+  Dataset train = load_dataset({dc.train, dc.features, dc.labels, dc.num_classes});
+  Dataset test = load_dataset({dc.test, dc.features, dc.labels, dc.num_classes});
+  if (test.feature_size != train.feature_size)
+    throw std::invalid_argument(fmt::format("{} has {} features per sample but {} has {}", dc.test, test.feature_size,
+                                            dc.train, train.feature_size));
+  const Normalization norm = normalization_of(train);
+  d.inputs = train.feature_size;
+  d.recipe = model_recipe(config, norm, train.is_uint8());
+  d.train = std::make_unique<LabelledSamples>(std::move(train), norm);
+  d.test = std::make_unique<LabelledSamples>(std::move(test), norm);
+}
+
+// A language model's windows: data.train's training split and data.test's validation split.
+void load_tokens(const RunConfig& config, TrainingData& d) {
+  const DataConfig& dc = config.data;
+  const int block = config.model.block;
+  const TokenFileLayout layout = inspect_token_file(dc.train);
+  d.inputs = static_cast<std::size_t>(layout.vocab_size);
+  d.unigram_entropy_bits = layout.unigram_entropy_bits;
+  d.train = std::make_unique<TokenWindows>(load_token_split(dc.train, "train"), block);
+  d.test = std::make_unique<TokenWindows>(load_token_split(dc.test, "validation"), block);
+  if (d.test->count() == 0)
+    throw std::invalid_argument(fmt::format("the validation split of {} has fewer than model.block + 1 = {} tokens",
+                                            dc.test, block + 1));
+}
+
 TrainingData load_training_data(const RunConfig& config, int ranks) {
   const DataConfig& dc = config.data;
   TrainingData d;
-  d.train = load_dataset({dc.train, dc.features, dc.labels, dc.num_classes});
-  d.test = load_dataset({dc.test, dc.features, dc.labels, dc.num_classes});
-  if (d.test.feature_size != d.train.feature_size)
-    throw std::invalid_argument(fmt::format("{} has {} features per sample but {} has {}", dc.test,
-                                            d.test.feature_size, dc.train, d.train.feature_size));
+  if (config.model.kind == "gpt") load_tokens(config, d);
+  else load_labelled(config, d);
   d.global_batch = static_cast<std::size_t>(config.train.global_batch);
   if (d.global_batch < static_cast<std::size_t>(ranks))
     throw std::invalid_argument(fmt::format("train.global_batch = {} is smaller than the {} ranks: every rank needs a row",
                                             d.global_batch, ranks));
-  d.per_epoch = batches_per_epoch(d.train.count, d.global_batch);
+  d.per_epoch = batches_per_epoch(d.train->count(), d.global_batch);
   if (d.per_epoch == 0)
-    throw std::invalid_argument(fmt::format("train.global_batch = {} is larger than the {} samples of {}",
-                                            d.global_batch, d.train.count, dc.train));
+    throw std::invalid_argument(fmt::format("train.global_batch = {} is larger than the {} {} of {}", d.global_batch,
+                                            d.train->count(), config.model.kind == "gpt" ? "token windows" : "samples",
+                                            dc.train));
   const TrainConfig& tc = config.train;
   d.total_steps = tc.steps > 0 ? static_cast<std::uint64_t>(tc.steps) : tc.epochs * d.per_epoch;
-  d.norm = normalization_of(d.train);
   return d;
 }
 
@@ -71,7 +101,7 @@ StartPoint resume_if_configured(const RunConfig& config, TrainStep& step, const 
                                 std::ostream& out) {
   StartPoint start;
   const HostState state = step.host_state();
-  const ResumeTarget target{step.layers(), config.train.optimizer, d.global_batch,
+  const ResumeTarget target{step.model_layout(), config.train.optimizer, d.global_batch,
                             static_cast<std::uint64_t>(config.train.seed), d.total_steps, state.params, state.first,
                             state.second, d.per_epoch};
   const auto resumed = resume_from_checkpoint(config.ckpt.dir, target, comm, [](const std::string& line) {
@@ -91,11 +121,12 @@ StartPoint resume_if_configured(const RunConfig& config, TrainStep& step, const 
 // Test loss and accuracy over the whole test set: each rank evaluates a contiguous share.
 std::pair<double, double> evaluate_test_set(TrainStep& step, const TrainingData& d, int eval_batch, Comm& comm,
                                             const std::function<void()>& reducing) {
-  const StepLoss mine = evaluate_rows(step, d.test, d.norm, rank_rows(d.test.count, comm.rank(), comm.size()), eval_batch);
+  const StepLoss mine = evaluate_rows(step, *d.test, rank_rows(d.test->count(), comm.rank(), comm.size()), eval_batch);
   double sums[2] = {mine.loss_sum, static_cast<double>(mine.correct)};
   reducing();
   comm.allreduce_sum(sums, 2);
-  return {sums[0] / static_cast<double>(d.test.count), sums[1] / static_cast<double>(d.test.count)};
+  const auto predictions = static_cast<double>(d.test->count() * d.test->predictions_per_row());
+  return {sums[0] / predictions, sums[1] / predictions};
 }
 
 }  // namespace
@@ -110,8 +141,8 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   phase(TrainPhase::kLoadData, 0);
   const TrainingData d = load_training_data(config, comm.size());
   const std::uint64_t total = d.total_steps;
-  const ModelRecipe recipe = model_recipe(config, d.norm, d.train.is_uint8());
-  ChosenStep chosen = make_train_step(config, d.train.feature_size, comm);
+  const ModelRecipe& recipe = d.recipe;
+  ChosenStep chosen = make_train_step(config, d.inputs, comm);
   if (rank0 && !chosen.device_note.empty()) std::cerr << "slurm-train: " << chosen.device_note << "\n" << std::flush;
   TrainStep& model = *chosen.step;
   const HostState state = model.host_state();
@@ -129,7 +160,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   result.first_step = start.step;
   auto save_model_file = [&] {
     if (!rank0 || tc.save.empty()) return;
-    save_model(tc.save, model.layers(), *state.params, config_as_toml(config), recipe);
+    save_model(tc.save, model.model_layout(), *state.params, config_as_toml(config), recipe);
     out << fmt::format("saved the model to {}\n", tc.save) << std::flush;
   };
   // A finished run resumed (the same command again, a requeue after the last step): nothing is
@@ -155,7 +186,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   Checkpointing ckpt({config.ckpt, tc.optimizer, schedule, static_cast<std::uint64_t>(tc.seed), d.global_batch,
                       d.per_epoch, total, comm.size(), config_as_toml(config), recipe, hooks.slow_checkpoint_ms},
                      model, rank0, out);
-  BatchPrefetcher batches(d.train, d.norm, static_cast<std::uint64_t>(tc.seed), d.global_batch, comm.rank(),
+  BatchPrefetcher batches(*d.train, static_cast<std::uint64_t>(tc.seed), d.global_batch, comm.rank(),
                           comm.size(), start.step, total);
   MetricsWriter metrics(rank0 ? tc.metrics : "", hooks.run_id);
   PrometheusLabels prometheus_labels = hooks.prometheus;
@@ -165,9 +196,13 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
     if (rank0 && !tc.prometheus.empty())
       write_file_durably(tc.prometheus, prometheus_text(prometheus_labels, m, latest_test_accuracy, total));
   };
+  const bool tokens = config.model.kind == "gpt";
+  const std::size_t per_row = d.train->predictions_per_row();
   if (rank0)
-    out << fmt::format("training {} parameters on {} rank(s), {} steps ({} per epoch), global batch {}\n",
-                       state.params->size(), comm.size(), total, d.per_epoch, d.global_batch) << std::flush;
+    out << fmt::format("training {} parameters on {} rank(s), {} steps ({} per epoch), global batch {}{}\n",
+                       state.params->size(), comm.size(), total, d.per_epoch, d.global_batch,
+                       tokens ? fmt::format(" windows of {} tokens", per_row) : "")
+        << std::flush;
 
   // Start-up is over: the launcher reports it, and rank 0 (its restart guard) may refuse to go on.
   phase(TrainPhase::kAgreement, start.step);
@@ -188,7 +223,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
     phases.enter(TrainPhase::kData, &t.data);
     const Batch batch = batches.next();
     phases.enter(TrainPhase::kForward, &t.forward);
-    model.forward({batch.x.data(), batch.y.data(), batch.rows, batch.first_row});
+    model.forward({batch.x.data(), batch.y.data(), batch.rows, batch.first_row, batch.tokens.data()});
     phases.enter(TrainPhase::kBackward, &t.backward);
     model.backward();
     phases.enter(TrainPhase::kAllreduce, &t.comm_wait);
@@ -203,7 +238,8 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
     phases.enter(TrainPhase::kOptimizer, &t.optimizer);
     const double grad_norm = model.clip_gradients();
     const float lr = learning_rate_at(schedule, step, total);
-    const double loss = sums[0] / static_cast<double>(d.global_batch);
+    const auto predictions = static_cast<double>(d.global_batch * per_row);
+    const double loss = sums[0] / predictions;
     if (const auto diverged = non_finite_step(step, loss, grad_norm, lr, tc.clip_norm)) throw TrainingDiverged(*diverged);
     phases.enter(TrainPhase::kCheckpoint, &t.optimizer);
     ckpt.wait_copied();
@@ -213,7 +249,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
 
     epoch_loss += loss;
     epoch_seconds += t.total();
-    const StepMetrics step_metrics{step, step / d.per_epoch, loss, sums[1] / static_cast<double>(d.global_batch), lr,
+    const StepMetrics step_metrics{step, step / d.per_epoch, loss, sums[1] / predictions, lr,
                                    grad_norm, static_cast<double>(d.global_batch) / t.total(), t};
     metrics.write(step_metrics);
     if (hooks.on_step) hooks.on_step(step_metrics, total);
@@ -230,7 +266,14 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
       metrics.write_eval(e.epoch, e.step, e.test_loss, e.test_accuracy);
       latest_test_accuracy = e.test_accuracy;
       publish(step_metrics);
-      if (rank0)
+      if (rank0 && tokens)
+        // Byte tokens: a loss in bits is bits per byte, comparable with the corpus's unigram entropy.
+        out << fmt::format("epoch {:>3}  step {:>6}  train_loss {:.4f}  val_loss {:.4f} ({:.3f} bits/byte; unigram "
+                           "entropy {:.3f})  val_acc {:.2f}%  tokens/s {:.0f}\n",
+                           e.epoch, e.step, e.train_loss, e.test_loss, e.test_loss / std::log(2.0),
+                           d.unigram_entropy_bits, 100.0 * e.test_accuracy, e.samples_per_second * double(per_row))
+            << std::flush;
+      else if (rank0)
         out << fmt::format("epoch {:>3}  step {:>6}  train_loss {:.4f}  test_loss {:.4f}  test_acc {:.2f}%  samples/s {:.0f}\n",
                            e.epoch, e.step, e.train_loss, e.test_loss, 100.0 * e.test_accuracy, e.samples_per_second)
             << std::flush;
@@ -265,7 +308,12 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   result.parameters = *state.params;
   if (!result.stopped_early) save_model_file();
   result.seconds = seconds_since(started);
-  if (rank0 && !result.stopped_early && !result.epochs.empty())
+  if (rank0 && tokens && !result.stopped_early && !result.epochs.empty())
+    out << fmt::format("final: val_loss {:.4f} ({:.3f} bits/byte)  val_acc {:.2f}%  after {} steps in {:.1f} s\n",
+                       result.epochs.back().test_loss, result.epochs.back().test_loss / std::log(2.0),
+                       100.0 * result.epochs.back().test_accuracy, total, result.seconds)
+        << std::flush;
+  else if (rank0 && !result.stopped_early && !result.epochs.empty())
     out << fmt::format("final: test_acc {:.2f}%  test_loss {:.4f}  after {} steps in {:.1f} s\n",
                        100.0 * result.epochs.back().test_accuracy, result.epochs.back().test_loss, total,
                        result.seconds)

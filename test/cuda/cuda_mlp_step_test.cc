@@ -71,7 +71,7 @@ Losses drive(TrainStep& step, const Recipe& r, std::uint64_t seed) {
   step.state_to_host();
   out.params = *step.host_state().params;
   batch(r, 99, seed, x, y);
-  const StepLoss e = step.evaluate(x.data(), y.data(), r.rows);
+  const StepLoss e = step.evaluate({x.data(), y.data(), r.rows});
   out.eval_loss = e.loss_sum, out.eval_correct = e.correct;
   return out;
 }

@@ -50,5 +50,5 @@ load helpers
   [[ $output == *"--no-such-option"* ]]
   run "$BUILD/bin/slurm-train"
   [ "$status" -eq 2 ]
-  [[ $output == *"a subcommand is required (run, exec, data, submit, plot, doctor, ckpt)"* ]]
+  [[ $output == *"a subcommand is required (run, exec, data, submit, plot, doctor, ckpt, sample)"* ]]
 }

@@ -19,8 +19,8 @@ import math, sys, h5py
 f = h5py.File(sys.argv[1], "r")
 tokens = f["tokens"][()].tobytes()
 a = f.attrs
-assert a["tokenizer"] == "bytes" and int(a["vocab_size"][0]) == 256, dict(a)
-train, val = int(a["train_tokens"][0]), int(a["validation_tokens"][0])
+assert a["tokenizer"] == "bytes" and int(a["vocab_size"]) == 256, dict(a)
+train, val = int(a["train_tokens"]), int(a["validation_tokens"])
 assert train + val == len(tokens)
 frac = float(a["validation_fraction"])
 pos_t, pos_v = 0, train

@@ -41,8 +41,8 @@ struct TempDir {
 
 CheckpointState sample_state(std::uint64_t step, const std::string& optimizer = "adamw") {
   CheckpointState s;
-  s.layers = mlp_layout(MlpShape{6, {4}, 3});
-  const std::size_t n = s.layers.back().end();
+  s.model = mlp_model_layout(mlp_layout(MlpShape{6, {4}, 3}));
+  const std::size_t n = s.model.parameters();
   s.params.resize(n);
   std::iota(s.params.begin(), s.params.end(), 0.5f * static_cast<float>(step));
   s.first.assign(n, 0.25f);
@@ -99,10 +99,10 @@ TEST_CASE("checkpoint file: everything written reads back bit for bit, SGD and A
     CHECK(std::memcmp(&r.counters, &s.counters, sizeof r.counters) == 0);
     CHECK(r.config_toml == s.config_toml);
     CHECK(r.host == "node1");
-    REQUIRE(r.layers.size() == 2);
-    CHECK(r.layers[1].in == 4);
-    CHECK(r.layers[1].out == 3);
-    CHECK(r.layers[1].weight == s.layers[1].weight);
+    REQUIRE(r.model.layers.size() == 2);
+    CHECK(r.model.layers[1].in == 4);
+    CHECK(r.model.layers[1].out == 3);
+    CHECK(r.model.layers[1].weight == s.model.layers[1].weight);
     CHECK(verify_checkpoint_file(path).empty());
     const std::string text = describe_checkpoint_file(path);
     CHECK(text.find("/model/layer1.weight") != std::string::npos);
@@ -247,10 +247,10 @@ TEST_CASE("checkpoint writer: synchronous mode copies and writes inside submit")
 TEST_CASE("checkpoint resume: a checkpoint that does not fit the run is refused with the reason") {
   const CheckpointState s = sample_state(5);
   std::vector<float> p, f, g;
-  ResumeTarget t{s.layers, "adamw", 32, 42, 100, &p, &f, &g};
+  ResumeTarget t{s.model, "adamw", 32, 42, 100, &p, &f, &g};
   CHECK(checkpoint_mismatch(s, t).empty());
   ResumeTarget other = t;
-  other.layers = mlp_layout(MlpShape{6, {5}, 3});
+  other.model = mlp_model_layout(mlp_layout(MlpShape{6, {5}, 3}));
   CHECK(checkpoint_mismatch(s, other) == "its layers (out x in) are [4x6, 3x4] but this run's model has [5x6, 3x5]");
   other = t;
   other.optimizer = "sgd";
@@ -266,7 +266,7 @@ TEST_CASE("checkpoint resume: a checkpoint that does not fit the run is refused 
 TEST_CASE("checkpoint resume: a step beyond the run's schedule, or counters that disagree with the step, are refused") {
   std::vector<float> p, f, g;
   const CheckpointState s = sample_state(25);  // 10 batches per epoch, global batch 32
-  ResumeTarget t{s.layers, "adamw", 32, 42, 100, &p, &f, &g, 10};
+  ResumeTarget t{s.model, "adamw", 32, 42, 100, &p, &f, &g, 10};
   CHECK(checkpoint_mismatch(s, t).empty());
   CheckpointState bad = s;
   bad.counters.step = ~std::uint64_t{0};
@@ -294,13 +294,13 @@ TEST_CASE("checkpoint file: a checkpoint of other layers is refused before any b
   TempDir dir;
   const std::string path = dir.path + "/c.h5";
   write_checkpoint_file(path, sample_state(3));
-  const auto run_layers = mlp_layout(MlpShape{6, {5}, 3});
+  const ModelLayout run = mlp_model_layout(mlp_layout(MlpShape{6, {5}, 3}));
   CheckpointState into;
-  into.params.assign(run_layers.back().end(), 0.0f);
+  into.params.assign(run.parameters(), 0.0f);
   testing::check_refused<CheckpointMismatch>(
-      [&] { read_checkpoint_file(path, into, &run_layers); },
+      [&] { read_checkpoint_file(path, into, &run); },
       "cannot resume from " + path + ": its layers (out x in) are [4x6, 3x4] but this run's model has [5x6, 3x5]");
-  CHECK(into.params.size() == run_layers.back().end());
+  CHECK(into.params.size() == run.parameters());
   CHECK(into.first.empty());
 }
 
@@ -360,8 +360,8 @@ TEST_CASE("h5 byte_count: a shape's bytes, or nullopt when they overflow") {
 TEST_CASE("checkpoint file: tensors of several read pieces verify, and a flip in a later piece is caught") {
   TempDir dir;
   CheckpointState s = sample_state(1);
-  s.layers = mlp_layout(MlpShape{784, {3000}, 10});  // layer1.weight: 9.4 MB, many 1 MiB pieces
-  const std::size_t n = s.layers.back().end();
+  s.model = mlp_model_layout(mlp_layout(MlpShape{784, {3000}, 10}));  // layer1.weight: 9.4 MB, many 1 MiB pieces
+  const std::size_t n = s.model.parameters();
   s.params.resize(n);
   for (std::size_t i = 0; i < n; ++i) s.params[i] = static_cast<float>(i % 1000) * 1e-3f;
   s.first.assign(n, 0.5f);
@@ -385,9 +385,9 @@ TEST_CASE("checkpoint resume: reads into the run's own buffers; with no usable c
   const CheckpointState saved = sample_state(7);
   // A fresh run's state, as the trainer has it before resuming.
   std::vector<float> params(saved.params.size()), first(saved.params.size(), 0.0f), second(saved.params.size(), 0.0f);
-  initialize_parameters(saved.layers, 42, params);
+  initialize_model_parameters(saved.model, 42, params);
   const std::vector<float> fresh = params;
-  ResumeTarget t{saved.layers, "adamw", 32, 42, 100, &params, &first, &second};
+  ResumeTarget t{saved.model, "adamw", 32, 42, 100, &params, &first, &second};
   SingleRank comm;
   auto quiet = [](const std::string&) {};
   CHECK_FALSE(resume_from_checkpoint(dir.path, t, comm, quiet));  // empty folder

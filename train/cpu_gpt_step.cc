@@ -1,0 +1,60 @@
+#include "train/cpu_gpt_step.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace slurm_train {
+
+CpuGptStep::CpuGptStep(const GptConfig& config, const OptimizerConfig& optimizer, const GptStepOptions& options,
+                       std::unique_ptr<kernels::Kernels<float>> kernels, std::uint64_t seed, Comm* comm)
+    : kernels_(std::move(kernels)),
+      model_(config, *kernels_),
+      layout_(gpt_model_layout(config)),
+      opt_(optimizer),
+      o_(options),
+      optimizer_(optimizer, layout_.layers, layout_.parameters()) {
+  gpt_initialize(config, seed, model_.params());
+  if (comm) buckets_.emplace(*comm, layout_.layers, static_cast<std::size_t>(o_.bucket_mb * 1024 * 1024));
+}
+
+void CpuGptStep::forward(const StepBatch& batch) {
+  if (!batch.tokens) throw std::invalid_argument("gpt step: a batch without tokens");
+  const kernels::LossResult r =
+      model_.forward_sums(batch.tokens, batch.y, batch.rows, model_.config().block, o_.loss_scale);
+  loss_ = {r.loss_sum, r.correct};
+}
+
+void CpuGptStep::backward() {
+  if (!buckets_) return model_.backward();
+  model_.backward([&](std::size_t tensor) { buckets_->layer_done(model_.grads().data(), tensor); });
+}
+
+void CpuGptStep::finish_gradients() {
+  if (buckets_) buckets_->finish();
+}
+
+double CpuGptStep::clip_gradients() { return clip_by_global_norm(*kernels_, model_.grads(), opt_.clip_norm); }
+
+void CpuGptStep::update(float lr, std::uint64_t step) {
+  optimizer_.update(*kernels_, model_.params(), model_.grads(), lr, step);
+}
+
+StepLoss CpuGptStep::evaluate(const StepBatch& batch) {
+  // In slices: the attention keeps rows x heads x T x T probabilities per layer.
+  const int T = model_.config().block;
+  StepLoss sums;
+  for (int begin = 0; begin < batch.rows; begin += o_.eval_rows) {
+    const int rows = std::min(o_.eval_rows, batch.rows - begin);
+    const std::size_t at = static_cast<std::size_t>(begin) * T;
+    const kernels::LossResult r = model_.forward_sums(batch.tokens + at, batch.y + at, rows, T, 0.0f);
+    sums.loss_sum += r.loss_sum;
+    sums.correct += r.correct;
+  }
+  return sums;
+}
+
+HostState CpuGptStep::host_state() {
+  return {&model_.params(), &optimizer_.first_state(), &optimizer_.second_state()};
+}
+
+}  // namespace slurm_train

@@ -1,0 +1,53 @@
+// The GPT's training step on the CPU: Gpt (gpt.h) with the OpenBLAS (or reference) kernels,
+// gradients summed over the ranks in buckets as backward completes them, clipping by the global
+// norm and the optimizer (AdamW decaying the matrices only). Rows are windows of block tokens.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "kernels/kernels.h"
+#include "train/comm.h"
+#include "train/gpt.h"
+#include "train/gradient_buckets.h"
+#include "train/optimizer.h"
+#include "train/train_step.h"
+
+namespace slurm_train {
+
+struct GptStepOptions {
+  float loss_scale = 1.0f;  // 1 / (global batch * block): the loss is a mean over the global batch's tokens
+  double bucket_mb = 4.0;   // gradient all-reduce buckets, with a Comm
+  int eval_rows = 8;        // evaluate() runs the model on at most this many windows at a time
+};
+
+class CpuGptStep final : public TrainStep {
+ public:
+  // Parameters initialised from `seed` (gpt_initialize). With `comm` (which must outlive the
+  // step), gradients are summed over its ranks.
+  CpuGptStep(const GptConfig& config, const OptimizerConfig& optimizer, const GptStepOptions& options,
+             std::unique_ptr<kernels::Kernels<float>> kernels, std::uint64_t seed, Comm* comm);
+
+  void forward(const StepBatch& batch) override;
+  void backward() override;
+  StepLoss local_loss() override { return loss_; }
+  void finish_gradients() override;
+  double clip_gradients() override;
+  void update(float lr, std::uint64_t step) override;
+  StepLoss evaluate(const StepBatch& batch) override;
+  const ModelLayout& model_layout() const override { return layout_; }
+  HostState host_state() override;
+
+ private:
+  std::unique_ptr<kernels::Kernels<float>> kernels_;
+  Gpt model_;
+  ModelLayout layout_;
+  OptimizerConfig opt_;
+  GptStepOptions o_;
+  Optimizer optimizer_;
+  std::optional<GradientBuckets> buckets_;
+  StepLoss loss_;
+};
+
+}  // namespace slurm_train

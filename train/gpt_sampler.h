@@ -1,0 +1,80 @@
+// Text generation with the GPT model of train/gpt.h, one token at a time on the CPU.
+//
+// GptSampler runs one position through the model per feed(), keeping every earlier position's
+// keys and values (a KV cache, [T, C] per layer), so that a token costs one matrix-vector
+// product per weight matrix instead of a forward pass over the whole context. Its logits equal
+// Gpt::forward's at the same position up to float rounding (test/unit/gpt_sampler_test.cc).
+// The products are plain loops in a fixed order rather than BLAS, whose kernel and summation
+// order depend on the CPU: the same parameters and tokens give the same logits, and so the same
+// text, on every machine.
+//
+// sample_text() generates bytes: a token is a byte (vocab 256). The context window is the
+// model's block size T:
+//   - a prompt longer than T - 1 bytes is cut to its last T - 1 bytes (so that the first
+//     generated token still fits the cache);
+//   - an empty prompt starts from the token '\n';
+//   - when the cache holds T tokens and another must be fed, the cache is rebuilt from the last
+//     T / 2 tokens of the context (the new one the last of them; at least that one), and
+//     generation goes on from there.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "train/gpt.h"
+
+namespace slurm_train {
+
+class GptSampler {
+ public:
+  // params: packed in gpt_layout(config) order, as Gpt::params(); copied. Throws
+  // std::invalid_argument when their count does not match the layout.
+  GptSampler(const GptConfig& config, const std::vector<float>& params);
+
+  // Runs `token` (in [0, vocab)) at position position() and returns the logits [vocab] of the
+  // next token; the reference stays valid until the next feed(). Throws std::invalid_argument
+  // for a token outside the vocabulary and std::logic_error when the cache already holds block
+  // tokens (the caller decides what the window becomes: reset() and feed again).
+  const std::vector<float>& feed(int token);
+  // Forgets every cached position.
+  void reset() { position_ = 0; }
+  // How many tokens are cached.
+  int position() const { return position_; }
+  const GptConfig& config() const { return config_; }
+
+ private:
+  struct LayerWeights {
+    const float *ln1_w, *ln1_b, *attn_w, *attn_b, *attn_proj_w, *attn_proj_b, *ln2_w, *ln2_b, *fc_w, *fc_b,
+        *mlp_proj_w, *mlp_proj_b;
+  };
+  void attend(int layer);
+
+  GptConfig config_;
+  std::vector<float> params_;
+  std::vector<float> wte_t_;  // wte transposed, [C, V], for the head's product in axpy order
+  const float *wte_, *wpe_, *lnf_w_, *lnf_b_;
+  std::vector<LayerWeights> layers_;
+  int position_ = 0;
+  std::vector<float> keys_, values_;  // [layers, T, C] each
+  std::vector<float> x_, ln_, qkv_, att_, proj_, fc_, scores_, logits_;
+};
+
+struct SampleOptions {
+  int tokens = 256;          // how many to generate
+  double temperature = 1.0;  // 0: greedy (arg-max); otherwise softmax(logits / temperature)
+  std::uint64_t seed = 0;    // the draws depend on (seed, index of the generated token) alone
+  int top_k = 0;             // draw among the top_k most likely tokens; 0: among all
+};
+
+// Generates options.tokens bytes after `prompt` (see the window rules above) and returns them
+// (without the prompt); on_text, when given, receives each byte as it is generated. Throws
+// std::invalid_argument, before generating anything, for a vocab other than 256, params that do
+// not match the layout, a negative token count, a temperature negative or not finite, or a
+// top_k outside [0, vocab].
+std::string sample_text(const GptConfig& config, const std::vector<float>& params, std::string_view prompt,
+                        const SampleOptions& options, const std::function<void(std::string_view)>& on_text = {});
+
+}  // namespace slurm_train
