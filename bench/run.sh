@@ -13,9 +13,12 @@
 #      2 threads), timed by the same program, alternating with the steps.
 #   4. Start-up (bench/startup.sh): on the local Slurm cluster, srun of 2 ranks on 2 nodes to the
 #      first training step, against the whole of srun hostname on the same ranks.
-#   5. The GPT model's CPU training step (build/bench/gpt_step: forward, backward, AdamW; 4 layers,
-#      4 heads, width 128, sequence 128, batch 8, byte vocabulary) against the same model in
-#      PyTorch eager (bench/torch_gpt.py), one process with one thread each: tokens/s.
+#   5. examples/gpt-tiny.toml's GPT (4 blocks, 4 heads, width 128, sequence 128, global batch 32,
+#      byte vocabulary): the engine's data-parallel step (build/bench/gpt_step: CpuGptStep with
+#      its bucketed all-reduce, clipping, AdamW; windows of the fortunes corpus) against the same
+#      model, batch and step in PyTorch DistributedDataParallel over gloo (bench/torch_gpt.py), on
+#      1 rank x 2 threads and 2 ranks x 1 thread: tokens/s; and the engine step's matrix-product
+#      GFLOP/s against OpenBLAS sgemm (n = 1024) on the same threads, alternating with the steps.
 #   6. The watchdog's control plane (build/bench/control_plane): rank 0's real watchdog against
 #      1k, 4k and 16k simulated ranks on this machine: time until all are connected, rank 0's
 #      CPU in steady training, time until every rank knows of a dead one, the hang table's cost.
@@ -53,6 +56,11 @@ data=data/fashion-mnist/train.h5
 if [[ ! -f $data ]]; then
   data=$BUILD/bench/fashion-mnist/train.h5
   [[ -f $data ]] || "$BUILD/bin/slurm-train" data import fashion-mnist --out "$(dirname "$data")" >/dev/null
+fi
+tokens=data/fortunes/tokens.h5
+if [[ ! -f $tokens ]]; then
+  tokens=$BUILD/bench/fortunes/tokens.h5
+  [[ -f $tokens ]] || "$BUILD/bin/slurm-train" data import fortunes --out "$(dirname "$tokens")" >/dev/null
 fi
 
 # launch RANKS THREADS PROGRAM ARGS...: one program on RANKS ranks, each with THREADS threads.
@@ -92,10 +100,15 @@ for round in $(seq "$ROUNDS"); do
     line=$(launch "$ranks" "$threads" "$PYTHON" bench/torch_mlp.py --threads "$threads" "${reference[@]}")
     best "torch/${ranks}r" "$(field samples_per_s "$line")"
   done
-  line=$(launch 1 1 "$BUILD/bench/gpt_step" --threads 1)
-  best gpt/engine "$(field tokens_per_s "$line")"
-  line=$(launch 1 1 "$PYTHON" bench/torch_gpt.py --threads 1)
-  best gpt/torch "$(field tokens_per_s "$line")"
+  for setup in "1 2" "2 1"; do
+    read -r ranks threads <<<"$setup"
+    line=$(launch "$ranks" "$threads" "$BUILD/bench/gpt_step" --threads "$threads" --data "$tokens" --sgemm-n 1024)
+    best "gpt/engine/${ranks}r" "$(field tokens_per_s "$line")"
+    best "gpt-GF/s/${ranks}r" "$(field gemm_gflops "$line")"
+    best "gpt-sgemm-GF/s/${ranks}r" "$(field sgemm_gflops "$line")"
+    line=$(launch "$ranks" "$threads" "$PYTHON" bench/torch_gpt.py --threads "$threads")
+    best "gpt/torch/${ranks}r" "$(field tokens_per_s "$line")"
+  done
   line=$(launch 1 2 "$BUILD/bench/train_step" --threads 2 "${wide[@]}")
   best wide-GF/s "$(field gemm_gflops "$line")"
   best sgemm-GF/s "$(field sgemm_gflops "$line")"
@@ -125,9 +138,19 @@ printf '%-52s %12.0f %12.0f %8s %8s  %s\n' "reference MLP, 2 ranks x 1 thread, s
 printf '%-52s %12.1f %12.1f %7.0f%% %8s  %s\n' "wide MLP 4096x3, batch 2048, 1 rank x 2 thr., GFLOP/s" \
   "${BEST[wide-GF/s]}" "${BEST[sgemm-GF/s]}" "$(awk -v f="$fraction" 'BEGIN { print 100 * f }')" ">= 80%" \
   "$(verdict "$fraction" 0.8) (peer: sgemm n=4096)"
-printf '%-52s %12.0f %12.0f %8s %8s  %s\n' "GPT 4x128, seq 128, 1 process x 1 thread, tokens/s" \
-  "${BEST[gpt/engine]}" "${BEST[gpt/torch]}" "$(ratio "${BEST[gpt/engine]}" "${BEST[gpt/torch]}")" "-" \
-  "(peer: PyTorch eager; the target, 2 ranks, comes with training)"
+gpt_speedup2=$(awk -v a="${BEST[gpt/engine/2r]}" -v b="${BEST[gpt/torch/2r]}" 'BEGIN { print a / b }')
+printf '%-52s %12.0f %12.0f %8s %8s  %s\n' "gpt-tiny, 1 rank x 2 threads, tokens/s" \
+  "${BEST[gpt/engine/1r]}" "${BEST[gpt/torch/1r]}" "$(ratio "${BEST[gpt/engine/1r]}" "${BEST[gpt/torch/1r]}")" "-" \
+  "(peer: PyTorch DDP)"
+printf '%-52s %12.0f %12.0f %8s %8s  %s\n' "gpt-tiny, 2 ranks x 1 thread, tokens/s" \
+  "${BEST[gpt/engine/2r]}" "${BEST[gpt/torch/2r]}" "$(ratio "${BEST[gpt/engine/2r]}" "${BEST[gpt/torch/2r]}")" ">= 1.5x" \
+  "$(verdict "$gpt_speedup2" 1.5) (peer: PyTorch DDP)"
+for r in 1 2; do
+  printf '%-52s %12.1f %12.1f %7.0f%% %8s  %s\n' "gpt-tiny step products, $r rank(s), GFLOP/s (all ranks)" \
+    "${BEST[gpt-GF/s/${r}r]}" "$(awk -v g="${BEST[gpt-sgemm-GF/s/${r}r]}" -v r="$r" 'BEGIN { print g * r }')" \
+    "$(awk -v a="${BEST[gpt-GF/s/${r}r]}" -v b="${BEST[gpt-sgemm-GF/s/${r}r]}" -v r="$r" 'BEGIN { print 100 * a / (b * r) }')" \
+    "-" "(peer: sgemm n=1024 on rank 0's threads, x ranks)"
+done
 echo "$checkpoint_rows"
 echo "$startup_rows"
 while read -r line; do

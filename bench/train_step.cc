@@ -28,6 +28,7 @@
 #include <sstream>
 #include <vector>
 
+#include "bench/square_sgemm.h"
 #include "kernels/kernels.h"
 #include "train/batches.h"
 #include "train/comm.h"
@@ -53,31 +54,6 @@ struct Options {
   double bucket_mb = 4.0;
   int sgemm_n = 0;
   bool phases = false;
-};
-
-// OpenBLAS sgemm on square n x n matrices: C = A B.
-class SquareSgemm {
- public:
-  explicit SquareSgemm(int n) : n_(n), a_(std::size_t(n) * n), b_(a_.size()), c_(a_.size()) {
-    std::mt19937 rng(1234);
-    std::uniform_real_distribution<float> uniform(-1.f, 1.f);
-    for (auto* m : {&a_, &b_})
-      for (auto& x : *m) x = uniform(rng);
-  }
-  // GFLOP/s of as many products as make up `flops` (at least one).
-  double run(double flops) {
-    const double per_product = 2.0 * n_ * n_ * static_cast<double>(n_);
-    const int products = std::max(1, static_cast<int>(std::lround(flops / per_product)));
-    const auto t0 = Clock::now();
-    for (int i = 0; i < products; ++i)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_, n_, n_, 1.f, a_.data(), n_, b_.data(), n_, 0.f,
-                  c_.data(), n_);
-    return products * per_product / seconds_since(t0) / 1e9;
-  }
-
- private:
-  int n_;
-  std::vector<float> a_, b_, c_;
 };
 
 // Normalised features [count, inputs] and labels, the same on every rank.
@@ -184,8 +160,8 @@ int run(const Options& o, Comm& comm) {
     model.update(learning_rate_at(opt, s, total_steps), s);
   };
 
-  std::unique_ptr<SquareSgemm> sgemm;
-  if (o.sgemm_n > 0 && comm.rank() == 0) sgemm = std::make_unique<SquareSgemm>(o.sgemm_n);
+  std::unique_ptr<bench::SquareSgemm> sgemm;
+  if (o.sgemm_n > 0 && comm.rank() == 0) sgemm = std::make_unique<bench::SquareSgemm>(o.sgemm_n);
   double sgemm_best = 0;
   std::uint64_t s = 0;
   for (; s < static_cast<std::uint64_t>(o.warmup); ++s) step(s);

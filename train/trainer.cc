@@ -268,7 +268,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
       publish(step_metrics);
       if (rank0 && tokens)
         // Byte tokens: a loss in bits is bits per byte, comparable with the corpus's unigram entropy.
-        out << fmt::format("epoch {:>3}  step {:>6}  train_loss {:.4f}  val_loss {:.4f} ({:.3f} bits/byte; unigram "
+        out << fmt::format("epoch {:>3}  step {:>6}  train_loss {:.4f}  val_loss {:.4f} ({:.4f} bits/byte; unigram "
                            "entropy {:.3f})  val_acc {:.2f}%  tokens/s {:.0f}\n",
                            e.epoch, e.step, e.train_loss, e.test_loss, e.test_loss / std::log(2.0),
                            d.unigram_entropy_bits, 100.0 * e.test_accuracy, e.samples_per_second * double(per_row))
@@ -309,7 +309,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   if (!result.stopped_early) save_model_file();
   result.seconds = seconds_since(started);
   if (rank0 && tokens && !result.stopped_early && !result.epochs.empty())
-    out << fmt::format("final: val_loss {:.4f} ({:.3f} bits/byte)  val_acc {:.2f}%  after {} steps in {:.1f} s\n",
+    out << fmt::format("final: val_loss {:.4f} ({:.4f} bits/byte)  val_acc {:.2f}%  after {} steps in {:.1f} s\n",
                        result.epochs.back().test_loss, result.epochs.back().test_loss / std::log(2.0),
                        100.0 * result.epochs.back().test_accuracy, total, result.seconds)
         << std::flush;

@@ -1,0 +1,592 @@
+// The transformer's kernels (see transformer_kernels.h). Reductions: within a warp by butterfly
+// shuffles (every lane ends with the same bits, as float addition is commutative), across warps
+// in warp order; so each result depends only on the shapes, never on scheduling.
+#include "kernels/cuda/transformer_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/elementwise.h"
+
+namespace slurm_train::cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr float kLayerNormEps = 1e-5f;
+
+__device__ inline float to_float(float x) { return x; }
+__device__ inline float to_float(bf16 x) { return __bfloat162float(x); }
+template <typename T>
+__device__ inline T from_float(float x);
+template <>
+__device__ inline float from_float<float>(float x) { return x; }
+template <>
+__device__ inline bf16 from_float<bf16>(float x) { return __float2bfloat16_rn(x); }
+
+// Blocks for a grid-stride loop over n elements: enough to fill any current GPU, no more.
+unsigned blocks_for(std::size_t n) {
+  return static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>((n + kThreads - 1) / kThreads, 65536)));
+}
+
+unsigned ceil_div(long long n, int d) { return static_cast<unsigned>((n + d - 1) / d); }
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw std::invalid_argument(what);
+}
+
+struct Sum {
+  template <typename V>
+  __device__ V operator()(V a, V b) const { return a + b; }
+};
+struct Max {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+template <typename V, typename Op>
+__device__ V warp_reduce(V v, Op op) {
+  for (int offset = 16; offset > 0; offset /= 2) v = op(v, __shfl_xor_sync(kFullMask, v, offset));
+  return v;
+}
+__device__ inline float warp_sum(float v) { return warp_reduce(v, Sum{}); }
+__device__ inline float warp_max(float v) { return warp_reduce(v, Max{}); }
+
+// Every thread of the block gets the same total: warps reduce by shuffles, then each thread adds
+// the kWarps warp results in warp order. `shared` holds kWarps values.
+template <typename V, typename Op>
+__device__ V block_reduce(V v, Op op, V* shared) {
+  v = warp_reduce(v, op);
+  __syncthreads();  // a previous call's readers are done with `shared`
+  if (threadIdx.x % 32 == 0) shared[threadIdx.x / 32] = v;
+  __syncthreads();
+  V total = shared[0];
+  for (int w = 1; w < kWarps; ++w) total = op(total, shared[w]);
+  return total;
+}
+
+// ---- embedding -----------------------------------------------------------------------------------
+
+__global__ void embedding_forward_kernel(int T, int C, std::size_t n, const std::int32_t* tokens, const float* wte,
+                                         const float* wpe, float* out) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+    const std::size_t position = i / C;
+    const int c = static_cast<int>(i % C), t = static_cast<int>(position % T);
+    out[i] = wte[static_cast<std::int64_t>(tokens[position]) * C + c] + wpe[static_cast<std::int64_t>(t) * C + c];
+  }
+}
+
+// Block v owns row v of dwte. It walks the tokens kThreads at a time, compacts the positions that
+// hold v (in position order: warp order, then lane order), and adds their dout rows in that order.
+__global__ void embedding_dwte_kernel(int positions, int C, const std::int32_t* tokens, const float* dout,
+                                      float* dwte) {
+  __shared__ int matches[kThreads];
+  __shared__ int warp_counts[kWarps];
+  const int v = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float* row = dwte + static_cast<std::int64_t>(v) * C;
+  for (int first = 0; first < positions; first += kThreads) {
+    const int position = first + threadIdx.x;
+    const bool hit = position < positions && tokens[position] == v;
+    const unsigned ballot = __ballot_sync(kFullMask, hit);
+    if (lane == 0) warp_counts[warp] = __popc(ballot);
+    __syncthreads();
+    int offset = 0, count = 0;
+    for (int w = 0; w < kWarps; ++w) {
+      if (w < warp) offset += warp_counts[w];
+      count += warp_counts[w];
+    }
+    if (hit) matches[offset + __popc(ballot & ((1u << lane) - 1u))] = position;
+    __syncthreads();
+    if (count > 0) {
+      for (int c = threadIdx.x; c < C; c += kThreads) {
+        float sum = row[c];
+        for (int k = 0; k < count; ++k) sum += dout[static_cast<std::int64_t>(matches[k]) * C + c];
+        row[c] = sum;
+      }
+    }
+    __syncthreads();  // before the next chunk overwrites matches and warp_counts
+  }
+}
+
+// One thread per (t, c) of dwpe, adding over b in order.
+__global__ void embedding_dwpe_kernel(int B, int T, int C, const float* dout, float* dwpe) {
+  const std::size_t n = static_cast<std::size_t>(T) * C;
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+    float sum = dwpe[i];
+    for (int b = 0; b < B; ++b) sum += dout[static_cast<std::size_t>(b) * n + i];
+    dwpe[i] = sum;
+  }
+}
+
+// ---- LayerNorm -----------------------------------------------------------------------------------
+
+// One warp per row.
+__global__ void layernorm_forward_kernel(int rows, int C, const float* x, const float* weight, const float* bias,
+                                         float* out, float* mean, float* rstd) {
+  const int row = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const float* xr = x + static_cast<std::int64_t>(row) * C;
+  float sum = 0.0f;
+  for (int c = lane; c < C; c += 32) sum += xr[c];
+  const float m = warp_sum(sum) / C;
+  float squares = 0.0f;  // two passes: the variance of x - m, which loses nothing to cancellation
+  for (int c = lane; c < C; c += 32) squares += (xr[c] - m) * (xr[c] - m);
+  const float s = 1.0f / sqrtf(warp_sum(squares) / C + kLayerNormEps);
+  float* o = out + static_cast<std::int64_t>(row) * C;
+  for (int c = lane; c < C; c += 32) o[c] = (xr[c] - m) * s * weight[c] + bias[c];
+  if (lane == 0) mean[row] = m, rstd[row] = s;
+}
+
+// dx only, one warp per row: dx += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)).
+__global__ void layernorm_dx_kernel(int rows, int C, const float* x, const float* weight, const float* mean,
+                                    const float* rstd, const float* dout, float* dx) {
+  const int row = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const std::int64_t base = static_cast<std::int64_t>(row) * C;
+  const float m = mean[row], s = rstd[row];
+  float sum_d = 0.0f, sum_dn = 0.0f;
+  for (int c = lane; c < C; c += 32) {
+    const float dnorm = dout[base + c] * weight[c];
+    sum_d += dnorm;
+    sum_dn += dnorm * ((x[base + c] - m) * s);
+  }
+  const float mean_d = warp_sum(sum_d) / C, mean_dn = warp_sum(sum_dn) / C;
+  for (int c = lane; c < C; c += 32) {
+    const float norm = (x[base + c] - m) * s;
+    dx[base + c] += s * (dout[base + c] * weight[c] - mean_d - norm * mean_dn);
+  }
+}
+
+// Block (32 columns, 8 row groups) of chunk blockIdx.y: each thread walks its column over every
+// 8th row of the chunk, then the 8 partial sums of a column are added in order.
+__global__ void layernorm_param_partials_kernel(int rows, int C, const float* x, const float* mean, const float* rstd,
+                                                const float* dout, float* partial_dweight, float* partial_dbias) {
+  __shared__ float dweight_part[8][33], dbias_part[8][33];
+  const int col = blockIdx.x * 32 + threadIdx.x, chunk = blockIdx.y;
+  const int end = min(rows, (chunk + 1) * kLayerNormChunkRows);
+  float dweight = 0.0f, dbias = 0.0f;
+  if (col < C) {
+    for (int r = chunk * kLayerNormChunkRows + threadIdx.y; r < end; r += 8) {
+      const std::int64_t i = static_cast<std::int64_t>(r) * C + col;
+      dweight += dout[i] * ((x[i] - mean[r]) * rstd[r]);
+      dbias += dout[i];
+    }
+  }
+  dweight_part[threadIdx.y][threadIdx.x] = dweight;
+  dbias_part[threadIdx.y][threadIdx.x] = dbias;
+  __syncthreads();
+  if (threadIdx.y != 0 || col >= C) return;
+  for (int g = 1; g < 8; ++g) dweight += dweight_part[g][threadIdx.x], dbias += dbias_part[g][threadIdx.x];
+  partial_dweight[static_cast<std::int64_t>(chunk) * C + col] = dweight;
+  partial_dbias[static_cast<std::int64_t>(chunk) * C + col] = dbias;
+}
+
+__global__ void layernorm_param_sums_kernel(int chunks, int C, const float* partial_dweight,
+                                            const float* partial_dbias, float* dweight, float* dbias) {
+  const int col = blockIdx.x * blockDim.x + threadIdx.x;
+  if (col >= C) return;
+  float sum_dweight = 0.0f, sum_dbias = 0.0f;
+  for (int chunk = 0; chunk < chunks; ++chunk) {
+    sum_dweight += partial_dweight[static_cast<std::int64_t>(chunk) * C + col];
+    sum_dbias += partial_dbias[static_cast<std::int64_t>(chunk) * C + col];
+  }
+  dweight[col] += sum_dweight;
+  dbias[col] += sum_dbias;
+}
+
+// ---- residual and GELU ---------------------------------------------------------------------------
+
+template <typename T>
+__global__ void residual_kernel(std::size_t n, const T* a, const T* b, T* out) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+    out[i] = from_float<T>(to_float(a[i]) + to_float(b[i]));
+}
+
+template <typename T>
+__global__ void gelu_forward_kernel(std::size_t n, const T* x, T* out) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+    out[i] = from_float<T>(kernels::gelu(to_float(x[i])));
+}
+
+template <typename T>
+__global__ void gelu_backward_kernel(std::size_t n, const T* x, const T* dout, T* dx) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+    dx[i] = from_float<T>(to_float(dout[i]) * kernels::gelu_derivative(to_float(x[i])));
+}
+
+// ---- cross-entropy -------------------------------------------------------------------------------
+
+// One block per row: the maximum, then the sum of exp(z - max), then the gradient.
+__global__ void cross_entropy_kernel(int V, const float* logits, const std::int32_t* targets, float grad_scale,
+                                     float* dlogits, float* row_loss) {
+  __shared__ float shared[kWarps];
+  const std::int64_t row = blockIdx.x;
+  const float* z = logits + row * V;
+  float* dz = dlogits ? dlogits + row * V : nullptr;
+  const int target = targets[row];
+  if (target < 0 || target >= V) {
+    if (threadIdx.x == 0) row_loss[row] = NAN;
+    if (dz)
+      for (int c = threadIdx.x; c < V; c += kThreads) dz[c] = NAN;
+    return;
+  }
+  float max = -INFINITY;
+  for (int c = threadIdx.x; c < V; c += kThreads) max = fmaxf(max, z[c]);
+  max = block_reduce(max, Max{}, shared);
+  float sum = 0.0f;
+  for (int c = threadIdx.x; c < V; c += kThreads) sum += expf(z[c] - max);
+  sum = block_reduce(sum, Sum{}, shared);
+  const float z_target = z[target];
+  if (threadIdx.x == 0) row_loss[row] = logf(sum) - (z_target - max);
+  if (!dz) return;
+  __syncthreads();  // every thread has read z[target] before dz (which may be z) is written
+  const float inv_sum = 1.0f / sum;
+  for (int c = threadIdx.x; c < V; c += kThreads) {
+    const float p = expf(z[c] - max) * inv_sum;
+    dz[c] = (c == target ? p - 1.0f : p) * grad_scale;
+  }
+}
+
+__global__ void sum_rows_kernel(int rows, const float* row_loss, double* loss_sum) {
+  __shared__ double shared[kWarps];
+  double sum = 0.0;
+  for (int r = threadIdx.x; r < rows; r += kThreads) sum += row_loss[r];
+  sum = block_reduce(sum, Sum{}, shared);
+  if (threadIdx.x == 0) *loss_sum = sum;
+}
+
+// ---- attention -----------------------------------------------------------------------------------
+//
+// A block of kAttentionWarps warps; each warp owns one row (a query in the forward and dq
+// kernels, a key in the dk/dv kernel), lane l holding its dimensions l, l+32, l+64, l+96. The
+// other side (keys or queries) streams through shared memory kTile rows at a time, lane j
+// computing the dot products of tile row j. Head h of sequence b: q at qkv + b*T*3C + h*hs, k
+// and v C and 2C further, rows 3C apart.
+
+constexpr int kAttentionWarps = 8;
+constexpr int kAttentionThreads = kAttentionWarps * 32;
+constexpr int kTile = 32;
+constexpr int kDimsPerLane = kMaxAttentionHeadSize / 32;
+// Row stride of a tile: odd, so that lanes reading column d of rows 0..31 hit 32 different banks.
+constexpr int kTileStride = kMaxAttentionHeadSize + 1;
+static_assert(kMaxAttentionHeadSize % 32 == 0);
+
+using Tile = float[kTile][kTileStride];
+
+// Rows [first, first + count) of a head's q, k, v or dout (`src` at row 0, rows `ld` apart) into
+// tile rows 0..count-1, by the whole block; later rows are zeroed, so that a masked (zero)
+// weight never multiplies left-over data.
+__device__ void load_tile(Tile& tile, const float* src, std::int64_t ld, int first, int count, int hs) {
+  for (int i = threadIdx.x; i < kTile * hs; i += blockDim.x) {
+    const int r = i / hs, d = i % hs;
+    tile[r][d] = r < count ? src[(first + r) * ld + d] : 0.0f;
+  }
+}
+
+// One row of hs values, by one warp.
+__device__ void load_row(float* dst, const float* src, int hs) {
+  for (int d = threadIdx.x % 32; d < hs; d += 32) dst[d] = src[d];
+}
+
+__device__ float dot(const float* a, const float* b, int hs) {
+  float sum = 0.0f;
+  for (int d = 0; d < hs; ++d) sum += a[d] * b[d];
+  return sum;
+}
+
+// acc[i] += weight of tile row r (lane r's `weight`) * tile[r][lane + 32 i], for rows [from, to).
+__device__ void add_weighted_rows(float (&acc)[kDimsPerLane], float weight, const Tile& tile, int from, int to,
+                                  int hs) {
+  const int lane = threadIdx.x % 32;
+  for (int r = from; r < to; ++r) {
+    const float w = __shfl_sync(kFullMask, weight, r);
+#pragma unroll
+    for (int i = 0; i < kDimsPerLane; ++i)
+      if (lane + 32 * i < hs) acc[i] += w * tile[r][lane + 32 * i];
+  }
+}
+
+// acc[i] * factor into (or, accumulating, onto) row[lane + 32 i].
+__device__ void store_row(float* row, const float (&acc)[kDimsPerLane], float factor, bool accumulate, int hs) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int i = 0; i < kDimsPerLane; ++i) {
+    const int d = lane + 32 * i;
+    if (d < hs) row[d] = accumulate ? row[d] + acc[i] * factor : acc[i] * factor;
+  }
+}
+
+// Block (b*H + h, y): queries y*kAttentionWarps + warp. Key tiles up to the block's last query;
+// a warp skips the tiles wholly after its query.
+__global__ void attention_forward_kernel(int T, int C, int H, float scale, const float* qkv, float* out,
+                                         float* logsumexp) {
+  __shared__ Tile k_tile, v_tile;
+  __shared__ float q_rows[kAttentionWarps][kMaxAttentionHeadSize];
+  const int hs = C / H, bh = blockIdx.x, b = bh / H, h = bh % H;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const std::int64_t ld = 3 * static_cast<std::int64_t>(C);
+  const float* q = qkv + static_cast<std::int64_t>(b) * T * ld + h * hs;
+  const int first = blockIdx.y * kAttentionWarps, last = min(T, first + kAttentionWarps) - 1;
+  const int t = first + warp;
+  const bool active = t < T;
+  if (active) load_row(q_rows[warp], q + t * ld, hs);
+  float max = -INFINITY, sum = 0.0f, acc[kDimsPerLane] = {};
+  for (int k0 = 0; k0 <= last; k0 += kTile) {
+    __syncthreads();  // everyone is done with the previous tile
+    load_tile(k_tile, q + C, ld, k0, min(kTile, T - k0), hs);
+    load_tile(v_tile, q + 2 * C, ld, k0, min(kTile, T - k0), hs);
+    __syncthreads();
+    if (!active || k0 > t) continue;
+    const int keys = min(kTile, t - k0 + 1);  // the causal mask: keys k0..t of this tile
+    const float s = lane < keys ? dot(q_rows[warp], k_tile[lane], hs) * scale : -INFINITY;
+    // Finite: every tile a warp works on holds key k0 <= t. On the first tile max was -inf and
+    // the correction is 0.
+    const float new_max = fmaxf(max, warp_max(s));
+    const float p = expf(s - new_max), correction = expf(max - new_max);
+    sum = sum * correction + warp_sum(p);
+#pragma unroll
+    for (int i = 0; i < kDimsPerLane; ++i) acc[i] *= correction;
+    add_weighted_rows(acc, p, v_tile, 0, keys, hs);
+    max = new_max;
+  }
+  if (!active) return;
+  store_row(out + (static_cast<std::int64_t>(b) * T + t) * C + h * hs, acc, 1.0f / sum, false, hs);
+  if (lane == 0) logsumexp[static_cast<std::int64_t>(bh) * T + t] = max + logf(sum);
+}
+
+// dsum[(b*H + h)*T + t] = dout . out over the head's hs columns: the sum over keys of p * dp
+// that the softmax's gradient subtracts. One warp per row.
+__global__ void attention_dsum_kernel(int rows, int T, int C, int H, const float* out, const float* dout,
+                                      float* dsum) {
+  const int row = blockIdx.x * kWarps + threadIdx.x / 32;
+  if (row >= rows) return;
+  const int hs = C / H, bh = row / T, t = row % T, b = bh / H, h = bh % H;
+  const std::int64_t base = (static_cast<std::int64_t>(b) * T + t) * C + h * hs;
+  float sum = 0.0f;
+  for (int d = threadIdx.x % 32; d < hs; d += 32) sum += dout[base + d] * out[base + d];
+  sum = warp_sum(sum);
+  if (threadIdx.x % 32 == 0) dsum[row] = sum;
+}
+
+// dq: as the forward kernel, one warp per query over the key tiles, with
+// ds = p * (dout . v - dsum), p = exp(s - logsumexp), and dq = scale * sum over keys of ds * k.
+__global__ void attention_dq_kernel(int T, int C, int H, float scale, const float* qkv, const float* dout,
+                                    const float* logsumexp, const float* dsum, float* dqkv) {
+  __shared__ Tile k_tile, v_tile;
+  __shared__ float q_rows[kAttentionWarps][kMaxAttentionHeadSize], dout_rows[kAttentionWarps][kMaxAttentionHeadSize];
+  const int hs = C / H, bh = blockIdx.x, b = bh / H, h = bh % H;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const std::int64_t ld = 3 * static_cast<std::int64_t>(C);
+  const float* q = qkv + static_cast<std::int64_t>(b) * T * ld + h * hs;
+  const int first = blockIdx.y * kAttentionWarps, last = min(T, first + kAttentionWarps) - 1;
+  const int t = first + warp;
+  const bool active = t < T;
+  float lse = 0.0f, ds_sum = 0.0f, acc[kDimsPerLane] = {};
+  if (active) {
+    load_row(q_rows[warp], q + t * ld, hs);
+    load_row(dout_rows[warp], dout + (static_cast<std::int64_t>(b) * T + t) * C + h * hs, hs);
+    lse = logsumexp[static_cast<std::int64_t>(bh) * T + t];
+    ds_sum = dsum[static_cast<std::int64_t>(bh) * T + t];
+  }
+  for (int k0 = 0; k0 <= last; k0 += kTile) {
+    __syncthreads();
+    load_tile(k_tile, q + C, ld, k0, min(kTile, T - k0), hs);
+    load_tile(v_tile, q + 2 * C, ld, k0, min(kTile, T - k0), hs);
+    __syncthreads();
+    if (!active || k0 > t) continue;
+    const int keys = min(kTile, t - k0 + 1);
+    float ds = 0.0f;
+    if (lane < keys) {
+      const float p = expf(dot(q_rows[warp], k_tile[lane], hs) * scale - lse);
+      ds = p * (dot(dout_rows[warp], v_tile[lane], hs) - ds_sum);
+    }
+    add_weighted_rows(acc, ds, k_tile, 0, keys, hs);
+  }
+  if (!active) return;
+  store_row(dqkv + (static_cast<std::int64_t>(b) * T + t) * ld + h * hs, acc, scale, true, hs);
+}
+
+// dk and dv: block (b*H + h, y) owns keys y*kAttentionWarps + warp, one warp each, and walks the
+// query tiles from its first key on (earlier queries see none of its keys) in order; lane i
+// computes p and ds for query q0 + i, and the warp adds dv += p * dout, dk += scale * ds * q.
+__global__ void attention_dkv_kernel(int T, int C, int H, float scale, const float* qkv, const float* dout,
+                                     const float* logsumexp, const float* dsum, float* dqkv) {
+  __shared__ Tile q_tile, dout_tile;
+  __shared__ float k_rows[kAttentionWarps][kMaxAttentionHeadSize], v_rows[kAttentionWarps][kMaxAttentionHeadSize];
+  __shared__ float lse_tile[kTile], dsum_tile[kTile];
+  const int hs = C / H, bh = blockIdx.x, b = bh / H, h = bh % H;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const std::int64_t ld = 3 * static_cast<std::int64_t>(C);
+  const float* q = qkv + static_cast<std::int64_t>(b) * T * ld + h * hs;
+  const float* dout_head = dout + static_cast<std::int64_t>(b) * T * C + h * hs;
+  const float* lse_head = logsumexp + static_cast<std::int64_t>(bh) * T;
+  const float* dsum_head = dsum + static_cast<std::int64_t>(bh) * T;
+  const int first = blockIdx.y * kAttentionWarps;
+  const int j = first + warp;
+  const bool active = j < T;
+  if (active) {
+    load_row(k_rows[warp], q + C + j * ld, hs);
+    load_row(v_rows[warp], q + 2 * C + j * ld, hs);
+  }
+  float dk[kDimsPerLane] = {}, dv[kDimsPerLane] = {};
+  for (int q0 = first; q0 < T; q0 += kTile) {
+    const int count = min(kTile, T - q0);
+    __syncthreads();
+    load_tile(q_tile, q, ld, q0, count, hs);
+    load_tile(dout_tile, dout_head, C, q0, count, hs);
+    if (const int i = threadIdx.x; i < kTile) {
+      lse_tile[i] = i < count ? lse_head[q0 + i] : 0.0f;
+      dsum_tile[i] = i < count ? dsum_head[q0 + i] : 0.0f;
+    }
+    __syncthreads();
+    if (!active) continue;
+    // Queries q0 + i >= j see key j; q0 >= first > j - kTile, so every tile has some.
+    const int from = max(0, j - q0);
+    float p = 0.0f, ds = 0.0f;
+    if (lane >= from && lane < count) {
+      p = expf(dot(q_tile[lane], k_rows[warp], hs) * scale - lse_tile[lane]);
+      ds = p * (dot(dout_tile[lane], v_rows[warp], hs) - dsum_tile[lane]);
+    }
+    add_weighted_rows(dv, p, dout_tile, from, count, hs);
+    add_weighted_rows(dk, ds, q_tile, from, count, hs);
+  }
+  if (!active) return;
+  float* row = dqkv + (static_cast<std::int64_t>(b) * T + j) * ld + h * hs;
+  store_row(row + C, dk, scale, true, hs);
+  store_row(row + 2 * C, dv, 1.0f, true, hs);
+}
+
+// The head size, after checking that the attention kernels take these shapes.
+int attention_head_size(const char* name, int B, int T, int C, int H) {
+  const std::string shape = std::string(name) + ": B=" + std::to_string(B) + ", T=" + std::to_string(T) +
+                            ", C=" + std::to_string(C) + ", H=" + std::to_string(H);
+  require(B >= 0 && T >= 0 && H > 0 && C > 0 && C % H == 0, shape + ": C must be a positive multiple of H");
+  const int hs = C / H;
+  require(hs <= kMaxAttentionHeadSize,
+          shape + ": head size " + std::to_string(hs) + " above " + std::to_string(kMaxAttentionHeadSize));
+  require(static_cast<long long>(B) * H <= 0x7fffffffLL && ceil_div(T, kAttentionWarps) <= 65535,
+          shape + ": more blocks than a grid takes");
+  return hs;
+}
+
+}  // namespace
+
+void embedding_forward(int B, int T, int C, const std::int32_t* tokens, const float* wte, const float* wpe,
+                       float* out, cudaStream_t stream) {
+  const std::size_t n = static_cast<std::size_t>(B) * T * C;
+  if (n == 0) return;
+  embedding_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(T, C, n, tokens, wte, wpe, out);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void embedding_backward(int B, int T, int C, int V, const std::int32_t* tokens, const float* dout, float* dwte,
+                        float* dwpe, cudaStream_t stream) {
+  const std::size_t positions = static_cast<std::size_t>(B) * T;
+  require(positions <= 0x7fffffffu, "embedding_backward: B*T above 2^31 - 1");
+  if (positions == 0 || C == 0) return;
+  if (V > 0) {
+    embedding_dwte_kernel<<<V, kThreads, 0, stream>>>(static_cast<int>(positions), C, tokens, dout, dwte);
+    CUDA_CHECK(cudaGetLastError());
+  }
+  embedding_dwpe_kernel<<<blocks_for(static_cast<std::size_t>(T) * C), kThreads, 0, stream>>>(B, T, C, dout, dwpe);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void layernorm_forward(int rows, int C, const float* x, const float* weight, const float* bias, float* out,
+                       float* mean, float* rstd, cudaStream_t stream) {
+  if (rows <= 0) return;
+  layernorm_forward_kernel<<<ceil_div(rows, kWarps), kThreads, 0, stream>>>(rows, C, x, weight, bias, out, mean, rstd);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void layernorm_backward(int rows, int C, const float* x, const float* weight, const float* mean, const float* rstd,
+                        const float* dout, float* dx, float* dweight, float* dbias, float* scratch,
+                        cudaStream_t stream) {
+  if (rows <= 0 || C <= 0) return;
+  const unsigned chunks = ceil_div(rows, kLayerNormChunkRows);
+  require(chunks <= 65535, "layernorm_backward: more than 65535 chunks of rows");
+  layernorm_dx_kernel<<<ceil_div(rows, kWarps), kThreads, 0, stream>>>(rows, C, x, weight, mean, rstd, dout, dx);
+  CUDA_CHECK(cudaGetLastError());
+  float* partial_dweight = scratch;
+  float* partial_dbias = scratch + static_cast<std::size_t>(chunks) * C;
+  layernorm_param_partials_kernel<<<dim3(ceil_div(C, 32), chunks), dim3(32, 8), 0, stream>>>(
+      rows, C, x, mean, rstd, dout, partial_dweight, partial_dbias);
+  CUDA_CHECK(cudaGetLastError());
+  layernorm_param_sums_kernel<<<ceil_div(C, kThreads), kThreads, 0, stream>>>(static_cast<int>(chunks), C,
+                                                                              partial_dweight, partial_dbias, dweight,
+                                                                              dbias);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename T>
+void residual_forward(std::size_t n, const T* a, const T* b, T* out, cudaStream_t stream) {
+  if (n == 0) return;
+  residual_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, a, b, out);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename T>
+void gelu_forward(std::size_t n, const T* x, T* out, cudaStream_t stream) {
+  if (n == 0) return;
+  gelu_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, x, out);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename T>
+void gelu_backward(std::size_t n, const T* x, const T* dout, T* dx, cudaStream_t stream) {
+  if (n == 0) return;
+  gelu_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, x, dout, dx);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void cross_entropy_forward_backward(int rows, int V, const float* logits, const std::int32_t* targets,
+                                    float grad_scale, float* dlogits, float* row_loss, double* loss_sum,
+                                    cudaStream_t stream) {
+  require(rows >= 0 && V > 0, "cross_entropy_forward_backward: rows=" + std::to_string(rows) +
+                                  ", V=" + std::to_string(V) + ": needs rows >= 0 and V > 0");
+  if (rows > 0) {
+    cross_entropy_kernel<<<rows, kThreads, 0, stream>>>(V, logits, targets, grad_scale, dlogits, row_loss);
+    CUDA_CHECK(cudaGetLastError());
+  }
+  sum_rows_kernel<<<1, kThreads, 0, stream>>>(rows, row_loss, loss_sum);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void attention_forward(int B, int T, int C, int H, const float* qkv, float* out, float* logsumexp,
+                       cudaStream_t stream) {
+  const int hs = attention_head_size("attention_forward", B, T, C, H);
+  if (B == 0 || T == 0) return;
+  const dim3 grid(B * H, ceil_div(T, kAttentionWarps));
+  attention_forward_kernel<<<grid, kAttentionThreads, 0, stream>>>(T, C, H, 1.0f / std::sqrt(static_cast<float>(hs)),
+                                                                   qkv, out, logsumexp);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void attention_backward(int B, int T, int C, int H, const float* qkv, const float* out, const float* dout,
+                        const float* logsumexp, float* dqkv, float* scratch, cudaStream_t stream) {
+  const int hs = attention_head_size("attention_backward", B, T, C, H);
+  if (B == 0 || T == 0) return;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const int rows = B * H * T;
+  attention_dsum_kernel<<<ceil_div(rows, kWarps), kThreads, 0, stream>>>(rows, T, C, H, out, dout, scratch);
+  CUDA_CHECK(cudaGetLastError());
+  const dim3 grid(B * H, ceil_div(T, kAttentionWarps));
+  attention_dkv_kernel<<<grid, kAttentionThreads, 0, stream>>>(T, C, H, scale, qkv, dout, logsumexp, scratch, dqkv);
+  CUDA_CHECK(cudaGetLastError());
+  attention_dq_kernel<<<grid, kAttentionThreads, 0, stream>>>(T, C, H, scale, qkv, dout, logsumexp, scratch, dqkv);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+template void residual_forward<float>(std::size_t, const float*, const float*, float*, cudaStream_t);
+template void residual_forward<bf16>(std::size_t, const bf16*, const bf16*, bf16*, cudaStream_t);
+template void gelu_forward<float>(std::size_t, const float*, float*, cudaStream_t);
+template void gelu_forward<bf16>(std::size_t, const bf16*, bf16*, cudaStream_t);
+template void gelu_backward<float>(std::size_t, const float*, const float*, float*, cudaStream_t);
+template void gelu_backward<bf16>(std::size_t, const bf16*, const bf16*, bf16*, cudaStream_t);
+
+}  // namespace slurm_train::cuda
