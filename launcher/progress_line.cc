@@ -24,10 +24,13 @@ void MovingMean::add(double seconds) {
 }
 
 std::string format_progress(std::uint64_t steps_done, std::uint64_t total_steps, double loss, double samples_per_second,
-                            double eta_seconds) {
+                            double eta_seconds, std::size_t tokens_per_sample) {
   const double percent = total_steps ? 100.0 * static_cast<double>(steps_done) / static_cast<double>(total_steps) : 0;
-  return fmt::format("step {}/{} ({:.0f}%)  loss {:.4f}  samples/s {:.0f}  eta {}", steps_done, total_steps, percent, loss,
-                     samples_per_second, format_duration(eta_seconds));
+  const bool tokens = tokens_per_sample > 0;
+  return fmt::format("step {}/{} ({:.0f}%)  loss {:.4f}  {} {:.0f}  eta {}", steps_done, total_steps, percent, loss,
+                     tokens ? "tokens/s" : "samples/s",
+                     tokens ? samples_per_second * static_cast<double>(tokens_per_sample) : samples_per_second,
+                     format_duration(eta_seconds));
 }
 
 }  // namespace slurm_train

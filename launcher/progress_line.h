@@ -27,7 +27,8 @@ class MovingMean {
 };
 
 // "step 1200/7035 (17%)  loss 0.4123 (the mean of recent steps)  samples/s 51234  eta 3:05"; steps_done counts from 1.
+// With tokens_per_sample (a language model), the rate is in tokens/s.
 std::string format_progress(std::uint64_t steps_done, std::uint64_t total_steps, double loss, double samples_per_second,
-                            double eta_seconds);
+                            double eta_seconds, std::size_t tokens_per_sample = 0);
 
 }  // namespace slurm_train

@@ -232,10 +232,10 @@ class RunHooks {
       const auto now = Clock::now();
       if (std::chrono::duration<double>(now - last_live_).count() >= 0.25 || done == total) {
         last_live_ = now;
-        console_.progress(format_progress(done, total, losses_.mean(), rate, eta));
+        console_.progress(format_progress(done, total, losses_.mean(), rate, eta, m.tokens_per_sample));
       }
     } else if (due) {
-      console_.line(format_progress(done, total, losses_.mean(), rate, eta) +
+      console_.line(format_progress(done, total, losses_.mean(), rate, eta, m.tokens_per_sample) +
                     (comm_.rank() == 0 ? "" : fmt::format("  (this rank: data {:.1f} ms, all-reduce wait {:.1f} ms)",
                                                           1e3 * m.times.data, 1e3 * m.times.comm_wait)));
     }

@@ -53,7 +53,7 @@ const std::vector<Key>& keys() {
       {"model.kind", "mlp (a classifier of data.features) or gpt (a transformer of byte tokens)", [](RunConfig& c) -> ValueRef { return &c.model.kind; }},
       {"model.hidden", "mlp: hidden layer widths, e.g. [1024, 512]", [](RunConfig& c) -> ValueRef { return &c.model.hidden; }},
       {"model.activation", "mlp: relu or gelu", [](RunConfig& c) -> ValueRef { return &c.model.activation; }},
-      {"model.dropout", "mlp: dropout after each hidden layer, in [0, 1); gpt: 0 (none yet)", [](RunConfig& c) -> ValueRef { return &c.model.dropout; }},
+      {"model.dropout", "dropout in [0, 1): mlp after each hidden layer; gpt on the embeddings and each residual branch", [](RunConfig& c) -> ValueRef { return &c.model.dropout; }},
       {"model.layers", "gpt: transformer blocks (n_layer)", [](RunConfig& c) -> ValueRef { return &c.model.layers; }},
       {"model.heads", "gpt: attention heads (n_head)", [](RunConfig& c) -> ValueRef { return &c.model.heads; }},
       {"model.embd", "gpt: embedding width (n_embd), a multiple of model.heads", [](RunConfig& c) -> ValueRef { return &c.model.embd; }},
@@ -517,8 +517,6 @@ std::vector<std::string> validate_config(const RunConfig& c) {
     size("block", c.model.block, 1 << 16);
     require(c.model.heads < 1 || c.model.embd % c.model.heads == 0,
             fmt::format("model.embd = {}: expected a multiple of model.heads = {}", c.model.embd, c.model.heads));
-    require(c.model.dropout == 0,
-            fmt::format("model.dropout = {}: the gpt model has no dropout yet; set model.dropout = 0", c.model.dropout));
     require(c.train.label_smoothing == 0,
             fmt::format("train.label_smoothing = {}: the gpt model trains without it; set 0", c.train.label_smoothing));
     require(c.train.device != "cuda", "train.device = cuda: the gpt model trains on the CPU only so far; set cpu or auto");

@@ -20,6 +20,8 @@ struct GptStepOptions {
   float loss_scale = 1.0f;  // 1 / (global batch * block): the loss is a mean over the global batch's tokens
   double bucket_mb = 4.0;   // gradient all-reduce buckets, with a Comm
   int eval_rows = 8;        // evaluate() runs the model on at most this many windows at a time
+  float dropout = 0.0f;     // in training (gpt.h says where)
+  std::uint64_t dropout_seed = 0;
 };
 
 class CpuGptStep final : public TrainStep {

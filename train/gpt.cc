@@ -150,8 +150,26 @@ double Gpt::forward(const std::int32_t* tokens, const std::int32_t* targets, int
   return forward_sums(tokens, targets, B, T, 1.0f / static_cast<float>(BT)).loss_sum / BT;
 }
 
+kernels::DropoutParams Gpt::dropout_at(std::size_t site) const {
+  if (dropout_.p <= 0.0f) return {};
+  return {dropout_.p, kernels::mix64(dropout_.seed + 0x9e37 * (site + 1)), dropout_.first_window * static_cast<std::uint64_t>(T_)};
+}
+
+const float* Gpt::through_dropout(std::size_t site, int rows, int cols, const float* d, float* out, float* dbias) {
+  if (dropout_.p <= 0.0f) {
+    add_column_sums(rows, cols, d, dbias);
+    return d;
+  }
+  // Identity's derivative does not read z: d stands in for it.
+  k_.activation_backward(kernels::Activation::kIdentity, rows, cols, d, d, out, dbias, dropout_at(site));
+  return out;
+}
+
 kernels::LossResult Gpt::forward_sums(const std::int32_t* tokens, const std::int32_t* targets, int B, int T,
-                                      float loss_scale) {
+                                      float loss_scale, const GptDropout& dropout) {
+  if (!(dropout.p >= 0.0f && dropout.p < 1.0f))
+    throw std::invalid_argument(fmt::format("gpt: dropout {}: expected a probability in [0, 1)", dropout.p));
+  dropout_ = dropout;
   resize(B, T);
   const int C = config_.embd, V = config_.vocab, H = config_.heads, BT = B * T;
   for (int i = 0; i < BT; ++i)
@@ -161,8 +179,26 @@ kernels::LossResult Gpt::forward_sums(const std::int32_t* tokens, const std::int
   tokens_.assign(tokens, tokens + BT);
   targets_.assign(targets, targets + BT);
   const std::size_t bt = static_cast<std::size_t>(BT);
-  kernels::embedding_forward(B, T, C, tokens, param(kWte), param(kWpe), residual_.data());
-  std::vector<float> projected(bt * C);
+  std::vector<float> projected(bt * C), dropped(dropout.p > 0.0f ? bt * C : 0);
+  // The embeddings' sum is dropout site 0; block l's attention branch 1 + 2l, its MLP 2 + 2l.
+  if (dropout.p > 0.0f) {
+    kernels::embedding_forward(B, T, C, tokens, param(kWte), param(kWpe), projected.data());
+    zeros_.assign(static_cast<std::size_t>(C), 0.0f);
+    k_.bias_activation_forward(kernels::Activation::kIdentity, BT, C, zeros_.data(), projected.data(), residual_.data(),
+                               dropout_at(0));
+  } else {
+    kernels::embedding_forward(B, T, C, tokens, param(kWte), param(kWpe), residual_.data());
+  }
+  // Adds a branch's output to the residual stream, through its dropout site.
+  const auto add_branch = [&](std::size_t site, const float* from, float* to) {
+    const float* branch = projected.data();
+    if (dropout.p > 0.0f) {
+      k_.bias_activation_forward(kernels::Activation::kIdentity, BT, C, zeros_.data(), projected.data(), dropped.data(),
+                                 dropout_at(site));
+      branch = dropped.data();
+    }
+    kernels::residual_forward(static_cast<std::int64_t>(bt) * C, from, branch, to);
+  };
   for (int l = 0; l < config_.layers; ++l) {
     const std::size_t L = static_cast<std::size_t>(l);
     float* r = residual_.data() + L * bt * C;
@@ -181,7 +217,7 @@ kernels::LossResult Gpt::forward_sums(const std::int32_t* tokens, const std::int
     k_.gemm(false, false, BT, C, C, 1.0f, atty, C, param(block_tensor(l, kAttnProjW)), C, 0.0f, projected.data(), C);
     k_.bias_activation_forward(kernels::Activation::kIdentity, BT, C, param(block_tensor(l, kAttnProjB)),
                                projected.data(), projected.data(), {});
-    kernels::residual_forward(static_cast<std::int64_t>(bt) * C, r, projected.data(), r2);
+    add_branch(1 + 2 * L, r, r2);
     kernels::layernorm_forward(BT, C, r2, param(block_tensor(l, kLn2W)), param(block_tensor(l, kLn2B)), ln2,
                                ln2_mean_.data() + L * bt, ln2_rstd_.data() + L * bt);
     k_.gemm(false, false, BT, 4 * C, C, 1.0f, ln2, C, param(block_tensor(l, kFcW)), 4 * C, 0.0f, fc, 4 * C);
@@ -189,7 +225,7 @@ kernels::LossResult Gpt::forward_sums(const std::int32_t* tokens, const std::int
     k_.gemm(false, false, BT, C, 4 * C, 1.0f, fch, 4 * C, param(block_tensor(l, kMlpProjW)), C, 0.0f, projected.data(), C);
     k_.bias_activation_forward(kernels::Activation::kIdentity, BT, C, param(block_tensor(l, kMlpProjB)),
                                projected.data(), projected.data(), {});
-    kernels::residual_forward(static_cast<std::int64_t>(bt) * C, r2, projected.data(), r + bt * C);
+    add_branch(2 + 2 * L, r2, r + bt * C);
   }
   const std::size_t ln_f = layout_.size() - 2;
   kernels::layernorm_forward(BT, C, residual_.data() + static_cast<std::size_t>(config_.layers) * bt * C, param(ln_f),
@@ -204,7 +240,7 @@ void Gpt::backward(const std::function<void(std::size_t tensor)>& tensor_done) {
   const int B = B_, T = T_, C = config_.embd, V = config_.vocab, H = config_.heads, BT = B * T;
   const std::size_t bt = static_cast<std::size_t>(BT);
   std::fill(grads_.begin(), grads_.end(), 0.0f);
-  std::vector<float> dres(bt * C), dres2(bt * C), dln(bt * C), dwide(bt * 4 * C), dqkv(bt * 3 * C), datty(bt * C), scores;
+  std::vector<float> dres(bt * C), dres2(bt * C), dbranch(bt * C), dln(bt * C), dwide(bt * 4 * C), dqkv(bt * 3 * C), datty(bt * C), scores;
   const std::size_t ln_f = layout_.size() - 2;
   // Through the tied head and the final LayerNorm.
   k_.gemm(false, false, BT, C, V, 1.0f, dlogits_.data(), V, param(kWte), C, 0.0f, dln.data(), C);
@@ -227,9 +263,9 @@ void Gpt::backward(const std::function<void(std::size_t tensor)>& tensor_done) {
     const float* fc = fc_.data() + L * bt * 4 * C;
     const float* fch = fch_.data() + L * bt * 4 * C;
     // The MLP: out = r2 + c_proj(gelu(c_fc(ln_2(r2)))); dres is the gradient of out.
-    k_.gemm(true, false, 4 * C, C, BT, 1.0f, fch, 4 * C, dres.data(), C, 1.0f, grad(block_tensor(l, kMlpProjW)), C);
-    add_column_sums(BT, C, dres.data(), grad(block_tensor(l, kMlpProjB)));
-    k_.gemm(false, true, BT, 4 * C, C, 1.0f, dres.data(), C, param(block_tensor(l, kMlpProjW)), C, 0.0f, dwide.data(), 4 * C);
+    const float* dmlp = through_dropout(2 + 2 * L, BT, C, dres.data(), dbranch.data(), grad(block_tensor(l, kMlpProjB)));
+    k_.gemm(true, false, 4 * C, C, BT, 1.0f, fch, 4 * C, dmlp, C, 1.0f, grad(block_tensor(l, kMlpProjW)), C);
+    k_.gemm(false, true, BT, 4 * C, C, 1.0f, dmlp, C, param(block_tensor(l, kMlpProjW)), C, 0.0f, dwide.data(), 4 * C);
     k_.activation_backward(kernels::Activation::kGelu, BT, 4 * C, fc, dwide.data(), dwide.data(),
                            grad(block_tensor(l, kFcB)), {});
     k_.gemm(true, false, C, 4 * C, BT, 1.0f, ln2, C, dwide.data(), 4 * C, 1.0f, grad(block_tensor(l, kFcW)), 4 * C);
@@ -239,9 +275,10 @@ void Gpt::backward(const std::function<void(std::size_t tensor)>& tensor_done) {
                                 ln2_rstd_.data() + L * bt, dln.data(), dres2.data(), grad(block_tensor(l, kLn2W)),
                                 grad(block_tensor(l, kLn2B)));
     // Attention: r2 = r + c_proj(attention(c_attn(ln_1(r)))).
-    k_.gemm(true, false, C, C, BT, 1.0f, atty, C, dres2.data(), C, 1.0f, grad(block_tensor(l, kAttnProjW)), C);
-    add_column_sums(BT, C, dres2.data(), grad(block_tensor(l, kAttnProjB)));
-    k_.gemm(false, true, BT, C, C, 1.0f, dres2.data(), C, param(block_tensor(l, kAttnProjW)), C, 0.0f, datty.data(), C);
+    const float* dattn =
+        through_dropout(1 + 2 * L, BT, C, dres2.data(), dbranch.data(), grad(block_tensor(l, kAttnProjB)));
+    k_.gemm(true, false, C, C, BT, 1.0f, atty, C, dattn, C, 1.0f, grad(block_tensor(l, kAttnProjW)), C);
+    k_.gemm(false, true, BT, C, C, 1.0f, dattn, C, param(block_tensor(l, kAttnProjW)), C, 0.0f, datty.data(), C);
     std::fill(dqkv.begin(), dqkv.end(), 0.0f);
     kernels::attention_backward_gemm(k_, B, T, C, H, qkv, probs_.data() + L * static_cast<std::size_t>(B) * H * T * T,
                                      datty.data(), dqkv.data(), scores);
@@ -253,6 +290,11 @@ void Gpt::backward(const std::function<void(std::size_t tensor)>& tensor_done) {
                                 ln1_rstd_.data() + L * bt, dln.data(), dres.data(), grad(block_tensor(l, kLn1W)),
                                 grad(block_tensor(l, kLn1B)));
     done(block_tensor(l, kLn1W), block_tensor(l, kMlpProjB));
+  }
+  if (dropout_.p > 0.0f) {
+    std::vector<float> unused(static_cast<std::size_t>(C));
+    k_.activation_backward(kernels::Activation::kIdentity, BT, C, dres.data(), dres.data(), dres.data(), unused.data(),
+                           dropout_at(0));
   }
   kernels::embedding_backward(B, T, C, tokens_.data(), dres.data(), grad(kWte), grad(kWpe));
   done(kWte, kWpe);

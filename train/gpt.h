@@ -4,7 +4,9 @@
 // shaped as GPT-2's are in PyTorch (transformers' Conv1D: a weight is [in, out], y = x W + b):
 // wte [V, C], wpe [T, C], h.N.ln_1.{weight,bias}, h.N.attn.c_attn.{weight [C, 3C], bias},
 // h.N.attn.c_proj.*, h.N.ln_2.*, h.N.mlp.c_fc.{weight [C, 4C], bias}, h.N.mlp.c_proj.*,
-// ln_f.*. GELU is the exact (erf) form, as torch.nn.GELU(). No dropout yet.
+// ln_f.*. GELU is the exact (erf) form, as torch.nn.GELU(). Dropout, when training asks for
+// it, applies to the embeddings' sum and to the output of each block's two residual branches
+// (after attn.c_proj and mlp.c_proj), as nanoGPT's; not to the attention weights.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +39,15 @@ void gpt_initialize(const GptConfig& config, std::uint64_t seed, std::vector<flo
 // biases): matrices (the embeddings included) decay, vectors (biases, LayerNorm) do not.
 std::vector<LayerLayout> gpt_decay_layout(const std::vector<ParamTensor>& layout);
 
+// A training forward pass's dropout: probability p, masks drawn from (seed, site, global
+// position): the position of token t of window w is w * T + t, so a window's masks do not depend
+// on which rank or batch slice holds it.
+struct GptDropout {
+  float p = 0.0f;
+  std::uint64_t seed = 0;
+  std::uint64_t first_window = 0;  // the global index of the batch's first window
+};
+
 class Gpt {
  public:
   Gpt(const GptConfig& config, kernels::Kernels<float>& k);
@@ -52,7 +63,7 @@ class Gpt {
   // The same as sums over the B*T predictions; backward() then gives the gradient of loss_scale
   // times the sum (a data-parallel step's 1 / (global batch * T)).
   kernels::LossResult forward_sums(const std::int32_t* tokens, const std::int32_t* targets, int B, int T,
-                                   float loss_scale);
+                                   float loss_scale, const GptDropout& dropout = {});
   const std::vector<float>& logits() const { return logits_; }
   // grads() = the gradient of the last forward()'s loss (overwritten, not accumulated).
   // tensor_done(i) is called as soon as layout()[i]'s gradient is complete, in descending i: the
@@ -70,10 +81,15 @@ class Gpt {
   std::vector<ParamTensor> layout_;
   std::vector<float> params_, grads_;
   int B_ = 0, T_ = 0;
+  kernels::DropoutParams dropout_at(std::size_t site) const;
+  // d, or the gradient through site's dropout (into `out`); `dbias` receives its column sums.
+  const float* through_dropout(std::size_t site, int rows, int cols, const float* d, float* out, float* dbias);
+
   std::vector<std::int32_t> tokens_, targets_;
+  GptDropout dropout_;
   // Activations of the last forward pass, per layer and for the ends.
   std::vector<float> encoded_, residual_, ln1_, ln1_mean_, ln1_rstd_, qkv_, probs_, atty_, residual2_, ln2_,
-      ln2_mean_, ln2_rstd_, fc_, fch_, lnf_, lnf_mean_, lnf_rstd_, logits_, dlogits_;
+      ln2_mean_, ln2_rstd_, fc_, fch_, lnf_, lnf_mean_, lnf_rstd_, logits_, dlogits_, zeros_;
 };
 
 }  // namespace slurm_train

@@ -60,6 +60,7 @@ void MetricsWriter::write(const StepMetrics& m) {
         {"comm_wait", m.times.comm_wait},
         {"optimizer", m.times.optimizer}}},
   };
+  if (m.tokens_per_sample > 0) line["tokens_per_s"] = m.samples_per_second * static_cast<double>(m.tokens_per_sample);
   if (!run_.empty()) line["run"] = run_;
   write_line(line.dump() + "\n");
 }

@@ -24,6 +24,7 @@ struct StepMetrics {
   double lr = 0;
   double grad_norm = 0;
   double samples_per_second = 0;
+  std::size_t tokens_per_sample = 0;  // a language model's window; 0: a classifier
   StepTimes times;
 };
 

@@ -59,6 +59,8 @@ ChosenStep make_train_step(const RunConfig& config, std::size_t inputs, Comm& co
     GptStepOptions o;
     o.loss_scale = 1.0f / static_cast<float>(static_cast<double>(tc.global_batch) * config.model.block);
     o.bucket_mb = tc.bucket_mb;
+    o.dropout = static_cast<float>(config.model.dropout);
+    o.dropout_seed = kernels::mix64(static_cast<std::uint64_t>(tc.seed) + 0xd509);
     o.eval_rows = static_cast<int>(std::max<std::int64_t>(1, (tc.global_batch + comm.size() - 1) / comm.size()));
     ChosenStep chosen;
     chosen.step = std::make_unique<CpuGptStep>(gpt_config_of(config.model, inputs), optimizer_config_of(tc), o,

@@ -50,6 +50,9 @@ std::string prometheus_text(const PrometheusLabels& l, const StepMetrics& m, dou
   gauge("learning_rate", "Learning rate of the last step.", m.lr);
   gauge("grad_norm", "Global gradient norm of the last step, before clipping.", m.grad_norm);
   gauge("samples_per_second", "Training throughput of the last step, over all ranks.", m.samples_per_second);
+  if (m.tokens_per_sample > 0)
+    gauge("tokens_per_second", "Training throughput of the last step in tokens, over all ranks.",
+          m.samples_per_second * static_cast<double>(m.tokens_per_sample));
   gauge("world_size", "Ranks of the job.", l.world_size);
   if (test_accuracy >= 0) gauge("test_accuracy", "Test accuracy of the latest evaluation (0 to 1).", test_accuracy);
   return out;

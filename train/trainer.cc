@@ -249,8 +249,8 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
 
     epoch_loss += loss;
     epoch_seconds += t.total();
-    const StepMetrics step_metrics{step, step / d.per_epoch, loss, sums[1] / predictions, lr,
-                                   grad_norm, static_cast<double>(d.global_batch) / t.total(), t};
+    const StepMetrics step_metrics{step, step / d.per_epoch, loss, sums[1] / predictions, lr, grad_norm,
+                                   static_cast<double>(d.global_batch) / t.total(), tokens ? per_row : 0, t};
     metrics.write(step_metrics);
     if (hooks.on_step) hooks.on_step(step_metrics, total);
     if ((step + 1) % static_cast<std::uint64_t>(tc.prometheus_every) == 0) publish(step_metrics);

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/float_convert.cuh"
 
 namespace slurm_train::cuda {
 namespace {
@@ -12,14 +13,6 @@ using kernels::activate;
 using kernels::activation_derivative;
 using kernels::dropout_keeps;
 
-__device__ inline float to_float(float x) { return x; }
-__device__ inline float to_float(bf16 x) { return __bfloat162float(x); }
-template <typename T>
-__device__ inline T from_float(float x);
-template <>
-__device__ inline float from_float<float>(float x) { return x; }
-template <>
-__device__ inline bf16 from_float<bf16>(float x) { return __float2bfloat16_rn(x); }
 
 constexpr int kThreads = 256;
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/float_convert.cuh"
 #include "kernels/elementwise.h"
 
 namespace slurm_train::cuda {
@@ -21,14 +22,6 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr float kLayerNormEps = 1e-5f;
 
-__device__ inline float to_float(float x) { return x; }
-__device__ inline float to_float(bf16 x) { return __bfloat162float(x); }
-template <typename T>
-__device__ inline T from_float(float x);
-template <>
-__device__ inline float from_float<float>(float x) { return x; }
-template <>
-__device__ inline bf16 from_float<bf16>(float x) { return __float2bfloat16_rn(x); }
 
 // Blocks for a grid-stride loop over n elements: enough to fill any current GPU, no more.
 unsigned blocks_for(std::size_t n) {

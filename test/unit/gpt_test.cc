@@ -84,3 +84,52 @@ TEST_CASE("gpt: the optimizer decays matrices (embeddings included), never vecto
     CHECK(decayed == (layout[i].shape.size() == 2 ? layout[i].size : 0));
   }
 }
+
+TEST_CASE("gpt: dropout masks follow the global window, and the gradient goes through them (finite differences)") {
+  const GptConfig g{16, 8, 2, 2, 8};
+  auto k = kernels::make_reference_kernels<float>();
+  Gpt gpt(g, *k);
+  gpt_initialize(g, 3, gpt.params());
+  for (float& p : gpt.params()) p *= 3;  // gradients well above float rounding
+  const int B = 2, T = 8;
+  std::vector<std::int32_t> tokens(B * T), targets(B * T);
+  for (int i = 0; i < B * T; ++i) {
+    tokens[i] = static_cast<std::int32_t>(kernels::mix64(i) % 16);
+    targets[i] = static_cast<std::int32_t>(kernels::mix64(i + 100) % 16);
+  }
+  const float scale = 1.0f / (B * T);
+  const GptDropout drop{0.3f, 99, 40};
+  const auto loss = [&](const GptDropout& d) { return gpt.forward_sums(tokens.data(), targets.data(), B, T, scale, d).loss_sum * scale; };
+  const double plain = loss({}), dropped = loss(drop);
+  CHECK(dropped != plain);
+  CHECK(loss(drop) == dropped);                       // the same windows, the same masks
+  CHECK(loss({0.3f, 99, 41}) != dropped);             // other windows, other masks
+  CHECK_THROWS_WITH_AS(loss({1.0f, 99, 0}), doctest::Contains("dropout 1: expected a probability in [0, 1)"),
+                       std::invalid_argument);
+
+  // The same check without dropout first: it validates the method (step, tolerance) itself.
+  double worst = 0;
+  for (const GptDropout& d : {GptDropout{}, drop}) {
+    loss(d);
+    gpt.backward();
+    const std::vector<float> analytic = gpt.grads();
+    for (const ParamTensor& t : gpt.layout()) {
+      for (std::size_t j : {std::size_t{0}, t.size / 2, t.size - 1}) {
+        float& p = gpt.params()[t.offset + j];
+        const float saved = p, h = 1e-3f;
+        p = saved + h;
+        const double up = loss(d);
+        p = saved - h;
+        const double down = loss(d);
+        p = saved;
+        const double numeric = (up - down) / (2.0 * h);
+        const double a = analytic[t.offset + j];
+        const double error = std::abs(numeric - a) / std::max(1e-1, std::abs(numeric));
+        worst = std::max(worst, error);
+        INFO("dropout " << d.p << ", " << t.name << "[" << j << "]: analytic " << a << ", numeric " << numeric);
+        CHECK(error < 1e-2);
+      }
+    }
+  }
+  MESSAGE("worst relative difference from finite differences: " << worst);
+}
