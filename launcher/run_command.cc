@@ -38,6 +38,7 @@
 #include "train/checkpoint_policy.h"
 #include "train/comm.h"
 #include "train/config.h"
+#include "train/device.h"
 #include "train/divergence.h"
 #include "train/durable_file.h"
 #include "train/trainer.h"
@@ -342,6 +343,19 @@ std::string failed_checks(const std::vector<Check>& checks) {
   return text;
 }
 
+// The device this rank will train on, for its log and the rank table; a device the run cannot
+// use is train()'s error to report, with its exit code.
+std::string planned_device(const RunConfig& config, const Comm& comm) {
+  const TrainConfig& tc = config.train;
+  try {
+    return plan_device(tc.device, tc.precision, tc.gpu, config.model.kind, tc.device == "cpu" ? CudaProbe{} : probe_cuda(),
+                       comm.local_rank(), comm.local_size())
+        .name;
+  } catch (const std::exception&) {
+    return "none usable";
+  }
+}
+
 // Every rank runs this; an error on any rank tears the whole job down so that no rank is left
 // waiting in a collective for one that is gone.
 int run(const RunOptions& options) {
@@ -382,8 +396,9 @@ int run(const RunOptions& options) {
     if (reporter.speaks()) std::cerr << "slurm-train: error: " << *missing << "\n";
     return reporter.exit_with(kExitUsage);
   }
-  MpiSession mpi(nullptr, nullptr);
-  std::unique_ptr<Comm> comm = make_mpi_comm();
+  std::optional<MpiSession> mpi;
+  if (launch.needs_mpi()) mpi.emplace(nullptr, nullptr);
+  std::unique_ptr<Comm> comm = mpi ? make_mpi_comm() : make_single_process_comm();
   const std::string host = host_name();
   // Again after MPI_Init, so that they replace any the MPI library installed.
   install_preemption_handlers(signals);
@@ -423,7 +438,7 @@ int run(const RunOptions& options) {
         folder.emplace(config.ckpt.dir, me);
       }
     }
-    const RankIdentity me{host, static_cast<int>(::getpid()), allowed_cpus(), "cpu"};
+    const RankIdentity me{host, static_cast<int>(::getpid()), allowed_cpus(), planned_device(config, *comm)};
     log.line(fmt::format("slurm-train {} rank {} of {} (local {} of {}) on {}, pid {}, cpus {}, device {}",
                          SLURM_TRAIN_VERSION, comm->rank(), comm->size(), comm->local_rank(), comm->local_size(), host,
                          me.pid, me.cpus, me.device));
@@ -441,7 +456,7 @@ int run(const RunOptions& options) {
         console->line(fmt::format("  rank {:>4}  host {}  pid {}  cpus {}  device {}", r.rank, r.host, r.pid, r.cpus, r.device));
       if (!faults.empty()) console->line(fmt::format("--inject-fault={}: faults will be injected (a testing aid)", config.run.inject_fault));
     }
-    hooks.mark_startup(fmt::format("MPI {:.2f} s, watchdog", mpi_seconds));
+    hooks.mark_startup(fmt::format("{} {:.2f} s, watchdog", mpi ? "MPI" : "one process without MPI", mpi_seconds));
     LineStream out([&](const std::string& line) { console->line(line); });
     TrainHooks train_hooks = hooks.hooks();
     train_hooks.run_id = job;

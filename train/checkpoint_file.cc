@@ -457,6 +457,7 @@ void write_checkpoint_file(const std::string& path, const CheckpointState& s, un
       h5::write_string_attribute(meta, "program_version", s.program_version, path);
       h5::write_string_attribute(meta, "created", s.created, path);
       h5::write_string_attribute(meta, "host", s.host, path);
+      h5::write_string_attribute(meta, "device", s.device, path);
       h5::write_string_attribute(meta, "checksum", kChecksumNote, path);
       h5::write_string_attribute(meta, "config", s.config_toml, path);
     }
@@ -501,6 +502,7 @@ void read_uncontained(const std::string& path, CheckpointState& s, const ModelLa
     s.program_version = read_string_attribute(meta, "program_version", meta_where);
     s.created = read_string_attribute(meta, "created", meta_where);
     s.host = read_string_attribute(meta, "host", meta_where);
+    s.device = H5Aexists(meta, "device") > 0 ? read_string_attribute(meta, "device", meta_where) : "";
     s.config_toml = read_string_attribute(meta, "config", meta_where);
 
     s.model = read_model_layout(file, path);
@@ -570,8 +572,9 @@ std::string describe_uncontained(const std::string& path, Pass pass) {
   read_uncontained(path, s, nullptr, pass);
   const CheckpointCounters& c = s.counters;
   std::string out = fmt::format("{}\n/meta\n  format_version   {}\n  program_version  {}\n  created          {}\n"
-                                "  host             {}\n  world_size       {}\n",
-                                path, s.format_version, s.program_version, s.created, s.host, c.world_size);
+                                "  host             {}\n  device           {}\n  world_size       {}\n",
+                                path, s.format_version, s.program_version, s.created, s.host,
+                                s.device.empty() ? "(not recorded)" : s.device, c.world_size);
   // Four fields to a line.
   auto lines = [](const std::vector<std::string>& fields) {
     std::string text;

@@ -7,7 +7,8 @@
 //   /train/<step|epoch|batch_in_epoch|...>         scalars; attribute rng (why no RNG state)
 //   /model attributes kind and the model's shape; /preprocessing (MLP; model_file.h)
 //   /meta                                          attributes: format_version, config,
-//                                                  world_size, program_version, created, host
+//                                                  world_size, program_version, created, host,
+//                                                  device
 // Every dataset carries a `crc32` attribute: zlib's CRC-32 of its little-endian bytes in C
 // order, checked whenever the file is read. The scalars are one table (checkpoint_format.h);
 // the tensors' bytes go straight to and from the file (tensor_io.h); the folder of checkpoints

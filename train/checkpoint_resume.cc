@@ -59,7 +59,7 @@ std::optional<Resumed> resume_from_checkpoint(const std::string& dir, const Resu
     std::uint64_t problem_bytes = 0;
     CheckpointCounters counters;
   } header;
-  std::string problem, path;
+  std::string problem, path, device;
   if (comm.rank() == 0) {
     // The run's buffers lent to the read, and handed back however it ends.
     CheckpointState state;
@@ -74,6 +74,7 @@ std::optional<Resumed> resume_from_checkpoint(const std::string& dir, const Resu
       const bool found = load_newest_valid_checkpoint(dir, warn, state, &t.model);
       if (found) {
         path = state.path;
+        device = state.device;
         problem = checkpoint_mismatch(state, t);
         if (problem.empty() && path != dir + "/" + checkpoint_file_name(state.counters.step))
           problem = fmt::format("its /train/step is {} but its name says another step", state.counters.step);
@@ -109,7 +110,7 @@ std::optional<Resumed> resume_from_checkpoint(const std::string& dir, const Resu
   comm.broadcast(t.params->data(), t.params->size() * sizeof(float), 0);
   comm.broadcast(t.first->data(), t.first->size() * sizeof(float), 0);
   if (!t.second->empty()) comm.broadcast(t.second->data(), t.second->size() * sizeof(float), 0);
-  return Resumed{header.counters, path};
+  return Resumed{header.counters, path, device};
 }
 
 }  // namespace slurm_train

@@ -33,7 +33,8 @@ std::string checkpoint_mismatch(const CheckpointState& checkpoint, const ResumeT
 
 struct Resumed {
   CheckpointCounters counters;
-  std::string path;  // on rank 0; "" elsewhere
+  std::string path;    // on rank 0; "" elsewhere
+  std::string device;  // where the run that wrote it computed (/meta device), on rank 0
 };
 
 // Collective. nullopt when the folder holds no valid checkpoint (a fresh start). A checkpoint

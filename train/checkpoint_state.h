@@ -45,6 +45,9 @@ struct CheckpointState {
   ModelRecipe recipe;                    // /model widths and activation, /preprocessing (model_file.h)
   std::string config_toml;               // /meta config
   std::string program_version, created, host;  // /meta; created: ISO 8601 UTC
+  // /meta device: where the run computed, "cpu" or "cuda:0 (NVIDIA H200, bf16)"; "" in files
+  // written before it was recorded. The state itself is the same on any device.
+  std::string device;
   std::int64_t format_version = kCheckpointFormatVersion;
   std::string path;  // the file it was read from; not written
 };

@@ -71,6 +71,7 @@ void Checkpointing::save(std::uint64_t done, double epoch_loss, double epoch_sec
     s.program_version = SLURM_TRAIN_VERSION;
     s.created = created;
     s.host = host_;
+    s.device = plan_.device;
     s.recipe = plan_.recipe;
   });
   pending_ = {true, done, seconds_since(begin)};

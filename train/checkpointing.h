@@ -28,6 +28,7 @@ struct CheckpointPlan {
   std::string config_toml;
   ModelRecipe recipe;
   unsigned slow_ms = 0;            // --inject-fault slow-ckpt@MS (checkpoint_file.h)
+  std::string device;              // where the run computes (/meta device)
 };
 
 class Checkpointing {

@@ -40,4 +40,9 @@ class Comm {
 // MPI_COMM_WORLD (MPI must be initialised and stay so while the Comm lives).
 std::unique_ptr<Comm> make_mpi_comm();
 
+// A world of one process without MPI, for a run that no MPI launcher started: a workstation, a
+// GPU node without an MPI installation, `srun -n1` without --mpi. Every collective is the
+// identity; abort ends the process.
+std::unique_ptr<Comm> make_single_process_comm();
+
 }  // namespace slurm_train

@@ -82,7 +82,10 @@ const std::vector<Key>& keys() {
       {"train.prometheus_every", "steps between rewrites of train.prometheus", [](RunConfig& c) -> ValueRef { return &c.train.prometheus_every; }},
       {"train.threads", "BLAS threads per rank; 0: this rank's share of its CPUs", [](RunConfig& c) -> ValueRef { return &c.train.threads; }},
       {"train.kernels", "cpu (OpenBLAS) or reference (plain loops, slow)", [](RunConfig& c) -> ValueRef { return &c.train.kernels; }},
-      {"train.device", "auto, cpu or cuda; the training loop runs on the CPU so far: auto says why in one line, cuda is refused", [](RunConfig& c) -> ValueRef { return &c.train.device; }},
+      {"train.device", "auto (the GPU when this rank sees one, else the CPU, said in one line), cpu or cuda (a GPU or an error)", [](RunConfig& c) -> ValueRef { return &c.train.device; }},
+      {"train.precision", "GPU arithmetic: auto (bf16), fp32, tf32 or bf16 (bf16 products and activations, fp32 master weights, gradients and optimizer); the CPU computes in fp32", [](RunConfig& c) -> ValueRef { return &c.train.precision; }},
+      {"train.gpu", "the visible GPU this rank drives; -1: one GPU per rank (the one the binding left, or the rank's place on its node)", [](RunConfig& c) -> ValueRef { return &c.train.gpu; }},
+      {"train.deterministic", "GPU: the same results bit for bit on every run (matrix-product algorithms without split reductions; a little slower); the CPU always is", [](RunConfig& c) -> ValueRef { return &c.train.deterministic; }},
       {"train.eval_batch", "rows per evaluation batch", [](RunConfig& c) -> ValueRef { return &c.train.eval_batch; }},
       {"train.stop_after", "stop once this many steps are done (checkpointing first), as a preempted job would; 0: run to the end", [](RunConfig& c) -> ValueRef { return &c.train.stop_after; }},
       {"train.log_every", "steps between progress lines on rank 0 and in every rank's log; 0: only the epoch lines", [](RunConfig& c) -> ValueRef { return &c.train.log_every; }},
@@ -548,6 +551,9 @@ std::vector<std::string> validate_config(const RunConfig& c) {
           fmt::format("train.threads = {}: expected 0 (automatic) to 4096", c.train.threads));
   choice("train.kernels", c.train.kernels, {"cpu", "reference"});
   choice("train.device", c.train.device, {"auto", "cpu", "cuda"});
+  choice("train.precision", c.train.precision, {"auto", "fp32", "tf32", "bf16"});
+  require(c.train.gpu >= -1 && c.train.gpu <= 1023,
+          fmt::format("train.gpu = {}: expected -1 (one GPU per rank, automatically) or a GPU number 0 to 1023", c.train.gpu));
   require(c.train.eval_batch >= 1, fmt::format("train.eval_batch = {}: expected at least 1", c.train.eval_batch));
   require(c.train.log_every >= 0, fmt::format("train.log_every = {}: expected 0 (epoch lines only) or more", c.train.log_every));
   require(c.train.stop_after >= 0, fmt::format("train.stop_after = {}: expected 0 (off) or more", c.train.stop_after));

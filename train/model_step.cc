@@ -10,6 +10,12 @@
 #include "train/device.h"
 #include "train/mlp.h"
 
+#if defined(SLURM_TRAIN_WITH_CUDA)
+#include "kernels/cuda/cuda_check.h"
+#include "train/comm_nccl.h"
+#include "train/cuda_mlp_step.h"
+#endif
+
 namespace slurm_train {
 
 namespace {
@@ -22,6 +28,55 @@ MlpShape shape_of(const RunConfig& c, std::size_t inputs) {
   s.activation = c.model.activation == "gelu" ? kernels::Activation::kGelu : kernels::Activation::kRelu;
   s.dropout = static_cast<float>(c.model.dropout);
   return s;
+}
+
+std::uint64_t dropout_seed_of(const TrainConfig& tc) { return kernels::mix64(static_cast<std::uint64_t>(tc.seed) + 0xd509); }
+
+StepOptions mlp_step_options(const TrainConfig& tc) {
+  StepOptions o;
+  o.label_smoothing = static_cast<float>(tc.label_smoothing);
+  o.loss_scale = 1.0f / static_cast<float>(tc.global_batch);  // the loss is a mean over the global batch
+  o.dropout_seed = dropout_seed_of(tc);
+  o.bucket_mb = tc.bucket_mb;
+  return o;
+}
+
+#if defined(SLURM_TRAIN_WITH_CUDA)
+cuda::Precision precision_of(const std::string& p) {
+  return p == "bf16" ? cuda::Precision::kBf16 : p == "tf32" ? cuda::Precision::kTf32 : cuda::Precision::kFp32;
+}
+#endif
+
+// The MLP on this rank's GPU, from the same initial parameters, masks and loss scale as the CPU
+// step; its gradient buckets summed by NCCL on their own stream while backward goes on.
+void make_cuda_step(const RunConfig& config, const MlpShape& shape, const DevicePlan& plan, Comm& comm,
+                    ChosenStep& chosen) {
+#if defined(SLURM_TRAIN_WITH_CUDA)
+  const TrainConfig& tc = config.train;
+  CUDA_CHECK(cudaSetDevice(plan.gpu));
+  auto reference = kernels::make_reference_kernels<float>();
+  Mlp<float> initial(shape, *reference);
+  initial.initialize(static_cast<std::uint64_t>(tc.seed));
+  const StepOptions so = mlp_step_options(tc);
+  CudaStepOptions o;
+  o.precision = precision_of(plan.precision);
+  o.deterministic = tc.deterministic;
+  // The largest batch a step or an evaluation hands it: a rank's share of the global batch
+  // (shares differ by at most one row) or an evaluation batch.
+  const std::int64_t share = (tc.global_batch + comm.size() - 1) / comm.size();
+  o.max_rows = static_cast<int>(std::max(share, tc.eval_batch));
+  o.label_smoothing = so.label_smoothing;
+  o.loss_scale = so.loss_scale;
+  o.dropout_seed = so.dropout_seed;
+  o.bucket_mb = so.bucket_mb;
+  auto step = std::make_unique<CudaMlpStep>(shape, optimizer_config_of(tc), o, initial.params());
+  chosen.device_comm = make_nccl_comm(comm, {plan.gpu, step->stream(), std::chrono::seconds(600)});
+  step->reduce_gradients_with(*chosen.device_comm);
+  chosen.step = std::move(step);
+#else
+  (void)config, (void)shape, (void)plan, (void)comm, (void)chosen;
+  throw ConfigError("train.device = cuda: this build has no CUDA support (nvcc was not found when it was built)");
+#endif
 }
 
 }  // namespace
@@ -53,6 +108,16 @@ GptConfig gpt_config_of(const ModelConfig& m, std::size_t vocab) {
 
 ChosenStep make_train_step(const RunConfig& config, std::size_t inputs, Comm& comm) {
   const TrainConfig& tc = config.train;
+  const DevicePlan plan = plan_device(tc.device, tc.precision, tc.gpu, config.model.kind,
+                                      tc.device == "cpu" ? CudaProbe{} : probe_cuda(), comm.local_rank(),
+                                      comm.local_size());
+  ChosenStep chosen;
+  chosen.device = plan.name;
+  chosen.device_note = plan.note;
+  if (plan.kind == DeviceKind::kCuda) {
+    make_cuda_step(config, shape_of(config, inputs), plan, comm, chosen);
+    return chosen;
+  }
   openblas_set_num_threads(blas_threads_for_rank(tc.threads, comm.local_size()));
   auto kernels = tc.kernels == "reference" ? kernels::make_reference_kernels<float>() : kernels::make_cpu_kernels();
   if (config.model.kind == "gpt") {
@@ -60,25 +125,14 @@ ChosenStep make_train_step(const RunConfig& config, std::size_t inputs, Comm& co
     o.loss_scale = 1.0f / static_cast<float>(static_cast<double>(tc.global_batch) * config.model.block);
     o.bucket_mb = tc.bucket_mb;
     o.dropout = static_cast<float>(config.model.dropout);
-    o.dropout_seed = kernels::mix64(static_cast<std::uint64_t>(tc.seed) + 0xd509);
+    o.dropout_seed = dropout_seed_of(tc);
     o.eval_rows = static_cast<int>(std::max<std::int64_t>(1, (tc.global_batch + comm.size() - 1) / comm.size()));
-    ChosenStep chosen;
     chosen.step = std::make_unique<CpuGptStep>(gpt_config_of(config.model, inputs), optimizer_config_of(tc), o,
                                                std::move(kernels), static_cast<std::uint64_t>(tc.seed), &comm);
-    if (tc.device == "auto" && probe_cuda().devices > 0)
-      chosen.device_note = "train.device = auto: the gpt model trains on the CPU (its GPU step is not there yet)";
     return chosen;
   }
-  const DeviceChoice device = choose_device(tc.device, tc.device == "cpu" ? CudaProbe{} : probe_cuda());
-  StepOptions o;
-  o.label_smoothing = static_cast<float>(tc.label_smoothing);
-  o.loss_scale = 1.0f / static_cast<float>(tc.global_batch);  // the loss is a mean over the global batch
-  o.dropout_seed = kernels::mix64(static_cast<std::uint64_t>(tc.seed) + 0xd509);
-  o.bucket_mb = tc.bucket_mb;
-  ChosenStep chosen;
-  chosen.step = std::make_unique<CpuMlpStep>(shape_of(config, inputs), optimizer_config_of(tc), o, std::move(kernels),
-                                             static_cast<std::uint64_t>(tc.seed), &comm);
-  chosen.device_note = device.note;
+  chosen.step = std::make_unique<CpuMlpStep>(shape_of(config, inputs), optimizer_config_of(tc), mlp_step_options(tc),
+                                             std::move(kernels), static_cast<std::uint64_t>(tc.seed), &comm);
   return chosen;
 }
 

@@ -18,13 +18,17 @@
 namespace slurm_train {
 
 struct ChosenStep {
+  // The GPU's gradient reductions (NCCL), declared first so that the step that uses it goes first.
+  std::unique_ptr<Comm> device_comm;
   std::unique_ptr<TrainStep> step;
-  std::string device_note;  // one line for the log when the device choice needs saying, or ""
+  std::string device;       // "cpu", "cuda:0 (NVIDIA H200, bf16)"
+  std::string device_note;  // lines for the log when the device choice needs saying, or ""
 };
 
 // A step for samples of `inputs` features (gpt: a vocabulary of `inputs` tokens), its gradients
-// summed over `comm`'s ranks, its parameters initialised from train.seed. Throws ConfigError for
-// train.device = cuda where the run cannot use a GPU.
+// summed over `comm`'s ranks, its parameters initialised from train.seed; on the GPU
+// (train/device.h) one per rank, its gradients summed by NCCL (bootstrapped over `comm`). Throws
+// ConfigError for train.device = cuda where the run cannot use a GPU.
 ChosenStep make_train_step(const RunConfig& config, std::size_t inputs, Comm& comm);
 
 // [model]'s GPT shape for a vocabulary of `vocab` tokens.

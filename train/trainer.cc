@@ -6,10 +6,12 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 
 #include "train/checkpoint_resume.h"
 #include "train/checkpointing.h"
 #include "train/dataset.h"
+#include "train/device.h"
 #include "train/divergence.h"
 #include "train/durable_file.h"
 #include "train/evaluation.h"
@@ -98,7 +100,7 @@ struct StartPoint {
 };
 
 StartPoint resume_if_configured(const RunConfig& config, TrainStep& step, const TrainingData& d, Comm& comm,
-                                std::ostream& out) {
+                                const std::string& device, std::ostream& out) {
   StartPoint start;
   const HostState state = step.host_state();
   const ResumeTarget target{step.model_layout(), config.train.optimizer, d.global_batch,
@@ -115,6 +117,9 @@ StartPoint resume_if_configured(const RunConfig& config, TrainStep& step, const 
     out << fmt::format("resumed from {} at step {} (epoch {}, batch {} of the epoch; written by {} rank(s))\n",
                        resumed->path, c.step, c.epoch, c.batch_in_epoch, c.world_size)
         << std::flush;
+  if (comm.rank() == 0) {
+    if (const std::string moved = device_change(resumed->device, device); !moved.empty()) out << moved << "\n" << std::flush;
+  }
   return start;
 }
 
@@ -143,7 +148,11 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   const std::uint64_t total = d.total_steps;
   const ModelRecipe& recipe = d.recipe;
   ChosenStep chosen = make_train_step(config, d.inputs, comm);
-  if (rank0 && !chosen.device_note.empty()) std::cerr << "slurm-train: " << chosen.device_note << "\n" << std::flush;
+  if (rank0 && !chosen.device_note.empty()) {
+    std::istringstream lines(chosen.device_note);
+    for (std::string line; std::getline(lines, line);) std::cerr << "slurm-train: " << line << "\n";
+    std::cerr << std::flush;
+  }
   TrainStep& model = *chosen.step;
   const HostState state = model.host_state();
   phase(TrainPhase::kBroadcast, 0);
@@ -154,7 +163,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   StartPoint start;
   if (!config.ckpt.dir.empty() && config.ckpt.resume) {
     phase(TrainPhase::kResume, 0);
-    start = resume_if_configured(config, model, d, comm, out);
+    start = resume_if_configured(config, model, d, comm, chosen.device, out);
     result.resumed_from = start.path;
   }
   result.first_step = start.step;
@@ -184,7 +193,8 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
 
   const OptimizerConfig schedule = optimizer_config_of(tc);
   Checkpointing ckpt({config.ckpt, tc.optimizer, schedule, static_cast<std::uint64_t>(tc.seed), d.global_batch,
-                      d.per_epoch, total, comm.size(), config_as_toml(config), recipe, hooks.slow_checkpoint_ms},
+                      d.per_epoch, total, comm.size(), config_as_toml(config), recipe, hooks.slow_checkpoint_ms,
+                      chosen.device},
                      model, rank0, out);
   BatchPrefetcher batches(*d.train, static_cast<std::uint64_t>(tc.seed), d.global_batch, comm.rank(),
                           comm.size(), start.step, total);

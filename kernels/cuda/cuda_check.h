@@ -8,6 +8,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <stdexcept>
 
 namespace slurm_train::cuda {
@@ -18,6 +19,9 @@ struct CudaError : std::runtime_error {
 
 [[noreturn]] void cuda_fail(cudaError_t rc, const char* call, const char* file, int line);
 [[noreturn]] void cublas_fail(cublasStatus_t rc, const char* call, const char* file, int line);
+// cudaMalloc found too little memory: names the size asked for, what the device has free, and
+// what the run can lower.
+[[noreturn]] void out_of_device_memory(std::size_t bytes, const char* file, int line);
 
 }  // namespace slurm_train::cuda
 

@@ -34,8 +34,13 @@ class Buffer {
     if (n <= size_) return;
     release();
     void* p = nullptr;
-    if constexpr (kPinnedHost) CUDA_CHECK(cudaMallocHost(&p, n * sizeof(T)));
-    else CUDA_CHECK(cudaMalloc(&p, n * sizeof(T)));
+    if constexpr (kPinnedHost) {
+      CUDA_CHECK(cudaMallocHost(&p, n * sizeof(T)));
+    } else {
+      const cudaError_t rc = cudaMalloc(&p, n * sizeof(T));
+      if (rc == cudaErrorMemoryAllocation) out_of_device_memory(n * sizeof(T), __FILE__, __LINE__);
+      if (rc != cudaSuccess) cuda_fail(rc, "cudaMalloc", __FILE__, __LINE__);
+    }
     data_ = static_cast<T*>(p);
     size_ = n;
   }

@@ -63,6 +63,32 @@ PY
   [ "$status" -eq 0 ]
 }
 
+@test "a checkpoint records the device it was written on; one from the GPU resumes on the CPU and says so" {
+  d=$BATS_TEST_TMPDIR
+  run small_run --train.steps 20 --train.stop_after 10 --ckpt.dir "$d/ck" --train.metrics ""
+  [ "$status" -eq 0 ]
+  run "$BUILD/bin/slurm-train" ckpt show "$d/ck/step-00000010.h5"
+  [[ $output == *"device           cpu"* ]]
+  # The same state as a GPU run writes it: only /meta device differs (attributes carry no checksum).
+  $PY -c "
+import h5py
+with h5py.File('$d/ck/step-00000010.h5', 'r+') as f:
+    assert f['meta'].attrs['device'] in (b'cpu', 'cpu'), f['meta'].attrs['device']
+    f['meta'].attrs['device'] = 'cuda:0 (NVIDIA H200, bf16)'"
+  run "$BUILD/bin/slurm-train" ckpt verify "$d/ck/step-00000010.h5"
+  [ "$status" -eq 0 ]
+  run small_run --train.steps 20 --ckpt.dir "$d/ck" --train.metrics ""
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ $output == *"resumed from $d/ck/step-00000010.h5 at step 10"* ]]
+  [[ $output == *"the checkpoint was written on the GPU, cuda:0 (NVIDIA H200, bf16); this run continues on the CPU"* ]]
+  # A CPU checkpoint resumed on the CPU says nothing of devices.
+  run small_run --train.steps 30 --ckpt.dir "$d/ck" --train.metrics ""
+  [ "$status" -eq 0 ]
+  [[ $output == *"resumed from $d/ck/step-00000020.h5"* ]]
+  [[ $output != *"was written on"* ]]
+}
+
 @test "exact resume on 2 ranks (mpirun), and a 2-rank checkpoint continues on 1 rank with the same global batches" {
   d=$BATS_TEST_TMPDIR
   mpi_run 2 --train.steps 24 --train.metrics "$d/full.jsonl" --train.save "$d/full.h5" >/dev/null

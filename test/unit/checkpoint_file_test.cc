@@ -63,6 +63,7 @@ CheckpointState sample_state(std::uint64_t step, const std::string& optimizer = 
   s.program_version = "test";
   s.created = "2026-01-01T00:00:00Z";
   s.host = "node1";
+  s.device = "cuda:0 (NVIDIA H200, bf16)";
   return s;
 }
 
@@ -99,6 +100,7 @@ TEST_CASE("checkpoint file: everything written reads back bit for bit, SGD and A
     CHECK(std::memcmp(&r.counters, &s.counters, sizeof r.counters) == 0);
     CHECK(r.config_toml == s.config_toml);
     CHECK(r.host == "node1");
+    CHECK(r.device == "cuda:0 (NVIDIA H200, bf16)");
     REQUIRE(r.model.layers.size() == 2);
     CHECK(r.model.layers[1].in == 4);
     CHECK(r.model.layers[1].out == 3);
