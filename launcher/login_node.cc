@@ -5,8 +5,8 @@
 namespace slurm_train {
 
 std::optional<std::string> login_node_refusal(const RunConfig& config, const std::map<std::string, std::string>& env,
-                                              const std::string& config_file) {
-  if (config.train.device != "cuda") return std::nullopt;
+                                              const std::string& config_file, int gpus_visible) {
+  if (config.train.device != "cuda" || gpus_visible > 0) return std::nullopt;
   for (const char* key : {"SLURM_JOB_ID", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK"})
     if (env.count(key)) return std::nullopt;
   const std::string file = config_file.empty() ? "CONFIG" : config_file;

@@ -378,7 +378,8 @@ int run(const RunOptions& options) {
     if (reporter.speaks()) std::cout << describe_config(config);
     return kExitOk;
   }
-  if (const auto refusal = login_node_refusal(config, env, options.config->file)) {
+  if (const auto refusal = login_node_refusal(config, env, options.config->file,
+                                                    config.train.device == "cuda" ? probe_cuda().devices : 0)) {
     if (reporter.speaks()) std::cerr << "slurm-train: " << *refusal << "\n";
     return reporter.exit_with(kExitUsage);
   }

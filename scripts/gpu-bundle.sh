@@ -9,7 +9,8 @@
 #             target by bin/run, see there)
 #   data/     Fashion-MNIST's four IDX files, when this machine has them (GPU_BUNDLE_DATA=none: no
 #             data; gpu-check.sh then needs --data)
-#   gpu-check.sh, torch_gpu_mlp.py, run (the wrapper: LD_LIBRARY_PATH, then the program)
+#   gpu-check.sh, torch_gpu_mlp.py, fashion-mnist.toml (the reference configuration), run (the
+#             wrapper: LD_LIBRARY_PATH, then the program)
 # and OUT.tar.xz of it, with its size (a device session carries at most 64 MiB).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -42,7 +43,7 @@ if [ "${GPU_BUNDLE_DATA:-idx}" != none ] && [ -d "$DATA_DIR" ]; then
   mkdir -p "$OUT/data/fashion-mnist"
   cp "$DATA_DIR"/*-ubyte* "$OUT/data/fashion-mnist/"
 fi
-cp "$ROOT/scripts/gpu-check.sh" "$ROOT/bench/torch_gpu_mlp.py" "$OUT/"
+cp "$ROOT/scripts/gpu-check.sh" "$ROOT/bench/torch_gpu_mlp.py" "$ROOT/examples/fashion-mnist.toml" "$OUT/"
 
 # bin/run PROGRAM ARGS: the bundle's libraries first, then the target's CUDA 13 libraries, found
 # once in CUDA_LIB_DIRS (if set), /usr/local/cuda*/lib64, the dynamic linker's cache, or the
