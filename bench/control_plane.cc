@@ -1,8 +1,8 @@
 // control-plane: the watchdog's star at many ranks on one machine. Rank 0 is the real watchdog
 // (launcher/watchdog.h, in a process of its own); the other N - 1 ranks are simulated by one
 // process holding N - 1 connections that speak the watchdog's wire (launcher/watchdog_wire.h):
-// a hello each, then a beat every 200 ms with a growing step, as ranks in steady training send
-// (a member beats whenever its progress changed, at each of its 200 ms polls).
+// a hello each, then a beat with a growing step every member_beat_seconds(N), as ranks in steady
+// training send them (all at once: a worse burst than real ranks, whose beats spread).
 // For each N it prints one line of key=value pairs:
 //   connect_s    from the start of rank 0 until every rank has its welcome
 //   rank0_cpu    rank 0's CPU time per second of wall time over --steady seconds of training
@@ -127,12 +127,13 @@ int run_members(int ranks, int port, double steady, double limit) {
   }
   std::printf("members_connected %.3f\n", seconds_since(started));
   std::fflush(stdout);
-  // Steady training: a beat every 200 ms from every rank, its step growing.
+  // Steady training: a beat from every rank every member_beat_seconds, its step growing.
+  const double beat_seconds = member_beat_seconds(ranks);
   const auto steady_start = Clock::now();
   std::uint64_t step = 0;
   auto last_beat = Clock::now() - std::chrono::seconds(2);
   while (seconds_since(steady_start) < steady + 1.0) {
-    if (seconds_since(last_beat) >= 0.2) {
+    if (seconds_since(last_beat) >= beat_seconds) {
       last_beat = Clock::now();
       ++step;
       for (int r = 1; r < ranks; ++r) {
@@ -205,7 +206,7 @@ double table_ms(int ranks) {
 
 int main(int argc, char** argv) {
   std::vector<int> sizes{1024, 4096, 16384};
-  double steady = 5, limit = 120;
+  double steady = 15, limit = 120;  // steady: three beats of the largest job
   int port = 0;
   CLI::App app{"the watchdog's control plane at N simulated ranks", "control-plane"};
   app.add_option("--ranks", sizes, "rank counts to simulate")->capture_default_str();

@@ -119,7 +119,7 @@ done
 echo "   checkpoints: write and cold read against dd on the same filesystem, stall per async save"
 checkpoint_rows=$(CKPT_BENCH_ROWS=1 BUILD=$BUILD "$ROOT/bench/checkpoint.sh")
 echo "   control plane: the watchdog's rank 0 against 1k, 4k and 16k simulated ranks"
-control_rows=$("$BUILD/bench/control_plane" --ranks 1024 --ranks 4096 --ranks 16384 --steady 5 --limit 150)
+control_rows=$("$BUILD/bench/control_plane" --ranks 1024 --ranks 4096 --ranks 16384 --steady 15 --limit 150)
 echo "   start-up: srun to the first training step against srun hostname, on the local cluster"
 startup_rows=$(STARTUP_BENCH_ROWS=1 BUILD=$BUILD "$ROOT/bench/startup.sh")
 

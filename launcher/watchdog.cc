@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <limits>
 #include <cstring>
 #include <random>
 #include <sstream>
@@ -37,8 +38,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr int kPollMs = 200;
-constexpr double kBeatSeconds = 1.0;       // a rank's report to rank 0
-constexpr double kRootBeatSeconds = 5.0;   // rank 0's "still here" to every rank (they wait 30 s or more)
+// Rank 0's "still here" to every rank (they wait 30 s or more): every 5 s, every 10 s from
+// 10,000 ranks (sending it is then most of rank 0's work).
+double root_beat_seconds(int ranks) { return std::max(5.0, 2 * member_beat_seconds(ranks)); }
 
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
@@ -373,12 +375,13 @@ void Watchdog::run_root() {
         if (c->fd < 0) conn_by_fd_.erase(c->closed_fd);
       conns_.erase(std::remove_if(conns_.begin(), conns_.end(), [](const auto& c) { return c->fd < 0; }), conns_.end());
     }
-    // The verdicts look at every rank: a few times a second is enough, not at every frame.
-    if (!failures_.empty() || seconds_between(last_judged, now) >= 0.1) {
+    // The hang and connection verdicts look at every rank: once a second is enough (their limits
+    // are tens of seconds); a reported failure is judged as soon as it comes.
+    if (!failures_.empty() || seconds_between(last_judged, now) >= 1.0) {
       last_judged = now;
       judge(started, now, lock);
     }
-    if (seconds_between(last_beat, now) >= kRootBeatSeconds) {
+    if (seconds_between(last_beat, now) >= root_beat_seconds(size_)) {
       last_beat = now;
       WatchdogFrame beat;
       beat.kind = WatchdogFrame::kBeat;
@@ -437,10 +440,7 @@ void Watchdog::read_rank(Conn& c, TimePoint now, std::unique_lock<std::mutex>& l
       if (f.pid != 0) s.pid = f.pid;
       s.step = f.step;
       s.phase = static_cast<TrainPhase>(f.phase);
-      if (f.counter != last_counter_[static_cast<std::size_t>(c.rank)]) {
-        last_counter_[static_cast<std::size_t>(c.rank)] = f.counter;
-        last_progress_[static_cast<std::size_t>(c.rank)] = now;
-      }
+      last_progress_[static_cast<std::size_t>(c.rank)] = now - std::chrono::milliseconds(f.idle_ms);
     } else if (f.kind == WatchdogFrame::kBye) {
       s.state = RankState::kFinished;
       s.exit_code = f.code;
@@ -523,7 +523,9 @@ void Watchdog::judge(TimePoint started, TimePoint now, std::unique_lock<std::mut
 
 void Watchdog::run_member() {
   auto last_heard = Clock::now(), last_beat = Clock::now() - std::chrono::seconds(10);
-  std::uint64_t sent_counter = ~0ull;
+  const double beat_seconds = member_beat_seconds(size_);
+  std::uint64_t seen_counter = progress_.counter();
+  auto last_change = Clock::now();
   std::string in;
   const double silence_limit = (options_.hang_timeout > 0 ? options_.hang_timeout : 600) + 30;
   while (!stop_) {
@@ -564,7 +566,8 @@ void Watchdog::run_member() {
                           silence_limit, rank_),
               rank_ == 1);
     const std::uint64_t counter = progress_.counter();
-    if (counter != sent_counter || seconds_between(last_beat, now) >= kBeatSeconds) {
+    if (counter != seen_counter) seen_counter = counter, last_change = now;
+    if (seconds_between(last_beat, now) >= beat_seconds) {
       WatchdogFrame beat;
       beat.kind = WatchdogFrame::kBeat;
       beat.rank = rank_;
@@ -572,6 +575,8 @@ void Watchdog::run_member() {
       beat.step = progress_.step();
       beat.phase = static_cast<std::uint32_t>(progress_.phase());
       beat.counter = counter;
+      beat.idle_ms = static_cast<std::uint32_t>(
+          std::min<double>(1e3 * seconds_between(last_change, now), std::numeric_limits<std::uint32_t>::max()));
       bool sent;
       {
         std::lock_guard lock(send_mutex_);
@@ -580,7 +585,6 @@ void Watchdog::run_member() {
       if (!sent && !stop_)
         end_job(kExitFailed, fmt::format("rank 0 is gone: cannot send to its watchdog ({}); ending rank {}", root_address_, rank_),
                 rank_ == 1);
-      sent_counter = counter;
       last_beat = now;
     }
   }

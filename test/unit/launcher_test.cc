@@ -8,6 +8,7 @@
 
 #include "launcher/fault_injection.h"
 #include "launcher/login_node.h"
+#include "launcher/watchdog_wire.h"
 #include "launcher/mpi_plugin_check.h"
 #include "launcher/preempt_signals.h"
 #include "launcher/progress_line.h"
@@ -206,4 +207,15 @@ TEST_CASE("srun of several tasks without an MPI plugin is named in one line") {
   env["SLURM_NTASKS"] = "1";  // one task: MPI starts as a singleton
   CHECK_FALSE(missing_mpi_plugin(env));
   CHECK_FALSE(missing_mpi_plugin({{"SLURM_NTASKS", "4"}}));  // a batch script, not a step
+}
+
+TEST_CASE("watchdog: ranks beat every second up to 2,000 ranks and less often beyond, at most every 5 s") {
+  CHECK(member_beat_seconds(2) == 1.0);
+  CHECK(member_beat_seconds(2000) == 1.0);
+  CHECK(member_beat_seconds(4096) == doctest::Approx(2.048));
+  CHECK(member_beat_seconds(16384) == 5.0);
+  // Up to 10,000 ranks rank 0 reads at most 2,000 beats a second; beyond, the interval stays at 5 s
+  // (16,384 ranks: 3,277 a second), so that a hang's table is never more than 5 s old.
+  for (int ranks : {2, 1024, 2000, 4096, 10000}) CHECK(ranks / member_beat_seconds(ranks) <= 2000.0 + 1e-9);
+  CHECK(member_beat_seconds(65536) == 5.0);
 }
