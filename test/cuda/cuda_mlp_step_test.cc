@@ -147,9 +147,9 @@ TEST_CASE("cuda step: a one-rank NCCL gradient reduction changes no bit" * docte
   const std::uint64_t seed = fresh_seed() % 100000;
   CAPTURE(seed);
   const Recipe r = recipe(0.0f);
-  OneRankComm boot;
+  const auto boot = make_single_process_comm();
   const Losses alone = train_gpu(r, seed, cuda::Precision::kFp32, true);
-  const Losses reduced = train_gpu(r, seed, cuda::Precision::kFp32, true, &boot);
+  const Losses reduced = train_gpu(r, seed, cuda::Precision::kFp32, true, boot.get());
   CHECK(reduced.params == alone.params);
 }
 

@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "kernels/cuda/device_buffer.h"
-#include "test/one_rank_comm.h"
 #include "train/comm.h"
 
 namespace slurm_train::cuda_test {
@@ -67,8 +66,5 @@ double scaled_error(const std::vector<A>& got, const std::vector<B>& want) {
   return worst / scale;
 }
 
-// A job of one process: the bootstrap an NCCL Comm needs, without MPI (which a GPU machine may
-// lack).
-using OneRankComm = slurm_train::testing::OneRankComm;
 
 }  // namespace slurm_train::cuda_test

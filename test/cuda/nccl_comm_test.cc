@@ -14,11 +14,11 @@ using namespace slurm_train::cuda_test;
 
 TEST_CASE("nccl: a one-rank communicator sums in place, in buckets ordered after the compute stream" *
           doctest::skip(no_gpu())) {
-  OneRankComm boot;
+  const auto boot = make_single_process_comm();
   cudaStream_t compute = nullptr;
   CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
   {
-    auto nccl = make_nccl_comm(boot, {0, compute, std::chrono::seconds(60)});
+    auto nccl = make_nccl_comm(*boot, {0, compute, std::chrono::seconds(60)});
     CHECK(nccl->size() == 1);
     std::vector<float> host(1 << 20);
     std::iota(host.begin(), host.end(), 0.0f);

@@ -15,7 +15,7 @@
 #include <numeric>
 #include <thread>
 
-#include "test/one_rank_comm.h"
+#include "train/comm.h"
 #include "test/unit/test_support.h"
 #include "train/checkpoint_file.h"
 #include "train/checkpoint_resume.h"
@@ -378,7 +378,6 @@ TEST_CASE("checkpoint file: tensors of several read pieces verify, and a flip in
 namespace {
 
 // One rank: the collectives are no-ops, so resume_from_checkpoint runs on rank 0's code path.
-using SingleRank = slurm_train::testing::OneRankComm;
 
 }  // namespace
 
@@ -390,7 +389,8 @@ TEST_CASE("checkpoint resume: reads into the run's own buffers; with no usable c
   initialize_model_parameters(saved.model, 42, params);
   const std::vector<float> fresh = params;
   ResumeTarget t{saved.model, "adamw", 32, 42, 100, &params, &first, &second};
-  SingleRank comm;
+  const auto comm_owner = make_single_process_comm();
+  Comm& comm = *comm_owner;
   auto quiet = [](const std::string&) {};
   CHECK_FALSE(resume_from_checkpoint(dir.path, t, comm, quiet));  // empty folder
   CHECK(params == fresh);
