@@ -19,7 +19,9 @@
 #      model, batch and step in PyTorch DistributedDataParallel over gloo (bench/torch_gpt.py), on
 #      1 rank x 2 threads and 2 ranks x 1 thread: tokens/s; and the engine step's matrix-product
 #      GFLOP/s against OpenBLAS sgemm (n = 1024) on the same threads, alternating with the steps.
-#   6. The watchdog's control plane (build/bench/control_plane): rank 0's real watchdog against
+#   6. The sharded optimizer (train.shard_optimizer): the optimizer state rank 0 holds on 2 and 4
+#      ranks against the whole (replicated) state, as the run reports it.
+#   7. The watchdog's control plane (build/bench/control_plane): rank 0's real watchdog against
 #      1k, 4k and 16k simulated ranks on this machine: time until all are connected, rank 0's
 #      CPU in steady training, time until every rank knows of a dead one, the hang table's cost.
 # The machine is shared and its timings noisy: every program reports the best of several timed
@@ -120,6 +122,14 @@ echo "   checkpoints: write and cold read against dd on the same filesystem, sta
 checkpoint_rows=$(CKPT_BENCH_ROWS=1 BUILD=$BUILD "$ROOT/bench/checkpoint.sh")
 echo "   control plane: the watchdog's rank 0 against 1k, 4k and 16k simulated ranks"
 control_rows=$("$BUILD/bench/control_plane" --ranks 1024 --ranks 4096 --ranks 16384 --steady 15 --limit 150)
+echo "   sharded optimizer state: what rank 0 holds on 2 and 4 ranks, against the whole state"
+declare -A SHARD_MIB
+for n in 2 4; do
+  line=$(launch "$n" 1 "$BUILD/bin/slurm-train" run --config "$ROOT/examples/fashion-mnist.toml" \
+    --data.train "$data" --data.test "$(dirname "$data")/test.h5" --train.metrics "" --log-dir= --train.steps 1 \
+    --train.shard_optimizer true 2>&1 | grep -m1 'the optimizer state is sharded' || true)
+  SHARD_MIB[$n]=$(sed -n 's/.*: \([0-9.]*\) MiB on rank 0 (\([0-9.]*\) MiB whole).*/\1 \2/p' <<<"$line")
+done
 echo "   start-up: srun to the first training step against srun hostname, on the local cluster"
 startup_rows=$(STARTUP_BENCH_ROWS=1 BUILD=$BUILD "$ROOT/bench/startup.sh")
 
@@ -158,6 +168,12 @@ while read -r line; do
     "$(field connect_s "$line")" "$(field rank0_cpu "$line")" "-" "10 s/5%" \
     "(dead rank known in $(field death_s "$line") s, target 2; hang table $(field table_ms "$line") ms)"
 done <<<"$control_rows"
+for n in 2 4; do
+  read -r shard whole <<<"${SHARD_MIB[$n]:-? ?}"
+  printf '%-52s %12s %12s %8s %8s  %s\n' "optimizer state on rank 0, $n ranks sharded, MiB" "$shard" "$whole" \
+    "$(awk -v a="$shard" -v b="$whole" 'BEGIN { if (b > 0) printf "1/%.2f", b / a; else print "?" }')" "1/$n" \
+    "(peer: the replicated state; shards are whole blocks of 32768 parameters)"
+done
 echo
 echo "GFLOP/s of a step = its GEMM work / step time; GEMM work = 2 B sum(in*out) forward + the same for"
 echo "the weight gradients + the same less the first layer for the input gradients = $wide_step_gflop GFLOP"

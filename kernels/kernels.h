@@ -15,6 +15,9 @@
 
 namespace slurm_train::kernels {
 
+// The block of the cpu kernels' sum_of_squares (see there).
+inline constexpr std::size_t kSumOfSquaresBlock = std::size_t{1} << 15;
+
 struct LossResult {
   double loss_sum = 0.0;   // sum over rows of the (label-smoothed) cross-entropy
   std::int64_t correct = 0;  // rows whose arg-max logit is the label
@@ -53,7 +56,9 @@ class Kernels {
   virtual void sgd_update(std::size_t n, float* param, const float* grad, float* momentum_buffer,
                           const SgdParams& h) = 0;
 
-  // Sum of x[i]^2, accumulated in double (the global gradient norm is its square root).
+  // Sum of x[i]^2, accumulated in double (the global gradient norm is its square root). The cpu
+  // kernels sum blocks of kSumOfSquaresBlock elements, then the blocks' sums in block order from
+  // 0.0: a sharded optimizer whose shards start at block boundaries reproduces it bit for bit.
   virtual double sum_of_squares(std::size_t n, const T* x) = 0;
 
   // x *= alpha.

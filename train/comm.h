@@ -8,6 +8,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace slurm_train {
 
@@ -31,6 +32,15 @@ class Comm {
   // Lets started operations advance (MPI progresses only inside MPI calls).
   virtual void progress() = 0;
   virtual void wait_all() = 0;
+  // Starts a sum reduce-scatter: rank r receives into `recv` the sum over all ranks of the
+  // counts[r] elements of `send` that follow the counts of the ranks before it. Completes in
+  // wait_all(); `send`, `recv` and their contents stay untouched until then.
+  virtual void start_reduce_scatter_sum(const float* send, float* recv, const std::vector<int>& counts) = 0;
+  // Rank r's counts[r] elements, at data + the counts of the ranks before it, to every rank's data.
+  virtual void allgather_in_place(float* data, const std::vector<int>& counts) = 0;
+  // The same to `root` only: its `all` receives every rank's part; every rank sends its counts[r]
+  // elements from `mine` (on the root, `mine` may be its own place in `all`).
+  virtual void gather(const float* mine, float* all, const std::vector<int>& counts, int root) = 0;
   virtual void broadcast(void* data, std::size_t bytes, int root) = 0;
   virtual void barrier() = 0;
   // Ends every rank of the job; safe to call from any rank at any time.

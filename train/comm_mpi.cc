@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <climits>
+#include <deque>
 #include <vector>
 
 #include "train/comm.h"
@@ -73,6 +74,25 @@ class MpiComm final : public Comm {
     pending_.emplace_back();
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, checked_count(n), MPI_FLOAT, MPI_SUM, world_, &pending_.back()));
   }
+  void start_reduce_scatter_sum(const float* send, float* recv, const std::vector<int>& counts) override {
+    check_counts(counts);
+    pending_counts_.push_back(counts);  // MPI reads them until the operation completes
+    pending_.emplace_back();
+    MPI_CHECK(MPI_Ireduce_scatter(send, recv, pending_counts_.back().data(), MPI_FLOAT, MPI_SUM, world_,
+                                  &pending_.back()));
+  }
+  void allgather_in_place(float* data, const std::vector<int>& counts) override {
+    check_counts(counts);
+    const std::vector<int> displs = displacements(counts);
+    MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, data, counts.data(), displs.data(), MPI_FLOAT, world_));
+  }
+  void gather(const float* mine, float* all, const std::vector<int>& counts, int root) override {
+    check_counts(counts);
+    const std::vector<int> displs = displacements(counts);
+    const bool in_place = rank_ == root && mine == all + displs[static_cast<std::size_t>(rank_)];
+    MPI_CHECK(MPI_Gatherv(in_place ? MPI_IN_PLACE : mine, counts[static_cast<std::size_t>(rank_)], MPI_FLOAT, all,
+                          counts.data(), displs.data(), MPI_FLOAT, root, world_));
+  }
   void progress() override {
     if (pending_.empty()) return;
     int done = 0;
@@ -82,6 +102,7 @@ class MpiComm final : public Comm {
     if (pending_.empty()) return;
     MPI_CHECK(MPI_Waitall(static_cast<int>(pending_.size()), pending_.data(), MPI_STATUSES_IGNORE));
     pending_.clear();
+    pending_counts_.clear();
   }
   void broadcast(void* data, std::size_t bytes, int root) override {
     MPI_CHECK(MPI_Bcast(data, checked_count(bytes), MPI_BYTE, root, world_));
@@ -95,7 +116,22 @@ class MpiComm final : public Comm {
  private:
   MPI_Comm world_ = MPI_COMM_NULL, local_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+  void check_counts(const std::vector<int>& counts) const {
+    if (counts.size() != static_cast<std::size_t>(size_))
+      throw CommError(fmt::format("{} counts for a world of {} ranks", counts.size(), size_));
+  }
+  static std::vector<int> displacements(const std::vector<int>& counts) {
+    std::vector<int> displs(counts.size(), 0);
+    long long at = 0;
+    for (std::size_t r = 0; r < counts.size(); ++r) {
+      displs[r] = checked_count(static_cast<std::size_t>(at));
+      at += counts[r];
+    }
+    return displs;
+  }
+
   std::vector<MPI_Request> pending_;
+  std::deque<std::vector<int>> pending_counts_;  // deque: a push leaves earlier arrays in place
 };
 
 }  // namespace

@@ -54,6 +54,11 @@ class NcclComm final : public Comm {
     enqueue_after_compute();
     check_nccl(ncclAllReduce(data, data, n, ncclFloat, ncclSum, comm_, stream_), "ncclAllReduce", __LINE__);
   }
+  // The sharded optimizer's collectives (uneven shards) are the CPU path's so far: the
+  // configuration refuses train.shard_optimizer on the GPU before any step exists.
+  void start_reduce_scatter_sum(const float*, float*, const std::vector<int>&) override { unsharded(); }
+  void allgather_in_place(float*, const std::vector<int>&) override { unsharded(); }
+  void gather(const float*, float*, const std::vector<int>&, int) override { unsharded(); }
   // NCCL progresses on its own; this only notices a failed peer early.
   void progress() override { poll_async_error(); }
   void wait_all() override {
@@ -87,6 +92,9 @@ class NcclComm final : public Comm {
   }
 
  private:
+  [[noreturn]] static void unsharded() {
+    throw CommError("the NCCL Comm has no uneven reduce-scatter or gather: the sharded optimizer runs on the CPU only");
+  }
   // The next collective waits for what the compute stream has queued so far. One event per
   // collective between two wait_all() calls (events are reused afterwards).
   void enqueue_after_compute() {

@@ -1,6 +1,9 @@
 // The Comm of a world of one process (see comm.h): nothing to exchange, nobody to wait for.
 #include <unistd.h>
 
+#include <cstring>
+#include <string>
+
 #include "train/comm.h"
 
 namespace slurm_train {
@@ -16,6 +19,16 @@ class SingleProcessComm final : public Comm {
   void allreduce_sum(float*, std::size_t) override {}
   void allreduce_sum(double*, std::size_t) override {}
   void start_allreduce_sum(float*, std::size_t) override {}
+  void start_reduce_scatter_sum(const float* send, float* recv, const std::vector<int>& counts) override {
+    check_counts(counts);
+    if (send != recv) std::memmove(recv, send, static_cast<std::size_t>(counts[0]) * sizeof(float));
+  }
+  void allgather_in_place(float*, const std::vector<int>& counts) override { check_counts(counts); }
+  void gather(const float* mine, float* all, const std::vector<int>& counts, int root) override {
+    check_counts(counts);
+    if (root != 0) throw CommError("gather to rank " + std::to_string(root) + " in a world of one process");
+    if (mine != all) std::memmove(all, mine, static_cast<std::size_t>(counts[0]) * sizeof(float));
+  }
   void progress() override {}
   void wait_all() override {}
   void broadcast(void*, std::size_t, int root) override {
@@ -23,6 +36,11 @@ class SingleProcessComm final : public Comm {
   }
   void barrier() override {}
   [[noreturn]] void abort(int exit_code) noexcept override { _exit(exit_code); }
+
+ private:
+  static void check_counts(const std::vector<int>& counts) {
+    if (counts.size() != 1) throw CommError(std::to_string(counts.size()) + " counts for a world of one process");
+  }
 };
 
 }  // namespace

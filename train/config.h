@@ -66,6 +66,7 @@ struct TrainConfig {
   std::string precision = "auto";   // auto | fp32 | tf32 | bf16 (the GPU's; the CPU computes in fp32)
   int gpu = -1;                     // the visible GPU this rank drives; -1: one per rank, automatically
   bool deterministic = false;       // GPU: the same bits on every run (the CPU path always is)
+  bool shard_optimizer = false;     // the optimizer state sharded over the ranks (ZeRO stage 1)
   std::int64_t eval_batch = 1000;
   // > 0: stop once this many steps are done (saving a checkpoint when ckpt.dir is set), as a
   // preempted job would; train.steps/epochs still define the schedule. 0: run to the end.

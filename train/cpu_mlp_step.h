@@ -1,6 +1,7 @@
 // The MLP's training step on the CPU: Mlp with the OpenBLAS (or reference) kernels, gradients
 // summed over the ranks in buckets during backward (gradient_buckets.h), clipping by the global
-// norm and the optimizer (optimizer.h). The numerics every other step is checked against.
+// norm and the optimizer (optimizer.h), its state whole on every rank or sharded over the ranks
+// (sharded_optimizer.h). The numerics every other step is checked against.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include "train/gradient_buckets.h"
 #include "train/mlp.h"
 #include "train/optimizer.h"
+#include "train/sharded_optimizer.h"
 #include "train/train_step.h"
 
 namespace slurm_train {
@@ -22,6 +24,7 @@ struct StepOptions {
   float loss_scale = 1.0f;          // the loss's factor: 1 / global batch (the loss is a mean)
   std::uint64_t dropout_seed = 0;   // with the row index, keys the dropout masks
   double bucket_mb = 4.0;           // gradient all-reduce buckets, with a Comm
+  bool shard_optimizer = false;     // with a Comm: the optimizer state sharded (sharded_optimizer.h)
 };
 
 class CpuMlpStep final : public TrainStep {
@@ -40,6 +43,11 @@ class CpuMlpStep final : public TrainStep {
   StepLoss evaluate(const StepBatch& batch) override;
   const ModelLayout& model_layout() const override { return layout_; }
   HostState host_state() override;
+  void state_to_host() override;
+  void state_from_host() override;
+
+  // Bytes of optimizer state this rank holds (sharded: its shard's).
+  std::size_t optimizer_state_bytes() const;
 
  private:
   std::unique_ptr<kernels::Kernels<float>> kernels_;
@@ -47,7 +55,9 @@ class CpuMlpStep final : public TrainStep {
   ModelLayout layout_;
   OptimizerConfig opt_;
   StepOptions o_;
-  Optimizer optimizer_;
+  std::optional<Optimizer> optimizer_;       // replicated
+  std::optional<ShardedOptimizer> sharded_;  // or sharded; then the whole moments are staged
+  std::vector<float> staged_first_, staged_second_;  // here for checkpoints and resumes only
   std::optional<GradientBuckets> buckets_;
   StepBatch batch_;
   StepLoss loss_;

@@ -2,8 +2,9 @@
 
 namespace slurm_train {
 
-GradientBuckets::GradientBuckets(Comm& comm, const std::vector<LayerLayout>& layers, std::size_t bucket_bytes)
-    : comm_(comm), bucket_of_layer_(layers.size()) {
+GradientBuckets::GradientBuckets(Comm& comm, const std::vector<LayerLayout>& layers, std::size_t bucket_bytes,
+                                 ShardedOptimizer* shards)
+    : comm_(comm), shards_(shards), bucket_of_layer_(layers.size()) {
   // Walk layers in backward order (last first), closing a bucket once it holds bucket_bytes.
   for (std::size_t l = layers.size(); l-- > 0;) {
     const bool open = !buckets_.empty() &&
@@ -20,7 +21,10 @@ GradientBuckets::GradientBuckets(Comm& comm, const std::vector<LayerLayout>& lay
 
 void GradientBuckets::layer_done(float* grads, std::size_t layer) {
   const Bucket& b = buckets_[bucket_of_layer_[layer]];
-  if (b.lowest_layer == layer) comm_.start_allreduce_sum(grads + b.begin, b.end - b.begin);
+  if (b.lowest_layer == layer) {
+    if (shards_) shards_->start_bucket(grads, b.begin, b.end);
+    else comm_.start_allreduce_sum(grads + b.begin, b.end - b.begin);
+  }
   comm_.progress();
 }
 

@@ -1,6 +1,7 @@
 #include "train/model_step.h"
 
 #include <cblas.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 
@@ -115,6 +116,10 @@ ChosenStep make_train_step(const RunConfig& config, std::size_t inputs, Comm& co
   chosen.device = plan.name;
   chosen.device_note = plan.note;
   if (plan.kind == DeviceKind::kCuda) {
+    if (tc.shard_optimizer)
+      throw ConfigError(fmt::format("train.shard_optimizer = true: the optimizer is sharded on the CPU only so far, and "
+                                    "this run trains on {}; set train.shard_optimizer = false or train.device = cpu",
+                                    plan.name));
     make_cuda_step(config, shape_of(config, inputs), plan, comm, chosen);
     return chosen;
   }
@@ -131,8 +136,19 @@ ChosenStep make_train_step(const RunConfig& config, std::size_t inputs, Comm& co
                                                std::move(kernels), static_cast<std::uint64_t>(tc.seed), &comm);
     return chosen;
   }
-  chosen.step = std::make_unique<CpuMlpStep>(shape_of(config, inputs), optimizer_config_of(tc), mlp_step_options(tc),
-                                             std::move(kernels), static_cast<std::uint64_t>(tc.seed), &comm);
+  StepOptions o = mlp_step_options(tc);
+  o.shard_optimizer = tc.shard_optimizer && comm.size() > 1;
+  auto step = std::make_unique<CpuMlpStep>(shape_of(config, inputs), optimizer_config_of(tc), o, std::move(kernels),
+                                           static_cast<std::uint64_t>(tc.seed), &comm);
+  if (o.shard_optimizer) {
+    const double mib = 1.0 / (1 << 20);
+    const std::size_t whole = step->model_layout().parameters() * sizeof(float) * (tc.optimizer == "adamw" ? 2 : 1);
+    chosen.device_note += fmt::format("{}train.shard_optimizer: the optimizer state is sharded over {} ranks: {:.2f} "
+                                      "MiB on rank 0 ({:.2f} MiB whole)",
+                                      chosen.device_note.empty() ? "" : "\n", comm.size(),
+                                      step->optimizer_state_bytes() * mib, whole * mib);
+  }
+  chosen.step = std::move(step);
   return chosen;
 }
 

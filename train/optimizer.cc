@@ -1,5 +1,6 @@
 #include "train/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace slurm_train {
@@ -19,23 +20,32 @@ Optimizer::Optimizer(const OptimizerConfig& config, std::vector<LayerLayout> lay
   if (config_.kind == OptimizerKind::kAdamW) second_.assign(parameters, 0.0f);
 }
 
-void Optimizer::update(kernels::Kernels<float>& k, std::vector<float>& params, const std::vector<float>& grads,
-                       float lr, std::uint64_t step) {
-  for (const LayerLayout& L : layers_) {
+void apply_update(const OptimizerConfig& c, const std::vector<LayerLayout>& layers, kernels::Kernels<float>& k,
+                  float* params, const float* grads, float* first, float* second, std::size_t begin, std::size_t end,
+                  float lr, std::uint64_t step) {
+  for (const LayerLayout& L : layers) {
     // Weights with decay, biases without: two passes a layer, each one fused update.
     const std::size_t segments[2][2] = {{L.weight, L.bias}, {L.bias, L.end()}};
     for (int s = 0; s < 2; ++s) {
-      const std::size_t begin = segments[s][0], n = segments[s][1] - begin;
-      const float decay = s == 0 ? config_.weight_decay : 0.0f;
-      if (config_.kind == OptimizerKind::kAdamW) {
-        kernels::AdamWParams h{lr, config_.beta1, config_.beta2, config_.eps, decay, static_cast<long>(step + 1)};
-        k.adamw_update(n, &params[begin], &grads[begin], &first_[begin], &second_[begin], h);
+      const std::size_t from = std::max(segments[s][0], begin), to = std::min(segments[s][1], end);
+      if (from >= to) continue;
+      const std::size_t n = to - from, at = from - begin;
+      const float decay = s == 0 ? c.weight_decay : 0.0f;
+      if (c.kind == OptimizerKind::kAdamW) {
+        kernels::AdamWParams h{lr, c.beta1, c.beta2, c.eps, decay, static_cast<long>(step + 1)};
+        k.adamw_update(n, params + from, grads + at, first + at, second + at, h);
       } else {
-        kernels::SgdParams h{lr, config_.momentum, decay, config_.nesterov};
-        k.sgd_update(n, &params[begin], &grads[begin], &first_[begin], h);
+        kernels::SgdParams h{lr, c.momentum, decay, c.nesterov};
+        k.sgd_update(n, params + from, grads + at, first + at, h);
       }
     }
   }
+}
+
+void Optimizer::update(kernels::Kernels<float>& k, std::vector<float>& params, const std::vector<float>& grads,
+                       float lr, std::uint64_t step) {
+  apply_update(config_, layers_, k, params.data(), grads.data(), first_.data(), second_.data(), 0, params.size(), lr,
+               step);
 }
 
 double clip_by_global_norm(kernels::Kernels<float>& k, std::vector<float>& grads, float max_norm) {

@@ -32,6 +32,15 @@ struct OptimizerConfig {
 // warmup_steps then cosine decay to lr * min_lr_ratio at the last step.
 float learning_rate_at(const OptimizerConfig& c, std::uint64_t step, std::uint64_t total_steps);
 
+// One update of parameters [begin, end) of the model laid out as `layers` (the whole model: 0 and
+// its size; a rank's shard of a sharded optimizer): `params` is the whole model's, while `grads`,
+// `first` and `second` (AdamW; SGD's second is unused) hold that range only, their element 0
+// being parameter `begin`. Weights decay, biases do not. Element-wise, so a range is updated
+// exactly, bit for bit, as the same elements are in an update of the whole.
+void apply_update(const OptimizerConfig& config, const std::vector<LayerLayout>& layers, kernels::Kernels<float>& k,
+                  float* params, const float* grads, float* first, float* second, std::size_t begin, std::size_t end,
+                  float lr, std::uint64_t step);
+
 class Optimizer {
  public:
   Optimizer(const OptimizerConfig& config, std::vector<LayerLayout> layers, std::size_t parameters);
@@ -44,6 +53,7 @@ class Optimizer {
   // empty).
   std::vector<float>& first_state() { return first_; }
   std::vector<float>& second_state() { return second_; }
+  std::size_t state_bytes() const { return (first_.size() + second_.size()) * sizeof(float); }
 
  private:
   OptimizerConfig config_;

@@ -164,7 +164,8 @@ void scale_loop(std::size_t n, float alpha, float* __restrict x) {
 constexpr std::size_t kPiece = std::size_t{1} << 15;
 // sum_of_squares sums blocks of this many elements (a multiple of its eight lanes), then the
 // blocks' sums in block order: fixed, so the norm does not depend on the number of threads.
-constexpr std::size_t kSumBlock = kPiece;
+constexpr std::size_t kSumBlock = kSumOfSquaresBlock;
+static_assert(kSumBlock % 32 == 0);
 // activation_backward sums dbias over blocks of this many rows, then the blocks' sums in order.
 constexpr std::size_t kBackwardRows = 64;
 

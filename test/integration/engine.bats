@@ -213,6 +213,72 @@ print('ok')"
   done
 }
 
+@test "train.shard_optimizer: the same parameters as the replicated run (bit for bit on 2 ranks), 1/N of the optimizer state per rank" {
+  args=(run --config "$ROOT/examples/fashion-mnist.toml" --data.train "$TEST_DATA/train.h5" --data.test "$TEST_DATA/test.h5"
+    --model.hidden "[256, 128]" --train.metrics "" --train.eval_batch 2000 --train.steps 40)
+  for n in 2 4; do
+    mpirun -n "$n" --oversubscribe --bind-to none "$BUILD/bin/slurm-train" "${args[@]}" \
+      --train.save "$BATS_TEST_TMPDIR/replicated$n.h5" >/dev/null
+    run mpirun -n "$n" --oversubscribe --bind-to none "$BUILD/bin/slurm-train" "${args[@]}" \
+      --train.shard_optimizer true --train.save "$BATS_TEST_TMPDIR/sharded$n.h5"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    # AdamW's two moments of 235146 parameters: 1.79 MiB whole; rank 0's shard of whole 32768-element blocks.
+    [[ $output == *"the optimizer state is sharded over $n ranks: "*" MiB on rank 0 (1.79 MiB whole)"* ]]
+    shard=$(sed -n 's/.*sharded over [0-9]* ranks: \([0-9.]*\) MiB on rank 0.*/\1/p' <<<"$output")
+    awk -v s="$shard" -v n="$n" 'BEGIN { exit !(s <= 1.79 / n + 0.25 + 1e-9) }'
+  done
+  # Two ranks: every gradient element is one addition, whichever collective adds it.
+  run h5diff "$BATS_TEST_TMPDIR/replicated2.h5" "$BATS_TEST_TMPDIR/sharded2.h5" /model /model
+  [ "$status" -eq 0 ]
+  # Four: Open MPI's all-reduce and reduce-scatter may associate the sums differently.
+  run $PY "$ROOT/test/integration/compare_models.py" "$BATS_TEST_TMPDIR/sharded4.h5" "$BATS_TEST_TMPDIR/replicated4.h5" 1e-5
+  echo "4 ranks: $output"
+  [ "$status" -eq 0 ]
+}
+
+@test "train.shard_optimizer: a checkpoint of 4 sharded ranks verifies, resumes bit for bit on 4 and continues on 2 and 3" {
+  args=(run --config "$ROOT/examples/fashion-mnist.toml" --data.train "$TEST_DATA/train.h5" --data.test "$TEST_DATA/test.h5"
+    --model.hidden "[256, 128]" --train.metrics "" --train.eval_batch 2000 --train.steps 40 --train.shard_optimizer true)
+  sharded() {
+    local n=$1
+    shift
+    mpirun -n "$n" --oversubscribe --bind-to none "$BUILD/bin/slurm-train" "${args[@]}" "$@"
+  }
+  d=$BATS_TEST_TMPDIR
+  sharded 4 --train.stop_after 20 --ckpt.dir "$d/ck" >/dev/null
+  run "$BUILD/bin/slurm-train" ckpt verify "$d/ck/step-00000020.h5"
+  [ "$status" -eq 0 ]
+  for n in 2 3; do
+    mkdir "$d/ck$n"
+    cp "$d/ck/step-00000020.h5" "$d/ck$n/"
+  done
+  for n in 4 2 3; do
+    folder=$d/ck$n
+    [ "$n" = 4 ] && folder=$d/ck
+    run sharded "$n" --ckpt.dir "$folder" --train.save "$d/resumed$n.h5"
+    [ "$status" -eq 0 ]
+    [[ $output == *"resumed from $folder/step-00000020.h5 at step 20"*"written by 4 rank(s)"* ]]
+    sharded "$n" --train.save "$d/whole$n.h5" >/dev/null
+  done
+  run h5diff "$d/whole4.h5" "$d/resumed4.h5" /model /model
+  [ "$status" -eq 0 ]
+  for n in 2 3; do
+    run $PY "$ROOT/test/integration/compare_models.py" "$d/resumed$n.h5" "$d/whole$n.h5" 1e-5
+    echo "$n ranks: $output"
+    [ "$status" -eq 0 ]
+  done
+}
+
+@test "train.shard_optimizer is refused where it does not run yet: reference kernels, the gpt" {
+  run small_run --train.steps 2 --train.shard_optimizer true --train.kernels reference
+  [ "$status" -eq 2 ]
+  [[ $output == *"train.shard_optimizer = true needs train.kernels = cpu"* ]]
+  run small_run --train.steps 2 --train.shard_optimizer true --model.kind gpt --train.label_smoothing 0
+  [ "$status" -eq 2 ]
+  [[ $output == *"train.shard_optimizer = true: the gpt model's optimizer is not sharded yet"* ]]
+}
+
 @test "a global batch smaller than the world size is refused, naming both" {
   run mpirun -n 4 --oversubscribe "$BUILD/bin/slurm-train" run --data.train "$TEST_DATA/train.h5" \
     --data.test "$TEST_DATA/test.h5" --model.hidden "[8]" --train.global_batch 3 --train.steps 1

@@ -29,6 +29,35 @@ teardown_file() {
   [ "$status" -eq 0 ]
 }
 
+@test "two nodes, train.shard_optimizer: the replicated run's parameters bit for bit; its 4-rank checkpoint continues on 2 and 3 ranks" {
+  set_small_args
+  d=$BATS_TEST_TMPDIR
+  srun --mpi=pmix -N2 -n2 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 40 --train.save "$d/replicated.h5" >/dev/null
+  run srun --mpi=pmix -N2 -n2 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 40 --train.shard_optimizer true \
+    --train.save "$d/sharded.h5"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ $output == *"the optimizer state is sharded over 2 ranks"* ]]
+  run h5diff "$d/replicated.h5" "$d/sharded.h5" /model /model
+  [ "$status" -eq 0 ]
+  run srun --mpi=pmix -N2 --ntasks-per-node=2 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 40 \
+    --train.shard_optimizer true --train.stop_after 20 --ckpt.dir "$d/ck"
+  [ "$status" -eq 0 ]
+  for n in 2 3; do
+    mkdir "$d/ck$n"
+    cp "$d/ck/step-00000020.h5" "$d/ck$n/"
+    run srun --mpi=pmix -N2 -n"$n" "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 40 \
+      --train.shard_optimizer true --ckpt.dir "$d/ck$n" --train.save "$d/resumed$n.h5"
+    [ "$status" -eq 0 ]
+    [[ $output == *"resumed from $d/ck$n/step-00000020.h5 at step 20"*"written by 4 rank(s)"* ]]
+    srun --mpi=pmix -N2 -n"$n" "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 40 --train.shard_optimizer true \
+      --train.save "$d/whole$n.h5" >/dev/null
+    run $PY "$ROOT/test/integration/compare_models.py" "$d/resumed$n.h5" "$d/whole$n.h5" 1e-5
+    echo "$n ranks: $output"
+    [ "$status" -eq 0 ]
+  done
+}
+
 @test "an error on one rank under srun ends the job with a message naming rank and host" {
   set_small_args
   # A label outside the classes is found only when the data is read, after MPI started.
