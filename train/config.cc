@@ -86,7 +86,7 @@ const std::vector<Key>& keys() {
       {"train.precision", "GPU arithmetic: auto (bf16), fp32, tf32 or bf16 (bf16 products and activations, fp32 master weights, gradients and optimizer); the CPU computes in fp32", [](RunConfig& c) -> ValueRef { return &c.train.precision; }},
       {"train.gpu", "the visible GPU this rank drives; -1: one GPU per rank (the one the binding left, or the rank's place on its node)", [](RunConfig& c) -> ValueRef { return &c.train.gpu; }},
       {"train.deterministic", "GPU: the same results bit for bit on every run (matrix-product algorithms without split reductions; a little slower); the CPU always is", [](RunConfig& c) -> ValueRef { return &c.train.deterministic; }},
-      {"train.shard_optimizer", "shard the optimizer state over the ranks (ZeRO stage 1: gradients reduce-scattered, each rank updates its shard, parameters all-gathered): 1/N of the optimizer memory per rank; the MLP on the CPU so far", [](RunConfig& c) -> ValueRef { return &c.train.shard_optimizer; }},
+      {"train.shard_optimizer", "shard the optimizer state over the ranks (ZeRO stage 1: gradients reduce-scattered, each rank updates its shard, parameters all-gathered): 1/N of the optimizer memory per rank; on the CPU so far", [](RunConfig& c) -> ValueRef { return &c.train.shard_optimizer; }},
       {"train.eval_batch", "rows per evaluation batch", [](RunConfig& c) -> ValueRef { return &c.train.eval_batch; }},
       {"train.stop_after", "stop once this many steps are done (checkpointing first), as a preempted job would; 0: run to the end", [](RunConfig& c) -> ValueRef { return &c.train.stop_after; }},
       {"train.log_every", "steps between progress lines on rank 0 and in every rank's log; 0: only the epoch lines", [](RunConfig& c) -> ValueRef { return &c.train.log_every; }},
@@ -524,7 +524,6 @@ std::vector<std::string> validate_config(const RunConfig& c) {
     require(c.train.label_smoothing == 0,
             fmt::format("train.label_smoothing = {}: the gpt model trains without it; set 0", c.train.label_smoothing));
     require(c.train.device != "cuda", "train.device = cuda: the gpt model trains on the CPU only so far; set cpu or auto");
-    require(!c.train.shard_optimizer, "train.shard_optimizer = true: the gpt model's optimizer is not sharded yet; set false");
   }
   require(c.train.epochs >= 1 || c.train.steps > 0, fmt::format("train.epochs = {}: expected at least 1", c.train.epochs));
   require(c.train.steps >= 0, fmt::format("train.steps = {}: expected 0 or more", c.train.steps));

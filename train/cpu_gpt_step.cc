@@ -10,11 +10,9 @@ CpuGptStep::CpuGptStep(const GptConfig& config, const OptimizerConfig& optimizer
     : kernels_(std::move(kernels)),
       model_(config, *kernels_),
       layout_(gpt_model_layout(config)),
-      opt_(optimizer),
       o_(options),
-      optimizer_(optimizer, layout_.layers, layout_.parameters()) {
+      optimizer_(optimizer, layout_.layers, layout_.parameters(), comm, o_.bucket_mb, comm && o_.shard_optimizer) {
   gpt_initialize(config, seed, model_.params());
-  if (comm) buckets_.emplace(*comm, layout_.layers, static_cast<std::size_t>(o_.bucket_mb * 1024 * 1024));
 }
 
 void CpuGptStep::forward(const StepBatch& batch) {
@@ -26,15 +24,13 @@ void CpuGptStep::forward(const StepBatch& batch) {
 }
 
 void CpuGptStep::backward() {
-  if (!buckets_) return model_.backward();
-  model_.backward([&](std::size_t tensor) { buckets_->layer_done(model_.grads().data(), tensor); });
+  if (!optimizer_.reduces()) return model_.backward();
+  model_.backward([&](std::size_t tensor) { optimizer_.layer_done(model_.grads().data(), tensor); });
 }
 
-void CpuGptStep::finish_gradients() {
-  if (buckets_) buckets_->finish();
-}
+void CpuGptStep::finish_gradients() { optimizer_.finish_gradients(); }
 
-double CpuGptStep::clip_gradients() { return clip_by_global_norm(*kernels_, model_.grads(), opt_.clip_norm); }
+double CpuGptStep::clip_gradients() { return optimizer_.clip(*kernels_, model_.grads()); }
 
 void CpuGptStep::update(float lr, std::uint64_t step) {
   optimizer_.update(*kernels_, model_.params(), model_.grads(), lr, step);
@@ -54,8 +50,10 @@ StepLoss CpuGptStep::evaluate(const StepBatch& batch) {
   return sums;
 }
 
-HostState CpuGptStep::host_state() {
-  return {&model_.params(), &optimizer_.first_state(), &optimizer_.second_state()};
-}
+HostState CpuGptStep::host_state() { return optimizer_.host_state(model_.params()); }
+
+void CpuGptStep::state_to_host() { optimizer_.state_to_host(); }
+
+void CpuGptStep::state_from_host() { optimizer_.state_from_host(); }
 
 }  // namespace slurm_train

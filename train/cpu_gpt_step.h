@@ -1,6 +1,7 @@
-// The GPT's training step on the CPU: Gpt (gpt.h) with the OpenBLAS (or reference) kernels,
-// gradients summed over the ranks in buckets as backward completes them, clipping by the global
-// norm and the optimizer (AdamW decaying the matrices only). Rows are windows of block tokens.
+// The GPT's training step on the CPU: Gpt (gpt.h) with the OpenBLAS (or reference) kernels, and
+// the optimizer's side of the step (step_optimizer.h: gradients summed over the ranks in buckets
+// as backward completes them, clipping by the global norm, AdamW decaying the matrices only, its
+// state whole or sharded). Rows are windows of block tokens.
 #pragma once
 
 #include <cstdint>
@@ -10,8 +11,8 @@
 #include "kernels/kernels.h"
 #include "train/comm.h"
 #include "train/gpt.h"
-#include "train/gradient_buckets.h"
 #include "train/optimizer.h"
+#include "train/step_optimizer.h"
 #include "train/train_step.h"
 
 namespace slurm_train {
@@ -22,6 +23,7 @@ struct GptStepOptions {
   int eval_rows = 8;        // evaluate() runs the model on at most this many windows at a time
   float dropout = 0.0f;     // in training (gpt.h says where)
   std::uint64_t dropout_seed = 0;
+  bool shard_optimizer = false;  // with a Comm: the optimizer state sharded (sharded_optimizer.h)
 };
 
 class CpuGptStep final : public TrainStep {
@@ -40,15 +42,17 @@ class CpuGptStep final : public TrainStep {
   StepLoss evaluate(const StepBatch& batch) override;
   const ModelLayout& model_layout() const override { return layout_; }
   HostState host_state() override;
+  void state_to_host() override;
+  void state_from_host() override;
+  // Bytes of optimizer state this rank holds (sharded: its shard's).
+  std::size_t optimizer_state_bytes() const { return optimizer_.state_bytes(); }
 
  private:
   std::unique_ptr<kernels::Kernels<float>> kernels_;
   Gpt model_;
   ModelLayout layout_;
-  OptimizerConfig opt_;
   GptStepOptions o_;
-  Optimizer optimizer_;
-  std::optional<GradientBuckets> buckets_;
+  StepOptimizer optimizer_;
   StepLoss loss_;
 };
 

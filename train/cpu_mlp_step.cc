@@ -12,17 +12,9 @@ CpuMlpStep::CpuMlpStep(const MlpShape& shape, const OptimizerConfig& optimizer, 
     : kernels_(std::move(kernels)),
       model_(shape, *kernels_),
       layout_(mlp_model_layout(model_.layers())),
-      opt_(optimizer),
-      o_(options) {
+      o_(options),
+      optimizer_(optimizer, model_.layers(), model_.params().size(), comm, o_.bucket_mb, comm && o_.shard_optimizer) {
   model_.initialize(seed);
-  const auto bucket_bytes = static_cast<std::size_t>(o_.bucket_mb * 1024 * 1024);
-  if (comm && o_.shard_optimizer) {
-    sharded_.emplace(*comm, optimizer, model_.layers(), model_.params().size());
-    buckets_.emplace(*comm, model_.layers(), bucket_bytes, &*sharded_);
-    return;
-  }
-  optimizer_.emplace(optimizer, model_.layers(), model_.params().size());
-  if (comm) buckets_.emplace(*comm, model_.layers(), bucket_bytes);
 }
 
 void CpuMlpStep::forward(const StepBatch& batch) {
@@ -36,22 +28,16 @@ void CpuMlpStep::forward(const StepBatch& batch) {
 }
 
 void CpuMlpStep::backward() {
-  if (!buckets_) return model_.backward(batch_.x, dlogits_.data());
-  model_.backward(batch_.x, dlogits_.data(), [&](std::size_t layer) { buckets_->layer_done(model_.grads().data(), layer); });
+  if (!optimizer_.reduces()) return model_.backward(batch_.x, dlogits_.data());
+  model_.backward(batch_.x, dlogits_.data(), [&](std::size_t layer) { optimizer_.layer_done(model_.grads().data(), layer); });
 }
 
-void CpuMlpStep::finish_gradients() {
-  if (buckets_) buckets_->finish();
-}
+void CpuMlpStep::finish_gradients() { optimizer_.finish_gradients(); }
 
-double CpuMlpStep::clip_gradients() {
-  if (sharded_) return sharded_->clip(*kernels_, opt_.clip_norm);
-  return clip_by_global_norm(*kernels_, model_.grads(), opt_.clip_norm);
-}
+double CpuMlpStep::clip_gradients() { return optimizer_.clip(*kernels_, model_.grads()); }
 
 void CpuMlpStep::update(float lr, std::uint64_t step) {
-  if (sharded_) return sharded_->update(*kernels_, model_.params(), lr, step);
-  optimizer_->update(*kernels_, model_.params(), model_.grads(), lr, step);
+  optimizer_.update(*kernels_, model_.params(), model_.grads(), lr, step);
 }
 
 StepLoss CpuMlpStep::evaluate(const StepBatch& batch) {
@@ -61,30 +47,11 @@ StepLoss CpuMlpStep::evaluate(const StepBatch& batch) {
   return {r.loss_sum, r.correct};
 }
 
-HostState CpuMlpStep::host_state() {
-  if (!sharded_) return {&model_.params(), &optimizer_->first_state(), &optimizer_->second_state()};
-  // Staged whole moments: what a resume reads into (rank 0) and broadcasts (every rank).
-  const std::size_t n = model_.params().size();
-  staged_first_.resize(n);
-  staged_second_.resize(opt_.kind == OptimizerKind::kAdamW ? n : 0);
-  return {&model_.params(), &staged_first_, &staged_second_};
-}
+HostState CpuMlpStep::host_state() { return optimizer_.host_state(model_.params()); }
 
-void CpuMlpStep::state_to_host() {
-  if (sharded_) sharded_->gather_state(staged_first_, staged_second_);
-}
+void CpuMlpStep::state_to_host() { optimizer_.state_to_host(); }
 
-void CpuMlpStep::state_from_host() {
-  if (!sharded_) return;
-  sharded_->take_state(staged_first_, staged_second_);
-  // The shard holds it now: the whole moments are staged again only for a checkpoint (rank 0).
-  std::vector<float>().swap(staged_first_);
-  std::vector<float>().swap(staged_second_);
-}
-
-std::size_t CpuMlpStep::optimizer_state_bytes() const {
-  return sharded_ ? sharded_->state_bytes() : optimizer_->state_bytes();
-}
+void CpuMlpStep::state_from_host() { optimizer_.state_from_host(); }
 
 int blas_threads_for_rank(int configured, int local_size) {
   if (configured > 0) return configured;

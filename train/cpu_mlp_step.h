@@ -1,7 +1,7 @@
-// The MLP's training step on the CPU: Mlp with the OpenBLAS (or reference) kernels, gradients
-// summed over the ranks in buckets during backward (gradient_buckets.h), clipping by the global
-// norm and the optimizer (optimizer.h), its state whole on every rank or sharded over the ranks
-// (sharded_optimizer.h). The numerics every other step is checked against.
+// The MLP's training step on the CPU: Mlp with the OpenBLAS (or reference) kernels, and the
+// optimizer's side of the step (step_optimizer.h: gradients summed over the ranks in buckets
+// during backward, clipping by the global norm, the update, its state whole or sharded). The
+// numerics every other step is checked against.
 #pragma once
 
 #include <cstdint>
@@ -11,10 +11,9 @@
 
 #include "kernels/kernels.h"
 #include "train/comm.h"
-#include "train/gradient_buckets.h"
 #include "train/mlp.h"
 #include "train/optimizer.h"
-#include "train/sharded_optimizer.h"
+#include "train/step_optimizer.h"
 #include "train/train_step.h"
 
 namespace slurm_train {
@@ -47,18 +46,14 @@ class CpuMlpStep final : public TrainStep {
   void state_from_host() override;
 
   // Bytes of optimizer state this rank holds (sharded: its shard's).
-  std::size_t optimizer_state_bytes() const;
+  std::size_t optimizer_state_bytes() const { return optimizer_.state_bytes(); }
 
  private:
   std::unique_ptr<kernels::Kernels<float>> kernels_;
   Mlp<float> model_;
   ModelLayout layout_;
-  OptimizerConfig opt_;
   StepOptions o_;
-  std::optional<Optimizer> optimizer_;       // replicated
-  std::optional<ShardedOptimizer> sharded_;  // or sharded; then the whole moments are staged
-  std::vector<float> staged_first_, staged_second_;  // here for checkpoints and resumes only
-  std::optional<GradientBuckets> buckets_;
+  StepOptimizer optimizer_;
   StepBatch batch_;
   StepLoss loss_;
   std::vector<float> dlogits_;

@@ -125,6 +125,9 @@ ChosenStep make_train_step(const RunConfig& config, std::size_t inputs, Comm& co
   }
   openblas_set_num_threads(blas_threads_for_rank(tc.threads, comm.local_size()));
   auto kernels = tc.kernels == "reference" ? kernels::make_reference_kernels<float>() : kernels::make_cpu_kernels();
+  const bool shard = tc.shard_optimizer && comm.size() > 1;
+  std::unique_ptr<TrainStep> step;
+  std::size_t state_bytes = 0;
   if (config.model.kind == "gpt") {
     GptStepOptions o;
     o.loss_scale = 1.0f / static_cast<float>(static_cast<double>(tc.global_batch) * config.model.block);
@@ -132,21 +135,26 @@ ChosenStep make_train_step(const RunConfig& config, std::size_t inputs, Comm& co
     o.dropout = static_cast<float>(config.model.dropout);
     o.dropout_seed = dropout_seed_of(tc);
     o.eval_rows = static_cast<int>(std::max<std::int64_t>(1, (tc.global_batch + comm.size() - 1) / comm.size()));
-    chosen.step = std::make_unique<CpuGptStep>(gpt_config_of(config.model, inputs), optimizer_config_of(tc), o,
-                                               std::move(kernels), static_cast<std::uint64_t>(tc.seed), &comm);
-    return chosen;
+    o.shard_optimizer = shard;
+    auto gpt = std::make_unique<CpuGptStep>(gpt_config_of(config.model, inputs), optimizer_config_of(tc), o,
+                                            std::move(kernels), static_cast<std::uint64_t>(tc.seed), &comm);
+    state_bytes = gpt->optimizer_state_bytes();
+    step = std::move(gpt);
+  } else {
+    StepOptions o = mlp_step_options(tc);
+    o.shard_optimizer = shard;
+    auto mlp = std::make_unique<CpuMlpStep>(shape_of(config, inputs), optimizer_config_of(tc), o, std::move(kernels),
+                                            static_cast<std::uint64_t>(tc.seed), &comm);
+    state_bytes = mlp->optimizer_state_bytes();
+    step = std::move(mlp);
   }
-  StepOptions o = mlp_step_options(tc);
-  o.shard_optimizer = tc.shard_optimizer && comm.size() > 1;
-  auto step = std::make_unique<CpuMlpStep>(shape_of(config, inputs), optimizer_config_of(tc), o, std::move(kernels),
-                                           static_cast<std::uint64_t>(tc.seed), &comm);
-  if (o.shard_optimizer) {
+  if (shard) {
     const double mib = 1.0 / (1 << 20);
     const std::size_t whole = step->model_layout().parameters() * sizeof(float) * (tc.optimizer == "adamw" ? 2 : 1);
     chosen.device_note += fmt::format("{}train.shard_optimizer: the optimizer state is sharded over {} ranks: {:.2f} "
                                       "MiB on rank 0 ({:.2f} MiB whole)",
-                                      chosen.device_note.empty() ? "" : "\n", comm.size(),
-                                      step->optimizer_state_bytes() * mib, whole * mib);
+                                      chosen.device_note.empty() ? "" : "\n", comm.size(), state_bytes * mib,
+                                      whole * mib);
   }
   chosen.step = std::move(step);
   return chosen;
