@@ -384,7 +384,10 @@ sanitized() { ldd "$BUILD/bin/slurm-train" | grep -q libasan; }
     [overflow]="dataset /train/seed: its shape uint64 [2305843009213693953] of 8-byte elements overflows the address space"
   )
   # 1 GiB of address space: enough for the program, not for the 2 GiB the first file claims.
-  limit=(bash -c 'ulimit -v 1048576; exec "$@"' _)
+  # One OpenBLAS thread (none started): each worker thread OpenBLAS starts when the library
+  # loads allocates a 128 MiB buffer, and retries for ever when it cannot (blas_memory_alloc),
+  # so the process would hang at exit, joining it. Reading a checkpoint uses no BLAS.
+  limit=(env OPENBLAS_NUM_THREADS=1 bash -c 'ulimit -v 1048576; exec "$@"' _)
   if sanitized; then limit=(); fi
   for case in "${!expected[@]}"; do
     f=$d/$case.h5
