@@ -375,9 +375,9 @@ void Watchdog::run_root() {
         if (c->fd < 0) conn_by_fd_.erase(c->closed_fd);
       conns_.erase(std::remove_if(conns_.begin(), conns_.end(), [](const auto& c) { return c->fd < 0; }), conns_.end());
     }
-    // The hang and connection verdicts look at every rank: once a second is enough (their limits
-    // are tens of seconds); a reported failure is judged as soon as it comes.
-    if (!failures_.empty() || seconds_between(last_judged, now) >= 1.0) {
+    // The verdicts look at every rank: a few times a second (a hang is named within a tenth of a
+    // second of its limit), not at every frame; a reported failure as soon as it comes.
+    if (!failures_.empty() || seconds_between(last_judged, now) >= 0.1) {
       last_judged = now;
       judge(started, now, lock);
     }
