@@ -5,12 +5,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstring>
 #include <functional>
 #include <limits>
 #include <system_error>
+#include <tuple>
 #include <type_traits>
 #include <variant>
 
@@ -32,6 +34,10 @@ constexpr const char* kRngNote =
     "counter-based: dropout masks are a function of (seed, global row, unit) and each epoch's shuffle of "
     "(seed, epoch); no rank holds mutable RNG state, so seed and step are the RNG state of every rank";
 constexpr const char* kChecksumNote = "crc32 attribute of each dataset: zlib CRC-32 of its little-endian bytes in C order";
+constexpr const char* kShardedChecksumNote =
+    "crc32 attribute of each dataset: zlib CRC-32 of its little-endian bytes in C order; the tensors were written in "
+    "parts, one per rank: part k begins at element shard_first[k], its bytes have CRC-32 shard_crc32[k], and rank "
+    "shard_rank[k] wrote it";
 
 std::uint32_t crc32_of(const void* data, std::size_t bytes) { return crc32_update(0, data, bytes); }
 
@@ -69,7 +75,7 @@ class Writer {
     // The checksum is computed on a helper thread while the bytes are written (write_pieces) and
     // stored afterwards (store_checksums); 0 until then, which no reader ever sees: the file is
     // still a .tmp.
-    crc_attribute(set, crc32_of(data, 0), where);
+    crc_attribute(set, 0, where);
     if (n == 0) return;
     const haddr_t offset = H5Dget_offset(set);
     if (offset == HADDR_UNDEF) throw h5::Error(fmt::format("{}: HDF5 allocated no contiguous space", where));
@@ -93,9 +99,10 @@ class Writer {
   const std::vector<Piece>& pieces() const { return pieces_; }
 
   // One float32 dataset per parameter tensor, named as the model names them.
-  void tensors(hid_t group, const std::vector<ParamTensor>& tensors, const std::vector<float>& buffer) {
+  // `buffer` null: a shard's structure, whose bytes its ranks write (checkpoint_parallel.h).
+  void tensors(hid_t group, const std::vector<ParamTensor>& tensors, const float* buffer) {
     for (const ParamTensor& t : tensors)
-      floats(group, t.name, std::vector<hsize_t>(t.shape.begin(), t.shape.end()), &buffer[t.offset]);
+      floats(group, t.name, std::vector<hsize_t>(t.shape.begin(), t.shape.end()), buffer ? buffer + t.offset : nullptr);
   }
 
   h5::Handle group(hid_t parent, const std::string& name) {
@@ -118,9 +125,19 @@ class Writer {
   std::vector<Piece> pieces_;
 };
 
-// Sets each tensor's crc32 attribute (a fixed-size value rewritten in place).
+template <typename T>
+void array_attribute(hid_t object, const char* name, hid_t file_type, hid_t memory_type, const std::vector<T>& values,
+                     const std::string& where) {
+  const hsize_t n = values.size();
+  h5::Handle space(H5_CHECK(H5Screate_simple(1, &n, nullptr), where));
+  h5::Handle attr(H5_CHECK(H5Acreate2(object, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT), where));
+  H5_CHECK(H5Awrite(attr, memory_type, values.data()), where);
+}
+
+// Sets each tensor's crc32 attribute (a fixed-size value rewritten in place) and, where a tensor
+// was written in parts, its parts' attributes.
 void store_checksums(const std::string& path, const std::vector<Writer::Piece>& pieces,
-                     const std::vector<std::uint32_t>& crcs) {
+                     const std::vector<std::uint32_t>& crcs, const std::vector<std::vector<ShardChecksum>>* shards = nullptr) {
   try {
     h5::Handle file = h5::open_file(path, H5F_ACC_RDWR);
     for (std::size_t i = 0; i < pieces.size(); ++i) {
@@ -128,6 +145,18 @@ void store_checksums(const std::string& path, const std::vector<Writer::Piece>& 
       h5::Handle set(H5_CHECK(H5Dopen2(file, pieces[i].name.c_str(), H5P_DEFAULT), where));
       h5::Handle attr(H5_CHECK(H5Aopen(set, "crc32", H5P_DEFAULT), where));
       H5_CHECK(H5Awrite(attr, H5T_NATIVE_UINT32, &crcs[i]), where);
+      if (!shards) continue;
+      std::vector<std::uint64_t> first;
+      std::vector<std::uint32_t> crc;
+      std::vector<std::int64_t> rank;
+      for (const ShardChecksum& c : (*shards)[i]) {
+        first.push_back(c.first);
+        crc.push_back(c.crc);
+        rank.push_back(c.rank);
+      }
+      array_attribute(set, "shard_first", H5T_STD_U64LE, H5T_NATIVE_UINT64, first, where);
+      array_attribute(set, "shard_crc32", H5T_STD_U32LE, H5T_NATIVE_UINT32, crc, where);
+      array_attribute(set, "shard_rank", H5T_STD_I64LE, H5T_NATIVE_INT64, rank, where);
     }
     H5_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL), path);
     H5_CHECK(H5Fclose(file.release()), path);
@@ -206,6 +235,45 @@ void require_stored(hid_t set, const h5::Extent& e, std::size_t element_size, co
                                       e.describe(), *bytes, stored, filters == 0 ? "" : " compressed bytes"));
 }
 
+// A 1-D attribute of `n` elements of an integer type, read as T; its extent checked first.
+template <typename T>
+std::vector<T> read_array_attribute(hid_t object, const char* name, std::size_t n, hid_t memory_type,
+                                    const std::string& where) {
+  if (H5Aexists(object, name) <= 0) throw CheckpointError(fmt::format("{}: attribute '{}' is missing", where, name));
+  h5::Handle attr(H5_CHECK(H5Aopen(object, name, H5P_DEFAULT), where));
+  const h5::Extent e = h5::attribute_extent(attr, where);
+  if (e.null || e.shape != std::vector<hsize_t>{n} || e.type_class != H5T_INTEGER || e.type_size > 8)
+    throw CheckpointError(fmt::format("{}: attribute '{}' holds {}; expected {} integers", where, name, e.describe(), n));
+  std::vector<T> values(n);
+  H5_CHECK(H5Aread(attr, memory_type, values.data()), where);
+  return values;
+}
+
+// The parts a dataset was written in (shard_first, shard_crc32, shard_rank), each with its
+// element count; empty for a dataset written whole. The parts must tile the dataset.
+std::vector<ShardChecksum> read_parts(hid_t set, std::size_t elements, const std::string& where) {
+  if (H5Aexists(set, "shard_first") <= 0) return {};
+  h5::Handle attr(H5_CHECK(H5Aopen(set, "shard_first", H5P_DEFAULT), where));
+  const h5::Extent e = h5::attribute_extent(attr, where);
+  if (e.null || e.shape.size() != 1 || e.shape[0] == 0 || e.shape[0] > std::max<std::size_t>(elements, 1))
+    throw CheckpointError(fmt::format("{}: attribute 'shard_first' holds {}; expected 1 to {} integers", where,
+                                      e.describe(), std::max<std::size_t>(elements, 1)));
+  const std::size_t k = e.shape[0];
+  const auto first = read_array_attribute<std::uint64_t>(set, "shard_first", k, H5T_NATIVE_UINT64, where);
+  const auto crc = read_array_attribute<std::uint32_t>(set, "shard_crc32", k, H5T_NATIVE_UINT32, where);
+  const auto rank = read_array_attribute<std::int64_t>(set, "shard_rank", k, H5T_NATIVE_INT64, where);
+  std::vector<ShardChecksum> parts(k);
+  for (std::size_t i = 0; i < k; ++i) {
+    const std::uint64_t end = i + 1 < k ? first[i + 1] : elements;
+    if (first[i] >= end || (i == 0 && first[i] != 0) || end > elements)
+      throw CheckpointError(fmt::format("{}: attribute 'shard_first' is [{}]; expected increasing element numbers "
+                                        "from 0, below {}",
+                                        where, fmt::join(first, ", "), elements));
+    parts[i] = {0, first[i], end - first[i], rank[i], crc[i]};
+  }
+  return parts;
+}
+
 // What a read does with the bytes of a contiguous dataset (ours: the tensors). The first pass,
 // in a child process (crash_contained.h), probes: it runs everything libhdf5 parses but leaves
 // those bytes, which are the file's plain bytes at an offset (read by pread, or by libhdf5
@@ -233,12 +301,25 @@ RawDataset read_verified(hid_t file, const std::string& name, const std::string&
       throw CheckpointError(fmt::format("{}: holds {}; expected numbers", where, e.describe()));
     require_stored(set, e, e.type_size, where);
     h5::Handle type(H5_CHECK(H5Dget_type(set), where));
+    const std::size_t elements = *h5::byte_count(e.shape, 1);
+    const std::vector<ShardChecksum> parts = read_parts(set, elements, where);
     if (probe_skips(pass, set)) {
       read_crc_attribute(set, where);
       return raw;
     }
     raw.bytes.resize(*h5::byte_count(e.shape, e.type_size));
     if (!raw.bytes.empty()) H5_CHECK(H5Dread(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw.bytes.data()), where);
+    // Written in parts, a tensor is checked part by part: a bad part names the rank that wrote it.
+    std::vector<std::string> bad;
+    for (std::size_t k = 0; k < parts.size(); ++k) {
+      const ShardChecksum& p = parts[k];
+      const std::uint32_t crc = crc32_of(raw.bytes.data() + p.first * e.type_size, p.count * e.type_size);
+      if (crc != p.crc)
+        bad.push_back(fmt::format("part {} of {} (elements {} to {}, written by rank {}) fails its checksum (shard_crc32 "
+                                  "stored {:08x}, data {:08x})",
+                                  k + 1, parts.size(), p.first, p.first + p.count - 1, p.rank, p.crc, crc));
+    }
+    if (!bad.empty()) throw CheckpointError(fmt::format("{}: {}", where, fmt::join(bad, "; ")));
     const std::uint32_t stored = read_crc_attribute(set, where);
     const std::uint32_t actual = crc32_of(raw.bytes.data(), raw.bytes.size());
     if (stored != actual)
@@ -415,24 +496,24 @@ ModelLayout read_model_layout(hid_t file, const std::string& path) {
 
 }  // namespace
 
-void write_checkpoint_file(const std::string& path, const CheckpointState& s, unsigned slow_ms) {
-  const std::size_t tensor_bytes = (s.params.size() + s.first.size() + s.second.size()) * sizeof(float);
-  auto cannot_write = [&](const std::exception& e) {
-    return CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': {}", path, e.what()));
-  };
+std::vector<TensorPiece> create_checkpoint_file(const std::string& path, const CheckpointState& s) {
+  const std::size_t elements = s.is_shard ? s.model.parameters() : s.params.size();
+  const std::size_t arrays = 1 + (s.is_shard ? optimizer_state_names(s.optimizer).size() : (s.first.empty() ? 0 : 1) + (s.second.empty() ? 0 : 1));
+  const std::size_t tensor_bytes = arrays * elements * sizeof(float);
   // HDF5 1.10 can crash at exit after a write of its own failed (a full disk); so the space a
   // checkpoint needs is checked before HDF5 writes anything, and the big writes are ours.
   try {
     require_free_space(path, tensor_bytes + tensor_bytes / 100 + (std::size_t{64} << 10));  // + HDF5 metadata
   } catch (const std::system_error& e) {
-    throw cannot_write(e);
+    throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': {}", path, e.what()));
   }
+  auto whole = [&](const std::vector<float>& v) { return s.is_shard ? nullptr : v.data(); };
   Writer w(path);
   try {
     h5::Handle file = h5::create_file(path);
     {
       h5::Handle model = w.group(file, "/model");
-      w.tensors(model, s.model.tensors, s.params);
+      w.tensors(model, s.model.tensors, whole(s.params));
     }
     write_model_recipe(file, s.model, s.recipe, path);
     {
@@ -442,7 +523,7 @@ void write_checkpoint_file(const std::string& path, const CheckpointState& s, un
       const std::vector<float>* buffers[2] = {&s.first, &s.second};
       for (std::size_t i = 0; i < names.size(); ++i) {
         h5::Handle state = w.group(optimizer, names[i]);
-        w.tensors(state, s.model.tensors, *buffers[i]);
+        w.tensors(state, s.model.tensors, whole(*buffers[i]));
       }
     }
     {
@@ -458,7 +539,7 @@ void write_checkpoint_file(const std::string& path, const CheckpointState& s, un
       h5::write_string_attribute(meta, "created", s.created, path);
       h5::write_string_attribute(meta, "host", s.host, path);
       h5::write_string_attribute(meta, "device", s.device, path);
-      h5::write_string_attribute(meta, "checksum", kChecksumNote, path);
+      h5::write_string_attribute(meta, "checksum", s.is_shard ? kShardedChecksumNote : kChecksumNote, path);
       h5::write_string_attribute(meta, "config", s.config_toml, path);
     }
     H5_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL), path);
@@ -466,13 +547,47 @@ void write_checkpoint_file(const std::string& path, const CheckpointState& s, un
   } catch (const h5::Error& e) {
     throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': {}", path, e.what()));
   }
+  return w.pieces();
+}
+
+void write_checkpoint_file(const std::string& path, const CheckpointState& s, unsigned slow_ms) {
+  if (s.is_shard) throw std::logic_error("write_checkpoint_file: a shard is written by save_checkpoint_parallel");
+  const std::vector<TensorPiece> pieces = create_checkpoint_file(path, s);
   std::vector<std::uint32_t> crcs;
   try {
-    crcs = write_tensor_pieces(path, w.pieces(), slow_ms);
+    crcs = write_tensor_pieces(path, pieces, slow_ms);
   } catch (const std::system_error& e) {
-    throw cannot_write(e);
+    throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': {}", path, e.what()));
   }
-  store_checksums(path, w.pieces(), crcs);
+  store_checksums(path, pieces, crcs);
+}
+
+void store_shard_checksums(const std::string& path, const std::vector<TensorPiece>& pieces,
+                           std::vector<ShardChecksum> parts) {
+  std::sort(parts.begin(), parts.end(),
+            [](const ShardChecksum& a, const ShardChecksum& b) { return std::tie(a.piece, a.first) < std::tie(b.piece, b.first); });
+  std::vector<std::vector<ShardChecksum>> by_piece(pieces.size());
+  for (const ShardChecksum& c : parts) {
+    if (c.piece >= pieces.size())
+      throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': rank {} sent the checksum of tensor {} of {}",
+                                             path, c.rank, c.piece, pieces.size()));
+    by_piece[c.piece].push_back(c);
+  }
+  std::vector<std::uint32_t> crcs(pieces.size());
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    // The parts must tile the dataset, or a rank wrote a place nobody checks.
+    std::uint64_t next = 0;
+    for (const ShardChecksum& c : by_piece[i]) {
+      if (c.first != next) break;
+      crcs[i] = crc32_combine_bytes(crcs[i], c.crc, c.count * sizeof(float));
+      next += c.count;
+    }
+    if (next * sizeof(float) != pieces[i].bytes)
+      throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': the ranks' parts of {} cover {} of its {} "
+                                             "elements, not each once",
+                                             path, pieces[i].name, next, pieces[i].bytes / sizeof(float)));
+  }
+  store_checksums(path, pieces, crcs, &by_piece);
 }
 
 namespace {

@@ -10,16 +10,21 @@
 //                                                  world_size, program_version, created, host,
 //                                                  device
 // Every dataset carries a `crc32` attribute: zlib's CRC-32 of its little-endian bytes in C
-// order, checked whenever the file is read. The scalars are one table (checkpoint_format.h);
+// order, checked whenever the file is read. A checkpoint that the ranks wrote together (sharded
+// optimizer state) also records each tensor's parts, one per rank that wrote some of it: the
+// attributes shard_first (uint64 [k], the part's first element), shard_crc32 (uint32 [k]) and
+// shard_rank (int64 [k]); `ckpt verify` checks each part and names the rank of a bad one. The scalars are one table (checkpoint_format.h);
 // the tensors' bytes go straight to and from the file (tensor_io.h); the folder of checkpoints
 // and its commit protocol are checkpoint_store.h's.
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "train/checkpoint_state.h"
+#include "train/tensor_io.h"
 
 namespace slurm_train {
 
@@ -43,6 +48,26 @@ struct CheckpointWriteError : std::runtime_error {
 // a pause of slow_ms after each, so that a test can kill the process in the middle of a write.
 // Throws CheckpointWriteError naming the path.
 void write_checkpoint_file(const std::string& path, const CheckpointState& state, unsigned slow_ms = 0);
+
+// The parts of write_checkpoint_file, for a checkpoint every rank writes a part of
+// (checkpoint_parallel.h). Creates `path` with the structure of `s`'s checkpoint (every group,
+// attribute and scalar; every tensor's space allocated, unwritten) and returns the tensors'
+// places: /model's, then each optimizer state's, each in the model's tensor order, with data
+// pointers into `s` when it is whole (null for a shard). Throws CheckpointWriteError.
+std::vector<TensorPiece> create_checkpoint_file(const std::string& path, const CheckpointState& s);
+
+// One rank's part of one tensor written in parallel: elements [first, first + count) of
+// pieces[piece] (create_checkpoint_file's order) and the CRC-32 of their bytes.
+struct ShardChecksum {
+  std::uint64_t piece = 0, first = 0, count = 0;
+  std::int64_t rank = 0;
+  std::uint32_t crc = 0;
+};
+// Records every tensor's checksum from its parts': its crc32 (the parts' combined) and the
+// attributes shard_first, shard_crc32 and shard_rank, which `ckpt verify` checks part by part.
+// The parts must tile each tensor. Throws CheckpointWriteError.
+void store_shard_checksums(const std::string& path, const std::vector<TensorPiece>& pieces,
+                           std::vector<ShardChecksum> parts);
 
 // Reads a whole checkpoint, verifying every checksum and the structure; throws CheckpointError
 // naming the file and the dataset at fault. Every reader here reads the file in a child process

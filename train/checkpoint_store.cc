@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "spank/jobenv/host.h"
 #include "train/checkpoint_file.h"
 #include "train/checkpoint_policy.h"
 #include "train/durable_file.h"
@@ -42,7 +43,13 @@ void remove_stale_temporaries(const std::string& dir) {
     if (dot_tmp == std::string::npos) continue;
     const std::string final_name = file.substr(0, dot_tmp);
     if (!checkpoint_step_of(final_name) && final_name != "latest" && final_name != "restarts") continue;
-    const auto writer = temporary_writer(file, final_name);
+    auto writer = temporary_writer(file, final_name);
+    // A file MPI-IO kept beside a temporary (Open MPI's lock file, <temporary>-<job>-<pid>.lock)
+    // is its writer's too: found by the longest prefix that names a writer this host knows.
+    for (auto dash = file.rfind('-'); !writer && dash != std::string::npos && dash > dot_tmp; dash = file.rfind('-', dash - 1)) {
+      const auto candidate = temporary_writer(file.substr(0, dash), final_name);
+      if (candidate && candidate->host == host_name()) writer = candidate;
+    }
     if (writer && temporary_is_removable(*writer)) fs::remove(entry.path(), ec);
   }
 }
@@ -55,15 +62,19 @@ std::string save_checkpoint(const std::string& dir, const CheckpointState& state
   const std::string path = dir + "/" + name;
   commit(path, std::function<void(const std::string&)>(
                    [&](const std::string& tmp) { write_checkpoint_file(tmp, state, slow_ms); }));
-  commit(dir + "/latest", name + "\n");
+  record_latest_and_keep(dir, state.counters.step, keep);
+  return path;
+}
 
+void record_latest_and_keep(const std::string& dir, std::uint64_t step, KeepPolicy keep) {
+  commit(dir + "/latest", checkpoint_file_name(step) + "\n");
   // The keep policy, and temporary files that a killed writer left behind (never the newest).
   std::vector<std::uint64_t> steps;
   for (const auto& e : list_checkpoints(dir)) steps.push_back(e.step);
-  for (std::uint64_t step : checkpoints_to_remove(steps, keep.keep, keep.keep_every))
-    if (step != state.counters.step) fs::remove(dir + "/" + checkpoint_file_name(step), ec);
+  std::error_code ec;
+  for (std::uint64_t old : checkpoints_to_remove(steps, keep.keep, keep.keep_every))
+    if (old != step) fs::remove(dir + "/" + checkpoint_file_name(old), ec);
   remove_stale_temporaries(dir);
-  return path;
 }
 
 std::vector<CheckpointEntry> list_checkpoints(const std::string& dir) {

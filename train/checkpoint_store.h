@@ -39,6 +39,10 @@ struct KeepPolicy {
 std::string save_checkpoint(const std::string& dir, const CheckpointState& state, KeepPolicy keep,
                             unsigned slow_ms = 0);
 
+// Steps 3 and 4 of the protocol, once DIR/step-<step>.h5 is committed (a parallel write,
+// checkpoint_parallel.h, commits its file itself).
+void record_latest_and_keep(const std::string& dir, std::uint64_t step, KeepPolicy keep);
+
 struct CheckpointEntry {
   std::uint64_t step = 0;
   std::string path;
@@ -46,7 +50,7 @@ struct CheckpointEntry {
   std::time_t modified = 0;
 };
 // Removes the temporary files of DIR (checkpoints, latest, restarts) that this process wrote or
-// that a process of this host that is gone left behind.
+// that a process of this host that is gone left behind, and the files MPI-IO kept beside them.
 void remove_stale_temporaries(const std::string& dir);
 
 // The committed checkpoints of DIR (no temporary files), oldest first; empty when DIR is missing.

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "spank/jobenv/host.h"
+#include "train/checkpoint_parallel.h"
 #include "train/checkpoint_policy.h"
 
 namespace slurm_train {
@@ -29,7 +30,7 @@ std::string utc_now() {
 Checkpointing::Checkpointing(CheckpointPlan plan, TrainStep& step, bool writer, std::ostream& out)
     : plan_(std::move(plan)),
       step_(step),
-      writer_(writer),
+      writer_(writer || plan_.together),
       out_(out),
       host_(host_name()),
       writer_thread_(plan_.ckpt.async, [this](const CheckpointState& s) {
@@ -59,6 +60,7 @@ void Checkpointing::save(std::uint64_t done, double epoch_loss, double epoch_sec
   c.optimizer_steps = done;
   c.world_size = plan_.world_size;
   const auto begin = Clock::now();
+  if (plan_.together) return save_together(c, begin);
   writer_thread_.submit([this, c, created = utc_now()](CheckpointState& s) {
     const HostState state = step_.host_state();
     s.counters = c;
@@ -75,6 +77,36 @@ void Checkpointing::save(std::uint64_t done, double epoch_loss, double epoch_sec
     s.recipe = plan_.recipe;
   });
   pending_ = {true, done, seconds_since(begin)};
+}
+
+void Checkpointing::save_together(const CheckpointCounters& c, Clock::time_point begin) {
+  const std::optional<StateShard> shard = step_.state_shard();
+  if (!shard) throw std::logic_error("Checkpointing: the ranks write together but the step's state is whole");
+  CheckpointState& s = shard_;
+  s.counters = c;
+  s.optimizer = plan_.optimizer;
+  s.model = step_.model_layout();
+  s.is_shard = true;
+  s.shard_begin = shard->begin;
+  s.params.assign(shard->params->begin() + static_cast<std::ptrdiff_t>(shard->begin),
+                  shard->params->begin() + static_cast<std::ptrdiff_t>(shard->end));
+  s.first = *shard->first;
+  s.second = *shard->second;
+  s.config_toml = plan_.config_toml;
+  s.program_version = SLURM_TRAIN_VERSION;
+  s.created = utc_now();
+  s.host = host_;
+  s.device = plan_.device;
+  s.recipe = plan_.recipe;
+  Comm& comm = *plan_.together;
+  save_checkpoint_parallel(comm, plan_.ckpt.dir, s,
+                           KeepPolicy{static_cast<std::uint64_t>(plan_.ckpt.keep), static_cast<std::uint64_t>(plan_.ckpt.keep_every)},
+                           plan_.slow_ms);
+  if (comm.rank() == 0)
+    out_ << fmt::format("checkpoint step {} -> {}/{} (written by the {} ranks together, each its shard; training "
+                        "stalled {:.2f} ms)\n",
+                        c.step, plan_.ckpt.dir, checkpoint_file_name(c.step), comm.size(), 1e3 * seconds_since(begin))
+         << std::flush;
 }
 
 void Checkpointing::wait_copied() {

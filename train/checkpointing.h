@@ -1,7 +1,8 @@
 // The training loop's checkpoints, in one object: when one is due, the counters a resume
 // continues from, the write on rank 0 (on a background thread with ckpt.async), and the stall a
 // save costs the loop, logged once the copy is taken. Rank 0 holds the replicated state and
-// writes it; on the other ranks every call but due() returns at once.
+// writes it; on the other ranks every call but due() returns at once. With sharded state
+// (CheckpointPlan::together) every rank writes its shard in save(), together.
 #pragma once
 
 #include <chrono>
@@ -11,6 +12,7 @@
 
 #include "train/checkpoint_store.h"
 #include "train/checkpoint_writer.h"
+#include "train/comm.h"
 #include "train/config.h"
 #include "train/model_file.h"
 #include "train/optimizer.h"
@@ -29,6 +31,10 @@ struct CheckpointPlan {
   ModelRecipe recipe;
   unsigned slow_ms = 0;            // --inject-fault slow-ckpt@MS (checkpoint_file.h)
   std::string device;              // where the run computes (/meta device)
+  // Set when the optimizer state is sharded over several ranks: every rank writes its shard of
+  // each checkpoint into the one file, together and in the loop (checkpoint_parallel.h;
+  // ckpt.async concerns rank 0's serial write of a replicated run).
+  Comm* together = nullptr;
 };
 
 class Checkpointing {
@@ -43,6 +49,8 @@ class Checkpointing {
   void save(std::uint64_t done, double epoch_loss, double epoch_seconds);
   // Before the parameters next change: waits until the saved copy is taken; logs the stall.
   void wait_copied();
+  // Whether the ranks write each checkpoint together (and the step's state is not gathered).
+  bool together() const { return plan_.together != nullptr; }
   // A failed background write ends the run now, naming the path.
   void check();
   // At the end: waits for the write in flight; its error fails the run.
@@ -55,6 +63,8 @@ class Checkpointing {
   const bool writer_;
   std::ostream& out_;
   const std::string host_;
+  CheckpointState shard_;  // this rank's part of a checkpoint written together; buffers reused
+  void save_together(const CheckpointCounters& c, Clock::time_point begin);
   struct Pending {
     bool active = false;
     std::uint64_t step = 0;

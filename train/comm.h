@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "train/file_blocks.h"
+
 namespace slurm_train {
 
 struct CommError : std::runtime_error {
@@ -42,6 +44,16 @@ class Comm {
   // elements from `mine` (on the root, `mine` may be its own place in `all`).
   virtual void gather(const float* mine, float* all, const std::vector<int>& counts, int root) = 0;
   virtual void broadcast(void* data, std::size_t bytes, int root) = 0;
+  // Every rank's `bytes` bytes at `mine`, on `root` in rank order (sizes may differ by rank);
+  // empty elsewhere.
+  virtual std::vector<std::vector<unsigned char>> gather_bytes(const void* mine, std::size_t bytes, int root) = 0;
+  // Writes every rank's `blocks` into the existing file `path` together: collective MPI-IO
+  // writes, each of at most `round_bytes` per rank (every rank makes as many calls as the rank
+  // with the most to write), pausing `pause_ms` after each (a testing aid, 0 otherwise), then a
+  // sync of the file to storage. On a parallel file system the MPI library aggregates the ranks'
+  // writes into large aligned requests. Throws CommError naming the call and the path.
+  virtual void write_file_together(const std::string& path, const std::vector<FileBlock>& blocks,
+                                   std::size_t round_bytes, unsigned pause_ms) = 0;
   virtual void barrier() = 0;
   // Ends every rank of the job; safe to call from any rank at any time.
   [[noreturn]] virtual void abort(int exit_code) noexcept = 0;

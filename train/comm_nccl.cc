@@ -83,6 +83,14 @@ class NcclComm final : public Comm {
     check_nccl(ncclBroadcast(data, data, bytes, ncclUint8, root, comm_, stream_), "ncclBroadcast", __LINE__);
     wait_all();
   }
+  // Host memory and files: the bootstrap's (MPI).
+  std::vector<std::vector<unsigned char>> gather_bytes(const void* mine, std::size_t bytes, int root) override {
+    return boot_.gather_bytes(mine, bytes, root);
+  }
+  void write_file_together(const std::string& path, const std::vector<FileBlock>& blocks, std::size_t round_bytes,
+                           unsigned pause_ms) override {
+    boot_.write_file_together(path, blocks, round_bytes, pause_ms);
+  }
   void barrier() override { boot_.barrier(); }
   [[noreturn]] void abort(int exit_code) noexcept override {
     if (comm_) ncclCommAbort(comm_);

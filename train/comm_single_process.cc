@@ -34,6 +34,15 @@ class SingleProcessComm final : public Comm {
   void broadcast(void*, std::size_t, int root) override {
     if (root != 0) throw CommError("broadcast from rank " + std::to_string(root) + " in a world of one process");
   }
+  std::vector<std::vector<unsigned char>> gather_bytes(const void* mine, std::size_t bytes, int root) override {
+    if (root != 0) throw CommError("gather to rank " + std::to_string(root) + " in a world of one process");
+    const auto* p = static_cast<const unsigned char*>(mine);
+    return {std::vector<unsigned char>(p, p + bytes)};
+  }
+  void write_file_together(const std::string& path, const std::vector<FileBlock>& blocks, std::size_t round_bytes,
+                           unsigned pause_ms) override {
+    write_file_blocks(path, blocks, round_bytes, pause_ms);
+  }
   void barrier() override {}
   [[noreturn]] void abort(int exit_code) noexcept override { _exit(exit_code); }
 

@@ -54,6 +54,8 @@ HostState CpuGptStep::host_state() { return optimizer_.host_state(model_.params(
 
 void CpuGptStep::state_to_host() { optimizer_.state_to_host(); }
 
+std::optional<StateShard> CpuGptStep::state_shard() { return optimizer_.state_shard(model_.params()); }
+
 void CpuGptStep::state_from_host() { optimizer_.state_from_host(); }
 
 }  // namespace slurm_train

@@ -51,6 +51,8 @@ HostState CpuMlpStep::host_state() { return optimizer_.host_state(model_.params(
 
 void CpuMlpStep::state_to_host() { optimizer_.state_to_host(); }
 
+std::optional<StateShard> CpuMlpStep::state_shard() { return optimizer_.state_shard(model_.params()); }
+
 void CpuMlpStep::state_from_host() { optimizer_.state_from_host(); }
 
 int blas_threads_for_rank(int configured, int local_size) {

@@ -96,4 +96,8 @@ std::uint32_t crc32_update(std::uint32_t crc, const void* data, std::size_t byte
   return crc32_zlib(crc, p, bytes);
 }
 
+std::uint32_t crc32_combine_bytes(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t b_bytes) {
+  return static_cast<std::uint32_t>(crc32_combine64(crc_a, crc_b, static_cast<z_off64_t>(b_bytes)));
+}
+
 }  // namespace slurm_train

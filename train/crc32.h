@@ -14,4 +14,8 @@ namespace slurm_train {
 // in zlib's terms, for any length.
 std::uint32_t crc32_update(std::uint32_t crc, const void* data, std::size_t bytes);
 
+// The CRC-32 of A followed by B, from A's CRC, B's CRC and B's length (zlib's crc32_combine):
+// parts checksummed apart, by different ranks, give the whole's checksum.
+std::uint32_t crc32_combine_bytes(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t b_bytes);
+
 }  // namespace slurm_train

@@ -60,6 +60,9 @@ class ShardedOptimizer {
   void gather_state(std::vector<float>& first, std::vector<float>& second);
   // This rank's shard of whole moments every rank holds (a resume's broadcast).
   void take_state(const std::vector<float>& first, const std::vector<float>& second);
+  // This rank's shard of the moments (SGD: `second` empty).
+  const std::vector<float>& first() const { return first_; }
+  const std::vector<float>& second() const { return second_; }
   // Bytes of optimizer state this rank holds.
   std::size_t state_bytes() const { return (first_.size() + second_.size()) * sizeof(float); }
 

@@ -49,6 +49,11 @@ void StepOptimizer::state_from_host() {
   std::vector<float>().swap(staged_second_);
 }
 
+std::optional<StateShard> StepOptimizer::state_shard(const std::vector<float>& params) const {
+  if (!sharded_) return std::nullopt;
+  return StateShard{sharded_->begin(), sharded_->end(), &params, &sharded_->first(), &sharded_->second()};
+}
+
 std::size_t StepOptimizer::state_bytes() const { return sharded_ ? sharded_->state_bytes() : whole_->state_bytes(); }
 
 }  // namespace slurm_train

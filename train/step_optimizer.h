@@ -44,6 +44,8 @@ class StepOptimizer {
   HostState host_state(std::vector<float>& params);
   void state_to_host();
   void state_from_host();
+  // Sharded: this rank's shard of the state, with the step's `params`; nullopt when whole.
+  std::optional<StateShard> state_shard(const std::vector<float>& params) const;
   // Bytes of optimizer state this rank keeps (sharded: its shard's).
   std::size_t state_bytes() const;
   bool sharded() const { return sharded_.has_value(); }

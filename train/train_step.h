@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "train/model_layout.h"
@@ -44,6 +45,16 @@ struct HostState {
   std::vector<float>* second = nullptr;
 };
 
+// This rank's part of the state when the optimizer state is sharded over the ranks
+// (train.shard_optimizer): the packed elements [begin, end) of the parameters, which every rank
+// holds whole, and of the moments, which this rank alone holds (SGD: `second` empty).
+struct StateShard {
+  std::size_t begin = 0, end = 0;
+  const std::vector<float>* params = nullptr;
+  const std::vector<float>* first = nullptr;
+  const std::vector<float>* second = nullptr;
+};
+
 class TrainStep {
  public:
   virtual ~TrainStep() = default;
@@ -66,6 +77,9 @@ class TrainStep {
   virtual HostState host_state() = 0;
   virtual void state_to_host() {}
   virtual void state_from_host() {}
+  // This rank's shard of the state, for a checkpoint the ranks write together; nullopt when every
+  // rank holds the whole state.
+  virtual std::optional<StateShard> state_shard() { return std::nullopt; }
 };
 
 }  // namespace slurm_train

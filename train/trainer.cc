@@ -194,7 +194,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   const OptimizerConfig schedule = optimizer_config_of(tc);
   Checkpointing ckpt({config.ckpt, tc.optimizer, schedule, static_cast<std::uint64_t>(tc.seed), d.global_batch,
                       d.per_epoch, total, comm.size(), config_as_toml(config), recipe, hooks.slow_checkpoint_ms,
-                      chosen.device},
+                      chosen.device, model.state_shard() && comm.size() > 1 ? &comm : nullptr},
                      model, rank0, out);
   BatchPrefetcher batches(*d.train, static_cast<std::uint64_t>(tc.seed), d.global_batch, comm.rank(),
                           comm.size(), start.step, total);
@@ -296,8 +296,9 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
     const bool stop = stop_vote.signal != 0 || (stop_after > 0 && done == stop_after && done < total);
     phase(TrainPhase::kCheckpoint, done);
     if (ckpt.due(done, stop)) {
-      // Every rank holds the same parameters: all of them stop here together.
-      model.state_to_host();
+      // Every rank holds the same parameters: all of them stop here together. A sharded state
+      // is written shard by shard, never gathered.
+      if (!ckpt.together()) model.state_to_host();
       if (const auto diverged = non_finite_parameters(done, *state.params)) throw TrainingDiverged(*diverged);
       ckpt.save(done, epoch_loss, epoch_seconds);
     }

@@ -246,9 +246,28 @@ print('ok')"
     mpirun -n "$n" --oversubscribe --bind-to none "$BUILD/bin/slurm-train" "${args[@]}" "$@"
   }
   d=$BATS_TEST_TMPDIR
-  sharded 4 --train.stop_after 20 --ckpt.dir "$d/ck" >/dev/null
+  run sharded 4 --train.stop_after 20 --ckpt.dir "$d/ck"
+  [ "$status" -eq 0 ]
+  [[ $output == *"checkpoint step 20 -> $d/ck/step-00000020.h5 (written by the 4 ranks together"* ]]
   run "$BUILD/bin/slurm-train" ckpt verify "$d/ck/step-00000020.h5"
   [ "$status" -eq 0 ]
+  # Every rank wrote its part of each tensor and checksummed it; a damaged part is named by its rank.
+  run $PY - "$d/ck/step-00000020.h5" <<'PY'
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as f:
+    w = f["/optimizer/exp_avg/layer1.weight"]
+    print(list(w.attrs["shard_rank"]), list(w.attrs["shard_first"]), w.id.get_offset())
+PY
+  echo "$output"
+  [[ $output == "[0, 1, 2, 3] [0, "* ]]
+  read -r offset < <(echo "$output" | awk '{ print $NF }')
+  first3=$(echo "$output" | tr -d '[],' | awk '{ print $8 }')
+  cp "$d/ck/step-00000020.h5" "$d/damaged.h5"
+  printf '\x55' | dd of="$d/damaged.h5" bs=1 seek=$((offset + 4 * first3 + 2)) conv=notrunc status=none
+  run "$BUILD/bin/slurm-train" ckpt verify "$d/damaged.h5"
+  echo "$output"
+  [ "$status" -ne 0 ]
+  [[ $output == *"/optimizer/exp_avg/layer1.weight: part 4 of 4 ("*"written by rank 3) fails its checksum"* ]]
   for n in 2 3; do
     mkdir "$d/ck$n"
     cp "$d/ck/step-00000020.h5" "$d/ck$n/"
@@ -268,6 +287,36 @@ print('ok')"
     echo "$n ranks: $output"
     [ "$status" -eq 0 ]
   done
+}
+
+@test "train.shard_optimizer: the ranks' checkpoint holds the replicated run's checkpoint bit for bit, on 2 ranks" {
+  args=(run --config "$ROOT/examples/fashion-mnist.toml" --data.train "$TEST_DATA/train.h5" --data.test "$TEST_DATA/test.h5"
+    --model.hidden "[256, 128]" --train.metrics "" --train.eval_batch 2000 --train.steps 40 --train.stop_after 12)
+  d=$BATS_TEST_TMPDIR
+  for mode in true false; do
+    mpirun -n 2 --oversubscribe --bind-to none "$BUILD/bin/slurm-train" "${args[@]}" --train.shard_optimizer $mode \
+      --ckpt.dir "$d/$mode" >/dev/null
+  done
+  run $PY - "$d/true/step-00000012.h5" "$d/false/step-00000012.h5" <<'PY'
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "r") as a, h5py.File(sys.argv[2], "r") as b:
+    names = []
+    a.visit(lambda n: names.append(n) if isinstance(a[n], h5py.Dataset) else None)
+    other = []
+    b.visit(lambda n: other.append(n) if isinstance(b[n], h5py.Dataset) else None)
+    assert names == other, (names, other)
+    for n in names:
+        if n == "train/epoch_seconds":  # a measured time
+            continue
+        x, y = a[n][()], b[n][()]
+        assert np.asarray(x).dtype == np.asarray(y).dtype and np.asarray(x).tobytes() == np.asarray(y).tobytes(), n
+        assert a[n].attrs["crc32"] == b[n].attrs["crc32"], n
+    parts = sum(1 for n in names if "shard_crc32" in a[n].attrs)
+    print(f"{len(names)} datasets equal, {parts} written in parts")
+PY
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ $output == *"datasets equal, 18 written in parts" ]]
 }
 
 @test "train.shard_optimizer is refused with the reference kernels, naming the key" {

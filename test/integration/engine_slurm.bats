@@ -43,6 +43,10 @@ teardown_file() {
   run srun --mpi=pmix -N2 --ntasks-per-node=2 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 40 \
     --train.shard_optimizer true --train.stop_after 20 --ckpt.dir "$d/ck"
   [ "$status" -eq 0 ]
+  [[ $output == *"(written by the 4 ranks together, each its shard;"* ]]
+  run "$BUILD/bin/slurm-train" ckpt verify "$d/ck"
+  echo "$output"
+  [ "$status" -eq 0 ]
   for n in 2 3; do
     mkdir "$d/ck$n"
     cp "$d/ck/step-00000020.h5" "$d/ck$n/"
@@ -56,6 +60,49 @@ teardown_file() {
     echo "$n ranks: $output"
     [ "$status" -eq 0 ]
   done
+}
+
+@test "two nodes, train.shard_optimizer: a rank killed during the ranks' write leaves the previous checkpoint the newest, whole" {
+  set_small_args
+  d=$BATS_TEST_TMPDIR/ck
+  log=$BATS_TEST_TMPDIR/run.log
+  # slow-ckpt@300: each rank writes its part in 64 KiB rounds, 0.3 s apart, so a write lasts about a second.
+  srun --mpi=pmix -N2 --ntasks-per-node=2 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 1000 \
+    --train.shard_optimizer true --ckpt.dir "$d" --ckpt.every 4 --inject-fault slow-ckpt@300 >"$log" 2>&1 &
+  job=$!
+  deadline=$((SECONDS + 120))
+  until [ -e "$d/step-00000004.h5" ] || [ $SECONDS -ge $deadline ]; do sleep 0.05; done
+  until compgen -G "$d/step-00000008.h5.tmp-*" >/dev/null || [ $SECONDS -ge $deadline ]; do sleep 0.01; done
+  compgen -G "$d/step-00000008.h5.tmp-*"
+  # Rank 3 (the second node's) dies in the middle of the write.
+  pid=$(awk '$1 == "rank" && $2 == 3 { for (i = 1; i < NF; ++i) if ($i == "pid") print $(i + 1) }' "$log")
+  [ -n "$pid" ]
+  sleep 0.3
+  kill -KILL "$pid"
+  # The job ends (the watchdog names the dead rank); bounded, so that a hang fails the test.
+  deadline=$((SECONDS + 120))
+  while kill -0 "$job" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.1; done
+  cat "$log"
+  run kill -0 "$job"
+  [ "$status" -ne 0 ]
+  job_status=0
+  wait "$job" || job_status=$?
+  [ "$job_status" -ne 0 ]
+  [ ! -e "$d/step-00000008.h5" ]
+  [ "$(cat "$d/latest")" = step-00000004.h5 ]
+  run "$BUILD/bin/slurm-train" ckpt verify "$d"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ $output == *"1 of 1 checkpoint(s) valid"* ]]
+  # The next run resumes from it; its first save removes the dead writer's temporary file.
+  run srun --mpi=pmix -N2 -n2 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 1000 --train.shard_optimizer true \
+    --ckpt.dir "$d" --ckpt.every 4 --train.stop_after 8
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ $output == *"resumed from $d/step-00000004.h5 at step 4"* ]]
+  [ -z "$(compgen -G "$d/*.tmp-*" || true)" ]
+  run "$BUILD/bin/slurm-train" ckpt verify "$d"
+  [ "$status" -eq 0 ]
 }
 
 @test "an error on one rank under srun ends the job with a message naming rank and host" {

@@ -1,0 +1,226 @@
+// Checkpoints the ranks write together (sharded optimizer state): each rank's places in the file,
+// the write in rounds, checksums of parts combined into the whole's, a file of three ranks'
+// parts read back as the whole state, a bad part named with its rank, and the commit.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+
+#include "test/unit/test_support.h"
+#include "train/checkpoint_file.h"
+#include "train/checkpoint_parallel.h"
+#include "train/checkpoint_store.h"
+#include "train/comm.h"
+#include "train/crc32.h"
+#include "train/h5.h"
+
+using namespace slurm_train;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char name[] = "/tmp/ckpt-parallel-test-XXXXXX";
+    REQUIRE(mkdtemp(name) != nullptr);
+    path = name;
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+// A whole state of an MLP 6 -> 4 -> 3 (43 parameters), every value distinct.
+CheckpointState whole_state() {
+  CheckpointState s;
+  s.model = mlp_model_layout(mlp_layout(MlpShape{6, {4}, 3}));
+  const std::size_t n = s.model.parameters();
+  s.params.resize(n);
+  s.first.resize(n);
+  s.second.resize(n);
+  std::iota(s.params.begin(), s.params.end(), 1.0f);
+  std::iota(s.first.begin(), s.first.end(), 1000.0f);
+  std::iota(s.second.begin(), s.second.end(), 2000.0f);
+  s.optimizer = "adamw";
+  s.counters.step = 20;
+  s.counters.seed = 42;
+  s.counters.global_batch = 32;
+  s.counters.world_size = 3;
+  s.program_version = "test";
+  s.created = "2026-01-01T00:00:00Z";
+  s.host = "node1";
+  return s;
+}
+
+// Rank r's part of `whole`: elements [begin, end).
+CheckpointState shard_of(const CheckpointState& whole, std::size_t begin, std::size_t end) {
+  CheckpointState s = whole;
+  s.is_shard = true;
+  s.shard_begin = begin;
+  auto cut = [&](const std::vector<float>& v) { return std::vector<float>(v.begin() + begin, v.begin() + end); };
+  s.params = cut(whole.params);
+  s.first = cut(whole.first);
+  s.second = cut(whole.second);
+  return s;
+}
+
+// Three "ranks" in one process, in save_checkpoint_parallel's order: the structure, each rank's
+// blocks written, the parts' checksums recorded. Cuts fall inside tensors.
+void write_by_three_ranks(const std::string& path, const CheckpointState& whole) {
+  const std::vector<std::size_t> cuts = {0, 10, 30, 43};
+  const std::vector<TensorPiece> pieces = create_checkpoint_file(path, shard_of(whole, 0, 10));
+  std::vector<std::uint64_t> offsets;
+  for (const TensorPiece& p : pieces) offsets.push_back(p.offset);
+  std::vector<ShardChecksum> parts;
+  for (int r = 0; r < 3; ++r) {
+    const CheckpointState s = shard_of(whole, cuts[r], cuts[r + 1]);
+    std::vector<FileBlock> blocks;
+    for (const ShardBlock& b : shard_blocks(s.model, offsets, s.shard_begin, {&s.params, &s.first, &s.second})) {
+      parts.push_back({b.piece, b.first, b.count, r, crc32_update(0, b.block.data, b.block.bytes)});
+      blocks.push_back(b.block);
+    }
+    write_file_blocks(path, blocks, 16, 0);  // 16-byte rounds: blocks split across rounds
+  }
+  store_shard_checksums(path, pieces, parts);
+}
+
+void flip_byte(const std::string& path, std::uintmax_t offset) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(offset));
+  char c = 0;
+  f.read(&c, 1);
+  c = static_cast<char>(c ^ 0x5a);
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.write(&c, 1);
+}
+
+}  // namespace
+
+TEST_CASE("shard blocks: a shard's elements of each array, placed in their tensors' space in the file") {
+  const ModelLayout model = mlp_model_layout(mlp_layout(MlpShape{6, {4}, 3}));  // 24 | 4 | 12 | 3
+  const std::vector<float> params(20, 0.f), first(20, 0.f);
+  const std::vector<std::uint64_t> offsets = {1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000};
+  const auto blocks = shard_blocks(model, offsets, 10, {&params, &first});  // elements 10..29
+  REQUIRE(blocks.size() == 6);
+  // layer1.weight from its element 10 (14 of them), layer1.bias whole, layer2.weight's first 2.
+  CHECK(blocks[0].piece == 0);
+  CHECK(blocks[0].first == 10);
+  CHECK(blocks[0].count == 14);
+  CHECK(blocks[0].block.offset == 1000 + 10 * 4);
+  CHECK(blocks[0].block.data == params.data());
+  CHECK(blocks[1].piece == 1);
+  CHECK(blocks[1].count == 4);
+  CHECK(blocks[1].block.data == params.data() + 14);
+  CHECK(blocks[2].piece == 2);
+  CHECK(blocks[2].first == 0);
+  CHECK(blocks[2].count == 2);
+  CHECK(blocks[2].block.bytes == 8);
+  CHECK(blocks[3].piece == 4);  // the first moment's layer1.weight
+  CHECK(blocks[3].block.offset == 5000 + 10 * 4);
+  CHECK(blocks[3].block.data == first.data());
+  testing::check_refused<std::invalid_argument>([&] { shard_blocks(model, {1, 2, 3}, 0, {&params}); }, "3 tensor offsets");
+  const std::vector<float> too_long(40, 0.f);
+  testing::check_refused<std::invalid_argument>([&] { shard_blocks(model, {1, 2, 3, 4}, 10, {&too_long}); },
+                                                "elements 10 to 50 of a model of 43");
+}
+
+TEST_CASE("file write rounds: sorted, cut at the round size, overlaps refused") {
+  const char bytes[100] = {};
+  const auto rounds = file_write_rounds({{500, bytes + 50, 30}, {0, bytes, 50}, {80, bytes, 0}}, 40);
+  REQUIRE(rounds.size() == 2);
+  REQUIRE(rounds[0].size() == 1);
+  CHECK(rounds[0][0].offset == 0);
+  CHECK(rounds[0][0].bytes == 40);
+  REQUIRE(rounds[1].size() == 2);
+  CHECK(rounds[1][0].offset == 40);
+  CHECK(rounds[1][0].data == bytes + 40);
+  CHECK(rounds[1][0].bytes == 10);
+  CHECK(rounds[1][1].offset == 500);
+  CHECK(rounds[1][1].bytes == 30);
+  CHECK(file_write_rounds({}, 40).empty());
+  testing::check_refused<std::invalid_argument>([&] { file_write_rounds({{0, bytes, 50}, {49, bytes, 1}}, 40); },
+                                                "overlap");
+}
+
+TEST_CASE("crc32 combine: the checksums of two parts give the whole's") {
+  std::vector<unsigned char> data(100000);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<unsigned char>(i * 7 + i / 300);
+  const std::uint32_t whole = crc32_update(0, data.data(), data.size());
+  for (std::size_t cut : {std::size_t{0}, std::size_t{1}, std::size_t{4096}, std::size_t{99999}})
+    CHECK(crc32_combine_bytes(crc32_update(0, data.data(), cut), crc32_update(0, data.data() + cut, data.size() - cut),
+                              data.size() - cut) == whole);
+}
+
+TEST_CASE("parallel checkpoint file: three ranks' parts read back as the whole state; a bad part names its rank") {
+  TempDir dir;
+  const std::string path = dir.path + "/c.h5";
+  const CheckpointState whole = whole_state();
+  write_by_three_ranks(path, whole);
+  CHECK(verify_checkpoint_file(path).empty());
+  const CheckpointState back = read_checkpoint_file(path);
+  CHECK(back.params == whole.params);
+  CHECK(back.first == whole.first);
+  CHECK(back.second == whole.second);
+  CHECK(back.counters.step == 20);
+
+  // The same bytes as rank 0's serial write of the whole state, with the same crc32s.
+  const std::string serial = dir.path + "/serial.h5";
+  write_checkpoint_file(serial, whole);
+  {
+    h5::Handle a = h5::open_file(path, H5F_ACC_RDONLY), b = h5::open_file(serial, H5F_ACC_RDONLY);
+    for (const char* name : {"/model/layer1.weight", "/optimizer/exp_avg_sq/layer2.bias"}) {
+      h5::Handle x = h5::open_dataset(a, name, path), y = h5::open_dataset(b, name, serial);
+      std::uint32_t cx = 0, cy = 0;
+      h5::Handle ax(H5Aopen(x, "crc32", H5P_DEFAULT)), ay(H5Aopen(y, "crc32", H5P_DEFAULT));
+      REQUIRE(H5Aread(ax, H5T_NATIVE_UINT32, &cx) >= 0);
+      REQUIRE(H5Aread(ay, H5T_NATIVE_UINT32, &cy) >= 0);
+      CHECK(cx == cy);
+    }
+  }
+
+  // Element 35 of the second moment is rank 2's (layer2.weight's element 7).
+  haddr_t at = 0;
+  {
+    h5::Handle file = h5::open_file(path, H5F_ACC_RDONLY);
+    at = H5Dget_offset(h5::open_dataset(file, "/optimizer/exp_avg_sq/layer2.weight", path));
+  }
+  flip_byte(path, at + 7 * sizeof(float) + 1);
+  const auto problems = verify_checkpoint_file(path);
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].find("/optimizer/exp_avg_sq/layer2.weight: part 2 of 2 (elements 2 to 11, written by rank 2) "
+                         "fails its checksum") != std::string::npos);
+}
+
+TEST_CASE("parallel checkpoint file: parts that leave a gap are refused, naming the tensor") {
+  TempDir dir;
+  const std::string path = dir.path + "/c.h5";
+  const CheckpointState whole = whole_state();
+  const std::vector<TensorPiece> pieces = create_checkpoint_file(path, shard_of(whole, 0, 43));
+  std::vector<ShardChecksum> parts;
+  for (std::size_t i = 0; i < pieces.size(); ++i) parts.push_back({i, 0, pieces[i].bytes / sizeof(float), 0, 0});
+  parts[2].first = 1;  // layer2.weight from its element 1: element 0 written by nobody
+  testing::check_refused<CheckpointWriteError>([&] { store_shard_checksums(path, pieces, parts); },
+                                               "/model/layer2.weight cover 0 of its 12 elements");
+}
+
+TEST_CASE("parallel checkpoint: a world of one commits it with the serial write's protocol") {
+  TempDir dir;
+  const auto comm = make_single_process_comm();
+  const CheckpointState whole = whole_state();
+  const std::string path = save_checkpoint_parallel(*comm, dir.path + "/ck", shard_of(whole, 0, 43), {2, 0});
+  CHECK(path == dir.path + "/ck/step-00000020.h5");
+  CHECK(verify_checkpoint_file(path).empty());
+  CHECK(read_checkpoint_file(path).second == whole.second);
+  std::ifstream latest(dir.path + "/ck/latest");
+  std::string line;
+  std::getline(latest, line);
+  CHECK(line == "step-00000020.h5");
+  for (const auto& e : fs::directory_iterator(dir.path + "/ck"))
+    CHECK(e.path().filename().string().find(".tmp-") == std::string::npos);
+  // An unwritable folder: the error names it, and nothing is left behind.
+  fs::create_directories(dir.path + "/file");
+  std::ofstream(dir.path + "/file/ck") << "not a folder";
+  testing::check_refused<CheckpointWriteError>(
+      [&] { save_checkpoint_parallel(*comm, dir.path + "/file/ck", shard_of(whole, 0, 43), {}); }, dir.path + "/file/ck");
+}

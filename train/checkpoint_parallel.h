@@ -1,0 +1,55 @@
+// A checkpoint of sharded optimizer state (train.shard_optimizer), written by every rank at once
+// into one file of the usual format (checkpoint_file.h), so that its time falls as ranks, nodes
+// and a parallel file system's servers are added, and every reader (a resume on any number of
+// ranks, `ckpt verify`, PyTorch) reads it as any other:
+//   1. rank 0 creates the temporary file with the checkpoint's structure through HDF5 (groups,
+//      attributes, scalars; every tensor's space allocated, contiguous) and tells every rank the
+//      tensors' offsets;
+//   2. every rank writes its part, the packed elements [begin, end) of its shard, of the
+//      parameters and of each moment, in collective MPI-IO writes, and syncs the file;
+//   3. rank 0 gathers every part's CRC-32, records them (and each tensor's whole CRC-32, combined
+//      from its parts'), then commits the file by checkpoint_store.h's protocol: fsync, rename,
+//      folder fsync, `latest`, the keep policy.
+// A rank that dies mid-write leaves a temporary file that is never renamed: the previous
+// checkpoint stays the newest. Every failure is known on every rank, which all throw
+// CheckpointWriteError.
+//
+// The bytes go to the file by MPI-IO, not through HDF5's MPI-IO driver (libhdf5-openmpi): the
+// writes are the same collective calls that driver makes for contiguous datasets, while the one
+// HDF5 build stays the serial, thread-safe one that the background writer of a replicated run
+// needs (Debian's MPI build of HDF5 is not thread-safe).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "train/checkpoint_state.h"
+#include "train/checkpoint_store.h"
+#include "train/comm.h"
+
+namespace slurm_train {
+
+// One place of a rank's part: elements [first, first + count) of create_checkpoint_file's
+// pieces[piece], and the bytes that go there.
+struct ShardBlock {
+  std::size_t piece = 0;
+  std::uint64_t first = 0, count = 0;
+  FileBlock block;
+};
+
+// The places of a shard's elements [begin, begin + arrays[a]->size()) of each array (the
+// parameters, then each moment) in a file whose tensors begin at `piece_offsets` (array by array,
+// each in the model's tensor order). Throws std::invalid_argument when the offsets do not
+// match the model and the arrays. Pure.
+std::vector<ShardBlock> shard_blocks(const ModelLayout& model, const std::vector<std::uint64_t>& piece_offsets,
+                                     std::size_t begin, const std::vector<const std::vector<float>*>& arrays);
+
+// Commits `shard` (this rank's part, is_shard; the same counters and metadata on every rank; rank
+// 0's are written) as DIR/step-<step>.h5, every rank writing its part. Collective. slow_ms: the
+// testing aid of write_checkpoint_file (64 KiB rounds, a pause after each). Returns the path.
+std::string save_checkpoint_parallel(Comm& comm, const std::string& dir, const CheckpointState& shard,
+                                     KeepPolicy keep, unsigned slow_ms = 0);
+
+}  // namespace slurm_train
