@@ -21,6 +21,8 @@
 #      GFLOP/s against OpenBLAS sgemm (n = 1024) on the same threads, alternating with the steps.
 #   6. The sharded optimizer (train.shard_optimizer): the optimizer state rank 0 holds on 2 and 4
 #      ranks against the whole (replicated) state, as the run reports it.
+#   8. Sharded checkpoints (bench/checkpoint_parallel.sh): on the local cluster, 4 ranks on 2
+#      nodes write a 256 MB checkpoint of sharded state together, against rank 0's serial write.
 #   7. The watchdog's control plane (build/bench/control_plane): rank 0's real watchdog against
 #      1k, 4k and 16k simulated ranks on this machine: time until all are connected, rank 0's
 #      CPU in steady training, time until every rank knows of a dead one, the hang table's cost.
@@ -132,6 +134,8 @@ for n in 2 4; do
 done
 echo "   start-up: srun to the first training step against srun hostname, on the local cluster"
 startup_rows=$(STARTUP_BENCH_ROWS=1 BUILD=$BUILD "$ROOT/bench/startup.sh")
+echo "   sharded checkpoints: written by 4 ranks on 2 nodes together against rank 0 alone, on the local cluster"
+parallel_checkpoint_row=$(BUILD=$BUILD "$ROOT/bench/checkpoint_parallel.sh")
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
 verdict() { awk -v v="$1" -v t="$2" 'BEGIN { print (v >= t ? "met" : "NOT MET") }'; }
@@ -174,6 +178,7 @@ for n in 2 4; do
     "$(awk -v a="$shard" -v b="$whole" 'BEGIN { if (b > 0) printf "1/%.2f", b / a; else print "?" }')" "1/$n" \
     "(peer: the replicated state; shards are whole blocks of 32768 parameters)"
 done
+echo "$parallel_checkpoint_row"
 echo
 echo "GFLOP/s of a step = its GEMM work / step time; GEMM work = 2 B sum(in*out) forward + the same for"
 echo "the weight gradients + the same less the first layer for the input gradients = $wide_step_gflop GFLOP"
