@@ -118,6 +118,7 @@ std::string save_checkpoint_parallel(Comm& comm, const std::string& dir, const C
       std::vector<ShardChecksum> parts;
       for (const auto& bytes : gathered) {
         const std::size_t n = bytes.size() / sizeof(ShardChecksum);
+        if (n == 0) continue;  // a rank with an empty shard
         parts.resize(parts.size() + n);
         std::memcpy(parts.data() + parts.size() - n, bytes.data(), n * sizeof(ShardChecksum));
       }

@@ -119,6 +119,9 @@ TEST_CASE("shard blocks: a shard's elements of each array, placed in their tenso
   CHECK(blocks[3].piece == 4);  // the first moment's layer1.weight
   CHECK(blocks[3].block.offset == 5000 + 10 * 4);
   CHECK(blocks[3].block.data == first.data());
+  // A rank with an empty shard (more ranks than blocks of parameters) writes nothing.
+  const std::vector<float> none;
+  CHECK(shard_blocks(model, offsets, 43, {&none, &none}).empty());
   testing::check_refused<std::invalid_argument>([&] { shard_blocks(model, {1, 2, 3}, 0, {&params}); }, "3 tensor offsets");
   const std::vector<float> too_long(40, 0.f);
   testing::check_refused<std::invalid_argument>([&] { shard_blocks(model, {1, 2, 3, 4}, 10, {&too_long}); },
