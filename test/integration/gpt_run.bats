@@ -138,17 +138,26 @@ PYEOF
   [[ $output == *"model.embd = 130: expected a multiple of model.heads = 4"* ]]
 }
 
-@test "gpt with train.shard_optimizer on 2 and 3 ranks: the replicated run's parameters, bit for bit" {
+@test "gpt with train.shard_optimizer on 2 and 3 ranks: the replicated run's parameters, bit for bit; the ranks' checkpoint verifies" {
   small="--train.global_batch 16 --train.steps 30 --train.warmup_steps 5 --train.metrics= --run.progress lines"
-  small+=" --model.layers 2 --model.embd 64 --train.eval_batch 64 --ckpt.dir="
+  small+=" --model.layers 2 --model.embd 64 --train.eval_batch 64"
   for n in 2 3; do
     for mode in false true; do
+      ckpt="--ckpt.dir="
+      [ "$mode" = true ] && ckpt="--ckpt.dir sharded-ck-$n"
       run bash -c "cd '$work' && srun --mpi=pmix -N1 -n$n '$BUILD/bin/slurm-train' run --config examples/gpt-tiny.toml \
-        $small --train.shard_optimizer $mode --train.save sharded-$mode-$n.h5"
+        $small $ckpt --train.shard_optimizer $mode --train.save sharded-$mode-$n.h5"
       [ "$status" -eq 0 ]
     done
     [[ $output == *"the optimizer state is sharded over $n ranks: 0.50 MiB on rank 0 (0.95 MiB whole)"* ]]
+    [[ $output == *"checkpoint step 30 -> sharded-ck-$n/step-00000030.h5 (written by the $n ranks together"* ]]
     run h5diff "$work/sharded-false-$n.h5" "$work/sharded-true-$n.h5" /model /model
+    [ "$status" -eq 0 ]
+    run "$BUILD/bin/slurm-train" ckpt verify "$work/sharded-ck-$n/step-00000030.h5"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    run $PY "$ROOT/test/integration/compare_models.py" "$work/sharded-ck-$n/step-00000030.h5" "$work/sharded-true-$n.h5" 0
+    echo "$output"
     [ "$status" -eq 0 ]
   done
 }
