@@ -25,19 +25,11 @@
 #include "train/h5.h"
 
 using namespace slurm_train;
+using testing::flip_byte;
+using testing::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char name[] = "/tmp/ckpt-test-XXXXXX";
-    REQUIRE(mkdtemp(name) != nullptr);
-    path = name;
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
 
 CheckpointState sample_state(std::uint64_t step, const std::string& optimizer = "adamw") {
   CheckpointState s;
@@ -72,16 +64,6 @@ haddr_t data_offset(const std::string& path, const std::string& dataset) {
   h5::Handle file = h5::open_file(path, H5F_ACC_RDONLY);
   h5::Handle set = h5::open_dataset(file, dataset, path);
   return H5Dget_offset(set);
-}
-
-void flip_byte(const std::string& path, std::uintmax_t offset) {
-  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-  f.seekg(static_cast<std::streamoff>(offset));
-  char c = 0;
-  f.read(&c, 1);
-  c = static_cast<char>(c ^ 0x5a);
-  f.seekp(static_cast<std::streamoff>(offset));
-  f.write(&c, 1);
 }
 
 }  // namespace

@@ -17,19 +17,11 @@
 #include "train/h5.h"
 
 using namespace slurm_train;
+using testing::flip_byte;
+using testing::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char name[] = "/tmp/ckpt-parallel-test-XXXXXX";
-    REQUIRE(mkdtemp(name) != nullptr);
-    path = name;
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
 
 // A whole state of an MLP 6 -> 4 -> 3 (43 parameters), every value distinct.
 CheckpointState whole_state() {
@@ -83,16 +75,6 @@ void write_by_three_ranks(const std::string& path, const CheckpointState& whole)
     write_file_blocks(path, blocks, 16, 0);  // 16-byte rounds: blocks split across rounds
   }
   store_shard_checksums(path, pieces, parts);
-}
-
-void flip_byte(const std::string& path, std::uintmax_t offset) {
-  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-  f.seekg(static_cast<std::streamoff>(offset));
-  char c = 0;
-  f.read(&c, 1);
-  c = static_cast<char>(c ^ 0x5a);
-  f.seekp(static_cast<std::streamoff>(offset));
-  f.write(&c, 1);
 }
 
 }  // namespace

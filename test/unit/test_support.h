@@ -1,10 +1,14 @@
-// Helpers shared by the unit tests: the fixture sysfs trees and a check that a call throws an
-// error whose message holds a given text.
+// Helpers shared by the unit tests: the fixture sysfs trees, a check that a call throws an
+// error whose message holds a given text, a temporary folder and a damaged byte of a file.
 #pragma once
 
 #include <doctest/doctest.h>
 
+#include <stdlib.h>
+
+#include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <string_view>
 
@@ -27,6 +31,30 @@ void check_refused(Fn&& fn, std::string_view expected) {
     CAPTURE(what);
     CHECK(what.find(expected) != std::string::npos);
   }
+}
+
+// A fresh folder under /tmp, removed with everything in it at the end of the scope.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char name[] = "/tmp/slurm-train-test-XXXXXX";
+    REQUIRE(mkdtemp(name) != nullptr);
+    path = name;
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
+
+// Flips bits of the byte at `offset` of `path`, in place.
+inline void flip_byte(const std::string& path, std::uintmax_t offset) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(offset));
+  char c = 0;
+  f.read(&c, 1);
+  c = static_cast<char>(c ^ 0x5a);
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.write(&c, 1);
 }
 
 }  // namespace slurm_train::testing
