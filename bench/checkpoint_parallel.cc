@@ -33,12 +33,10 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-CheckpointState state_of(const ModelLayout& model, std::size_t begin, std::size_t end, bool shard) {
+CheckpointState state_of(const ModelLayout& model, std::size_t begin, std::size_t end) {
   CheckpointState s;
   s.model = model;
   s.optimizer = "adamw";
-  s.is_shard = shard;
-  s.shard_begin = begin;
   s.params.resize(end - begin);
   s.first.resize(end - begin);
   s.second.resize(end - begin);
@@ -74,9 +72,13 @@ int main(int argc, char** argv) {
     const std::size_t n = model.parameters();
     const auto cuts = shard_cuts(n, comm->size(), kernels::kSumOfSquaresBlock);
     const auto r = static_cast<std::size_t>(comm->rank());
-    CheckpointState shard = state_of(model, cuts[r], cuts[r + 1], true);
+    // This rank's shard, and the description the ranks share.
+    const CheckpointState held = state_of(model, cuts[r], cuts[r + 1]);
+    const ShardData mine{cuts[r], {held.params, held.first, held.second}};
+    CheckpointState meta = state_of(model, 0, 0);
+    meta.is_shard = true;
     CheckpointState whole;
-    if (comm->rank() == 0) whole = state_of(model, 0, n, false);
+    if (comm->rank() == 0) whole = state_of(model, 0, n);
     // Nodes: distinct host names.
     char host[256] = {};
     gethostname(host, sizeof host - 1);
@@ -86,14 +88,14 @@ int main(int argc, char** argv) {
 
     std::vector<double> serial, parallel;
     for (int i = 0; i < repeats; ++i) {
-      shard.counters.step = whole.counters.step = static_cast<std::uint64_t>(i + 1);
+      meta.counters.step = whole.counters.step = static_cast<std::uint64_t>(i + 1);
       comm->barrier();
       auto t0 = Clock::now();
       if (comm->rank() == 0) save_checkpoint(dir + "/serial", whole, {1, 0});
       comm->barrier();
       serial.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
       t0 = Clock::now();
-      save_checkpoint_parallel(*comm, dir + "/parallel", shard, {1, 0});
+      save_checkpoint_parallel(*comm, dir + "/parallel", meta, mine, {1, 0});
       comm->barrier();
       parallel.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     }

@@ -497,7 +497,7 @@ ModelLayout read_model_layout(hid_t file, const std::string& path) {
 }  // namespace
 
 std::vector<TensorPiece> create_checkpoint_file(const std::string& path, const CheckpointState& s) {
-  const std::size_t elements = s.is_shard ? s.model.parameters() : s.params.size();
+  const std::size_t elements = s.model.parameters();
   const std::size_t arrays = 1 + (s.is_shard ? optimizer_state_names(s.optimizer).size() : (s.first.empty() ? 0 : 1) + (s.second.empty() ? 0 : 1));
   const std::size_t tensor_bytes = arrays * elements * sizeof(float);
   // HDF5 1.10 can crash at exit after a write of its own failed (a full disk); so the space a

@@ -17,14 +17,14 @@
 namespace slurm_train {
 
 std::vector<ShardBlock> shard_blocks(const ModelLayout& model, const std::vector<std::uint64_t>& piece_offsets,
-                                     std::size_t begin, const std::vector<const std::vector<float>*>& arrays) {
+                                     std::size_t begin, const std::vector<std::span<const float>>& arrays) {
   const std::size_t tensors = model.tensors.size();
   if (piece_offsets.size() != arrays.size() * tensors)
     throw std::invalid_argument(fmt::format("{} tensor offsets for {} arrays of {} tensors", piece_offsets.size(),
                                             arrays.size(), tensors));
   std::vector<ShardBlock> blocks;
   for (std::size_t a = 0; a < arrays.size(); ++a) {
-    const std::size_t end = begin + arrays[a]->size();
+    const std::size_t end = begin + arrays[a].size();
     if (end > model.parameters())
       throw std::invalid_argument(fmt::format("a shard of elements {} to {} of a model of {}", begin, end, model.parameters()));
     for (std::size_t t = 0; t < tensors; ++t) {
@@ -33,7 +33,7 @@ std::vector<ShardBlock> shard_blocks(const ModelLayout& model, const std::vector
       if (lo >= hi) continue;
       const std::size_t piece = a * tensors + t;
       blocks.push_back({piece, lo - tensor.offset, hi - lo,
-                        {piece_offsets[piece] + (lo - tensor.offset) * sizeof(float), arrays[a]->data() + (lo - begin),
+                        {piece_offsets[piece] + (lo - tensor.offset) * sizeof(float), arrays[a].data() + (lo - begin),
                          (hi - lo) * sizeof(float)}});
     }
   }
@@ -67,9 +67,11 @@ constexpr std::size_t kSlowRoundBytes = std::size_t{64} << 10;
 
 }  // namespace
 
-std::string save_checkpoint_parallel(Comm& comm, const std::string& dir, const CheckpointState& s, KeepPolicy keep,
-                                     unsigned slow_ms) {
-  if (!s.is_shard) throw std::logic_error("save_checkpoint_parallel: the state is not a shard");
+std::string save_checkpoint_parallel(Comm& comm, const std::string& dir, const CheckpointState& s,
+                                     const ShardData& mine, KeepPolicy keep, unsigned slow_ms) {
+  if (!s.is_shard) throw std::logic_error("save_checkpoint_parallel: the state is not a shard's");
+  if (mine.arrays.size() != 1 + optimizer_state_names(s.optimizer).size())
+    throw std::logic_error(fmt::format("save_checkpoint_parallel: {} arrays for {}", mine.arrays.size(), s.optimizer));
   const bool root = comm.rank() == 0;
   const std::string path = dir + "/" + checkpoint_file_name(s.counters.step);
 
@@ -96,11 +98,9 @@ std::string save_checkpoint_parallel(Comm& comm, const std::string& dir, const C
   broadcast_numbers(comm, offsets);
 
   // 2. Every rank writes its part of every tensor, and checksums it.
-  std::vector<const std::vector<float>*> arrays = {&s.params, &s.first};
-  if (optimizer_state_names(s.optimizer).size() > 1) arrays.push_back(&s.second);
   std::vector<ShardChecksum> sums;
   std::vector<FileBlock> blocks;
-  for (const ShardBlock& b : shard_blocks(s.model, offsets, s.shard_begin, arrays)) {
+  for (const ShardBlock& b : shard_blocks(s.model, offsets, mine.begin, mine.arrays)) {
     sums.push_back({b.piece, b.first, b.count, comm.rank(), crc32_update(0, b.block.data, b.block.bytes)});
     blocks.push_back(b.block);
   }

@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -39,17 +40,25 @@ struct ShardBlock {
   FileBlock block;
 };
 
-// The places of a shard's elements [begin, begin + arrays[a]->size()) of each array (the
+// The places of a shard's elements [begin, begin + arrays[a].size()) of each array (the
 // parameters, then each moment) in a file whose tensors begin at `piece_offsets` (array by array,
 // each in the model's tensor order). Throws std::invalid_argument when the offsets do not
 // match the model and the arrays. Pure.
 std::vector<ShardBlock> shard_blocks(const ModelLayout& model, const std::vector<std::uint64_t>& piece_offsets,
-                                     std::size_t begin, const std::vector<const std::vector<float>*>& arrays);
+                                     std::size_t begin, const std::vector<std::span<const float>>& arrays);
 
-// Commits `shard` (this rank's part, is_shard; the same counters and metadata on every rank; rank
-// 0's are written) as DIR/step-<step>.h5, every rank writing its part. Collective. slow_ms: the
-// testing aid of write_checkpoint_file (64 KiB rounds, a pause after each). Returns the path.
-std::string save_checkpoint_parallel(Comm& comm, const std::string& dir, const CheckpointState& shard,
-                                     KeepPolicy keep, unsigned slow_ms = 0);
+// This rank's part: the packed elements [begin, begin + size) of the parameters and of each
+// optimizer state (AdamW: two, SGD: one), where the step keeps them; they are written from there.
+struct ShardData {
+  std::size_t begin = 0;
+  std::vector<std::span<const float>> arrays;
+};
+
+// Commits the checkpoint that `meta` describes (counters, model, metadata; is_shard and no
+// tensors; the same on every rank, rank 0's written) as DIR/step-<step>.h5, every rank writing
+// `mine`. Collective. slow_ms: the testing aid of write_checkpoint_file (64 KiB rounds, a pause
+// after each). Returns the path.
+std::string save_checkpoint_parallel(Comm& comm, const std::string& dir, const CheckpointState& meta,
+                                     const ShardData& mine, KeepPolicy keep, unsigned slow_ms = 0);
 
 }  // namespace slurm_train

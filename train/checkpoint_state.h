@@ -50,10 +50,9 @@ struct CheckpointState {
   // written before it was recorded. The state itself is the same on any device.
   std::string device;
   std::int64_t format_version = kCheckpointFormatVersion;
-  // A shard, as one rank of a parallel write holds it (checkpoint_parallel.h): params, first and
-  // second hold the model's packed elements [shard_begin, shard_begin + params.size()) only.
+  // The description of a checkpoint that the ranks write together (checkpoint_parallel.h): the
+  // tensors are not here but where each rank keeps its shard of them.
   bool is_shard = false;
-  std::size_t shard_begin = 0;
   std::string path;  // the file it was read from; not written
 };
 

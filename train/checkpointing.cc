@@ -82,24 +82,23 @@ void Checkpointing::save(std::uint64_t done, double epoch_loss, double epoch_sec
 void Checkpointing::save_together(const CheckpointCounters& c, Clock::time_point begin) {
   const std::optional<StateShard> shard = step_.state_shard();
   if (!shard) throw std::logic_error("Checkpointing: the ranks write together but the step's state is whole");
-  CheckpointState& s = shard_;
+  CheckpointState& s = shard_meta_;
   s.counters = c;
   s.optimizer = plan_.optimizer;
   s.model = step_.model_layout();
   s.is_shard = true;
-  s.shard_begin = shard->begin;
-  s.params.assign(shard->params->begin() + static_cast<std::ptrdiff_t>(shard->begin),
-                  shard->params->begin() + static_cast<std::ptrdiff_t>(shard->end));
-  s.first = *shard->first;
-  s.second = *shard->second;
   s.config_toml = plan_.config_toml;
   s.program_version = SLURM_TRAIN_VERSION;
   s.created = utc_now();
   s.host = host_;
   s.device = plan_.device;
   s.recipe = plan_.recipe;
+  // Written straight from the step's buffers: nothing changes them until save returns.
+  ShardData mine{shard->begin, {std::span<const float>(*shard->params).subspan(shard->begin, shard->end - shard->begin),
+                                std::span<const float>(*shard->first)}};
+  if (optimizer_state_names(plan_.optimizer).size() > 1) mine.arrays.emplace_back(*shard->second);  // not SGD
   Comm& comm = *plan_.together;
-  save_checkpoint_parallel(comm, plan_.ckpt.dir, s,
+  save_checkpoint_parallel(comm, plan_.ckpt.dir, s, mine,
                            KeepPolicy{static_cast<std::uint64_t>(plan_.ckpt.keep), static_cast<std::uint64_t>(plan_.ckpt.keep_every)},
                            plan_.slow_ms);
   if (comm.rank() == 0)

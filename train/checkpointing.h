@@ -63,7 +63,7 @@ class Checkpointing {
   const bool writer_;
   std::ostream& out_;
   const std::string host_;
-  CheckpointState shard_;  // this rank's part of a checkpoint written together; buffers reused
+  CheckpointState shard_meta_;  // what a checkpoint written together says besides the tensors
   void save_together(const CheckpointCounters& c, Clock::time_point begin);
   struct Pending {
     bool active = false;

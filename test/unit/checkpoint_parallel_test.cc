@@ -45,30 +45,34 @@ CheckpointState whole_state() {
   return s;
 }
 
-// Rank r's part of `whole`: elements [begin, end).
-CheckpointState shard_of(const CheckpointState& whole, std::size_t begin, std::size_t end) {
+// What the ranks of a parallel write share: `whole` without its tensors.
+CheckpointState meta_of(const CheckpointState& whole) {
   CheckpointState s = whole;
   s.is_shard = true;
-  s.shard_begin = begin;
-  auto cut = [&](const std::vector<float>& v) { return std::vector<float>(v.begin() + begin, v.begin() + end); };
-  s.params = cut(whole.params);
-  s.first = cut(whole.first);
-  s.second = cut(whole.second);
+  s.params.clear();
+  s.first.clear();
+  s.second.clear();
   return s;
+}
+
+// Rank r's part of `whole`: elements [begin, end) of each array, where `whole` keeps them.
+ShardData shard_of(const CheckpointState& whole, std::size_t begin, std::size_t end) {
+  auto cut = [&](const std::vector<float>& v) { return std::span<const float>(v).subspan(begin, end - begin); };
+  return {begin, {cut(whole.params), cut(whole.first), cut(whole.second)}};
 }
 
 // Three "ranks" in one process, in save_checkpoint_parallel's order: the structure, each rank's
 // blocks written, the parts' checksums recorded. Cuts fall inside tensors.
 void write_by_three_ranks(const std::string& path, const CheckpointState& whole) {
   const std::vector<std::size_t> cuts = {0, 10, 30, 43};
-  const std::vector<TensorPiece> pieces = create_checkpoint_file(path, shard_of(whole, 0, 10));
+  const std::vector<TensorPiece> pieces = create_checkpoint_file(path, meta_of(whole));
   std::vector<std::uint64_t> offsets;
   for (const TensorPiece& p : pieces) offsets.push_back(p.offset);
   std::vector<ShardChecksum> parts;
   for (int r = 0; r < 3; ++r) {
-    const CheckpointState s = shard_of(whole, cuts[r], cuts[r + 1]);
+    const ShardData mine = shard_of(whole, cuts[r], cuts[r + 1]);
     std::vector<FileBlock> blocks;
-    for (const ShardBlock& b : shard_blocks(s.model, offsets, s.shard_begin, {&s.params, &s.first, &s.second})) {
+    for (const ShardBlock& b : shard_blocks(whole.model, offsets, mine.begin, mine.arrays)) {
       parts.push_back({b.piece, b.first, b.count, r, crc32_update(0, b.block.data, b.block.bytes)});
       blocks.push_back(b.block);
     }
@@ -83,7 +87,7 @@ TEST_CASE("shard blocks: a shard's elements of each array, placed in their tenso
   const ModelLayout model = mlp_model_layout(mlp_layout(MlpShape{6, {4}, 3}));  // 24 | 4 | 12 | 3
   const std::vector<float> params(20, 0.f), first(20, 0.f);
   const std::vector<std::uint64_t> offsets = {1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000};
-  const auto blocks = shard_blocks(model, offsets, 10, {&params, &first});  // elements 10..29
+  const auto blocks = shard_blocks(model, offsets, 10, {params, first});  // elements 10..29
   REQUIRE(blocks.size() == 6);
   // layer1.weight from its element 10 (14 of them), layer1.bias whole, layer2.weight's first 2.
   CHECK(blocks[0].piece == 0);
@@ -103,10 +107,10 @@ TEST_CASE("shard blocks: a shard's elements of each array, placed in their tenso
   CHECK(blocks[3].block.data == first.data());
   // A rank with an empty shard (more ranks than blocks of parameters) writes nothing.
   const std::vector<float> none;
-  CHECK(shard_blocks(model, offsets, 43, {&none, &none}).empty());
-  testing::check_refused<std::invalid_argument>([&] { shard_blocks(model, {1, 2, 3}, 0, {&params}); }, "3 tensor offsets");
+  CHECK(shard_blocks(model, offsets, 43, {none, none}).empty());
+  testing::check_refused<std::invalid_argument>([&] { shard_blocks(model, {1, 2, 3}, 0, {params}); }, "3 tensor offsets");
   const std::vector<float> too_long(40, 0.f);
-  testing::check_refused<std::invalid_argument>([&] { shard_blocks(model, {1, 2, 3, 4}, 10, {&too_long}); },
+  testing::check_refused<std::invalid_argument>([&] { shard_blocks(model, {1, 2, 3, 4}, 10, {too_long}); },
                                                 "elements 10 to 50 of a model of 43");
 }
 
@@ -181,7 +185,7 @@ TEST_CASE("parallel checkpoint file: parts that leave a gap are refused, naming 
   TempDir dir;
   const std::string path = dir.path + "/c.h5";
   const CheckpointState whole = whole_state();
-  const std::vector<TensorPiece> pieces = create_checkpoint_file(path, shard_of(whole, 0, 43));
+  const std::vector<TensorPiece> pieces = create_checkpoint_file(path, meta_of(whole));
   std::vector<ShardChecksum> parts;
   for (std::size_t i = 0; i < pieces.size(); ++i) parts.push_back({i, 0, pieces[i].bytes / sizeof(float), 0, 0});
   parts[2].first = 1;  // layer2.weight from its element 1: element 0 written by nobody
@@ -193,7 +197,7 @@ TEST_CASE("parallel checkpoint: a world of one commits it with the serial write'
   TempDir dir;
   const auto comm = make_single_process_comm();
   const CheckpointState whole = whole_state();
-  const std::string path = save_checkpoint_parallel(*comm, dir.path + "/ck", shard_of(whole, 0, 43), {2, 0});
+  const std::string path = save_checkpoint_parallel(*comm, dir.path + "/ck", meta_of(whole), shard_of(whole, 0, 43), {2, 0});
   CHECK(path == dir.path + "/ck/step-00000020.h5");
   CHECK(verify_checkpoint_file(path).empty());
   CHECK(read_checkpoint_file(path).second == whole.second);
@@ -207,5 +211,5 @@ TEST_CASE("parallel checkpoint: a world of one commits it with the serial write'
   fs::create_directories(dir.path + "/file");
   std::ofstream(dir.path + "/file/ck") << "not a folder";
   testing::check_refused<CheckpointWriteError>(
-      [&] { save_checkpoint_parallel(*comm, dir.path + "/file/ck", shard_of(whole, 0, 43), {}); }, dir.path + "/file/ck");
+      [&] { save_checkpoint_parallel(*comm, dir.path + "/file/ck", meta_of(whole), shard_of(whole, 0, 43), {}); }, dir.path + "/file/ck");
 }
