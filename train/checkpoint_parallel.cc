@@ -56,7 +56,7 @@ void broadcast_numbers(Comm& comm, std::vector<std::uint64_t>& v) {
   if (n > 0) comm.broadcast(v.data(), n * sizeof(std::uint64_t), 0);
 }
 
-// Ranks whose first-rank error ends the write for all: the same exception everywhere.
+// Rank 0's error ends the write on every rank: the same exception everywhere, naming who failed.
 [[noreturn]] void fail_everywhere(bool root, const std::string& error, const char* what) {
   if (root) throw CheckpointWriteError(error);
   throw CheckpointWriteError(fmt::format("rank 0 could not {} the checkpoint: {}", what, error));

@@ -129,14 +129,15 @@ class MpiComm final : public Comm {
     // Each call is collective: a rank whose write fails goes on taking part (with nothing to
     // write) and the ranks agree on the outcome at the end, so that none waits for ever.
     std::string failure;
-    auto note = [&](int rc, const char* call) {
+    auto keep_first = [&](int rc, const char* call, int line) {
       if (rc == MPI_SUCCESS || !failure.empty()) return;
       char text[MPI_MAX_ERROR_STRING] = {};
       int length = 0;
       MPI_Error_string(rc, text, &length);
       failure = fmt::format("rank {} on {}: MPI call {} on '{}' failed at {}:{}: {}", rank_, hostname(), call, path,
-                            __FILE__, __LINE__, text);
+                            __FILE__, line, text);
     };
+#define note(call, name) keep_first((call), (name), __LINE__)
     const std::vector<std::vector<FileBlock>> rounds = file_write_rounds(blocks, round_bytes);
     long long count = static_cast<long long>(rounds.size());
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &count, 1, MPI_LONG_LONG, MPI_MAX, world_));
@@ -173,15 +174,14 @@ class MpiComm final : public Comm {
         note(MPI_File_set_view(file, 0, MPI_BYTE, file_type, "native", MPI_INFO_NULL), "MPI_File_set_view");
         MPI_Status status;
         note(MPI_File_write_all(file, MPI_BOTTOM, round.empty() ? 0 : 1, memory_type, &status), "MPI_File_write_all");
-        if (!round.empty()) {
-          MPI_Type_free(&file_type);
-          MPI_Type_free(&memory_type);
-        }
+        if (file_type != MPI_BYTE) MPI_Type_free(&file_type);
+        if (memory_type != MPI_BYTE) MPI_Type_free(&memory_type);
         if (pause_ms > 0) ::usleep(pause_ms * 1000u);
       }
       note(MPI_File_sync(file), "MPI_File_sync");
       note(MPI_File_close(&file), "MPI_File_close");
     }
+#undef note
     int failed = failure.empty() ? 0 : 1;
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_SUM, world_));
     if (!failure.empty()) throw CommError(failure);
