@@ -125,24 +125,26 @@ void Gpt::resize(int B, int T) {
   const std::size_t BT = static_cast<std::size_t>(B) * T, C = static_cast<std::size_t>(config_.embd),
                     L = static_cast<std::size_t>(config_.layers), H = static_cast<std::size_t>(config_.heads),
                     V = static_cast<std::size_t>(config_.vocab);
-  residual_.resize((L + 1) * BT * C);
-  ln1_.resize(L * BT * C);
-  ln1_mean_.resize(L * BT);
-  ln1_rstd_.resize(L * BT);
-  qkv_.resize(L * BT * 3 * C);
-  probs_.resize(L * B * H * T * T);
-  atty_.resize(L * BT * C);
-  residual2_.resize(L * BT * C);
-  ln2_.resize(L * BT * C);
-  ln2_mean_.resize(L * BT);
-  ln2_rstd_.resize(L * BT);
-  fc_.resize(L * BT * 4 * C);
-  fch_.resize(L * BT * 4 * C);
-  lnf_.resize(BT * C);
-  lnf_mean_.resize(BT);
-  lnf_rstd_.resize(BT);
-  logits_.resize(BT * V);
-  dlogits_.resize(BT * V);
+  // Buffers only grow: an evaluation slice between two steps must not cost the next step a fresh
+  // allocation (a page fault per 4 KiB and a clearing pass).
+  const auto at_least = [](std::vector<float>& v, std::size_t n) {
+    if (v.size() < n) v.resize(n);
+  };
+  at_least(residual_, (L + 1) * BT * C);
+  for (auto* v : {&ln1_, &atty_, &residual2_, &ln2_}) at_least(*v, L * BT * C);
+  for (auto* v : {&ln1_mean_, &ln1_rstd_, &ln2_mean_, &ln2_rstd_}) at_least(*v, L * BT);
+  at_least(qkv_, L * BT * 3 * C);
+  at_least(probs_, L * B * H * T * T);
+  at_least(fc_, L * BT * 4 * C);
+  at_least(fch_, L * BT * 4 * C);
+  at_least(lnf_, BT * C);
+  at_least(lnf_mean_, BT);
+  at_least(lnf_rstd_, BT);
+  at_least(logits_, BT * V);
+  at_least(dlogits_, BT * V);
+  for (auto* v : {&projected_, &dropped_, &dres_, &dres2_, &dbranch_, &dln_, &datty_}) at_least(*v, BT * C);
+  at_least(dwide_, BT * 4 * C);
+  at_least(dqkv_, BT * 3 * C);
 }
 
 double Gpt::forward(const std::int32_t* tokens, const std::int32_t* targets, int B, int T) {
@@ -179,23 +181,23 @@ kernels::LossResult Gpt::forward_sums(const std::int32_t* tokens, const std::int
   tokens_.assign(tokens, tokens + BT);
   targets_.assign(targets, targets + BT);
   const std::size_t bt = static_cast<std::size_t>(BT);
-  std::vector<float> projected(bt * C), dropped(dropout.p > 0.0f ? bt * C : 0);
+  float* const projected = projected_.data();
   // The embeddings' sum is dropout site 0; block l's attention branch 1 + 2l, its MLP 2 + 2l.
   if (dropout.p > 0.0f) {
-    kernels::embedding_forward(B, T, C, tokens, param(kWte), param(kWpe), projected.data());
+    kernels::embedding_forward(B, T, C, tokens, param(kWte), param(kWpe), projected);
     zeros_.assign(static_cast<std::size_t>(C), 0.0f);
-    k_.bias_activation_forward(kernels::Activation::kIdentity, BT, C, zeros_.data(), projected.data(), residual_.data(),
+    k_.bias_activation_forward(kernels::Activation::kIdentity, BT, C, zeros_.data(), projected, residual_.data(),
                                dropout_at(0));
   } else {
     kernels::embedding_forward(B, T, C, tokens, param(kWte), param(kWpe), residual_.data());
   }
   // Adds a branch's output to the residual stream, through its dropout site.
   const auto add_branch = [&](std::size_t site, const float* from, float* to) {
-    const float* branch = projected.data();
+    const float* branch = projected;
     if (dropout.p > 0.0f) {
-      k_.bias_activation_forward(kernels::Activation::kIdentity, BT, C, zeros_.data(), projected.data(), dropped.data(),
+      k_.bias_activation_forward(kernels::Activation::kIdentity, BT, C, zeros_.data(), projected, dropped_.data(),
                                  dropout_at(site));
-      branch = dropped.data();
+      branch = dropped_.data();
     }
     kernels::residual_forward(static_cast<std::int64_t>(bt) * C, from, branch, to);
   };
@@ -214,17 +216,17 @@ kernels::LossResult Gpt::forward_sums(const std::int32_t* tokens, const std::int
     k_.gemm(false, false, BT, 3 * C, C, 1.0f, ln1, C, param(block_tensor(l, kAttnW)), 3 * C, 0.0f, qkv, 3 * C);
     k_.bias_activation_forward(kernels::Activation::kIdentity, BT, 3 * C, param(block_tensor(l, kAttnB)), qkv, qkv, {});
     kernels::attention_forward_gemm(k_, B, T, C, H, qkv, atty, probs_.data() + L * static_cast<std::size_t>(B) * H * T * T);
-    k_.gemm(false, false, BT, C, C, 1.0f, atty, C, param(block_tensor(l, kAttnProjW)), C, 0.0f, projected.data(), C);
+    k_.gemm(false, false, BT, C, C, 1.0f, atty, C, param(block_tensor(l, kAttnProjW)), C, 0.0f, projected, C);
     k_.bias_activation_forward(kernels::Activation::kIdentity, BT, C, param(block_tensor(l, kAttnProjB)),
-                               projected.data(), projected.data(), {});
+                               projected, projected, {});
     add_branch(1 + 2 * L, r, r2);
     kernels::layernorm_forward(BT, C, r2, param(block_tensor(l, kLn2W)), param(block_tensor(l, kLn2B)), ln2,
                                ln2_mean_.data() + L * bt, ln2_rstd_.data() + L * bt);
     k_.gemm(false, false, BT, 4 * C, C, 1.0f, ln2, C, param(block_tensor(l, kFcW)), 4 * C, 0.0f, fc, 4 * C);
     k_.bias_activation_forward(kernels::Activation::kGelu, BT, 4 * C, param(block_tensor(l, kFcB)), fc, fch, {});
-    k_.gemm(false, false, BT, C, 4 * C, 1.0f, fch, 4 * C, param(block_tensor(l, kMlpProjW)), C, 0.0f, projected.data(), C);
+    k_.gemm(false, false, BT, C, 4 * C, 1.0f, fch, 4 * C, param(block_tensor(l, kMlpProjW)), C, 0.0f, projected, C);
     k_.bias_activation_forward(kernels::Activation::kIdentity, BT, C, param(block_tensor(l, kMlpProjB)),
-                               projected.data(), projected.data(), {});
+                               projected, projected, {});
     add_branch(2 + 2 * L, r2, r + bt * C);
   }
   const std::size_t ln_f = layout_.size() - 2;
@@ -240,9 +242,12 @@ void Gpt::backward(const std::function<void(std::size_t tensor)>& tensor_done) {
   const int B = B_, T = T_, C = config_.embd, V = config_.vocab, H = config_.heads, BT = B * T;
   const std::size_t bt = static_cast<std::size_t>(BT);
   std::fill(grads_.begin(), grads_.end(), 0.0f);
-  std::vector<float> dres(bt * C), dres2(bt * C), dbranch(bt * C), dln(bt * C), dwide(bt * 4 * C), dqkv(bt * 3 * C), datty(bt * C), scores;
+  std::vector<float>&dres = dres_, &dres2 = dres2_, &dbranch = dbranch_, &dln = dln_, &dwide = dwide_, &dqkv = dqkv_,
+                     &datty = datty_;
+  const std::size_t btc = bt * static_cast<std::size_t>(C);
   const std::size_t ln_f = layout_.size() - 2;
-  // Through the tied head and the final LayerNorm.
+  // Through the tied head and the final LayerNorm (which adds into dres).
+  std::fill_n(dres.begin(), btc, 0.0f);
   k_.gemm(false, false, BT, C, V, 1.0f, dlogits_.data(), V, param(kWte), C, 0.0f, dln.data(), C);
   k_.gemm(true, false, V, C, BT, 1.0f, dlogits_.data(), V, lnf_.data(), C, 1.0f, grad(kWte), C);
   kernels::layernorm_backward(BT, C, residual_.data() + static_cast<std::size_t>(config_.layers) * bt * C, param(ln_f),
@@ -270,7 +275,7 @@ void Gpt::backward(const std::function<void(std::size_t tensor)>& tensor_done) {
                            grad(block_tensor(l, kFcB)), {});
     k_.gemm(true, false, C, 4 * C, BT, 1.0f, ln2, C, dwide.data(), 4 * C, 1.0f, grad(block_tensor(l, kFcW)), 4 * C);
     k_.gemm(false, true, BT, C, 4 * C, 1.0f, dwide.data(), 4 * C, param(block_tensor(l, kFcW)), 4 * C, 0.0f, dln.data(), C);
-    dres2 = dres;
+    std::copy_n(dres.begin(), btc, dres2.begin());
     kernels::layernorm_backward(BT, C, r2, param(block_tensor(l, kLn2W)), ln2_mean_.data() + L * bt,
                                 ln2_rstd_.data() + L * bt, dln.data(), dres2.data(), grad(block_tensor(l, kLn2W)),
                                 grad(block_tensor(l, kLn2B)));
@@ -279,13 +284,12 @@ void Gpt::backward(const std::function<void(std::size_t tensor)>& tensor_done) {
         through_dropout(1 + 2 * L, BT, C, dres2.data(), dbranch.data(), grad(block_tensor(l, kAttnProjB)));
     k_.gemm(true, false, C, C, BT, 1.0f, atty, C, dattn, C, 1.0f, grad(block_tensor(l, kAttnProjW)), C);
     k_.gemm(false, true, BT, C, C, 1.0f, dattn, C, param(block_tensor(l, kAttnProjW)), C, 0.0f, datty.data(), C);
-    std::fill(dqkv.begin(), dqkv.end(), 0.0f);
     kernels::attention_backward_gemm(k_, B, T, C, H, qkv, probs_.data() + L * static_cast<std::size_t>(B) * H * T * T,
-                                     datty.data(), dqkv.data(), scores);
+                                     datty.data(), dqkv.data(), attention_scratch_);
     k_.gemm(true, false, C, 3 * C, BT, 1.0f, ln1, C, dqkv.data(), 3 * C, 1.0f, grad(block_tensor(l, kAttnW)), 3 * C);
     add_column_sums(BT, 3 * C, dqkv.data(), grad(block_tensor(l, kAttnB)));
     k_.gemm(false, true, BT, C, 3 * C, 1.0f, dqkv.data(), 3 * C, param(block_tensor(l, kAttnW)), 3 * C, 0.0f, dln.data(), C);
-    dres = dres2;
+    std::copy_n(dres2.begin(), btc, dres.begin());
     kernels::layernorm_backward(BT, C, r, param(block_tensor(l, kLn1W)), ln1_mean_.data() + L * bt,
                                 ln1_rstd_.data() + L * bt, dln.data(), dres.data(), grad(block_tensor(l, kLn1W)),
                                 grad(block_tensor(l, kLn1B)));

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -64,7 +65,9 @@ class Gpt {
   // times the sum (a data-parallel step's 1 / (global batch * T)).
   kernels::LossResult forward_sums(const std::int32_t* tokens, const std::int32_t* targets, int B, int T,
                                    float loss_scale, const GptDropout& dropout = {});
-  const std::vector<float>& logits() const { return logits_; }
+  std::span<const float> logits() const {
+    return {logits_.data(), static_cast<std::size_t>(B_) * static_cast<std::size_t>(T_) * static_cast<std::size_t>(config_.vocab)};
+  }
   // grads() = the gradient of the last forward()'s loss (overwritten, not accumulated).
   // tensor_done(i) is called as soon as layout()[i]'s gradient is complete, in descending i: the
   // moment a gradient bucket holding it may start its all-reduce.
@@ -90,6 +93,9 @@ class Gpt {
   // Activations of the last forward pass, per layer and for the ends.
   std::vector<float> encoded_, residual_, ln1_, ln1_mean_, ln1_rstd_, qkv_, probs_, atty_, residual2_, ln2_,
       ln2_mean_, ln2_rstd_, fc_, fch_, lnf_, lnf_mean_, lnf_rstd_, logits_, dlogits_, zeros_;
+  // Scratch of one pass, kept between steps: fresh buffers of a few MB each would cost a page
+  // fault per 4 KiB and a clearing pass, every step.
+  std::vector<float> projected_, dropped_, dres_, dres2_, dbranch_, dln_, dwide_, dqkv_, datty_, attention_scratch_;
 };
 
 }  // namespace slurm_train

@@ -45,7 +45,7 @@ void attention_backward_gemm(Kernels<float>& k, int B, int T, int C, int H, cons
       const float* p = probs + (static_cast<std::int64_t>(b) * H + h) * T * T;
       const float* d = dout + static_cast<std::int64_t>(b) * T * C + h * hs;
       k.gemm(false, true, T, T, hs, 1.0f, d, C, q + 2 * C, ld, 0.0f, ds, T);    // dP = dO V^T
-      k.gemm(true, false, T, hs, T, 1.0f, p, T, d, C, 1.0f, dq + 2 * C, ld);    // dV += P^T dO
+      k.gemm(true, false, T, hs, T, 1.0f, p, T, d, C, 0.0f, dq + 2 * C, ld);    // dV = P^T dO
       for (int t = 0; t < T; ++t) {  // dS = P (dP - sum P dP) scale, zero above the diagonal
         const float* prow = p + static_cast<std::int64_t>(t) * T;
         float* row = ds + static_cast<std::int64_t>(t) * T;
@@ -54,8 +54,8 @@ void attention_backward_gemm(Kernels<float>& k, int B, int T, int C, int H, cons
         for (int t2 = 0; t2 <= t; ++t2) row[t2] = prow[t2] * (row[t2] - dot) * scale;
         std::fill(row + t + 1, row + T, 0.0f);
       }
-      k.gemm(false, false, T, hs, T, 1.0f, ds, T, q + C, ld, 1.0f, dq, ld);     // dQ += dS K
-      k.gemm(true, false, T, hs, T, 1.0f, ds, T, q, ld, 1.0f, dq + C, ld);      // dK += dS^T Q
+      k.gemm(false, false, T, hs, T, 1.0f, ds, T, q + C, ld, 0.0f, dq, ld);     // dQ = dS K
+      k.gemm(true, false, T, hs, T, 1.0f, ds, T, q, ld, 0.0f, dq + C, ld);      // dK = dS^T Q
     }
 }
 

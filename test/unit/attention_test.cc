@@ -40,7 +40,7 @@ TEST_CASE("attention: products and the softmax between them match the reference 
     // Scores of a few units, so that the softmax is far from uniform.
     const auto qkv = random_values(nqkv, 1, 2.0f), dout = random_values(nout, 2, 1.0f);
     auto k = kernels::make_cpu_kernels(1);
-    std::vector<float> out(nout), probs(nprobs, 7.0f), dqkv(nqkv, 0.0f), scratch;
+    std::vector<float> out(nout), probs(nprobs, 7.0f), dqkv(nqkv, 7.0f), scratch;  // both overwritten
     kernels::attention_forward_gemm(*k, B, T, C, H, qkv.data(), out.data(), probs.data());
     kernels::attention_backward_gemm(*k, B, T, C, H, qkv.data(), probs.data(), dout.data(), dqkv.data(), scratch);
 

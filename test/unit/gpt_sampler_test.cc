@@ -50,7 +50,7 @@ std::vector<float> forward_logits(const GptConfig& g, const std::vector<float>& 
   Gpt gpt(g, *k);
   gpt.params() = params;
   gpt.forward(tokens.data(), tokens.data(), 1, static_cast<int>(tokens.size()));
-  return gpt.logits();
+  return {gpt.logits().begin(), gpt.logits().end()};
 }
 
 // Greedy sampling took `chosen`: it must be the arg-max of the full forward pass's last row, up

@@ -133,3 +133,27 @@ TEST_CASE("gpt: dropout masks follow the global window, and the gradient goes th
   }
   MESSAGE("worst relative difference from finite differences: " << worst);
 }
+
+TEST_CASE("gpt: a step's gradients depend on its batch alone, not on the steps before it") {
+  // The passes keep their buffers between steps; nothing of an earlier step may leak into a later one.
+  const GptConfig g{16, 8, 2, 2, 8};
+  auto k = kernels::make_cpu_kernels(1);
+  Gpt gpt(g, *k);
+  gpt_initialize(g, 5, gpt.params());
+  const int B = 3, T = 8;
+  const auto batch = [&](std::uint64_t salt) {
+    std::vector<std::int32_t> v(B * T);
+    for (int i = 0; i < B * T; ++i) v[i] = static_cast<std::int32_t>(kernels::mix64(salt + i) % 16);
+    return v;
+  };
+  const auto tokens = batch(1), targets = batch(2), other_tokens = batch(3), other_targets = batch(4);
+  const auto gradients = [&](const std::vector<std::int32_t>& x, const std::vector<std::int32_t>& y, int rows) {
+    gpt.forward_sums(x.data(), y.data(), rows, T, 1.0f, {0.1f, 7, 0});
+    gpt.backward();
+    return gpt.grads();
+  };
+  const std::vector<float> first = gradients(tokens, targets, B);
+  CHECK(gradients(other_tokens, other_targets, B) != first);
+  gradients(other_tokens, other_targets, 1);  // a smaller batch in between, as evaluation slices are
+  CHECK(gradients(tokens, targets, B) == first);
+}
