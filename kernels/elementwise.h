@@ -6,6 +6,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
+
+#include "kernels/normal_cdf.h"
 
 #if defined(__CUDACC__)
 #define ST_HD __host__ __device__ inline
@@ -17,17 +20,28 @@ namespace slurm_train::kernels {
 
 enum class Activation : int { kIdentity = 0, kRelu = 1, kGelu = 2 };
 
-// GELU with the exact erf form (PyTorch's default, approximate='none').
+// GELU with the exact erf form (PyTorch's default, approximate='none'): x Φ(x). In single
+// precision Φ comes from normal_cdf.h (no libm call, so that the loops vectorize; within 5e-7 of
+// the exact value); in double, the test references, from std::erf.
 template <typename T>
 ST_HD T gelu(T x) {
-  return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
+  if constexpr (std::is_same_v<T, float>) {
+    return x * normal_cdf_density(x).cdf;
+  } else {
+    return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
+  }
 }
 
 template <typename T>
 ST_HD T gelu_derivative(T x) {
-  const T cdf = T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440)));
-  const T pdf = std::exp(T(-0.5) * x * x) * T(0.39894228040143267794);
-  return cdf + x * pdf;
+  if constexpr (std::is_same_v<T, float>) {
+    const NormalCdfDensity n = normal_cdf_density(x);
+    return n.cdf + x * n.density;
+  } else {
+    const T cdf = T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440)));
+    const T pdf = std::exp(T(-0.5) * x * x) * T(0.39894228040143267794);
+    return cdf + x * pdf;
+  }
 }
 
 // GELU's tanh approximation (PyTorch's approximate='tanh'), which cuBLASLt's GELU epilogues
