@@ -19,16 +19,11 @@
 
 #include "kernels/cpu/labels.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/cpu/vector_clones.h"
 #include "kernels/kernels.h"
 
 namespace slurm_train::kernels {
 namespace {
-
-#if defined(__x86_64__)
-#define ST_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define ST_VECTOR_CLONES
-#endif
 
 // keep[c] is all ones when dropout keeps unit (row, c), zero when it drops it: a mask that the
 // float loops select with. The 64-bit hash runs in its own loop, so that both loops vectorize.
