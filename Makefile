@@ -158,7 +158,7 @@ $(BUILD)/obj/launcher/build_info.o: VERSION
 # The CPU kernels' element-wise loops: -O3 vectorizes them; -ffp-contract=off forbids fused
 # multiply-add, so that their AVX2 and AVX-512 clones round exactly as the reference does;
 # -fno-math-errno lets sqrt vectorize (it no longer has to set errno on a negative argument).
-VECTOR_LOOPS := kernels/cpu/cpu_kernels kernels/cpu/attention_gemm
+VECTOR_LOOPS := kernels/cpu/cpu_kernels kernels/cpu/attention_gemm kernels/cpu/layernorm_rows
 $(patsubst %,$(BUILD)/obj/%.o,$(VECTOR_LOOPS)): ALL_CXXFLAGS += -O3 -ffp-contract=off -fno-math-errno
 
 $(LIB):

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "kernels/cpu/attention_gemm.h"
+#include "kernels/cpu/layernorm_rows.h"
 #include "kernels/cpu/transformer_ops.h"
 #include "kernels/elementwise.h"
 
@@ -211,7 +212,7 @@ kernels::LossResult Gpt::forward_sums(const std::int32_t* tokens, const std::int
     float* ln2 = ln2_.data() + L * bt * C;
     float* fc = fc_.data() + L * bt * 4 * C;
     float* fch = fch_.data() + L * bt * 4 * C;
-    kernels::layernorm_forward(BT, C, r, param(block_tensor(l, kLn1W)), param(block_tensor(l, kLn1B)), ln1,
+    kernels::layernorm_rows_forward(BT, C, r, param(block_tensor(l, kLn1W)), param(block_tensor(l, kLn1B)), ln1,
                                ln1_mean_.data() + L * bt, ln1_rstd_.data() + L * bt);
     k_.gemm(false, false, BT, 3 * C, C, 1.0f, ln1, C, param(block_tensor(l, kAttnW)), 3 * C, 0.0f, qkv, 3 * C);
     k_.bias_activation_forward(kernels::Activation::kIdentity, BT, 3 * C, param(block_tensor(l, kAttnB)), qkv, qkv, {});
@@ -220,7 +221,7 @@ kernels::LossResult Gpt::forward_sums(const std::int32_t* tokens, const std::int
     k_.bias_activation_forward(kernels::Activation::kIdentity, BT, C, param(block_tensor(l, kAttnProjB)),
                                projected, projected, {});
     add_branch(1 + 2 * L, r, r2);
-    kernels::layernorm_forward(BT, C, r2, param(block_tensor(l, kLn2W)), param(block_tensor(l, kLn2B)), ln2,
+    kernels::layernorm_rows_forward(BT, C, r2, param(block_tensor(l, kLn2W)), param(block_tensor(l, kLn2B)), ln2,
                                ln2_mean_.data() + L * bt, ln2_rstd_.data() + L * bt);
     k_.gemm(false, false, BT, 4 * C, C, 1.0f, ln2, C, param(block_tensor(l, kFcW)), 4 * C, 0.0f, fc, 4 * C);
     k_.bias_activation_forward(kernels::Activation::kGelu, BT, 4 * C, param(block_tensor(l, kFcB)), fc, fch, {});
@@ -230,7 +231,7 @@ kernels::LossResult Gpt::forward_sums(const std::int32_t* tokens, const std::int
     add_branch(2 + 2 * L, r2, r + bt * C);
   }
   const std::size_t ln_f = layout_.size() - 2;
-  kernels::layernorm_forward(BT, C, residual_.data() + static_cast<std::size_t>(config_.layers) * bt * C, param(ln_f),
+  kernels::layernorm_rows_forward(BT, C, residual_.data() + static_cast<std::size_t>(config_.layers) * bt * C, param(ln_f),
                              param(ln_f + 1), lnf_.data(), lnf_mean_.data(), lnf_rstd_.data());
   // The head is tied to the token embedding: logits = lnf wte^T.
   k_.gemm(false, true, BT, V, C, 1.0f, lnf_.data(), C, param(kWte), C, 0.0f, logits_.data(), V);
@@ -250,7 +251,7 @@ void Gpt::backward(const std::function<void(std::size_t tensor)>& tensor_done) {
   std::fill_n(dres.begin(), btc, 0.0f);
   k_.gemm(false, false, BT, C, V, 1.0f, dlogits_.data(), V, param(kWte), C, 0.0f, dln.data(), C);
   k_.gemm(true, false, V, C, BT, 1.0f, dlogits_.data(), V, lnf_.data(), C, 1.0f, grad(kWte), C);
-  kernels::layernorm_backward(BT, C, residual_.data() + static_cast<std::size_t>(config_.layers) * bt * C, param(ln_f),
+  kernels::layernorm_rows_backward(BT, C, residual_.data() + static_cast<std::size_t>(config_.layers) * bt * C, param(ln_f),
                               lnf_mean_.data(), lnf_rstd_.data(), dln.data(), dres.data(), grad(ln_f), grad(ln_f + 1));
   const auto done = [&](std::size_t first, std::size_t last) {  // tensors [first, last], highest first
     if (tensor_done)
@@ -276,7 +277,7 @@ void Gpt::backward(const std::function<void(std::size_t tensor)>& tensor_done) {
     k_.gemm(true, false, C, 4 * C, BT, 1.0f, ln2, C, dwide.data(), 4 * C, 1.0f, grad(block_tensor(l, kFcW)), 4 * C);
     k_.gemm(false, true, BT, C, 4 * C, 1.0f, dwide.data(), 4 * C, param(block_tensor(l, kFcW)), 4 * C, 0.0f, dln.data(), C);
     std::copy_n(dres.begin(), btc, dres2.begin());
-    kernels::layernorm_backward(BT, C, r2, param(block_tensor(l, kLn2W)), ln2_mean_.data() + L * bt,
+    kernels::layernorm_rows_backward(BT, C, r2, param(block_tensor(l, kLn2W)), ln2_mean_.data() + L * bt,
                                 ln2_rstd_.data() + L * bt, dln.data(), dres2.data(), grad(block_tensor(l, kLn2W)),
                                 grad(block_tensor(l, kLn2B)));
     // Attention: r2 = r + c_proj(attention(c_attn(ln_1(r)))).
@@ -290,7 +291,7 @@ void Gpt::backward(const std::function<void(std::size_t tensor)>& tensor_done) {
     add_column_sums(BT, 3 * C, dqkv.data(), grad(block_tensor(l, kAttnB)));
     k_.gemm(false, true, BT, C, 3 * C, 1.0f, dqkv.data(), 3 * C, param(block_tensor(l, kAttnW)), 3 * C, 0.0f, dln.data(), C);
     std::copy_n(dres2.begin(), btc, dres.begin());
-    kernels::layernorm_backward(BT, C, r, param(block_tensor(l, kLn1W)), ln1_mean_.data() + L * bt,
+    kernels::layernorm_rows_backward(BT, C, r, param(block_tensor(l, kLn1W)), ln1_mean_.data() + L * bt,
                                 ln1_rstd_.data() + L * bt, dln.data(), dres.data(), grad(block_tensor(l, kLn1W)),
                                 grad(block_tensor(l, kLn1B)));
     done(block_tensor(l, kLn1W), block_tensor(l, kMlpProjB));
