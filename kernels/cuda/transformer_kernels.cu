@@ -41,6 +41,9 @@ struct Sum {
 struct Max {
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };
+struct Min {
+  __device__ int operator()(int a, int b) const { return min(a, b); }
+};
 
 template <typename V, typename Op>
 __device__ V warp_reduce(V v, Op op) {
@@ -216,14 +219,16 @@ __global__ void gelu_backward_kernel(std::size_t n, const T* x, const T* dout, T
 
 // One block per row: the maximum, then the sum of exp(z - max), then the gradient.
 __global__ void cross_entropy_kernel(int V, const float* logits, const std::int32_t* targets, float grad_scale,
-                                     float* dlogits, float* row_loss) {
+                                     float* dlogits, float* row_loss, int* row_hit) {
   __shared__ float shared[kWarps];
+  __shared__ int shared_index[kWarps];
   const std::int64_t row = blockIdx.x;
   const float* z = logits + row * V;
   float* dz = dlogits ? dlogits + row * V : nullptr;
   const int target = targets[row];
   if (target < 0 || target >= V) {
     if (threadIdx.x == 0) row_loss[row] = NAN;
+    if (threadIdx.x == 0 && row_hit) row_hit[row] = 0;
     if (dz)
       for (int c = threadIdx.x; c < V; c += kThreads) dz[c] = NAN;
     return;
@@ -231,6 +236,16 @@ __global__ void cross_entropy_kernel(int V, const float* logits, const std::int3
   float max = -INFINITY;
   for (int c = threadIdx.x; c < V; c += kThreads) max = fmaxf(max, z[c]);
   max = block_reduce(max, Max{}, shared);
+  if (row_hit) {  // the first index holding the maximum, as std::max_element finds it
+    int first = V;
+    for (int c = threadIdx.x; c < V; c += kThreads)
+      if (z[c] == max) {
+        first = c;
+        break;
+      }
+    first = block_reduce(first, Min{}, shared_index);
+    if (threadIdx.x == 0) row_hit[row] = first == target;
+  }
   float sum = 0.0f;
   for (int c = threadIdx.x; c < V; c += kThreads) sum += expf(z[c] - max);
   sum = block_reduce(sum, Sum{}, shared);
@@ -245,12 +260,19 @@ __global__ void cross_entropy_kernel(int V, const float* logits, const std::int3
   }
 }
 
-__global__ void sum_rows_kernel(int rows, const float* row_loss, double* loss_sum) {
+__global__ void sum_rows_kernel(int rows, const float* row_loss, double* loss_sum, const int* row_hit,
+                                long long* hits) {
   __shared__ double shared[kWarps];
+  __shared__ long long shared_hits[kWarps];
   double sum = 0.0;
   for (int r = threadIdx.x; r < rows; r += kThreads) sum += row_loss[r];
   sum = block_reduce(sum, Sum{}, shared);
   if (threadIdx.x == 0) *loss_sum = sum;
+  if (!row_hit) return;
+  long long count = 0;
+  for (int r = threadIdx.x; r < rows; r += kThreads) count += row_hit[r];
+  count = block_reduce(count, Sum{}, shared_hits);
+  if (threadIdx.x == 0) *hits = count;
 }
 
 // ---- attention -----------------------------------------------------------------------------------
@@ -455,6 +477,39 @@ __global__ void attention_dkv_kernel(int T, int C, int H, float scale, const flo
 }
 
 // The head size, after checking that the attention kernels take these shapes.
+// One block per head: scores by key (a thread per key), their maximum and sum, then one thread
+// per output dimension sums over the keys in order.
+__global__ void attention_decode_kernel(int C, int positions, int hs, float scale, const float* q, const float* keys,
+                                        const float* values, float* out, float* scores) {
+  __shared__ float shared[kWarps];
+  __shared__ float query[kMaxAttentionHeadSize];
+  const int h = blockIdx.x;
+  float* s = scores + static_cast<std::int64_t>(h) * positions;
+  for (int i = threadIdx.x; i < hs; i += kThreads) query[i] = q[h * hs + i];
+  __syncthreads();
+  float max = -INFINITY;
+  for (int t = threadIdx.x; t < positions; t += kThreads) {
+    const float* k = keys + static_cast<std::int64_t>(t) * C + h * hs;
+    float dot = 0.0f;
+    for (int i = 0; i < hs; ++i) dot += query[i] * k[i];
+    s[t] = dot * scale;
+    max = fmaxf(max, s[t]);
+  }
+  max = block_reduce(max, Max{}, shared);
+  float sum = 0.0f;
+  for (int t = threadIdx.x; t < positions; t += kThreads) {
+    s[t] = expf(s[t] - max);
+    sum += s[t];
+  }
+  sum = block_reduce(sum, Sum{}, shared);  // its barrier also orders the writes of s before the reads below
+  const float inv_sum = 1.0f / sum;
+  for (int i = threadIdx.x; i < hs; i += kThreads) {
+    float acc = 0.0f;
+    for (int t = 0; t < positions; ++t) acc += s[t] * values[static_cast<std::int64_t>(t) * C + h * hs + i];
+    out[h * hs + i] = acc * inv_sum;
+  }
+}
+
 int attention_head_size(const char* name, int B, int T, int C, int H) {
   const std::string shape = std::string(name) + ": B=" + std::to_string(B) + ", T=" + std::to_string(T) +
                             ", C=" + std::to_string(C) + ", H=" + std::to_string(H);
@@ -539,14 +594,17 @@ void gelu_backward(std::size_t n, const T* x, const T* dout, T* dx, cudaStream_t
 
 void cross_entropy_forward_backward(int rows, int V, const float* logits, const std::int32_t* targets,
                                     float grad_scale, float* dlogits, float* row_loss, double* loss_sum,
-                                    cudaStream_t stream) {
+                                    cudaStream_t stream, ArgmaxHits hits) {
   require(rows >= 0 && V > 0, "cross_entropy_forward_backward: rows=" + std::to_string(rows) +
                                   ", V=" + std::to_string(V) + ": needs rows >= 0 and V > 0");
+  require(!hits.hits || hits.row_hit, "cross_entropy_forward_backward: a hit count needs its row_hit scratch");
   if (rows > 0) {
-    cross_entropy_kernel<<<rows, kThreads, 0, stream>>>(V, logits, targets, grad_scale, dlogits, row_loss);
+    cross_entropy_kernel<<<rows, kThreads, 0, stream>>>(V, logits, targets, grad_scale, dlogits, row_loss,
+                                                        hits.hits ? hits.row_hit : nullptr);
     CUDA_CHECK(cudaGetLastError());
   }
-  sum_rows_kernel<<<1, kThreads, 0, stream>>>(rows, row_loss, loss_sum);
+  sum_rows_kernel<<<1, kThreads, 0, stream>>>(rows, row_loss, loss_sum, hits.hits ? hits.row_hit : nullptr,
+                                              hits.hits);
   CUDA_CHECK(cudaGetLastError());
 }
 
@@ -572,6 +630,15 @@ void attention_backward(int B, int T, int C, int H, const float* qkv, const floa
   attention_dkv_kernel<<<grid, kAttentionThreads, 0, stream>>>(T, C, H, scale, qkv, dout, logsumexp, scratch, dqkv);
   CUDA_CHECK(cudaGetLastError());
   attention_dq_kernel<<<grid, kAttentionThreads, 0, stream>>>(T, C, H, scale, qkv, dout, logsumexp, scratch, dqkv);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void attention_decode(int C, int H, int positions, const float* q, const float* keys, const float* values, float* out,
+                      float* scratch, cudaStream_t stream) {
+  const int hs = attention_head_size("attention_decode", 1, positions, C, H);
+  require(positions > 0, "attention_decode: no cached position to attend to");
+  attention_decode_kernel<<<H, kThreads, 0, stream>>>(C, positions, hs, 1.0f / std::sqrt(static_cast<float>(hs)), q,
+                                                      keys, values, out, scratch);
   CUDA_CHECK(cudaGetLastError());
 }
 

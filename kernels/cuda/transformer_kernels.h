@@ -70,10 +70,15 @@ void gelu_backward(std::size_t n, const T* x, const T* dout, T* dx, cudaStream_t
 // logits[r, target], with the row's maximum subtracted first; *loss_sum (device memory) = their
 // sum in double, in a fixed order. When dlogits is not null, dlogits = (softmax - onehot(target)) *
 // grad_scale; it may be logits itself. A target outside [0, V) gives its row a NaN loss and NaN
-// gradients (and so a NaN sum) instead of a read out of bounds.
+// gradients (and so a NaN sum) instead of a read out of bounds. With `hits`, the rows whose target
+// is the first index of their maximum (the CPU kernels' `correct`) are counted too.
+struct ArgmaxHits {
+  int* row_hit = nullptr;       // [rows] scratch
+  long long* hits = nullptr;    // device memory: their count
+};
 void cross_entropy_forward_backward(int rows, int V, const float* logits, const std::int32_t* targets,
                                     float grad_scale, float* dlogits, float* row_loss, double* loss_sum,
-                                    cudaStream_t stream);
+                                    cudaStream_t stream, ArgmaxHits hits = {});
 
 // The largest head size (C / H) the attention kernels take: each lane of a warp holds up to
 // four of a row's dimensions.
@@ -94,5 +99,12 @@ void attention_forward(int B, int T, int C, int H, const float* qkv, float* out,
 // is computing the probabilities twice).
 void attention_backward(int B, int T, int C, int H, const float* qkv, const float* out, const float* dout,
                         const float* logsumexp, float* dqkv, float* scratch, cudaStream_t stream);
+
+// One query against a KV cache, for generation: out[C] = softmax(q . k_t / sqrt(hs)) v over the
+// positions t in [0, positions) of keys[positions, C] and values[positions, C], head by head (q
+// [C]; head h uses columns h*hs..(h+1)*hs). scratch holds H * positions floats (the scores).
+// One block per head; the maximum and the sum are reduced in a fixed order.
+void attention_decode(int C, int H, int positions, const float* q, const float* keys, const float* values, float* out,
+                      float* scratch, cudaStream_t stream);
 
 }  // namespace slurm_train::cuda

@@ -18,6 +18,7 @@
 #include <cuda_bf16.h>
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -298,6 +299,71 @@ TEST_CASE("cuda transformer: cross_entropy_forward_backward gives NaN for a targ
   const auto dlogits = to_host(d_dlogits.data(), rows * V);
   CHECK(std::isnan(dlogits[V]));
   CHECK(!std::isnan(dlogits[0]));
+}
+
+TEST_CASE("cuda transformer: cross_entropy_forward_backward counts the rows whose target is the first arg-max" *
+          doctest::skip(no_gpu())) {
+  auto ref = kernels::make_reference_kernels<double>();
+  const int rows = 74;
+  for (int V : {37, 1000, 50257}) {
+    for (bool ties : {false, true}) {
+      const std::uint64_t seed = fresh_seed();
+      CAPTURE(seed);
+      CAPTURE(V);
+      CAPTURE(ties);
+      auto logits = uniform<float>(std::size_t(rows) * V, seed, -8.0, 8.0);
+      // Whole numbers: the maximum repeats in most rows, and a target on a later copy is no hit.
+      if (ties)
+        for (auto& z : logits) z = std::floor(z);
+      auto targets = random_tokens(rows, V, seed + 1);
+      // A third on the first maximum (hits), a third on the last (a hit only where it is unique).
+      for (int r = 0; r < rows; ++r) {
+        const float* z = logits.data() + std::size_t(r) * V;
+        const float max = *std::max_element(z, z + V);
+        if (r % 3 == 0) targets[r] = static_cast<std::int32_t>(std::find(z, z + V, max) - z);
+        if (r % 3 == 1) {
+          int last = V - 1;
+          while (z[last] != max) --last;
+          targets[r] = last;
+        }
+      }
+      targets[rows - 1] = V;  // outside the vocabulary: no hit (and a NaN loss)
+      const long long want =
+          ref->softmax_cross_entropy(rows - 1, V, to_double(logits).data(), targets.data(), 0.0f, 1.0, nullptr).correct;
+      CHECK(want >= rows / 3);
+
+      auto d_logits = to_device(logits);
+      auto d_targets = to_device(targets);
+      DeviceBuffer<float> d_dlogits(logits.size()), d_row_loss(rows);
+      DeviceBuffer<double> d_sum(1);
+      DeviceBuffer<int> d_row_hit(rows);
+      DeviceBuffer<long long> d_hits(1);
+      const auto run = [&](cuda::ArgmaxHits hits) {
+        cuda::cross_entropy_forward_backward(rows, V, d_logits.data(), d_targets.data(), 1.0f / rows, d_dlogits.data(),
+                                             d_row_loss.data(), d_sum.data(), nullptr, hits);
+        return std::vector<std::vector<float>>{to_host(d_dlogits.data(), logits.size()),
+                                               to_host(d_row_loss.data(), rows)};
+      };
+      const auto without = run({});
+      const auto with = run({d_row_hit.data(), d_hits.data()});
+      CHECK(to_host(d_hits.data(), 1)[0] == want);
+      // Counting changes nothing else.
+      CHECK(bit_identical(with[0], without[0]));
+      CHECK(bit_identical(with[1], without[1]));
+    }
+  }
+  DeviceBuffer<float> buffer(1);
+  DeviceBuffer<std::int32_t> target(1);
+  DeviceBuffer<double> sum(1);
+  DeviceBuffer<int> row_hit(1);
+  DeviceBuffer<long long> hits(1);
+  CUDA_CHECK(cudaMemset(hits.data(), 0xff, sizeof(long long)));
+  cuda::cross_entropy_forward_backward(0, 5, buffer.data(), target.data(), 1.0f, nullptr, buffer.data(), sum.data(),
+                                       nullptr, {row_hit.data(), hits.data()});
+  CHECK(to_host(hits.data(), 1)[0] == 0);  // no rows: a count of 0, written
+  CHECK_THROWS_AS(cuda::cross_entropy_forward_backward(1, 5, buffer.data(), target.data(), 1.0f, nullptr, buffer.data(),
+                                                       sum.data(), nullptr, {nullptr, hits.data()}),
+                  std::invalid_argument);  // a count needs its row scratch
 }
 
 // ---- attention ---------------------------------------------------------------------------------
