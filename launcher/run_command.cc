@@ -348,7 +348,7 @@ std::string failed_checks(const std::vector<Check>& checks) {
 std::string planned_device(const RunConfig& config, const Comm& comm) {
   const TrainConfig& tc = config.train;
   try {
-    return plan_device(tc.device, tc.precision, tc.gpu, config.model.kind, tc.device == "cpu" ? CudaProbe{} : probe_cuda(),
+    return plan_device(tc.device, tc.precision, tc.gpu, tc.device == "cpu" ? CudaProbe{} : probe_cuda(),
                        comm.local_rank(), comm.local_size())
         .name;
   } catch (const std::exception&) {

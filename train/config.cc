@@ -523,7 +523,6 @@ std::vector<std::string> validate_config(const RunConfig& c) {
             fmt::format("model.embd = {}: expected a multiple of model.heads = {}", c.model.embd, c.model.heads));
     require(c.train.label_smoothing == 0,
             fmt::format("train.label_smoothing = {}: the gpt model trains without it; set 0", c.train.label_smoothing));
-    require(c.train.device != "cuda", "train.device = cuda: the gpt model trains on the CPU only so far; set cpu or auto");
   }
   require(c.train.epochs >= 1 || c.train.steps > 0, fmt::format("train.epochs = {}: expected at least 1", c.train.epochs));
   require(c.train.steps >= 0, fmt::format("train.steps = {}: expected 0 or more", c.train.steps));

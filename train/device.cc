@@ -76,14 +76,10 @@ PrecisionChoice choose_precision(const std::string& requested, DeviceKind device
   return {"fp32", ""};
 }
 
-DevicePlan plan_device(const std::string& device, const std::string& precision, int gpu, const std::string& model_kind,
+DevicePlan plan_device(const std::string& device, const std::string& precision, int gpu,
                        const CudaProbe& probe, int local_rank, int local_size) {
   DevicePlan plan;
   DeviceChoice choice = choose_device(device, probe);
-  if (model_kind == "gpt" && choice.kind == DeviceKind::kCuda) {
-    if (device == "cuda") throw ConfigError("train.device = cuda: the gpt model trains on the CPU only so far; set cpu or auto");
-    choice = {DeviceKind::kCpu, "train.device = auto: the gpt model trains on the CPU (its GPU step is not there yet)"};
-  }
   const PrecisionChoice p = choose_precision(precision, choice.kind);
   plan.kind = choice.kind;
   plan.precision = p.precision;

@@ -52,9 +52,7 @@ struct DevicePlan {
   std::string name = "cpu";
   std::string note;  // lines for the log, or ""
 };
-// model_kind "gpt" stays on the CPU (its GPU step is not there yet): auto says so when a GPU is
-// visible; cuda is refused by the configuration's checks.
-DevicePlan plan_device(const std::string& device, const std::string& precision, int gpu, const std::string& model_kind,
+DevicePlan plan_device(const std::string& device, const std::string& precision, int gpu,
                        const CudaProbe& probe, int local_rank, int local_size);
 
 // The line a resume prints when the checkpoint was written on another kind of device or in

@@ -14,6 +14,7 @@
 #if defined(SLURM_TRAIN_WITH_CUDA)
 #include "kernels/cuda/cuda_check.h"
 #include "train/comm_nccl.h"
+#include "train/cuda_gpt_step.h"
 #include "train/cuda_mlp_step.h"
 #endif
 
@@ -48,13 +49,34 @@ cuda::Precision precision_of(const std::string& p) {
 }
 #endif
 
-// The MLP on this rank's GPU, from the same initial parameters, masks and loss scale as the CPU
+// The model on this rank's GPU, from the same initial parameters, masks and loss scale as the CPU
 // step; its gradient buckets summed by NCCL on their own stream while backward goes on.
-void make_cuda_step(const RunConfig& config, const MlpShape& shape, const DevicePlan& plan, Comm& comm,
+void make_cuda_step(const RunConfig& config, std::size_t inputs, const DevicePlan& plan, Comm& comm,
                     ChosenStep& chosen) {
 #if defined(SLURM_TRAIN_WITH_CUDA)
   const TrainConfig& tc = config.train;
   CUDA_CHECK(cudaSetDevice(plan.gpu));
+  // A rank's share of the global batch (shares differ by at most one row).
+  const std::int64_t share = (tc.global_batch + comm.size() - 1) / comm.size();
+  if (config.model.kind == "gpt") {
+    const GptConfig g = gpt_config_of(config.model, inputs);
+    std::vector<float> initial;
+    gpt_initialize(g, static_cast<std::uint64_t>(tc.seed), initial);
+    CudaGptOptions o;
+    o.precision = precision_of(plan.precision);
+    o.deterministic = tc.deterministic;
+    o.max_rows = static_cast<int>(share);  // evaluation runs in slices of as many windows
+    o.loss_scale = 1.0f / static_cast<float>(static_cast<double>(tc.global_batch) * config.model.block);
+    o.dropout = static_cast<float>(config.model.dropout);
+    o.dropout_seed = dropout_seed_of(tc);
+    o.bucket_mb = tc.bucket_mb;
+    auto step = std::make_unique<CudaGptStep>(g, optimizer_config_of(tc), o, initial);
+    chosen.device_comm = make_nccl_comm(comm, {plan.gpu, step->stream(), std::chrono::seconds(600)});
+    step->reduce_gradients_with(*chosen.device_comm);
+    chosen.step = std::move(step);
+    return;
+  }
+  const MlpShape shape = shape_of(config, inputs);
   auto reference = kernels::make_reference_kernels<float>();
   Mlp<float> initial(shape, *reference);
   initial.initialize(static_cast<std::uint64_t>(tc.seed));
@@ -62,9 +84,7 @@ void make_cuda_step(const RunConfig& config, const MlpShape& shape, const Device
   CudaStepOptions o;
   o.precision = precision_of(plan.precision);
   o.deterministic = tc.deterministic;
-  // The largest batch a step or an evaluation hands it: a rank's share of the global batch
-  // (shares differ by at most one row) or an evaluation batch.
-  const std::int64_t share = (tc.global_batch + comm.size() - 1) / comm.size();
+  // The largest batch a step or an evaluation hands it: a rank's share or an evaluation batch.
   o.max_rows = static_cast<int>(std::max(share, tc.eval_batch));
   o.label_smoothing = so.label_smoothing;
   o.loss_scale = so.loss_scale;
@@ -75,7 +95,7 @@ void make_cuda_step(const RunConfig& config, const MlpShape& shape, const Device
   step->reduce_gradients_with(*chosen.device_comm);
   chosen.step = std::move(step);
 #else
-  (void)config, (void)shape, (void)plan, (void)comm, (void)chosen;
+  (void)config, (void)inputs, (void)plan, (void)comm, (void)chosen;
   throw ConfigError("train.device = cuda: this build has no CUDA support (nvcc was not found when it was built)");
 #endif
 }
@@ -109,7 +129,7 @@ GptConfig gpt_config_of(const ModelConfig& m, std::size_t vocab) {
 
 ChosenStep make_train_step(const RunConfig& config, std::size_t inputs, Comm& comm) {
   const TrainConfig& tc = config.train;
-  const DevicePlan plan = plan_device(tc.device, tc.precision, tc.gpu, config.model.kind,
+  const DevicePlan plan = plan_device(tc.device, tc.precision, tc.gpu,
                                       tc.device == "cpu" ? CudaProbe{} : probe_cuda(), comm.local_rank(),
                                       comm.local_size());
   ChosenStep chosen;
@@ -120,7 +140,7 @@ ChosenStep make_train_step(const RunConfig& config, std::size_t inputs, Comm& co
       throw ConfigError(fmt::format("train.shard_optimizer = true: the optimizer is sharded on the CPU only so far, and "
                                     "this run trains on {}; set train.shard_optimizer = false or train.device = cpu",
                                     plan.name));
-    make_cuda_step(config, shape_of(config, inputs), plan, comm, chosen);
+    make_cuda_step(config, inputs, plan, comm, chosen);
     return chosen;
   }
   openblas_set_num_threads(blas_threads_for_rank(tc.threads, comm.local_size()));

@@ -63,22 +63,18 @@ TEST_CASE("device: precision is bf16 on the GPU by default; the CPU computes in 
                                       "train.precision = 'fp16': expected one of: auto, fp32, tf32, bf16");
 }
 
-TEST_CASE("device: the plan names the rank's GPU and precision; the gpt stays on the CPU and says why") {
+TEST_CASE("device: the plan names the rank's GPU and precision") {
   const CudaProbe two{2, "", {"NVIDIA H200", "NVIDIA H200"}};
-  const DevicePlan gpu = plan_device("auto", "auto", -1, "mlp", two, 1, 2);
+  const DevicePlan gpu = plan_device("auto", "auto", -1, two, 1, 2);
   CHECK(gpu.kind == DeviceKind::kCuda);
   CHECK(gpu.gpu == 1);
   CHECK(gpu.name == "cuda:1 (NVIDIA H200, bf16)");
   CHECK(gpu.note.empty());
-  const DevicePlan cpu = plan_device("auto", "bf16", -1, "mlp", {0, "no driver", {}}, 0, 1);
+  const DevicePlan cpu = plan_device("auto", "bf16", -1, {0, "no driver", {}}, 0, 1);
   CHECK(cpu.kind == DeviceKind::kCpu);
   CHECK(cpu.name == "cpu");
   CHECK(cpu.note == "no GPU on this node: training on the CPU\ntrain.precision = bf16 applies to the GPU: the CPU trains in fp32");
-  const DevicePlan gpt = plan_device("auto", "auto", -1, "gpt", two, 0, 1);
-  CHECK(gpt.kind == DeviceKind::kCpu);
-  CHECK(gpt.note.find("the gpt model trains on the CPU") != std::string::npos);
-  testing::check_refused<ConfigError>([&] { plan_device("cuda", "auto", -1, "gpt", two, 0, 1); },
-                                      "train.device = cuda: the gpt model trains on the CPU only so far");
+  CHECK(plan_device("cuda", "fp32", 1, two, 0, 1).name == "cuda:1 (NVIDIA H200, fp32)");
 }
 
 TEST_CASE("device: an unknown value names itself and the choices") {

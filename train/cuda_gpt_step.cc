@@ -1,0 +1,507 @@
+// The GPT's training step on one GPU (see cuda_gpt_step.h). It follows Gpt::forward_sums and
+// Gpt::backward (train/gpt.cc) pass for pass: when one changes, so must the other.
+#if defined(SLURM_TRAIN_WITH_CUDA)
+#include "train/cuda_gpt_step.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/elementwise_kernels.h"
+#include "kernels/cuda/transformer_kernels.h"
+#include "train/gradient_buckets.h"
+#include "train/model_layout.h"
+
+namespace slurm_train {
+
+namespace {
+
+using cuda::bf16;
+using cuda::DataType;
+using cuda::DeviceBuffer;
+using cuda::Epilogue;
+using cuda::MatmulArgs;
+using kernels::Activation;
+
+// The tensors of one block, in layout order after wte and wpe (as train/gpt.cc's).
+enum Block : std::size_t {
+  kLn1W, kLn1B, kAttnW, kAttnB, kAttnProjW, kAttnProjB, kLn2W, kLn2B, kFcW, kFcB, kMlpProjW, kMlpProjB, kBlockTensors
+};
+constexpr std::size_t kWte = 0, kWpe = 1;
+std::size_t block_tensor(int layer, Block b) { return 2 + static_cast<std::size_t>(layer) * kBlockTensors + b; }
+
+// A product's operand: its fp32 values, and in bf16 precision the bf16 copy the product reads.
+struct Operand {
+  const float* f = nullptr;
+  const bf16* h = nullptr;
+};
+
+// A run of adjacent tensors that all decay (matrices) or all do not (vectors): one optimizer
+// launch each, as the fused update takes few decay-free ranges and the GPT has many.
+struct DecayRun {
+  std::size_t begin, end;
+  bool decay;
+};
+
+std::vector<DecayRun> decay_runs(const std::vector<ParamTensor>& tensors) {
+  std::vector<DecayRun> runs;
+  for (const ParamTensor& t : tensors) {
+    const bool decay = t.shape.size() >= 2;  // as gpt_decay_layout
+    if (!runs.empty() && runs.back().decay == decay && runs.back().end == t.offset) runs.back().end = t.offset + t.size;
+    else runs.push_back({t.offset, t.offset + t.size, decay});
+  }
+  return runs;
+}
+
+}  // namespace
+
+struct CudaGptStep::State {
+  GptConfig g;
+  OptimizerConfig opt;
+  CudaGptOptions o;
+  ModelLayout model;
+  std::vector<ParamTensor> tensors;
+  std::vector<DecayRun> runs;
+  bool half = false;
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<cuda::LtMatmul> lt;
+  cudaEvent_t loss_ready = nullptr;
+
+  DeviceBuffer<float> params, grads, m, v;
+  DeviceBuffer<bf16> working;  // bf16: the weights the products read
+  DeviceBuffer<std::int32_t> tokens, targets;
+  // Activations of the last forward pass, per layer and for the ends (as Gpt's).
+  DeviceBuffer<float> residual, ln1, ln1_mean, ln1_rstd, qkv, atty, lse, residual2, ln2, ln2_mean, ln2_rstd, fc, fch,
+      lnf, lnf_mean, lnf_rstd, logits, dlogits;
+  // Scratch of one pass.
+  DeviceBuffer<float> projected, dropped, dres, dres2, dbranch, dln, datty, dwide, dqkv, attention_scratch, ln_scratch,
+      unused_dbias;
+  DeviceBuffer<bf16> x16, y16;  // bf16: the two operands' copies of a product
+  DeviceBuffer<float> row_loss;
+  DeviceBuffer<int> row_hit;
+  DeviceBuffer<double> loss_sum;
+  DeviceBuffer<long long> hits;
+  cuda::PinnedBuffer<double> host_loss;
+  cuda::PinnedBuffer<long long> host_hits;
+  DeviceBuffer<double> partials, norm_sq;
+  DeviceBuffer<float> clip;
+  cuda::PinnedBuffer<double> host_norm_sq;
+  std::unique_ptr<GradientBuckets> buckets;
+  std::vector<float> host_params, host_first, host_second;
+
+  int B = 0;                    // windows in the pass in flight
+  bool backward_ready = false;  // the last pass was a training forward(): its activations are there
+  float dropout = 0.0f;
+  std::uint64_t first_window = 0;
+  std::size_t last_logits = 0;
+
+  std::size_t bt() const { return static_cast<std::size_t>(B) * static_cast<std::size_t>(g.block); }
+  std::size_t offset(std::size_t t) const { return tensors[t].offset; }
+  float* param(std::size_t t) { return params.data() + offset(t); }
+  float* grad(std::size_t t) { return grads.data() + offset(t); }
+  Operand weight(std::size_t t) { return {param(t), half ? working.data() + offset(t) : nullptr}; }
+  // An activation (or its gradient) of n values as a product's operand, cast into `copy` in bf16.
+  Operand operand(const float* x, std::size_t n, DeviceBuffer<bf16>& copy) {
+    if (!half) return {x, nullptr};
+    cuda::cast(n, x, copy.data(), stream);
+    return {x, copy.data()};
+  }
+
+  // C[m, n] (fp32) = op(A) op(B) + beta C (+ bias[n]), row-major as kernels::Kernels::gemm.
+  void product(bool ta, bool tb, int m, int n, int k, Operand a, int lda, Operand b, int ldb, float* c, int ldc,
+               float beta = 0.0f, const float* bias = nullptr) {
+    MatmulArgs args{ta, tb, m, n, k, half ? static_cast<const void*>(a.h) : a.f, lda,
+                    half ? static_cast<const void*>(b.h) : b.f, ldb, c, ldc};
+    args.ab_type = half ? DataType::kBF16 : DataType::kF32;
+    args.c_type = DataType::kF32;
+    args.beta = beta;
+    if (bias && o.fuse_bias) {
+      args.epilogue = Epilogue::kBias;
+      args.bias = const_cast<float*>(bias);
+      if (lt->supports(args)) return lt->run(args, stream);
+      args.epilogue = Epilogue::kNone, args.bias = nullptr;
+    }
+    lt->run(args, stream);
+    if (bias) cuda::bias_activation_forward<float>(Activation::kIdentity, m, n, bias, c, c, {}, stream);
+  }
+
+  // As Gpt::dropout_at: site 0 is the embeddings' sum, block l's attention branch 1 + 2l, its MLP 2 + 2l.
+  kernels::DropoutParams dropout_at(std::size_t site) const {
+    if (dropout <= 0.0f) return {};
+    return {dropout, kernels::mix64(o.dropout_seed + 0x9e37 * (site + 1)), first_window * static_cast<std::uint64_t>(g.block)};
+  }
+
+  // d, or the gradient through site's dropout (into out); dbias = its column sums.
+  float* through_dropout(std::size_t site, float* d, float* out, float* dbias) {
+    const int rows = static_cast<int>(bt()), C = g.embd;
+    if (dropout <= 0.0f) {
+      cuda::activation_backward<float>(Activation::kIdentity, rows, C, d, d, d, dbias, {}, stream);
+      return d;
+    }
+    cuda::activation_backward<float>(Activation::kIdentity, rows, C, d, d, out, dbias, dropout_at(site), stream);
+    return out;
+  }
+
+  void upload_batch(const StepBatch& batch) {
+    if (!batch.tokens || !batch.y) throw std::invalid_argument("CUDA gpt step: a batch without tokens or targets");
+    backward_ready = false;
+    if (batch.rows < 1 || batch.rows > o.max_rows)
+      throw std::invalid_argument(fmt::format("CUDA gpt step: a batch of {} windows: expected 1 to max_rows {}",
+                                              batch.rows, o.max_rows));
+    const std::size_t n = static_cast<std::size_t>(batch.rows) * static_cast<std::size_t>(g.block);
+    // As Gpt::forward_sums: the kernels read the rows a token names, so a bad one must not reach them.
+    for (std::size_t i = 0; i < n; ++i)
+      if (batch.tokens[i] < 0 || batch.tokens[i] >= g.vocab || batch.y[i] < 0 || batch.y[i] >= g.vocab)
+        throw std::invalid_argument(fmt::format("gpt: token or target {} at position {} is outside the vocabulary [0, {})",
+                                                batch.tokens[i] < 0 || batch.tokens[i] >= g.vocab ? batch.tokens[i] : batch.y[i],
+                                                i, g.vocab));
+    CUDA_CHECK(cudaMemcpyAsync(tokens.data(), batch.tokens, n * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaMemcpyAsync(targets.data(), batch.y, n * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream));
+    B = batch.rows;
+  }
+
+  void forward(bool training, float loss_scale) {
+    const int T = g.block, C = g.embd, V = g.vocab, H = g.heads, BT = static_cast<int>(bt());
+    const std::size_t n = bt(), nc = n * C;
+    if (dropout > 0.0f) {
+      cuda::embedding_forward(B, T, C, tokens.data(), param(kWte), param(kWpe), projected.data(), stream);
+      cuda::bias_activation_forward<float>(Activation::kIdentity, BT, C, nullptr, projected.data(), residual.data(),
+                                           dropout_at(0), stream);
+    } else {
+      cuda::embedding_forward(B, T, C, tokens.data(), param(kWte), param(kWpe), residual.data(), stream);
+    }
+    const auto add_branch = [&](std::size_t site, const float* from, float* to) {
+      const float* branch = projected.data();
+      if (dropout > 0.0f) {
+        cuda::bias_activation_forward<float>(Activation::kIdentity, BT, C, nullptr, projected.data(), dropped.data(),
+                                             dropout_at(site), stream);
+        branch = dropped.data();
+      }
+      cuda::residual_forward<float>(nc, from, branch, to, stream);
+    };
+    for (int l = 0; l < g.layers; ++l) {
+      const std::size_t L = static_cast<std::size_t>(l);
+      float* r = residual.data() + L * nc;
+      float* a1 = ln1.data() + L * nc;
+      float* q = qkv.data() + L * nc * 3;
+      float* y = atty.data() + L * nc;
+      float* r2 = residual2.data() + L * nc;
+      float* a2 = ln2.data() + L * nc;
+      float* f = fc.data() + L * nc * 4;
+      float* fh = fch.data() + L * nc * 4;
+      cuda::layernorm_forward(BT, C, r, param(block_tensor(l, kLn1W)), param(block_tensor(l, kLn1B)), a1,
+                              ln1_mean.data() + L * n, ln1_rstd.data() + L * n, stream);
+      product(false, false, BT, 3 * C, C, operand(a1, nc, x16), C, weight(block_tensor(l, kAttnW)), 3 * C, q, 3 * C,
+              0.0f, param(block_tensor(l, kAttnB)));
+      cuda::attention_forward(B, T, C, H, q, y, lse.data() + L * n * H, stream);
+      product(false, false, BT, C, C, operand(y, nc, x16), C, weight(block_tensor(l, kAttnProjW)), C,
+              projected.data(), C, 0.0f, param(block_tensor(l, kAttnProjB)));
+      add_branch(1 + 2 * L, r, r2);
+      cuda::layernorm_forward(BT, C, r2, param(block_tensor(l, kLn2W)), param(block_tensor(l, kLn2B)), a2,
+                              ln2_mean.data() + L * n, ln2_rstd.data() + L * n, stream);
+      product(false, false, BT, 4 * C, C, operand(a2, nc, x16), C, weight(block_tensor(l, kFcW)), 4 * C, f, 4 * C,
+              0.0f, param(block_tensor(l, kFcB)));
+      cuda::gelu_forward<float>(nc * 4, f, fh, stream);
+      product(false, false, BT, C, 4 * C, operand(fh, nc * 4, x16), 4 * C, weight(block_tensor(l, kMlpProjW)), C,
+              projected.data(), C, 0.0f, param(block_tensor(l, kMlpProjB)));
+      add_branch(2 + 2 * L, r2, r + nc);
+    }
+    const std::size_t ln_f = tensors.size() - 2;
+    cuda::layernorm_forward(BT, C, residual.data() + static_cast<std::size_t>(g.layers) * nc, param(ln_f),
+                            param(ln_f + 1), lnf.data(), lnf_mean.data(), lnf_rstd.data(), stream);
+    // The head is tied to the token embedding: logits = lnf wte^T.
+    product(false, true, BT, V, C, operand(lnf.data(), nc, x16), C, weight(kWte), C, logits.data(), V);
+    last_logits = n * V;
+    cuda::cross_entropy_forward_backward(BT, V, logits.data(), targets.data(), loss_scale,
+                                         training ? dlogits.data() : nullptr, row_loss.data(), loss_sum.data(), stream,
+                                         {row_hit.data(), hits.data()});
+    CUDA_CHECK(cudaMemcpyAsync(host_loss.data(), loss_sum.data(), sizeof(double), cudaMemcpyDeviceToHost, stream));
+    CUDA_CHECK(cudaMemcpyAsync(host_hits.data(), hits.data(), sizeof(long long), cudaMemcpyDeviceToHost, stream));
+    CUDA_CHECK(cudaEventRecord(loss_ready, stream));
+  }
+
+  void backward() {
+    const int T = g.block, C = g.embd, V = g.vocab, H = g.heads, BT = static_cast<int>(bt());
+    const std::size_t n = bt(), nc = n * C;
+    const auto bytes = [](std::size_t count) { return count * sizeof(float); };
+    CUDA_CHECK(cudaMemsetAsync(grads.data(), 0, bytes(grads.size()), stream));
+    CUDA_CHECK(cudaMemsetAsync(dres.data(), 0, bytes(nc), stream));
+    const auto done = [&](std::size_t first, std::size_t last) {  // tensors [first, last], highest first
+      if (buckets)
+        for (std::size_t i = last + 1; i-- > first;) buckets->layer_done(grads.data(), i);
+    };
+    const std::size_t ln_f = tensors.size() - 2;
+    // Through the tied head and the final LayerNorm (which adds into dres).
+    const Operand dz = operand(dlogits.data(), n * V, y16);
+    product(false, false, BT, C, V, dz, V, weight(kWte), C, dln.data(), C);
+    product(true, false, V, C, BT, dz, V, operand(lnf.data(), nc, x16), C, grad(kWte), C);
+    cuda::layernorm_backward(BT, C, residual.data() + static_cast<std::size_t>(g.layers) * nc, param(ln_f),
+                             lnf_mean.data(), lnf_rstd.data(), dln.data(), dres.data(), grad(ln_f), grad(ln_f + 1),
+                             ln_scratch.data(), stream);
+    done(ln_f, ln_f + 1);
+    for (int l = g.layers - 1; l >= 0; --l) {
+      const std::size_t L = static_cast<std::size_t>(l);
+      const float* r = residual.data() + L * nc;
+      const float* a1 = ln1.data() + L * nc;
+      const float* q = qkv.data() + L * nc * 3;
+      const float* y = atty.data() + L * nc;
+      const float* r2 = residual2.data() + L * nc;
+      const float* a2 = ln2.data() + L * nc;
+      const float* f = fc.data() + L * nc * 4;
+      const float* fh = fch.data() + L * nc * 4;
+      // The MLP: out = r2 + c_proj(gelu(c_fc(ln_2(r2)))); dres is the gradient of out.
+      const Operand dmlp = operand(through_dropout(2 + 2 * L, dres.data(), dbranch.data(), grad(block_tensor(l, kMlpProjB))),
+                                   nc, y16);
+      product(true, false, 4 * C, C, BT, operand(fh, nc * 4, x16), 4 * C, dmlp, C, grad(block_tensor(l, kMlpProjW)), C);
+      product(false, true, BT, 4 * C, C, dmlp, C, weight(block_tensor(l, kMlpProjW)), C, dwide.data(), 4 * C);
+      cuda::activation_backward<float>(Activation::kGelu, BT, 4 * C, f, dwide.data(), dwide.data(),
+                                       grad(block_tensor(l, kFcB)), {}, stream);
+      const Operand dw = operand(dwide.data(), nc * 4, y16);
+      product(true, false, C, 4 * C, BT, operand(a2, nc, x16), C, dw, 4 * C, grad(block_tensor(l, kFcW)), 4 * C);
+      product(false, true, BT, C, 4 * C, dw, 4 * C, weight(block_tensor(l, kFcW)), 4 * C, dln.data(), C);
+      CUDA_CHECK(cudaMemcpyAsync(dres2.data(), dres.data(), bytes(nc), cudaMemcpyDeviceToDevice, stream));
+      cuda::layernorm_backward(BT, C, r2, param(block_tensor(l, kLn2W)), ln2_mean.data() + L * n,
+                               ln2_rstd.data() + L * n, dln.data(), dres2.data(), grad(block_tensor(l, kLn2W)),
+                               grad(block_tensor(l, kLn2B)), ln_scratch.data(), stream);
+      // Attention: r2 = r + c_proj(attention(c_attn(ln_1(r)))).
+      const Operand dattn =
+          operand(through_dropout(1 + 2 * L, dres2.data(), dbranch.data(), grad(block_tensor(l, kAttnProjB))), nc, y16);
+      product(true, false, C, C, BT, operand(y, nc, x16), C, dattn, C, grad(block_tensor(l, kAttnProjW)), C);
+      product(false, true, BT, C, C, dattn, C, weight(block_tensor(l, kAttnProjW)), C, datty.data(), C);
+      CUDA_CHECK(cudaMemsetAsync(dqkv.data(), 0, bytes(nc * 3), stream));
+      cuda::attention_backward(B, T, C, H, q, y, datty.data(), lse.data() + L * n * H, dqkv.data(),
+                               attention_scratch.data(), stream);
+      cuda::activation_backward<float>(Activation::kIdentity, BT, 3 * C, dqkv.data(), dqkv.data(), dqkv.data(),
+                                       grad(block_tensor(l, kAttnB)), {}, stream);
+      const Operand dq = operand(dqkv.data(), nc * 3, y16);
+      product(true, false, C, 3 * C, BT, operand(a1, nc, x16), C, dq, 3 * C, grad(block_tensor(l, kAttnW)), 3 * C);
+      product(false, true, BT, C, 3 * C, dq, 3 * C, weight(block_tensor(l, kAttnW)), 3 * C, dln.data(), C);
+      CUDA_CHECK(cudaMemcpyAsync(dres.data(), dres2.data(), bytes(nc), cudaMemcpyDeviceToDevice, stream));
+      cuda::layernorm_backward(BT, C, r, param(block_tensor(l, kLn1W)), ln1_mean.data() + L * n,
+                               ln1_rstd.data() + L * n, dln.data(), dres.data(), grad(block_tensor(l, kLn1W)),
+                               grad(block_tensor(l, kLn1B)), ln_scratch.data(), stream);
+      done(block_tensor(l, kLn1W), block_tensor(l, kMlpProjB));
+    }
+    if (dropout > 0.0f)
+      cuda::activation_backward<float>(Activation::kIdentity, BT, C, dres.data(), dres.data(), dres.data(),
+                                       unused_dbias.data(), dropout_at(0), stream);
+    cuda::embedding_backward(B, T, C, V, tokens.data(), dres.data(), grad(kWte), grad(kWpe), stream);
+    done(kWte, kWpe);
+  }
+
+  void clip_gradients(bool norm_wanted) {
+    if (!norm_wanted && opt.clip_norm <= 0.0f) return;
+    cuda::sum_of_squares(grads.size(), grads.data(), partials.data(), norm_sq.data(), stream);
+    if (opt.clip_norm > 0.0f) cuda::clip_factor(norm_sq.data(), opt.clip_norm, clip.data(), stream);
+  }
+
+  void update(float lr, std::uint64_t step) {
+    const float* factor = opt.clip_norm > 0.0f ? clip.data() : nullptr;
+    for (const DecayRun& run : runs) {
+      const std::size_t count = run.end - run.begin, at = run.begin;
+      const float decay = run.decay ? opt.weight_decay : 0.0f;
+      bf16* copy = half ? working.data() + at : nullptr;
+      if (opt.kind == OptimizerKind::kAdamW) {
+        const kernels::AdamWParams h{lr, opt.beta1, opt.beta2, opt.eps, decay, static_cast<long>(step + 1)};
+        cuda::adamw_update(count, params.data() + at, grads.data() + at, m.data() + at, v.data() + at, h, {}, factor,
+                           copy, stream);
+      } else {
+        const kernels::SgdParams h{lr, opt.momentum, decay, opt.nesterov};
+        cuda::sgd_update(count, params.data() + at, grads.data() + at, m.data() + at, h, {}, factor, copy, stream);
+      }
+    }
+  }
+
+  StepLoss wait_loss() {
+    CUDA_CHECK(cudaEventSynchronize(loss_ready));
+    return {host_loss.data()[0], host_hits.data()[0]};
+  }
+
+  bool has_second_moment() const { return opt.kind == OptimizerKind::kAdamW; }
+
+  std::vector<float> download(const DeviceBuffer<float>& from, std::size_t count) {
+    std::vector<float> out(count);
+    CUDA_CHECK(cudaMemcpyAsync(out.data(), from.data(), count * sizeof(float), cudaMemcpyDeviceToHost, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    return out;
+  }
+};
+
+CudaGptStep::CudaGptStep(const GptConfig& config, const OptimizerConfig& optimizer, const CudaGptOptions& options,
+                         const std::vector<float>& initial_parameters)
+    : s_(std::make_unique<State>()) {
+  State& s = *s_;
+  s.g = config, s.opt = optimizer, s.o = options;
+  s.tensors = gpt_layout(config);  // checks the shape
+  s.model = gpt_model_layout(config);
+  s.runs = decay_runs(s.tensors);
+  const std::size_t n = s.model.parameters();
+  if (initial_parameters.size() != n)
+    throw std::invalid_argument(fmt::format("CUDA gpt step: {} initial parameters for a model of {}",
+                                            initial_parameters.size(), n));
+  if (config.embd / config.heads > cuda::kMaxAttentionHeadSize)
+    throw std::invalid_argument(fmt::format("CUDA gpt step: embd {} over {} heads is a head size of {}: the attention "
+                                            "kernels take at most {}",
+                                            config.embd, config.heads, config.embd / config.heads,
+                                            cuda::kMaxAttentionHeadSize));
+  if (options.max_rows < 1)
+    throw std::invalid_argument(fmt::format("CUDA gpt step: max_rows {}: expected at least 1", options.max_rows));
+  if (!(options.dropout >= 0.0f && options.dropout < 1.0f))
+    throw std::invalid_argument(fmt::format("CUDA gpt step: dropout {}: expected a probability in [0, 1)", options.dropout));
+  s.half = options.precision == cuda::Precision::kBf16;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaEventCreateWithFlags(&s.loss_ready, cudaEventDisableTiming));
+  s.lt = std::make_unique<cuda::LtMatmul>(options.precision == cuda::Precision::kTf32, options.deterministic);
+
+  for (auto* b : {&s.params, &s.grads, &s.m, &s.v}) {
+    b->resize(n);
+    CUDA_CHECK(cudaMemsetAsync(b->data(), 0, n * sizeof(float), s.stream));
+  }
+  CUDA_CHECK(cudaMemcpyAsync(s.params.data(), initial_parameters.data(), n * sizeof(float), cudaMemcpyHostToDevice,
+                             s.stream));
+  if (s.half) {
+    s.working.resize(n);
+    cuda::cast(n, s.params.data(), s.working.data(), s.stream);
+  }
+
+  const std::size_t rows = static_cast<std::size_t>(options.max_rows), T = static_cast<std::size_t>(config.block),
+                    C = static_cast<std::size_t>(config.embd), L = static_cast<std::size_t>(config.layers),
+                    H = static_cast<std::size_t>(config.heads), V = static_cast<std::size_t>(config.vocab);
+  const std::size_t bt = rows * T, nc = bt * C;
+  s.tokens.resize(bt), s.targets.resize(bt);
+  s.residual.resize((L + 1) * nc);
+  for (auto* b : {&s.ln1, &s.atty, &s.residual2, &s.ln2}) b->resize(L * nc);
+  for (auto* b : {&s.ln1_mean, &s.ln1_rstd, &s.ln2_mean, &s.ln2_rstd}) b->resize(L * bt);
+  s.qkv.resize(L * nc * 3);
+  s.lse.resize(L * bt * H);
+  s.fc.resize(L * nc * 4), s.fch.resize(L * nc * 4);
+  s.lnf.resize(nc), s.lnf_mean.resize(bt), s.lnf_rstd.resize(bt);
+  s.logits.resize(bt * V), s.dlogits.resize(bt * V);
+  for (auto* b : {&s.projected, &s.dres, &s.dres2, &s.dbranch, &s.dln, &s.datty}) b->resize(nc);
+  if (options.dropout > 0.0f) s.dropped.resize(nc), s.unused_dbias.resize(C);
+  s.dwide.resize(nc * 4), s.dqkv.resize(nc * 3);
+  s.attention_scratch.resize(bt * H);
+  s.ln_scratch.resize(cuda::layernorm_backward_scratch_floats(static_cast<int>(bt), static_cast<int>(C)));
+  if (s.half) {
+    s.x16.resize(nc * 4);                         // the widest activation a product reads: fch
+    s.y16.resize(std::max(bt * V, nc * 4));       // the widest gradient: dlogits
+  }
+  s.row_loss.resize(bt), s.row_hit.resize(bt), s.loss_sum.resize(1), s.hits.resize(1);
+  s.host_loss.resize(1), s.host_hits.resize(1);
+  s.partials.resize(cuda::kSumOfSquaresBlocks), s.norm_sq.resize(1), s.clip.resize(1), s.host_norm_sq.resize(1);
+  s.host_params = initial_parameters;
+  s.host_first.assign(n, 0.0f);
+  if (s.has_second_moment()) s.host_second.assign(n, 0.0f);
+  CUDA_CHECK(cudaStreamSynchronize(s.stream));  // initial_parameters may go away after this
+}
+
+CudaGptStep::~CudaGptStep() {
+  if (!s_) return;
+  cudaStreamSynchronize(s_->stream);
+  cudaEventDestroy(s_->loss_ready);
+  cudaStream_t stream = s_->stream;
+  s_.reset();  // buffers and handles before their stream
+  cudaStreamDestroy(stream);
+}
+
+cudaStream_t CudaGptStep::stream() const { return s_->stream; }
+
+void CudaGptStep::reduce_gradients_with(Comm& comm) {
+  s_->buckets = std::make_unique<GradientBuckets>(comm, s_->model.layers,
+                                                  static_cast<std::size_t>(s_->o.bucket_mb * 1024 * 1024));
+}
+
+void CudaGptStep::forward(const StepBatch& batch) {
+  State& s = *s_;
+  s.upload_batch(batch);
+  s.dropout = s.o.dropout;
+  s.first_window = batch.first_row;
+  s.forward(true, s.o.loss_scale);
+  s.backward_ready = true;
+}
+
+void CudaGptStep::backward() {
+  if (!s_->backward_ready) throw std::logic_error("CUDA gpt step: backward() without a training forward() before it");
+  s_->backward();
+}
+
+StepLoss CudaGptStep::local_loss() { return s_->wait_loss(); }
+
+void CudaGptStep::finish_gradients() {
+  if (s_->buckets) s_->buckets->finish();
+}
+
+double CudaGptStep::clip_gradients() {
+  State& s = *s_;
+  s.clip_gradients(true);
+  CUDA_CHECK(cudaMemcpyAsync(s.host_norm_sq.data(), s.norm_sq.data(), sizeof(double), cudaMemcpyDeviceToHost, s.stream));
+  CUDA_CHECK(cudaStreamSynchronize(s.stream));
+  return std::sqrt(s.host_norm_sq.data()[0]);
+}
+
+void CudaGptStep::update(float lr, std::uint64_t step) { s_->update(lr, step); }
+
+void CudaGptStep::train_step(const StepBatch& batch, float lr, std::uint64_t step) {
+  forward(batch);
+  backward();
+  finish_gradients();
+  s_->clip_gradients(false);
+  update(lr, step);
+}
+
+StepLoss CudaGptStep::evaluate(const StepBatch& batch) {
+  State& s = *s_;
+  const std::size_t T = static_cast<std::size_t>(s.g.block);
+  StepLoss sums;
+  // In slices of max_rows windows, the most the activations hold; no dropout, no gradient.
+  for (int begin = 0; begin < batch.rows; begin += s.o.max_rows) {
+    const int rows = std::min(s.o.max_rows, batch.rows - begin);
+    const std::size_t at = static_cast<std::size_t>(begin) * T;
+    s.upload_batch({nullptr, batch.y + at, rows, batch.first_row + static_cast<std::uint64_t>(begin), batch.tokens + at});
+    s.dropout = 0.0f;
+    s.forward(false, 1.0f);
+    const StepLoss part = s.wait_loss();
+    sums.loss_sum += part.loss_sum;
+    sums.correct += part.correct;
+  }
+  return sums;
+}
+
+const ModelLayout& CudaGptStep::model_layout() const { return s_->model; }
+
+HostState CudaGptStep::host_state() { return {&s_->host_params, &s_->host_first, &s_->host_second}; }
+
+void CudaGptStep::state_to_host() {
+  State& s = *s_;
+  const std::size_t n = s.model.parameters();
+  s.host_params = s.download(s.params, n);
+  s.host_first = s.download(s.m, n);
+  if (s.has_second_moment()) s.host_second = s.download(s.v, n);
+}
+
+void CudaGptStep::state_from_host() {
+  State& s = *s_;
+  const std::size_t n = s.model.parameters();
+  const auto upload = [&](const std::vector<float>& from, DeviceBuffer<float>& to) {
+    if (from.size() != n)
+      throw std::invalid_argument(fmt::format("CUDA gpt step: a state of {} values for a model of {}", from.size(), n));
+    CUDA_CHECK(cudaMemcpyAsync(to.data(), from.data(), n * sizeof(float), cudaMemcpyHostToDevice, s.stream));
+  };
+  upload(s.host_params, s.params);
+  upload(s.host_first, s.m);
+  if (s.has_second_moment()) upload(s.host_second, s.v);
+  if (s.half) cuda::cast(n, s.params.data(), s.working.data(), s.stream);
+  CUDA_CHECK(cudaStreamSynchronize(s.stream));  // the host vectors may change after this
+}
+
+std::vector<float> CudaGptStep::logits() { return s_->download(s_->logits, s_->last_logits); }
+
+std::vector<float> CudaGptStep::gradients() { return s_->download(s_->grads, s_->model.parameters()); }
+
+std::vector<float> CudaGptStep::parameters() { return s_->download(s_->params, s_->model.parameters()); }
+
+}  // namespace slurm_train
+#endif  // SLURM_TRAIN_WITH_CUDA
