@@ -208,6 +208,14 @@ std::string sample_text(const GptConfig& config, const std::vector<float>& param
                         const SampleOptions& options, const std::function<void(std::string_view)>& on_text) {
   check_sample_inputs(config, options);
   GptSampler sampler(config, params);
+  return sample_text(sampler, prompt, options, on_text);
+}
+
+std::string sample_text(GptDecoder& sampler, std::string_view prompt, const SampleOptions& options,
+                        const std::function<void(std::string_view)>& on_text) {
+  const GptConfig& config = sampler.config();
+  check_sample_inputs(config, options);
+  sampler.reset();
   // The tokens in the cache, in order.
   std::vector<int> window;
   const std::size_t prompt_keep = static_cast<std::size_t>(std::max(1, config.block - 1));

@@ -1,6 +1,7 @@
-// Text generation with the GPT model of train/gpt.h, one token at a time on the CPU.
+// Text generation with the GPT model of train/gpt.h, one token at a time.
 //
-// GptSampler runs one position through the model per feed(), keeping every earlier position's
+// GptDecoder runs one position at a time with a KV cache: GptSampler here on the CPU, and
+// train/cuda_gpt_sampler.h's on a GPU. GptSampler runs one position through the model per feed(), keeping every earlier position's
 // keys and values (a KV cache, [T, C] per layer), so that a token costs one matrix-vector
 // product per weight matrix instead of a forward pass over the whole context. Its logits equal
 // Gpt::forward's at the same position up to float rounding (test/unit/gpt_sampler_test.cc).
@@ -28,22 +29,31 @@
 
 namespace slurm_train {
 
-class GptSampler {
+class GptDecoder {
+ public:
+  virtual ~GptDecoder() = default;
+  // Runs `token` (in [0, vocab)) at position position() and returns the logits [vocab] of the
+  // next token; the reference stays valid until the next feed(). Throws std::invalid_argument
+  // for a token outside the vocabulary and std::logic_error when the cache already holds block
+  // tokens (the caller decides what the window becomes: reset() and feed again).
+  virtual const std::vector<float>& feed(int token) = 0;
+  // Forgets every cached position.
+  virtual void reset() = 0;
+  // How many tokens are cached.
+  virtual int position() const = 0;
+  virtual const GptConfig& config() const = 0;
+};
+
+class GptSampler final : public GptDecoder {
  public:
   // params: packed in gpt_layout(config) order, as Gpt::params(); copied. Throws
   // std::invalid_argument when their count does not match the layout.
   GptSampler(const GptConfig& config, const std::vector<float>& params);
 
-  // Runs `token` (in [0, vocab)) at position position() and returns the logits [vocab] of the
-  // next token; the reference stays valid until the next feed(). Throws std::invalid_argument
-  // for a token outside the vocabulary and std::logic_error when the cache already holds block
-  // tokens (the caller decides what the window becomes: reset() and feed again).
-  const std::vector<float>& feed(int token);
-  // Forgets every cached position.
-  void reset() { position_ = 0; }
-  // How many tokens are cached.
-  int position() const { return position_; }
-  const GptConfig& config() const { return config_; }
+  const std::vector<float>& feed(int token) override;
+  void reset() override { position_ = 0; }
+  int position() const override { return position_; }
+  const GptConfig& config() const override { return config_; }
 
  private:
   struct LayerWeights {
@@ -76,5 +86,8 @@ struct SampleOptions {
 // top_k outside [0, vocab].
 std::string sample_text(const GptConfig& config, const std::vector<float>& params, std::string_view prompt,
                         const SampleOptions& options, const std::function<void(std::string_view)>& on_text = {});
+// The same with a decoder of the caller's, on the CPU or a GPU (reset() first).
+std::string sample_text(GptDecoder& decoder, std::string_view prompt, const SampleOptions& options,
+                        const std::function<void(std::string_view)>& on_text = {});
 
 }  // namespace slurm_train

@@ -49,7 +49,7 @@ setup() {
   [[ ${lines[0]} =~ validation\ loss\ ([0-9.]+)\ bits\ per\ byte ]]
   awk -v a="${BASH_REMATCH[1]}" -v b="$bpb" 'BEGIN { d = a - b; exit !(d < 2e-4 && d > -2e-4) }'
   torch_greedy=${output#*$'\n'}
-  run "$BUILD/bin/slurm-train" sample "$work/ck" --prompt "The " --tokens 80 --temperature 0 --quiet
+  run "$BUILD/bin/slurm-train" sample "$work/ck" --prompt "The " --tokens 80 --temperature 0 --quiet --device cpu
   [ "$status" -eq 0 ]
   [ "$output" = "$torch_greedy" ]
   # The sampler: greedy is deterministic; drawn text is the corpus's kind of bytes (printable
@@ -77,6 +77,14 @@ PYEOF
   [ "$status" -eq 1 ]
   [[ $output == *"temperature -1: expected a finite number of at least 0"* ]]
   [[ $output != "The "* ]]
+  if [ ! -e /dev/nvidiactl ]; then  # a node without a GPU: --device cuda says why, auto falls back
+    run "$BUILD/bin/slurm-train" sample "$work/ck" --device cuda
+    [ "$status" -eq 1 ]
+    [[ $output == *"sample --device cuda: no usable GPU: "* ]]
+    run "$BUILD/bin/slurm-train" sample "$work/ck" --tokens 4
+    [ "$status" -eq 0 ]
+    [[ $output == *"on the CPU"* ]]
+  fi
 }
 
 @test "gpt-tiny.sbatch preempted (--signal=USR2) and requeued resumes to the parameters of an uninterrupted run, bit for bit" {
