@@ -143,7 +143,8 @@ void Gpt::resize(int B, int T) {
   at_least(lnf_rstd_, BT);
   at_least(logits_, BT * V);
   at_least(dlogits_, BT * V);
-  for (auto* v : {&projected_, &dropped_, &dres_, &dres2_, &dbranch_, &dln_, &datty_}) at_least(*v, BT * C);
+  for (auto* v : {&projected_, &dres_, &dres2_, &dbranch_, &dln_, &datty_}) at_least(*v, BT * C);
+  if (dropout_.p > 0.0f) at_least(dropped_, BT * C);  // forward_sums sets dropout_ first
   at_least(dwide_, BT * 4 * C);
   at_least(dqkv_, BT * 3 * C);
 }
