@@ -13,6 +13,12 @@
 //     `width` classes), synthetic data resident on the GPU, timed over --steps steps after
 //     --warmup; then the cuBLASLt matmul ceiling in the same precision (batch x width x width
 //     products, timed the same way). Prints key=value lines for the script's table.
+//   gpu_check gpt [--precision bf16] [--batch 8] [--steps 20] [--block 1024] [--layers 12] ...
+//     GPT-2 124M's training step (CudaGptStep: forward, backward, clipping at 1.0, AdamW) on random
+//     tokens, timed with CUDA events over --steps steps after --warmup. Prints one line
+//       engine_gpt precision=bf16 ... tokens_per_s=... step_ms=... mfu=... loss=...
+//     (mfu in percent of --peak-tflops; bench/torch_gpt_gpu.py prints the same fields). Exit 1 when
+//     the last step's loss is not finite.
 //
 // Built in every build; without CUDA it says so and exits 2.
 #include <CLI/CLI.hpp>
@@ -38,10 +44,12 @@
 #include "kernels/kernels.h"
 #include "train/batches.h"
 #include "train/cpu_mlp_step.h"
+#include "train/cuda_gpt_step.h"
 #include "train/cuda_mlp_step.h"
 #include "train/dataset.h"
 #include "train/evaluation.h"
 #include "train/device_batches.h"
+#include "train/gpt.h"
 #include "train/mlp.h"
 #include "train/optimizer.h"
 #include "train/prefetcher.h"
@@ -62,6 +70,14 @@ struct TrainOptions {
 struct BenchOptions {
   std::string precision = "bf16";
   int width = 4096, layers = 4, batch = 4096, steps = 20, warmup = 5;
+  bool deterministic = false;
+};
+
+struct GptBenchOptions {
+  std::string precision = "bf16";
+  GptConfig model{50257, 1024, 12, 12, 768};  // GPT-2 124M
+  int batch = 8, steps = 20, warmup = 3;
+  double peak_tflops = 0;  // 0: by the device's name
   bool deterministic = false;
 };
 
@@ -255,6 +271,98 @@ int run_bench(const BenchOptions& o) {
   return 0;
 }
 
+// The dense bf16 tensor-core peak (TFLOP/s) of the GPUs we know by name; 0 for any other.
+// H100 SXM and H200 (and GH200) share the SXM5 H100's 989.4; the PCIe and NVL H100s run slower
+// clocks, so they are matched before the plain "H100".
+double bf16_peak_tflops(const std::string& name) {
+  if (name.find("H200") != std::string::npos) return 989.4;
+  if (name.find("H100") != std::string::npos) {
+    if (name.find("PCIe") != std::string::npos) return 756.0;
+    if (name.find("NVL") != std::string::npos) return 835.0;
+    return 989.4;
+  }
+  if (name.find("A100") != std::string::npos) return 312.0;
+  return 0;
+}
+
+// Model FLOPs per trained token, PaLM's (appendix B) as nanoGPT's estimate_mfu and llm.c count
+// them: 6 N + 12 L C T. N is every parameter except wpe (nanoGPT's get_num_params): wte stays in,
+// because the tied head's product with it is real work (2 V C per token forward), while wpe is a
+// lookup. 12 L C T is the attention's QK^T and AV over the full T (causal masking not
+// subtracted). bench/torch_gpt_gpu.py uses the same formula.
+double gpt_flops_per_token(const GptConfig& g) {
+  const double V = g.vocab, T = g.block, L = g.layers, C = g.embd;
+  const double per_layer = 12 * C * C + 13 * C;  // c_attn, attn.c_proj, c_fc, mlp.c_proj, two LayerNorms
+  const double n = V * C + L * per_layer + 2 * C;  // wte, the blocks, ln_f
+  return 6 * n + 12 * L * C * T;
+}
+
+int run_gpt(const GptBenchOptions& o) {
+  const GptConfig& g = o.model;
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  const double peak = o.peak_tflops > 0 ? o.peak_tflops : bf16_peak_tflops(prop.name);
+
+  std::vector<float> params;
+  gpt_initialize(g, 1337, params);
+  OptimizerConfig adamw;  // nanoGPT's GPT-2 124M recipe, at a constant lr
+  adamw.kind = OptimizerKind::kAdamW;
+  adamw.lr = 6e-4f, adamw.weight_decay = 0.1f, adamw.clip_norm = 1.0f;
+  CudaGptOptions so;
+  so.precision = precision_of(o.precision);
+  so.deterministic = o.deterministic;
+  so.max_rows = o.batch;
+  so.loss_scale = 1.0f / static_cast<float>(static_cast<double>(o.batch) * g.block);
+  CudaGptStep step(g, adamw, so, params);
+  const std::size_t param_count = params.size();
+  params = {};  // 0.5 GB of host memory not needed again
+
+  // One random stream of batch * block + 1 tokens: the targets are the tokens shifted by one.
+  // The same batch every step (host memory, as the training loop hands it over).
+  const std::size_t n = static_cast<std::size_t>(o.batch) * g.block;
+  std::vector<std::int32_t> stream(n + 1);
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<std::int32_t> token(0, g.vocab - 1);
+  for (auto& t : stream) t = token(rng);
+  const std::vector<std::int32_t> tokens(stream.begin(), stream.end() - 1), targets(stream.begin() + 1, stream.end());
+  auto batch_of = [&](std::uint64_t s) {
+    return StepBatch{nullptr, targets.data(), o.batch, s * static_cast<std::uint64_t>(o.batch), tokens.data()};
+  };
+
+  cudaEvent_t begin, end;
+  CUDA_CHECK(cudaEventCreate(&begin));
+  CUDA_CHECK(cudaEventCreate(&end));
+  std::uint64_t s = 0;
+  for (; s < static_cast<std::uint64_t>(o.warmup); ++s) step.train_step(batch_of(s), adamw.lr, s);
+  CUDA_CHECK(cudaEventRecord(begin, step.stream()));
+  for (int i = 0; i < o.steps; ++i, ++s) step.train_step(batch_of(s), adamw.lr, s);
+  CUDA_CHECK(cudaEventRecord(end, step.stream()));
+  const StepLoss last = step.local_loss();  // waits for the queued steps
+  CUDA_CHECK(cudaEventSynchronize(end));
+  const double seconds = seconds_of(begin, end);
+  cudaEventDestroy(begin);
+  cudaEventDestroy(end);
+
+  const double tokens_per_s = o.steps * static_cast<double>(n) / seconds;
+  const double flops_per_token = gpt_flops_per_token(g);
+  const double tflops = flops_per_token * tokens_per_s / 1e12;
+  const double mfu = peak > 0 ? 100 * tflops / peak : std::nan("");
+  const double loss = last.loss_sum / static_cast<double>(n);
+  if (peak <= 0)
+    std::printf("note: no bf16 peak known for '%s': give --peak-tflops for an MFU\n", prop.name);
+  std::printf("engine_gpt precision=%s batch=%d block=%d layers=%d embd=%d vocab=%d params=%zu tokens_per_s=%.0f "
+              "step_ms=%.3f flops_per_token=%.4e tflops=%.1f peak_tflops=%.1f mfu=%.1f loss=%.4f\n",
+              o.precision.c_str(), o.batch, g.block, g.layers, g.embd, g.vocab, param_count, tokens_per_s,
+              1e3 * seconds / o.steps, flops_per_token, tflops, peak, mfu, loss);
+  if (!std::isfinite(loss)) {
+    std::fprintf(stderr, "gpu_check gpt: the last step's loss is not finite\n");
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -285,9 +393,24 @@ int main(int argc, char** argv) {
   bench->add_option("--steps", b.steps);
   bench->add_option("--warmup", b.warmup);
   bench->add_flag("--deterministic", b.deterministic);
+  GptBenchOptions gb;
+  CLI::App* gpt = app.add_subcommand("gpt", "GPT-2 124M's training step (CudaGptStep): tokens/s and MFU");
+  gpt->add_option("--precision", gb.precision, "fp32, tf32 or bf16");
+  gpt->add_option("--batch", gb.batch, "windows of --block tokens per step")->check(CLI::PositiveNumber);
+  gpt->add_option("--steps", gb.steps, "timed steps")->check(CLI::PositiveNumber);
+  gpt->add_option("--warmup", gb.warmup, "untimed steps first");
+  gpt->add_option("--block", gb.model.block);
+  gpt->add_option("--layers", gb.model.layers);
+  gpt->add_option("--heads", gb.model.heads);
+  gpt->add_option("--embd", gb.model.embd);
+  gpt->add_option("--vocab", gb.model.vocab);
+  gpt->add_option("--peak-tflops", gb.peak_tflops,
+                  "the GPU's dense bf16 peak for the MFU (default: by its name; H100 SXM/H200 989.4)");
+  gpt->add_flag("--deterministic", gb.deterministic, "cuBLASLt algorithms without split-K reductions");
   CLI11_PARSE(app, argc, argv);
   try {
     openblas_set_num_threads(std::max(1u, std::thread::hardware_concurrency()));
+    if (gpt->parsed()) return run_gpt(gb);
     return train->parsed() ? run_train(t) : run_bench(b);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpu_check: error: %s\n", e.what());

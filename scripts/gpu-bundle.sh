@@ -7,10 +7,11 @@
 #             family (the target's own must be used), the driver (libcuda, libnvidia-*) and the
 #             CUDA toolkit's (libcudart, libcublas, libcublasLt, libnccl: 800 MB; found on the
 #             target by bin/run, see there)
-#   data/     Fashion-MNIST's four IDX files, when this machine has them (GPU_BUNDLE_DATA=none: no
-#             data; gpu-check.sh then needs --data)
-#   gpu-check.sh, torch_gpu_mlp.py, fashion-mnist.toml (the reference configuration), run (the
-#             wrapper: LD_LIBRARY_PATH, then the program)
+#   data/     Fashion-MNIST's four IDX files, and the fortunes corpus's tokens (data/fortunes,
+#             about 1 MB), when this machine has them (GPU_BUNDLE_DATA=none: no data; gpu-check.sh
+#             then needs --data and --tokens)
+#   gpu-check.sh, torch_gpu_mlp.py, torch_gpt_gpu.py (the PyTorch peers), fashion-mnist.toml and
+#             gpt-tiny.toml (the configurations it runs), run (the wrapper: LD_LIBRARY_PATH, then the program)
 # and OUT.tar.xz of it, with its size (a device session carries at most 64 MiB).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -43,7 +44,12 @@ if [ "${GPU_BUNDLE_DATA:-idx}" != none ] && [ -d "$DATA_DIR" ]; then
   mkdir -p "$OUT/data/fashion-mnist"
   cp "$DATA_DIR"/*-ubyte* "$OUT/data/fashion-mnist/"
 fi
-cp "$ROOT/scripts/gpu-check.sh" "$ROOT/bench/torch_gpu_mlp.py" "$ROOT/examples/fashion-mnist.toml" "$OUT/"
+if [ "${GPU_BUNDLE_DATA:-idx}" != none ]; then
+  "$BUILD/bin/slurm-train" data import fortunes --out "$OUT/data/fortunes" >/dev/null 2>&1 ||
+    echo "gpu-bundle: no fortunes corpus here (apt-get install fortunes): gpu-check.sh will need --tokens" >&2
+fi
+cp "$ROOT/scripts/gpu-check.sh" "$ROOT/bench/torch_gpu_mlp.py" "$ROOT/bench/torch_gpt_gpu.py" \
+  "$ROOT/examples/fashion-mnist.toml" "$ROOT/examples/gpt-tiny.toml" "$OUT/"
 
 # bin/run PROGRAM ARGS: the bundle's libraries first, then the target's CUDA 13 libraries, found
 # once in CUDA_LIB_DIRS (if set), /usr/local/cuda*/lib64, the dynamic linker's cache, or the

@@ -10,30 +10,42 @@
 #   (c) `slurm-train run`, fp32 and deterministic, on the GPU against the CPU path step by step
 #       (losses within 1e-4 relative); a GPU run stopped at step 100 and resumed against an
 #       uninterrupted one (final parameters identical, bit for bit); the GPU's checkpoint resumed
-#       on the CPU (and saying so);
+#       on the CPU (and saying so); and the GPT (examples/gpt-tiny.toml on the fortunes corpus's
+#       tokens, 200 steps): bf16 on the GPU learns (validation bits per byte under 0.8 x the
+#       unigram entropy), fp32 deterministic against the CPU step by step (losses within 1e-3
+#       relative), stopped at step 100 and resumed (the same bits), and `slurm-train sample
+#       --device cuda` from its checkpoint against the CPU's greedy text;
 #   (d) the GEMM-bound MLP (4 layers 4096 x 4096, batch 4096, bf16): the engine's step against
 #       PyTorch's and the bf16 matmul ceiling (cuBLASLt, torch.matmul) in the same run (target:
 #       60% of the cuBLASLt ceiling); and the whole run's samples/s against PyTorch training the
-#       same model on the same data end to end (bench/torch_gpu_mlp.py --run; target 1.5x).
+#       same model on the same data end to end (bench/torch_gpu_mlp.py --run; target 1.5x);
+#   (e) GPT-2 124M (bf16, batch 8 x 1024 tokens): the engine's training step (gpu_check gpt)
+#       against PyTorch's, eager and torch.compile (bench/torch_gpt_gpu.py): tokens/s and MFU
+#       (6N + 12LCT FLOPs per token over the GPU's dense bf16 peak); targets: tokens/s at least
+#       PyTorch eager's, MFU at least 40%. Skipped under --device cpu (a 124M GPT is the GPU's).
 # Prints a table and one "N passed, N failed" line; with $OUT set (the device tool's folder) it
 # also writes gpu-check.log and the runs' logs there. Exit 0 when every check passed.
 # Runs from a bundle (make gpu-bundle; the machine then needs no MPI, HDF5 or OpenBLAS: a run of
 # one process starts no MPI) or from a built source tree (BUILD=build).
 #   gpu-check.sh [--data DIR] [--skip-bench] [--work DIR] [--device cuda|cpu]
 #     --data DIR     train.h5 and test.h5 (slurm-train data import), or the four IDX files
+#     --tokens FILE  the GPT's token dataset (default: the bundle's data/fortunes/tokens.h5, or
+#                    `slurm-train data import fortunes` here when the fortunes package is installed)
+#     --skip-bench   without (d) and (e)
 #     --device cpu   a rehearsal of the script's runs on a machine without a GPU: the runs that
 #                    are the GPU's train on the CPU (their verdicts then say nothing of the GPU)
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PYTHON=${PYTHON:-python3}
-data="" skip_bench=0 work="" device=cuda
+data="" tokens="" skip_bench=0 work="" device=cuda
 while [ $# -gt 0 ]; do
   case $1 in
     --data) data=$2; shift 2 ;;
+    --tokens) tokens=$2; shift 2 ;;
     --skip-bench) skip_bench=1; shift ;;
     --work) work=$2; shift 2 ;;
     --device) device=$2; shift 2 ;;
-    *) echo "gpu-check: unknown argument '$1' (expected --data DIR, --skip-bench, --work DIR, --device cuda|cpu)" >&2
+    *) echo "gpu-check: unknown argument '$1' (expected --data DIR, --tokens FILE, --skip-bench, --work DIR, --device cuda|cpu)" >&2
        exit 2 ;;
   esac
 done
@@ -46,15 +58,16 @@ fi
 if [ -x "$HERE/bin/run" ]; then  # a bundle
   launch=("$HERE/bin/run")
   cuda_tests=cuda-tests gpu_check=gpu_check slurm_train=slurm-train
-  torch_script=$HERE/torch_gpu_mlp.py reference=$HERE/fashion-mnist.toml
-  default_data=$HERE/data/fashion-mnist
+  torch_script=$HERE/torch_gpu_mlp.py torch_gpt_script=$HERE/torch_gpt_gpu.py reference=$HERE/fashion-mnist.toml
+  default_data=$HERE/data/fashion-mnist gpt_tiny=$HERE/gpt-tiny.toml default_tokens=$HERE/data/fortunes/tokens.h5
 else  # a source tree
   ROOT=$(cd "$HERE/.." && pwd)
   BUILD=${BUILD:-$ROOT/build}
   launch=()
   cuda_tests=$BUILD/test/cuda-tests gpu_check=$BUILD/bench/gpu_check slurm_train=$BUILD/bin/slurm-train
-  torch_script=$ROOT/bench/torch_gpu_mlp.py reference=$ROOT/examples/fashion-mnist.toml
-  default_data=/usr/share/datasets/fashion-mnist
+  torch_script=$ROOT/bench/torch_gpu_mlp.py torch_gpt_script=$ROOT/bench/torch_gpt_gpu.py
+  reference=$ROOT/examples/fashion-mnist.toml
+  default_data=/usr/share/datasets/fashion-mnist gpt_tiny=$ROOT/examples/gpt-tiny.toml default_tokens=
 fi
 work=${work:-$(mktemp -d /tmp/gpu-check.XXXXXX)}
 mkdir -p "$work"
@@ -232,6 +245,89 @@ if [ -n "$h5" ]; then
   fi
 fi
 
+# ---- (c) the GPT through slurm-train run ----
+if [ -z "$tokens" ] && [ -n "$default_tokens" ] && [ -f "$default_tokens" ]; then tokens=$default_tokens; fi
+if [ -z "$tokens" ]; then
+  "${launch[@]}" "$slurm_train" data import fortunes --out "$work/fortunes" >"$work/import-fortunes.log" 2>&1 &&
+    tokens=$work/fortunes/tokens.h5
+fi
+# gt_run NAME DEVICE ARGS...: gpt-tiny, 200 steps of 16 windows, on the tokens; as st_run. Its
+# checkpoints go to $work/NAME-ck unless ARGS name a --ckpt.dir (the configuration's own folder
+# is relative, and a run would resume another's).
+gt_run() {
+  local name=$1 on=$2
+  shift 2
+  rm -f "$work/$name.jsonl"
+  [[ " $* " == *" --ckpt.dir "* ]] || set -- "$@" --ckpt.dir "$work/$name-ck"
+  rm -rf "$work/$name-ck"
+  timeout "${GPU_CHECK_RUN_TIMEOUT:-240}" "${launch[@]}" "$slurm_train" run --config "$gpt_tiny" \
+    --data.train "$tokens" --data.test "$tokens" --train.device "$on" --train.metrics "$work/$name.jsonl" \
+    --train.global_batch 16 --train.steps 200 --train.warmup_steps 20 --train.log_every 50 \
+    --log-dir "$work/logs" --progress lines "$@" >"$work/$name.log" 2>&1
+}
+if [ -z "$tokens" ] || [ ! -f "$tokens" ]; then
+  record "GPT run" FAIL "no token dataset: give --tokens FILE (slurm-train data import fortunes --out DIR)"
+else
+  echo "== (c) the GPT (gpt-tiny, 200 steps) through slurm-train run on the $device"
+  gt_run gpt-bf16 "$device" --train.precision bf16 --ckpt.dir "$work/gpt-ck"
+  s1=$?
+  grep -E '^(  rank|epoch|final)' "$work/gpt-bf16.log"
+  bpb=$(sed -n 's/^final: val_loss [0-9.]* (\([0-9.]*\) bits\/byte).*/\1/p' "$work/gpt-bf16.log" | tail -n1)
+  unigram=$(grep -o 'unigram entropy [0-9.]*' "$work/gpt-bf16.log" | tail -n1 | awk '{print $3}')
+  detail="validation ${bpb:-?} bits/byte, unigram entropy ${unigram:-?}"
+  if [ "$s1" -eq 0 ] && [ -n "$bpb" ] && [ -n "$unigram" ] && awk -v b="$bpb" -v u="$unigram" 'BEGIN {exit !(b < 0.8 * u)}'; then
+    record "GPT run bf16 learns" PASS "$detail"
+  else
+    record "GPT run bf16 learns" FAIL "$detail; exit $s1 (see $work/gpt-bf16.log)"
+  fi
+  # fp32 against the CPU: the same initial parameters, batches and masks; the steps differ by
+  # summation order alone, which AdamW's 200 steps amplify: 1e-3 relative is a bound, not a
+  # measurement (the MLP's is 1e-4).
+  gt_run gpt-fp32 "$device" --train.precision fp32 --train.deterministic true
+  s1=$?
+  gt_run gpt-cpu cpu
+  s2=$?
+  if [ "$s1" -eq 0 ] && [ "$s2" -eq 0 ] && compared=$(same_losses "$work/gpt-fp32.jsonl" "$work/gpt-cpu.jsonl" 1e-3); then
+    record "GPT run fp32 vs CPU" PASS "$compared (limit 1e-3)"
+  else
+    record "GPT run fp32 vs CPU" FAIL "${compared:-exit $s1 / $s2} (see $work/gpt-fp32.log, gpt-cpu.log)"
+  fi
+  det=(--train.precision bf16 --train.deterministic true)
+  rm -rf "$work/gpt-stop-ck"
+  gt_run gpt-whole "$device" "${det[@]}" --train.save "$work/gpt-whole.h5"
+  s1=$?
+  gt_run gpt-stopped "$device" "${det[@]}" --train.stop_after 100 --ckpt.dir "$work/gpt-stop-ck"
+  s2=$?
+  gt_run gpt-resumed "$device" "${det[@]}" --ckpt.dir "$work/gpt-stop-ck" --train.save "$work/gpt-resumed.h5"
+  s3=$?
+  compared=""
+  if [ "$s1$s2$s3" = 000 ] && grep -q "resumed from $work/gpt-stop-ck/step-00000100.h5" "$work/gpt-resumed.log" &&
+     compared=$(same_model "$work/gpt-whole.h5" "$work/gpt-resumed.h5"); then
+    record "GPT run stopped+resumed" PASS "final parameters: $compared"
+  else
+    record "GPT run stopped+resumed" FAIL "${compared:-exit $s1 $s2 $s3, or no resume line} (see $work/gpt-whole.log, gpt-stopped.log, gpt-resumed.log)"
+  fi
+  # Sampling from the bf16 run's checkpoint on the GPU, against the CPU's greedy text (they may
+  # part at a near tie: the logits differ by rounding).
+  gpu_text=$(timeout 60 "${launch[@]}" "$slurm_train" sample "$work/gpt-ck" --prompt "The " --tokens 120 \
+    --temperature 0 --quiet --device "$device" 2>"$work/sample-gpu.log")
+  s1=$?
+  cpu_text=$(timeout 60 "${launch[@]}" "$slurm_train" sample "$work/gpt-ck" --prompt "The " --tokens 120 \
+    --temperature 0 --quiet --device cpu 2>"$work/sample-cpu.log")
+  s2=$?
+  printf 'GPU: %s\nCPU: %s\n' "$gpu_text" "$cpu_text"
+  same=$("$PYTHON" -c 'import os, sys; a, b = sys.argv[1], sys.argv[2]; n = len(os.path.commonprefix([a, b])); print("identical to the CPU's" if a == b else f"the CPU's for its first {n} of {len(b)} bytes")' "$gpu_text" "$cpu_text")
+  if [ "$s1" -eq 0 ] && [ "$s2" -eq 0 ] && [[ $gpu_text == "The "* ]] && [ "${#gpu_text}" -ge 120 ]; then
+    record "GPT sample on the $device" PASS "greedy text $same"
+  else
+    record "GPT sample on the $device" FAIL "exit $s1 / $s2 (see $work/sample-*.log)"
+  fi
+fi
+
+# value KEY LOG FIELD: FIELD's value on LOG's last line that starts with KEY (gpu_check's and the
+# PyTorch peers' key=value lines).
+value() { grep -E "^$1 " "$2" | tail -n1 | tr ' ' '\n' | sed -n "s/^$3=//p"; }
+
 # ---- (d) benchmarks ----
 if [ "$skip_bench" -eq 0 ]; then
   echo "== (d) GEMM-bound MLP (4 x 4096 x 4096, batch 4096, bf16): engine, PyTorch, matmul ceiling"
@@ -246,7 +342,6 @@ if [ "$skip_bench" -eq 0 ]; then
     torch_run_status=$?
   fi
   cat "$work/bench-engine.log" "$work/bench-torch.log" "$work/bench-torch-run.log" 2>/dev/null
-  value() { grep -E "^$1 " "$2" | tail -n1 | tr ' ' '\n' | sed -n "s/^$3=//p"; }
   e=$work/bench-engine.log t=$work/bench-torch.log r=$work/bench-torch-run.log
   torch_version=$("$PYTHON" -c 'import torch; print(torch.__version__)' 2>/dev/null)
   echo
@@ -279,6 +374,57 @@ if [ "$skip_bench" -eq 0 ]; then
     record "run >= 1.5x PyTorch" PASS "${ratio}x ($gpu_run_sps vs $torch_sps samples/s)"
   else
     record "run >= 1.5x PyTorch" FAIL "${ratio:-?}x (${gpu_run_sps:-?} vs ${torch_sps:-?} samples/s; PyTorch exit $torch_run_status)"
+  fi
+fi
+
+# ---- (e) GPT-2 124M ----
+if [ "$skip_bench" -eq 0 ] && [ "$device" = cpu ]; then
+  echo "== (e) GPT-2 124M: skipped under --device cpu: the engine's GPT step (CudaGptStep) is CUDA only,"
+  echo "   and PyTorch alone on the CPU (seconds a step) would say nothing of the GPU"
+elif [ "$skip_bench" -eq 0 ]; then
+  # 30 timed steps after 5: a few seconds of steps at the expected 20-100 ms each; the rest of
+  # each run is start-up (and torch.compile's compilation, a minute or so).
+  gpt_args=(--precision bf16 --batch 8 --block 1024 --layers 12 --heads 12 --embd 768 --vocab 50257 --steps 30
+            --warmup 5)
+  echo "== (e) GPT-2 124M (bf16, batch 8 x 1024 tokens): engine, PyTorch eager, PyTorch torch.compile"
+  timeout 120 "${launch[@]}" "$gpu_check" gpt "${gpt_args[@]}" >"$work/gpt-engine.log" 2>&1
+  gpt_engine_status=$?
+  timeout 120 "$PYTHON" "$torch_gpt_script" --mode eager "${gpt_args[@]}" >"$work/gpt-torch-eager.log" 2>&1
+  gpt_eager_status=$?
+  timeout 240 "$PYTHON" "$torch_gpt_script" --mode compile "${gpt_args[@]}" >"$work/gpt-torch-compile.log" 2>&1
+  gpt_compile_status=$?
+  cat "$work/gpt-engine.log" "$work/gpt-torch-eager.log" "$work/gpt-torch-compile.log"
+  ge=$work/gpt-engine.log gt=$work/gpt-torch-eager.log gc=$work/gpt-torch-compile.log
+  torch_version=${torch_version:-$("$PYTHON" -c 'import torch; print(torch.__version__)' 2>/dev/null)}
+  engine_tps=$(value engine_gpt "$ge" tokens_per_s) engine_mfu=$(value engine_gpt "$ge" mfu)
+  eager_tps=$(value torch_gpt "$gt" tokens_per_s) eager_mfu=$(value torch_gpt "$gt" mfu)
+  compile_tps=$(value torch_gpt "$gc" tokens_per_s) compile_mfu=$(value torch_gpt "$gc" mfu)
+  compile_note=""
+  if grep -q '^torch_gpt mode=compile failed' "$gc"; then compile_note=" (compile failed)"
+  elif [ "$gpt_compile_status" -ne 0 ]; then compile_note=" (exit $gpt_compile_status)"; fi
+  gpt_ratio=$(awk -v a="$engine_tps" -v b="$eager_tps" 'BEGIN {if (a > 0 && b > 0) printf "%.2f", a / b}')
+  echo
+  printf '%-46s %14s %10s %10s\n' "GPT-2 124M, bf16, batch 8 x 1024" "tokens/s" "ms/step" "MFU %"
+  printf '%-46s %14s %10s %10s\n' "engine (CudaGptStep)" "${engine_tps:-?}" "$(value engine_gpt "$ge" step_ms)" \
+    "${engine_mfu:-?}"
+  printf '%-46s %14s %10s %10s\n' "PyTorch $torch_version eager (SDPA)" "${eager_tps:-?}" \
+    "$(value torch_gpt "$gt" step_ms)" "${eager_mfu:-?}"
+  printf '%-46s %14s %10s %10s\n' "PyTorch $torch_version torch.compile$compile_note" "${compile_tps:-?}" \
+    "$(value torch_gpt "$gc" step_ms)" "${compile_mfu:-?}"
+  printf '%-46s %14s\n' "engine / PyTorch eager" "${gpt_ratio:-?}x"
+  echo "   (MFU: (6 N + 12 L C T) FLOPs per token, N = parameters but wpe, over $(value engine_gpt "$ge" peak_tflops) TFLOP/s dense bf16)"
+  detail="${engine_tps:-?} vs ${eager_tps:-?} tokens/s (${gpt_ratio:-?}x); exit $gpt_engine_status / $gpt_eager_status"
+  if [ "$gpt_engine_status" -eq 0 ] && [ "$gpt_eager_status" -eq 0 ] && [ -n "$gpt_ratio" ] &&
+     awk -v x="$engine_tps" -v y="$eager_tps" 'BEGIN {exit !(x >= y)}'; then
+    record "GPT >= PyTorch eager" PASS "$detail"
+  else
+    record "GPT >= PyTorch eager" FAIL "$detail (see $work/gpt-*.log)"
+  fi
+  if [ "$gpt_engine_status" -eq 0 ] && [[ $engine_mfu =~ ^[0-9]+(\.[0-9]+)?$ ]] &&
+     awk -v m="$engine_mfu" 'BEGIN {exit !(m >= 40)}'; then
+    record "GPT MFU >= 40%" PASS "$engine_mfu% (PyTorch eager ${eager_mfu:-?}%, compile ${compile_mfu:-?}%)"
+  else
+    record "GPT MFU >= 40%" FAIL "${engine_mfu:-?}% (exit $gpt_engine_status; see $work/gpt-engine.log)"
   fi
 fi
 
