@@ -117,7 +117,10 @@ BENCH_PROGRAMS := $(patsubst bench/%.cc,$(BUILD)/bench/%,$(BENCH_SRC))
 
 MAN_PAGES := $(BUILD)/share/man/man1/slurm-train.1 $(BUILD)/share/man/man8/spank_train.8
 
-all: $(LAUNCHER) $(PLUGIN) $(MAN_PAGES) test-programs
+# gpu_check (scripts/gpu-check.sh's program) is built with everything in a CUDA build, so that
+# CI, which has no GPU, still compiles and links it.
+GPU_CHECK := $(if $(CUDA_SRC),$(BUILD)/bench/gpu_check)
+all: $(LAUNCHER) $(PLUGIN) $(MAN_PAGES) test-programs $(GPU_CHECK)
 
 check-deps:
 	@if [ -n "$(MISSING)" ]; then \

@@ -44,6 +44,7 @@
 #include "kernels/kernels.h"
 #include "train/batches.h"
 #include "train/cpu_mlp_step.h"
+#include "kernels/cuda/flash_attention.h"
 #include "train/cuda_gpt_step.h"
 #include "train/cuda_mlp_step.h"
 #include "train/dataset.h"
@@ -79,6 +80,7 @@ struct GptBenchOptions {
   int batch = 8, steps = 20, warmup = 3;
   double peak_tflops = 0;  // 0: by the device's name
   bool deterministic = false;
+  bool flash_attention = true;
 };
 
 cuda::Precision precision_of(const std::string& name) {
@@ -315,6 +317,7 @@ int run_gpt(const GptBenchOptions& o) {
   so.deterministic = o.deterministic;
   so.max_rows = o.batch;
   so.loss_scale = 1.0f / static_cast<float>(static_cast<double>(o.batch) * g.block);
+  so.flash_attention = o.flash_attention;
   CudaGptStep step(g, adamw, so, params);
   const std::size_t param_count = params.size();
   params = {};  // 0.5 GB of host memory not needed again
@@ -352,8 +355,11 @@ int run_gpt(const GptBenchOptions& o) {
   const double loss = last.loss_sum / static_cast<double>(n);
   if (peak <= 0)
     std::printf("note: no bf16 peak known for '%s': give --peak-tflops for an MFU\n", prop.name);
-  std::printf("engine_gpt precision=%s batch=%d block=%d layers=%d embd=%d vocab=%d params=%zu tokens_per_s=%.0f "
+  std::printf("engine_gpt attention=%s precision=%s batch=%d block=%d layers=%d embd=%d vocab=%d params=%zu tokens_per_s=%.0f "
               "step_ms=%.3f flops_per_token=%.4e tflops=%.1f peak_tflops=%.1f mfu=%.1f loss=%.4f\n",
+              so.precision == cuda::Precision::kBf16 && o.flash_attention && cuda::flash_attention_supported(g.embd, g.heads)
+                  ? "flash"
+                  : "fused-fp32",
               o.precision.c_str(), o.batch, g.block, g.layers, g.embd, g.vocab, param_count, tokens_per_s,
               1e3 * seconds / o.steps, flops_per_token, tflops, peak, mfu, loss);
   if (!std::isfinite(loss)) {
@@ -407,6 +413,8 @@ int main(int argc, char** argv) {
   gpt->add_option("--peak-tflops", gb.peak_tflops,
                   "the GPU's dense bf16 peak for the MFU (default: by its name; H100 SXM/H200 989.4)");
   gpt->add_flag("--deterministic", gb.deterministic, "cuBLASLt algorithms without split-K reductions");
+  gpt->add_flag("!--no-flash-attention", gb.flash_attention,
+                "bf16: the fp32 fused attention kernels instead of the tensor-core ones");
   CLI11_PARSE(app, argc, argv);
   try {
     openblas_set_num_threads(std::max(1u, std::thread::hardware_concurrency()));

@@ -389,11 +389,12 @@ elif [ "$skip_bench" -eq 0 ]; then
   echo "== (e) GPT-2 124M (bf16, batch 8 x 1024 tokens): engine, PyTorch eager, PyTorch torch.compile"
   timeout 120 "${launch[@]}" "$gpu_check" gpt "${gpt_args[@]}" >"$work/gpt-engine.log" 2>&1
   gpt_engine_status=$?
+  timeout 120 "${launch[@]}" "$gpu_check" gpt "${gpt_args[@]}" --no-flash-attention >"$work/gpt-engine-fused.log" 2>&1
   timeout 120 "$PYTHON" "$torch_gpt_script" --mode eager "${gpt_args[@]}" >"$work/gpt-torch-eager.log" 2>&1
   gpt_eager_status=$?
   timeout 240 "$PYTHON" "$torch_gpt_script" --mode compile "${gpt_args[@]}" >"$work/gpt-torch-compile.log" 2>&1
   gpt_compile_status=$?
-  cat "$work/gpt-engine.log" "$work/gpt-torch-eager.log" "$work/gpt-torch-compile.log"
+  cat "$work/gpt-engine.log" "$work/gpt-engine-fused.log" "$work/gpt-torch-eager.log" "$work/gpt-torch-compile.log"
   ge=$work/gpt-engine.log gt=$work/gpt-torch-eager.log gc=$work/gpt-torch-compile.log
   torch_version=${torch_version:-$("$PYTHON" -c 'import torch; print(torch.__version__)' 2>/dev/null)}
   engine_tps=$(value engine_gpt "$ge" tokens_per_s) engine_mfu=$(value engine_gpt "$ge" mfu)
@@ -405,8 +406,11 @@ elif [ "$skip_bench" -eq 0 ]; then
   gpt_ratio=$(awk -v a="$engine_tps" -v b="$eager_tps" 'BEGIN {if (a > 0 && b > 0) printf "%.2f", a / b}')
   echo
   printf '%-46s %14s %10s %10s\n' "GPT-2 124M, bf16, batch 8 x 1024" "tokens/s" "ms/step" "MFU %"
-  printf '%-46s %14s %10s %10s\n' "engine (CudaGptStep)" "${engine_tps:-?}" "$(value engine_gpt "$ge" step_ms)" \
-    "${engine_mfu:-?}"
+  printf '%-46s %14s %10s %10s\n' "engine (CudaGptStep, tensor-core attention)" "${engine_tps:-?}" \
+    "$(value engine_gpt "$ge" step_ms)" "${engine_mfu:-?}"
+  gf=$work/gpt-engine-fused.log
+  printf '%-46s %14s %10s %10s\n' "engine, fp32 fused attention kernels" "$(value engine_gpt "$gf" tokens_per_s)" \
+    "$(value engine_gpt "$gf" step_ms)" "$(value engine_gpt "$gf" mfu)"
   printf '%-46s %14s %10s %10s\n' "PyTorch $torch_version eager (SDPA)" "${eager_tps:-?}" \
     "$(value torch_gpt "$gt" step_ms)" "${eager_mfu:-?}"
   printf '%-46s %14s %10s %10s\n' "PyTorch $torch_version torch.compile$compile_note" "${compile_tps:-?}" \

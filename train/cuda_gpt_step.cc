@@ -11,6 +11,7 @@
 
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/elementwise_kernels.h"
+#include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/transformer_kernels.h"
 #include "train/gradient_buckets.h"
 #include "train/model_layout.h"
@@ -66,6 +67,7 @@ struct CudaGptStep::State {
   std::vector<ParamTensor> tensors;
   std::vector<DecayRun> runs;
   bool half = false;
+  bool flash = false;  // the tensor-core attention
   cudaStream_t stream = nullptr;
   std::unique_ptr<cuda::LtMatmul> lt;
   cudaEvent_t loss_ready = nullptr;
@@ -196,7 +198,8 @@ struct CudaGptStep::State {
                               ln1_mean.data() + L * n, ln1_rstd.data() + L * n, stream);
       product(false, false, BT, 3 * C, C, operand(a1, nc, x16), C, weight(block_tensor(l, kAttnW)), 3 * C, q, 3 * C,
               0.0f, param(block_tensor(l, kAttnB)));
-      cuda::attention_forward(B, T, C, H, q, y, lse.data() + L * n * H, stream);
+      if (flash) cuda::flash_attention_forward(B, T, C, H, q, y, lse.data() + L * n * H, stream);
+      else cuda::attention_forward(B, T, C, H, q, y, lse.data() + L * n * H, stream);
       product(false, false, BT, C, C, operand(y, nc, x16), C, weight(block_tensor(l, kAttnProjW)), C,
               projected.data(), C, 0.0f, param(block_tensor(l, kAttnProjB)));
       add_branch(1 + 2 * L, r, r2);
@@ -272,8 +275,12 @@ struct CudaGptStep::State {
       product(true, false, C, C, BT, operand(y, nc, x16), C, dattn, C, grad(block_tensor(l, kAttnProjW)), C);
       product(false, true, BT, C, C, dattn, C, weight(block_tensor(l, kAttnProjW)), C, datty.data(), C);
       CUDA_CHECK(cudaMemsetAsync(dqkv.data(), 0, bytes(nc * 3), stream));
-      cuda::attention_backward(B, T, C, H, q, y, datty.data(), lse.data() + L * n * H, dqkv.data(),
-                               attention_scratch.data(), stream);
+      if (flash)
+        cuda::flash_attention_backward(B, T, C, H, q, y, datty.data(), lse.data() + L * n * H, dqkv.data(),
+                                       attention_scratch.data(), stream);
+      else
+        cuda::attention_backward(B, T, C, H, q, y, datty.data(), lse.data() + L * n * H, dqkv.data(),
+                                 attention_scratch.data(), stream);
       cuda::activation_backward<float>(Activation::kIdentity, BT, 3 * C, dqkv.data(), dqkv.data(), dqkv.data(),
                                        grad(block_tensor(l, kAttnB)), {}, stream);
       const Operand dq = operand(dqkv.data(), nc * 3, y16);
@@ -352,6 +359,7 @@ CudaGptStep::CudaGptStep(const GptConfig& config, const OptimizerConfig& optimiz
   if (!(options.dropout >= 0.0f && options.dropout < 1.0f))
     throw std::invalid_argument(fmt::format("CUDA gpt step: dropout {}: expected a probability in [0, 1)", options.dropout));
   s.half = options.precision == cuda::Precision::kBf16;
+  s.flash = s.half && options.flash_attention && cuda::flash_attention_supported(config.embd, config.heads);
   CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
   CUDA_CHECK(cudaEventCreateWithFlags(&s.loss_ready, cudaEventDisableTiming));
   s.lt = std::make_unique<cuda::LtMatmul>(options.precision == cuda::Precision::kTf32, options.deterministic);

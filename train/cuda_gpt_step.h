@@ -15,9 +15,9 @@
 //
 // Precision: fp32 and tf32 (fp32 storage; tf32: the products on TF32 tensor cores); bf16: the
 // products read bf16 copies of their operands (a bf16 working copy of the weights, refreshed by
-// the update; the activations cast as they are produced) and accumulate in fp32; everything else
-// (activations, LayerNorm, attention, softmax, master weights, gradients, optimizer state) is
-// fp32. The parameters keep the packed (checkpoint) layout on the device too.
+// the update; the activations cast as they are read) and accumulate in fp32, and so does the
+// attention's (tensor cores, flash_attention.h); everything else (activations, LayerNorm,
+// softmax, master weights, gradients, optimizer state) is fp32. The parameters keep the packed (checkpoint) layout on the device too.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -43,6 +43,9 @@ struct CudaGptOptions {
   std::uint64_t dropout_seed = 0;
   double bucket_mb = 4.0;        // gradient all-reduce buckets, with reduce_gradients_with
   bool fuse_bias = true;         // false: biases added by the element-wise kernels, not the GEMM epilogue
+  // bf16: the attention on tensor cores (kernels/cuda/flash_attention.h) where it takes the head
+  // size; otherwise, and in fp32 and tf32, the fp32 fused kernels.
+  bool flash_attention = true;
 };
 
 class CudaGptStep final : public TrainStep {

@@ -52,3 +52,18 @@ load helpers
   [ "$status" -eq 2 ]
   [[ $output == *"a subcommand is required (run, exec, data, submit, plot, doctor, ckpt, sample)"* ]]
 }
+
+@test "a CUDA build builds gpu_check, whose GPT benchmark says why it cannot run without a GPU" {
+  if [ ! -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
+    skip "no nvcc: this build has no CUDA path"
+  fi
+  [ -x "$BUILD/bench/gpu_check" ]
+  run "$BUILD/bench/gpu_check" gpt --help
+  [ "$status" -eq 0 ]
+  [[ $output == *"--no-flash-attention"* ]]
+  if [ ! -e /dev/nvidiactl ]; then
+    run "$BUILD/bench/gpu_check" gpt --steps 1
+    [ "$status" -eq 1 ]
+    [[ $output == *"gpu_check: error: CUDA call cudaGetDevice"* ]]
+  fi
+}

@@ -1,0 +1,88 @@
+// Host side of the tensor-core attention (see flash_attention.h).
+#include "kernels/cuda/flash_attention.h"
+
+#include <cuda_bf16.h>
+#include <mma.h>
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/cuda_check.h"
+
+#define FLASH_DYNAMIC_SHARED(name) extern __shared__ __align__(128) unsigned char name[]
+#include "kernels/cuda/flash_attention_kernels.cuh"
+
+namespace slurm_train::cuda {
+
+namespace {
+
+using namespace flash_detail;
+
+int max_shared_bytes() {
+  int device = 0, bytes = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  return bytes;
+}
+
+int head_size(const char* name, int B, int T, int C, int H) {
+  const std::string shape = std::string(name) + ": B=" + std::to_string(B) + ", T=" + std::to_string(T) +
+                            ", C=" + std::to_string(C) + ", H=" + std::to_string(H);
+  if (B < 0 || T < 0 || H <= 0 || C <= 0 || C % H != 0)
+    throw std::invalid_argument(shape + ": C must be a positive multiple of H");
+  if (!flash_attention_supported(C, H))
+    throw std::invalid_argument(shape + ": head size " + std::to_string(C / H) +
+                                " is not a multiple of 16 up to 128 whose tiles fit this GPU's shared memory");
+  if (static_cast<long long>(B) * H > 0x7fffffffLL || (T + kFlashTile - 1) / kFlashTile > 65535)
+    throw std::invalid_argument(shape + ": more blocks than a grid takes");
+  return C / H;
+}
+
+// Opts the kernel in to more than 48 KiB of dynamic shared memory (cheap: an attribute).
+template <typename Kernel>
+void allow_shared(Kernel kernel, std::size_t bytes) {
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+}
+
+}  // namespace
+
+bool flash_attention_supported(int C, int H) {
+  if (H <= 0 || C <= 0 || C % H != 0) return false;
+  const int hs = C / H;
+  if (hs % 16 != 0 || hs > 128) return false;
+  const std::size_t need = std::max(flash_forward_shared_bytes(hs), flash_backward_shared_bytes(hs));
+  return need <= static_cast<std::size_t>(max_shared_bytes());
+}
+
+void flash_attention_forward(int B, int T, int C, int H, const float* qkv, float* out, float* logsumexp,
+                             cudaStream_t stream) {
+  const int hs = head_size("flash_attention_forward", B, T, C, H);
+  if (B == 0 || T == 0) return;
+  const std::size_t bytes = flash_forward_shared_bytes(hs);
+  allow_shared(flash_forward_kernel, bytes);
+  const dim3 grid(B * H, (T + kFlashTile - 1) / kFlashTile);
+  flash_forward_kernel<<<grid, kFlashThreads, bytes, stream>>>(T, C, H, hs, 1.0f / std::sqrt(static_cast<float>(hs)),
+                                                               qkv, out, logsumexp);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void flash_attention_backward(int B, int T, int C, int H, const float* qkv, const float* out, const float* dout,
+                              const float* logsumexp, float* dqkv, float* scratch, cudaStream_t stream) {
+  const int hs = head_size("flash_attention_backward", B, T, C, H);
+  if (B == 0 || T == 0) return;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const long long rows = static_cast<long long>(B) * H * T;
+  flash_delta_kernel<<<static_cast<unsigned>((rows + 255) / 256), 256, 0, stream>>>(B, T, C, H, hs, out, dout, scratch);
+  CUDA_CHECK(cudaGetLastError());
+  const std::size_t bytes = flash_backward_shared_bytes(hs);
+  allow_shared(flash_dkdv_kernel, bytes);
+  allow_shared(flash_dq_kernel, bytes);
+  const dim3 grid(B * H, (T + kFlashTile - 1) / kFlashTile);
+  flash_dkdv_kernel<<<grid, kFlashThreads, bytes, stream>>>(T, C, H, hs, scale, qkv, dout, logsumexp, scratch, dqkv);
+  CUDA_CHECK(cudaGetLastError());
+  flash_dq_kernel<<<grid, kFlashThreads, bytes, stream>>>(T, C, H, hs, scale, qkv, dout, logsumexp, scratch, dqkv);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace slurm_train::cuda

@@ -1,0 +1,306 @@
+// The device code of flash_attention.h: causal self-attention on tensor cores (WMMA, bf16
+// operands, fp32 accumulation), FlashAttention-2's method. Included by flash_attention.cu, and
+// by test/unit/flash_attention_emulated_test.cc, which runs it on a CPU emulation of CUDA's
+// execution model (test/unit/cuda_emulation.h); so it uses only what that emulation provides:
+// WMMA through its API (never a fragment's elements), __syncthreads, __syncwarp,
+// __shfl_xor_sync, dynamic shared memory through FLASH_DYNAMIC_SHARED, and no static __shared__.
+//
+// A block takes a tile of kFlashTile queries (or keys) of one (sequence, head) and its four warps
+// 16 rows each. Q, K, V and dO are read in fp32 and rounded to bf16 as they are staged in shared
+// memory; scores, probabilities, running maxima and sums, and every accumulator are fp32; the
+// probabilities (and dS) are rounded to bf16 only as operands of the next product. Each output
+// element is written by one thread (no atomics): the backward pass is two kernels, dK/dV by key
+// tile over the query tiles and dQ by query tile over the key tiles, both recomputing P from the
+// forward pass's logsumexp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace slurm_train::cuda::flash_detail {
+
+constexpr int kFlashTile = 64;                  // rows of a block's tile, keys of a step
+constexpr int kFlashWarps = kFlashTile / 16;    // 16 rows each
+constexpr int kFlashThreads = kFlashWarps * 32;
+constexpr unsigned kFlashFullMask = 0xffffffffu;
+
+using bf16 = __nv_bfloat16;
+namespace wmma = nvcuda::wmma;
+using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
+using FragBRow = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
+using FragBCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;
+using FragAcc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+
+// Bytes of dynamic shared memory each kernel needs for head size hs.
+constexpr std::size_t flash_forward_shared_bytes(int hs) {
+  return 2 * (3 * kFlashTile * hs + kFlashTile * kFlashTile) + 4 * (kFlashTile * kFlashTile + kFlashTile * hs + 3 * kFlashTile);
+}
+constexpr std::size_t flash_backward_shared_bytes(int hs) {
+  return 2 * (4 * kFlashTile * hs + 2 * kFlashTile * kFlashTile) +
+         4 * (2 * kFlashTile * kFlashTile + 2 * kFlashTile * hs + 2 * kFlashTile);
+}
+
+// rows [row0, row0 + kFlashTile) of one (b, h)'s q, k or v (column offset `part` * C) or of an
+// [B*T, C] tensor (row_stride C, part 0), head h's hs columns, rounded to bf16; rows past T are 0.
+__device__ inline void stage_tile(const float* rows, std::int64_t row_stride, int column, int row0, int T, int hs,
+                                  bf16* tile) {
+  for (int i = threadIdx.x; i < kFlashTile * hs; i += kFlashThreads) {
+    const int r = i / hs, d = i % hs, t = row0 + r;
+    tile[i] = __float2bfloat16(t < T ? rows[static_cast<std::int64_t>(t) * row_stride + column + d] : 0.0f);
+  }
+}
+
+// out[16 x 64] (fp32, ld 64) = a[16 x hs] b^T, b [64 x hs] (both bf16, ld hs): scores of 16 rows
+// against a tile of 64.
+__device__ inline void rows_by_tile_transposed(const bf16* a, const bf16* b, int hs, float* out) {
+  FragAcc acc[4];
+  for (int j = 0; j < 4; ++j) wmma::fill_fragment(acc[j], 0.0f);
+  for (int d0 = 0; d0 < hs; d0 += 16) {
+    FragA fa;
+    wmma::load_matrix_sync(fa, a + d0, hs);
+    for (int j = 0; j < 4; ++j) {
+      FragBCol fb;  // b^T's (d, n) is b[n * hs + d]
+      wmma::load_matrix_sync(fb, b + j * 16 * hs + d0, hs);
+      wmma::mma_sync(acc[j], fa, fb, acc[j]);
+    }
+  }
+  for (int j = 0; j < 4; ++j) wmma::store_matrix_sync(out + j * 16, acc[j], kFlashTile, wmma::mem_row_major);
+}
+
+// acc[16 x hs] (fp32 in shared memory, ld hs) += p[16 x 64] (bf16, ld 64) b[64 x hs] (bf16, ld hs).
+__device__ inline void accumulate_rows_by_tile(const bf16* p, const bf16* b, int hs, float* acc) {
+  for (int d0 = 0; d0 < hs; d0 += 16) {
+    FragAcc c;
+    wmma::load_matrix_sync(c, acc + d0, hs, wmma::mem_row_major);
+    for (int k = 0; k < kFlashTile; k += 16) {
+      FragA fa;
+      wmma::load_matrix_sync(fa, p + k, kFlashTile);
+      FragBRow fb;
+      wmma::load_matrix_sync(fb, b + k * hs + d0, hs);
+      wmma::mma_sync(c, fa, fb, c);
+    }
+    wmma::store_matrix_sync(acc + d0, c, hs, wmma::mem_row_major);
+  }
+}
+
+// grid (B * H, query tiles). out[B*T, C] = attention, logsumexp[(b*H + h)*T + t] of the scaled
+// scores, as attention_forward.
+__global__ void __launch_bounds__(kFlashThreads)
+    flash_forward_kernel(int T, int C, int H, int hs, float scale, const float* qkv, float* out, float* logsumexp) {
+  FLASH_DYNAMIC_SHARED(shared);
+  bf16* q = reinterpret_cast<bf16*>(shared);
+  bf16* k = q + kFlashTile * hs;
+  bf16* v = k + kFlashTile * hs;
+  bf16* p = v + kFlashTile * hs;                           // [64][64]
+  float* s = reinterpret_cast<float*>(p + kFlashTile * kFlashTile);  // [64][64]
+  float* o = s + kFlashTile * kFlashTile;                  // [64][hs]
+  float* row_max = o + kFlashTile * hs;
+  float* row_sum = row_max + kFlashTile;
+  float* row_scale = row_sum + kFlashTile;
+  const int bh = blockIdx.x, b = bh / H, h = bh % H, q0 = blockIdx.y * kFlashTile;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const std::int64_t stride = 3 * static_cast<std::int64_t>(C);
+  const float* rows = qkv + static_cast<std::int64_t>(b) * T * stride;
+  stage_tile(rows, stride, h * hs, q0, T, hs, q);
+  for (int i = threadIdx.x; i < kFlashTile * hs; i += kFlashThreads) o[i] = 0.0f;
+  for (int r = threadIdx.x; r < kFlashTile; r += kFlashThreads) row_max[r] = -INFINITY, row_sum[r] = 0.0f;
+  const int key_end = q0 + kFlashTile < T ? q0 + kFlashTile : T;  // causal: keys up to the tile's last query
+  // Each warp's rows: scores s, probabilities p, output o, and their running max and sum.
+  float* ws = s + warp * 16 * kFlashTile;
+  bf16* wp = p + warp * 16 * kFlashTile;
+  float* wo = o + warp * 16 * hs;
+  for (int k0 = 0; k0 < key_end; k0 += kFlashTile) {
+    __syncthreads();  // the previous tile's k and v are no longer read
+    stage_tile(rows, stride, C + h * hs, k0, T, hs, k);
+    stage_tile(rows, stride, 2 * C + h * hs, k0, T, hs, v);
+    __syncthreads();
+    rows_by_tile_transposed(q + warp * 16 * hs, k, hs, ws);
+    __syncwarp();
+    {  // online softmax: two lanes a row, 32 keys each
+      const int r = lane / 2, half = lane % 2, row = warp * 16 + r, tq = q0 + row;
+      float* sr = ws + r * kFlashTile + half * 32;
+      const float old_max = row_max[row], old_sum = row_sum[row];
+      float tile_max = -INFINITY;
+      for (int c = 0; c < 32; ++c) {
+        const int tk = k0 + half * 32 + c;
+        const float x = tk <= tq && tk < T ? sr[c] * scale : -INFINITY;
+        sr[c] = x;
+        tile_max = fmaxf(tile_max, x);
+      }
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(kFlashFullMask, tile_max, 1));
+      const float new_max = fmaxf(old_max, tile_max);
+      float sum = 0.0f;
+      bf16* pr = wp + r * kFlashTile + half * 32;
+      for (int c = 0; c < 32; ++c) {
+        const float e = new_max == -INFINITY ? 0.0f : expf(sr[c] - new_max);
+        pr[c] = __float2bfloat16(e);
+        sum += e;
+      }
+      sum += __shfl_xor_sync(kFlashFullMask, sum, 1);
+      const float rescale = old_max == -INFINITY ? 0.0f : expf(old_max - new_max);
+      __syncwarp();  // both lanes of a row have read its old max and sum
+      if (half == 0) {
+        row_max[row] = new_max;
+        row_sum[row] = old_sum * rescale + sum;
+        row_scale[row] = rescale;
+      }
+    }
+    __syncwarp();
+    for (int i = lane; i < 16 * hs; i += 32) wo[i] *= row_scale[warp * 16 + i / hs];
+    __syncwarp();
+    accumulate_rows_by_tile(wp, v, hs, wo);
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < kFlashTile * hs; i += kFlashThreads) {
+    const int r = i / hs, t = q0 + r;
+    if (t < T) out[(static_cast<std::int64_t>(b) * T + t) * C + h * hs + i % hs] = o[i] / row_sum[r];
+  }
+  for (int r = threadIdx.x; r < kFlashTile; r += kFlashThreads)
+    if (q0 + r < T) logsumexp[static_cast<std::int64_t>(bh) * T + q0 + r] = row_max[r] + logf(row_sum[r]);
+}
+
+// D[(b*H + h)*T + t] = sum over head h's columns of dout * out, one thread per (b, h, t).
+__global__ void flash_delta_kernel(int B, int T, int C, int H, int hs, const float* out, const float* dout, float* delta) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= static_cast<std::int64_t>(B) * H * T) return;
+  const int t = static_cast<int>(i % T), bh = static_cast<int>(i / T), b = bh / H, h = bh % H;
+  const std::int64_t at = (static_cast<std::int64_t>(b) * T + t) * C + h * hs;
+  float sum = 0.0f;
+  for (int d = 0; d < hs; ++d) sum += dout[at + d] * out[at + d];
+  delta[i] = sum;
+}
+
+// The recomputed probabilities and dS of one warp's 16 rows against a tile of 64, in place:
+// on entry `ps` holds the scores and `dps` dP (both fp32, ld 64); on exit `p16` holds P and `ds16`
+// dS = P (dP - D) in bf16. by_key: the warp's rows are keys (P^T: the 64 columns are queries),
+// else queries. row0/col0: the first row's and column's position; lse and delta are indexed by
+// query position minus q_base.
+__device__ inline void probabilities_and_ds(bool by_key, int row0, int col0, int T, float scale, const float* lse,
+                                            const float* delta, int q_base, float* ps, const float* dps, bf16* p16,
+                                            bf16* ds16) {
+  const int lane = threadIdx.x % 32, r = lane / 2, half = lane % 2;
+  for (int c = 0; c < 32; ++c) {
+    const int col = half * 32 + c, i = r * kFlashTile + col;
+    const int row_pos = row0 + r, col_pos = col0 + col;
+    const int tq = by_key ? col_pos : row_pos, tk = by_key ? row_pos : col_pos;
+    float pv = 0.0f, dsv = 0.0f;
+    if (tk <= tq && tq < T && tk < T) {
+      pv = expf(ps[i] * scale - lse[tq - q_base]);
+      dsv = pv * (dps[i] - delta[tq - q_base]);
+    }
+    p16[i] = __float2bfloat16(pv);
+    ds16[i] = __float2bfloat16(dsv);
+  }
+}
+
+// grid (B * H, key tiles): dK and dV of the block's keys over the query tiles from its own on.
+__global__ void __launch_bounds__(kFlashThreads)
+    flash_dkdv_kernel(int T, int C, int H, int hs, float scale, const float* qkv, const float* dout,
+                      const float* logsumexp, const float* delta, float* dqkv) {
+  FLASH_DYNAMIC_SHARED(shared);
+  bf16* k = reinterpret_cast<bf16*>(shared);
+  bf16* v = k + kFlashTile * hs;
+  bf16* q = v + kFlashTile * hs;
+  bf16* dout16 = q + kFlashTile * hs;
+  bf16* p16 = dout16 + kFlashTile * hs;                     // [64][64]
+  bf16* ds16 = p16 + kFlashTile * kFlashTile;               // [64][64]
+  float* s = reinterpret_cast<float*>(ds16 + kFlashTile * kFlashTile);  // [64][64]
+  float* dp = s + kFlashTile * kFlashTile;                  // [64][64]
+  float* dk = dp + kFlashTile * kFlashTile;                 // [64][hs]
+  float* dv = dk + kFlashTile * hs;                         // [64][hs]
+  float* lse = dv + kFlashTile * hs;                        // [64], this query tile's
+  float* dl = lse + kFlashTile;                             // [64]
+  const int bh = blockIdx.x, b = bh / H, h = bh % H, k0 = blockIdx.y * kFlashTile;
+  const int warp = threadIdx.x / 32;
+  const std::int64_t stride = 3 * static_cast<std::int64_t>(C);
+  const float* rows = qkv + static_cast<std::int64_t>(b) * T * stride;
+  const float* drows = dout + static_cast<std::int64_t>(b) * T * C;
+  stage_tile(rows, stride, C + h * hs, k0, T, hs, k);
+  stage_tile(rows, stride, 2 * C + h * hs, k0, T, hs, v);
+  for (int i = threadIdx.x; i < kFlashTile * hs; i += kFlashThreads) dk[i] = 0.0f, dv[i] = 0.0f;
+  float* ws = s + warp * 16 * kFlashTile;
+  float* wdp = dp + warp * 16 * kFlashTile;
+  bf16* wp = p16 + warp * 16 * kFlashTile;
+  bf16* wds = ds16 + warp * 16 * kFlashTile;
+  for (int q0 = k0; q0 < T; q0 += kFlashTile) {
+    __syncthreads();  // the previous query tile is no longer read
+    stage_tile(rows, stride, h * hs, q0, T, hs, q);
+    stage_tile(drows, C, h * hs, q0, T, hs, dout16);
+    for (int r = threadIdx.x; r < kFlashTile; r += kFlashThreads) {
+      const bool in = q0 + r < T;
+      lse[r] = in ? logsumexp[static_cast<std::int64_t>(bh) * T + q0 + r] : 0.0f;
+      dl[r] = in ? delta[static_cast<std::int64_t>(bh) * T + q0 + r] : 0.0f;
+    }
+    __syncthreads();
+    rows_by_tile_transposed(k + warp * 16 * hs, q, hs, ws);        // S^T = K Q^T
+    rows_by_tile_transposed(v + warp * 16 * hs, dout16, hs, wdp);  // dP^T = V dO^T
+    __syncwarp();
+    probabilities_and_ds(true, k0 + warp * 16, q0, T, scale, lse, dl, q0, ws, wdp, wp, wds);
+    __syncwarp();
+    accumulate_rows_by_tile(wp, dout16, hs, dv + warp * 16 * hs);  // dV += P^T dO
+    accumulate_rows_by_tile(wds, q, hs, dk + warp * 16 * hs);      // dK += dS^T Q (scaled below)
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < kFlashTile * hs; i += kFlashThreads) {
+    const int r = i / hs, t = k0 + r;
+    if (t >= T) continue;
+    float* row = dqkv + (static_cast<std::int64_t>(b) * T + t) * stride + h * hs + i % hs;
+    row[C] += scale * dk[i];
+    row[2 * C] += dv[i];
+  }
+}
+
+// grid (B * H, query tiles): dQ of the block's queries over the key tiles up to its own.
+__global__ void __launch_bounds__(kFlashThreads)
+    flash_dq_kernel(int T, int C, int H, int hs, float scale, const float* qkv, const float* dout,
+                    const float* logsumexp, const float* delta, float* dqkv) {
+  FLASH_DYNAMIC_SHARED(shared);
+  bf16* q = reinterpret_cast<bf16*>(shared);
+  bf16* dout16 = q + kFlashTile * hs;
+  bf16* k = dout16 + kFlashTile * hs;
+  bf16* v = k + kFlashTile * hs;
+  bf16* p16 = v + kFlashTile * hs;
+  bf16* ds16 = p16 + kFlashTile * kFlashTile;
+  float* s = reinterpret_cast<float*>(ds16 + kFlashTile * kFlashTile);
+  float* dp = s + kFlashTile * kFlashTile;
+  float* dq = dp + kFlashTile * kFlashTile;                 // [64][hs]
+  float* spare = dq + kFlashTile * hs;                      // [64][hs]: unused (the shared size is dkdv's)
+  float* lse = spare + kFlashTile * hs;
+  float* dl = lse + kFlashTile;
+  const int bh = blockIdx.x, b = bh / H, h = bh % H, q0 = blockIdx.y * kFlashTile;
+  const int warp = threadIdx.x / 32;
+  const std::int64_t stride = 3 * static_cast<std::int64_t>(C);
+  const float* rows = qkv + static_cast<std::int64_t>(b) * T * stride;
+  stage_tile(rows, stride, h * hs, q0, T, hs, q);
+  stage_tile(dout + static_cast<std::int64_t>(b) * T * C, C, h * hs, q0, T, hs, dout16);
+  for (int i = threadIdx.x; i < kFlashTile * hs; i += kFlashThreads) dq[i] = 0.0f;
+  for (int r = threadIdx.x; r < kFlashTile; r += kFlashThreads) {
+    const bool in = q0 + r < T;
+    lse[r] = in ? logsumexp[static_cast<std::int64_t>(bh) * T + q0 + r] : 0.0f;
+    dl[r] = in ? delta[static_cast<std::int64_t>(bh) * T + q0 + r] : 0.0f;
+  }
+  float* ws = s + warp * 16 * kFlashTile;
+  float* wdp = dp + warp * 16 * kFlashTile;
+  bf16* wp = p16 + warp * 16 * kFlashTile;
+  bf16* wds = ds16 + warp * 16 * kFlashTile;
+  const int key_end = q0 + kFlashTile < T ? q0 + kFlashTile : T;
+  for (int k0 = 0; k0 < key_end; k0 += kFlashTile) {
+    __syncthreads();
+    stage_tile(rows, stride, C + h * hs, k0, T, hs, k);
+    stage_tile(rows, stride, 2 * C + h * hs, k0, T, hs, v);
+    __syncthreads();
+    rows_by_tile_transposed(q + warp * 16 * hs, k, hs, ws);        // S = Q K^T
+    rows_by_tile_transposed(dout16 + warp * 16 * hs, v, hs, wdp);  // dP = dO V^T
+    __syncwarp();
+    probabilities_and_ds(false, q0 + warp * 16, k0, T, scale, lse, dl, q0, ws, wdp, wp, wds);
+    __syncwarp();
+    accumulate_rows_by_tile(wds, k, hs, dq + warp * 16 * hs);      // dQ += dS K (scaled below)
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < kFlashTile * hs; i += kFlashThreads) {
+    const int r = i / hs, t = q0 + r;
+    if (t < T) dqkv[(static_cast<std::int64_t>(b) * T + t) * stride + h * hs + i % hs] += scale * dq[i];
+  }
+}
+
+}  // namespace slurm_train::cuda::flash_detail

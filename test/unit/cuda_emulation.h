@@ -1,0 +1,207 @@
+// A CPU emulation of the part of CUDA's execution model that kernels/cuda/*_kernels.cuh device
+// code uses, so that a kernel's logic (its indexing, masking, tiling and barriers) is tested on a
+// machine without a GPU. It says nothing of a GPU's speed or of its hardware: the CUDA tests
+// (test/cuda/) do that where there is one.
+//
+// Every thread of a block is a std::thread (so a missing barrier can show as a race); blocks run
+// one after another. __syncthreads and __syncwarp are barriers of the block's and the warp's
+// threads; __shfl_xor_sync exchanges through a per-warp slot array between two warp barriers.
+// WMMA fragments hold their whole 16 x 16 matrix in every lane (the API never says which lane
+// holds which element, so code that uses it through the API cannot tell); loads check the
+// alignment and leading dimension the hardware requires, stores write from lane 0, and every
+// fragment operation ends with a warp barrier, as the warp-wide operation it is. Dynamic shared
+// memory starts filled with NaNs, so that reading what was never written shows.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+namespace cuda_emu {
+
+struct Index {
+  unsigned x = 0, y = 0, z = 0;
+};
+
+struct BlockState {
+  explicit BlockState(unsigned threads) : all(threads) {
+    for (unsigned w = 0; w < threads / 32; ++w) warps.push_back(std::make_unique<std::barrier<>>(32));
+    slots.resize(threads);
+  }
+  std::barrier<> all;
+  std::vector<std::unique_ptr<std::barrier<>>> warps;
+  std::vector<std::uint64_t> slots;  // __shfl_xor_sync's, one per thread
+  std::atomic<bool> misuse{false};
+  std::string what;  // the first misuse
+  std::atomic_flag what_taken = ATOMIC_FLAG_INIT;
+};
+
+inline thread_local Index thread_index, block_index, block_dim;
+inline thread_local unsigned char* dynamic_shared = nullptr;
+inline thread_local BlockState* block_state = nullptr;
+
+inline unsigned lane() { return thread_index.x % 32; }
+inline void warp_barrier() { block_state->warps[thread_index.x / 32]->arrive_and_wait(); }
+inline void misuse(const std::string& what) {
+  if (!block_state->what_taken.test_and_set()) block_state->what = what;
+  block_state->misuse = true;
+}
+
+// Runs kernel(args...) on a grid of grid.x * grid.y blocks of `threads` threads (a multiple of
+// 32) with `shared_bytes` of dynamic shared memory. Throws std::logic_error naming the first
+// misuse of the API (a misaligned fragment, a bad leading dimension).
+template <typename Kernel, typename... Args>
+void launch(Index grid, unsigned threads, std::size_t shared_bytes, Kernel kernel, Args... args) {
+  if (threads == 0 || threads % 32 != 0) throw std::logic_error("cuda_emu: threads must be a positive multiple of 32");
+  for (unsigned by = 0; by < grid.y; ++by)
+    for (unsigned bx = 0; bx < grid.x; ++bx) {
+      BlockState state(threads);
+      const std::size_t floats = (shared_bytes + sizeof(float) - 1) / sizeof(float);
+      const std::size_t bytes = std::max<std::size_t>((floats * sizeof(float) + 127) / 128 * 128, 128);
+      std::unique_ptr<float, decltype(&std::free)> shared(static_cast<float*>(std::aligned_alloc(128, bytes)), &std::free);
+      if (!shared) throw std::bad_alloc();
+      std::fill_n(shared.get(), floats, std::numeric_limits<float>::quiet_NaN());
+      std::vector<std::thread> pool;
+      for (unsigned t = 0; t < threads; ++t)
+        pool.emplace_back([&, t] {
+          thread_index = {t, 0, 0};
+          block_index = {bx, by, 0};
+          block_dim = {threads, 1, 1};
+          dynamic_shared = reinterpret_cast<unsigned char*>(shared.get());
+          block_state = &state;
+          kernel(args...);
+        });
+      for (auto& t : pool) t.join();
+      if (state.misuse) throw std::logic_error("cuda_emu: " + state.what);
+    }
+}
+
+}  // namespace cuda_emu
+
+#define threadIdx (::cuda_emu::thread_index)
+#define blockIdx (::cuda_emu::block_index)
+#define blockDim (::cuda_emu::block_dim)
+// CUDA's headers define these for host compilers (as attributes g++ does not know): none here.
+#undef __global__
+#undef __device__
+#undef __launch_bounds__
+#define __global__
+#define __device__
+#define __launch_bounds__(n)
+#define FLASH_DYNAMIC_SHARED(name) unsigned char* name = ::cuda_emu::dynamic_shared
+
+inline void __syncthreads() { ::cuda_emu::block_state->all.arrive_and_wait(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { ::cuda_emu::warp_barrier(); }
+
+template <typename T>
+T __shfl_xor_sync(unsigned, T value, int lane_mask) {
+  static_assert(sizeof(T) <= sizeof(std::uint64_t) && std::is_trivially_copyable_v<T>);
+  auto& slots = ::cuda_emu::block_state->slots;
+  const unsigned me = threadIdx.x, warp0 = me - ::cuda_emu::lane();
+  std::uint64_t bits = 0;
+  std::memcpy(&bits, &value, sizeof(T));
+  slots[me] = bits;
+  ::cuda_emu::warp_barrier();
+  bits = slots[warp0 + (::cuda_emu::lane() ^ static_cast<unsigned>(lane_mask))];
+  ::cuda_emu::warp_barrier();  // every lane has read before a next exchange writes
+  T out;
+  std::memcpy(&out, &bits, sizeof(T));
+  return out;
+}
+
+namespace nvcuda::wmma {
+
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+enum layout_t { mem_row_major, mem_col_major };
+
+template <typename Use, int M, int N, int K, typename T, typename Layout = void>
+struct fragment {
+  static_assert(M == 16 && N == 16 && K == 16, "cuda_emu: 16 x 16 x 16 fragments only");
+  float m[16][16];
+};
+
+namespace detail {
+inline float to_float(float x) { return x; }
+inline float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+template <typename T>
+void check(const T* p, unsigned ld, const char* op) {
+  // 256-bit aligned pointers, and leading dimensions of a multiple of 16 bytes (CUDA's WMMA rules).
+  if (reinterpret_cast<std::uintptr_t>(p) % 32 != 0)
+    ::cuda_emu::misuse(std::string(op) + ": pointer not 32-byte aligned");
+  if ((ld * sizeof(T)) % 16 != 0) ::cuda_emu::misuse(std::string(op) + ": leading dimension not a multiple of 16 bytes");
+}
+}  // namespace detail
+
+template <typename Use, typename T, typename L, typename V>
+void fill_fragment(fragment<Use, 16, 16, 16, T, L>& f, V value) {
+  for (auto& row : f.m)
+    for (float& x : row) x = static_cast<float>(value);
+  ::cuda_emu::warp_barrier();
+}
+
+template <typename T, typename L>
+void load_matrix_sync(fragment<matrix_a, 16, 16, 16, T, L>& f, const T* p, unsigned ld) {
+  detail::check(p, ld, "load_matrix_sync(matrix_a)");
+  for (unsigned i = 0; i < 16; ++i)
+    for (unsigned k = 0; k < 16; ++k)
+      f.m[i][k] = detail::to_float(std::is_same_v<L, row_major> ? p[i * ld + k] : p[k * ld + i]);
+  ::cuda_emu::warp_barrier();
+}
+
+template <typename T, typename L>
+void load_matrix_sync(fragment<matrix_b, 16, 16, 16, T, L>& f, const T* p, unsigned ld) {
+  detail::check(p, ld, "load_matrix_sync(matrix_b)");
+  for (unsigned k = 0; k < 16; ++k)
+    for (unsigned j = 0; j < 16; ++j)
+      f.m[k][j] = detail::to_float(std::is_same_v<L, row_major> ? p[k * ld + j] : p[j * ld + k]);
+  ::cuda_emu::warp_barrier();
+}
+
+inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float>& f, const float* p, unsigned ld, layout_t layout) {
+  detail::check(p, ld, "load_matrix_sync(accumulator)");
+  for (unsigned i = 0; i < 16; ++i)
+    for (unsigned j = 0; j < 16; ++j) f.m[i][j] = layout == mem_row_major ? p[i * ld + j] : p[j * ld + i];
+  ::cuda_emu::warp_barrier();
+}
+
+inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, float>& f, unsigned ld, layout_t layout) {
+  detail::check(p, ld, "store_matrix_sync");
+  if (::cuda_emu::lane() == 0)
+    for (unsigned i = 0; i < 16; ++i)
+      for (unsigned j = 0; j < 16; ++j) (layout == mem_row_major ? p[i * ld + j] : p[j * ld + i]) = f.m[i][j];
+  ::cuda_emu::warp_barrier();
+}
+
+template <typename T, typename LA, typename LB>
+void mma_sync(fragment<accumulator, 16, 16, 16, float>& d, const fragment<matrix_a, 16, 16, 16, T, LA>& a,
+              const fragment<matrix_b, 16, 16, 16, T, LB>& b, const fragment<accumulator, 16, 16, 16, float>& c) {
+  float out[16][16];
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) {
+      float sum = c.m[i][j];
+      for (int k = 0; k < 16; ++k) sum += a.m[i][k] * b.m[k][j];
+      out[i][j] = sum;
+    }
+  std::memcpy(d.m, out, sizeof(out));
+  ::cuda_emu::warp_barrier();
+}
+
+}  // namespace nvcuda::wmma

@@ -1,0 +1,178 @@
+// The tensor-core attention's device code (kernels/cuda/flash_attention_kernels.cuh) run on the
+// CPU emulation of CUDA's execution model (cuda_emulation.h), against the plain-loop reference
+// in double (kernels/cpu/transformer_ops.h): its tiling, causal masking, online softmax, the
+// recomputation of the probabilities in the backward pass and its barriers, on shapes with
+// partial tiles. The GPU itself runs the same code in test/cuda/.
+//
+// Bounds, in the largest error over the largest magnitude of the result: Q, K, V, dO, P and dS
+// are rounded to bf16 (2^-9 relative each) as operands of the products, so the outputs carry
+// errors of a few 2^-9: at most 4.1e-3 here (the logsumexp 1.1e-3). 1e-2 (5e-3) leaves a margin,
+// while a wrong index, mask or rescaling gives errors of order 1e-1 to 1 (checked below: the
+// causal mask moved by one key is off by 1.1).
+#if defined(SLURM_TRAIN_WITH_CUDA)
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/transformer_ops.h"
+#include "test/unit/cuda_emulation.h"
+#include "kernels/cuda/flash_attention_kernels.cuh"
+
+namespace {
+
+using namespace slurm_train::cuda::flash_detail;
+
+struct Shape {
+  int B, T, C, H;
+};
+
+std::vector<float> uniform(std::size_t n, std::uint64_t seed, float lo, float hi) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+
+template <typename A, typename B>
+double scaled_error(const std::vector<A>& got, const std::vector<B>& want) {
+  double worst = 0, scale = 1e-30;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    worst = std::max(worst, std::abs(static_cast<double>(got[i]) - static_cast<double>(want[i])));
+    scale = std::max(scale, std::abs(static_cast<double>(want[i])));
+  }
+  return worst / scale;
+}
+
+std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+// The logsumexp of each row's scaled causal scores, in double: [B*H*T].
+std::vector<double> reference_logsumexp(const Shape& s, const std::vector<double>& qkv) {
+  const int hs = s.C / s.H;
+  const std::int64_t row = 3 * s.C;
+  std::vector<double> out(static_cast<std::size_t>(s.B) * s.H * s.T);
+  for (int b = 0; b < s.B; ++b)
+    for (int h = 0; h < s.H; ++h)
+      for (int t = 0; t < s.T; ++t) {
+        std::vector<double> scores;
+        for (int t2 = 0; t2 <= t; ++t2) {
+          double dot = 0;
+          for (int i = 0; i < hs; ++i)
+            dot += qkv[(b * s.T + t) * row + h * hs + i] * qkv[(b * s.T + t2) * row + s.C + h * hs + i];
+          scores.push_back(dot / std::sqrt(static_cast<double>(hs)));
+        }
+        const double max = *std::max_element(scores.begin(), scores.end());
+        double sum = 0;
+        for (const double x : scores) sum += std::exp(x - max);
+        out[(static_cast<std::size_t>(b) * s.H + h) * s.T + t] = max + std::log(sum);
+      }
+  return out;
+}
+
+struct Result {
+  std::vector<float> out, lse, dqkv;
+};
+
+Result run_emulated(const Shape& s, const std::vector<float>& qkv, const std::vector<float>& dout,
+                    const std::vector<float>& dqkv_start) {
+  const int hs = s.C / s.H, tiles = (s.T + kFlashTile - 1) / kFlashTile;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  Result r;
+  r.out.assign(static_cast<std::size_t>(s.B) * s.T * s.C, 0.0f);
+  r.lse.assign(static_cast<std::size_t>(s.B) * s.H * s.T, 0.0f);
+  r.dqkv = dqkv_start;
+  std::vector<float> delta(r.lse.size());
+  const cuda_emu::Index grid{static_cast<unsigned>(s.B * s.H), static_cast<unsigned>(tiles), 1};
+  cuda_emu::launch(grid, kFlashThreads, flash_forward_shared_bytes(hs), flash_forward_kernel, s.T, s.C, s.H, hs, scale,
+                   qkv.data(), r.out.data(), r.lse.data());
+  const unsigned rows = static_cast<unsigned>(s.B * s.H * s.T);
+  cuda_emu::launch({(rows + 63) / 64, 1, 1}, 64, 0, flash_delta_kernel, s.B, s.T, s.C, s.H, hs, r.out.data(),
+                   dout.data(), delta.data());
+  cuda_emu::launch(grid, kFlashThreads, flash_backward_shared_bytes(hs), flash_dkdv_kernel, s.T, s.C, s.H, hs, scale,
+                   qkv.data(), dout.data(), r.lse.data(), delta.data(), r.dqkv.data());
+  cuda_emu::launch(grid, kFlashThreads, flash_backward_shared_bytes(hs), flash_dq_kernel, s.T, s.C, s.H, hs, scale,
+                   qkv.data(), dout.data(), r.lse.data(), delta.data(), r.dqkv.data());
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("flash attention (emulated): forward and backward against the reference, partial tiles and head sizes 16 to 128") {
+  // T: one partial tile, whole tiles, two and a half; head sizes 16, 32, 64, 96, 128.
+  const Shape shapes[] = {{1, 17, 64, 2}, {2, 64, 64, 4}, {1, 130, 96, 1}, {2, 100, 128, 2}, {1, 40, 256, 2}};
+  std::uint64_t seed = 11;
+  for (const Shape& s : shapes) {
+    CAPTURE(s.B);
+    CAPTURE(s.T);
+    CAPTURE(s.C);
+    CAPTURE(s.H);
+    const std::size_t n = static_cast<std::size_t>(s.B) * s.T;
+    const auto qkv = uniform(n * 3 * s.C, ++seed, -1.5f, 1.5f);
+    const auto dout = uniform(n * s.C, ++seed, -1.0f, 1.0f);
+    const auto start = uniform(n * 3 * s.C, ++seed, -0.5f, 0.5f);  // the gradient is added to it
+    const Result got = run_emulated(s, qkv, dout, start);
+
+    const auto qkv_d = to_double(qkv);
+    std::vector<double> out(n * s.C), probs(static_cast<std::size_t>(s.B) * s.H * s.T * s.T);
+    slurm_train::kernels::attention_forward(s.B, s.T, s.C, s.H, qkv_d.data(), out.data(), probs.data());
+    std::vector<double> dqkv = to_double(start);
+    slurm_train::kernels::attention_backward(s.B, s.T, s.C, s.H, qkv_d.data(), probs.data(), to_double(dout).data(),
+                                             dqkv.data());
+    CHECK(scaled_error(got.out, out) < 1e-2);
+    // The logsumexp feeds the recomputed probabilities: bf16 scores are within 2^-8 of the exact.
+    CHECK(scaled_error(got.lse, reference_logsumexp(s, qkv_d)) < 5e-3);
+    // The gradient alone (the added start taken off), q, k and v parts together.
+    std::vector<double> want(dqkv.size()), grad(dqkv.size());
+    for (std::size_t i = 0; i < dqkv.size(); ++i) {
+      want[i] = dqkv[i] - start[i];
+      grad[i] = static_cast<double>(got.dqkv[i]) - start[i];
+    }
+    CHECK(scaled_error(grad, want) < 1e-2);
+  }
+}
+
+TEST_CASE("flash attention (emulated): the bounds catch a wrong kernel") {
+  // Against a reference whose causal mask leaves out the query's own key, the kernel must fail
+  // the forward bound by far, or the bound is too loose to catch a masking error.
+  const Shape s{1, 70, 64, 2};
+  const std::size_t n = static_cast<std::size_t>(s.B) * s.T;
+  const auto qkv = uniform(n * 3 * s.C, 5, -1.5f, 1.5f);
+  const auto dout = uniform(n * s.C, 6, -1.0f, 1.0f);
+  const Result got = run_emulated(s, qkv, dout, std::vector<float>(n * 3 * s.C, 0.0f));
+  // A reference over keys 0..t-1 only (the query's own key left out) for every query but the first.
+  const int hs = s.C / s.H;
+  std::vector<double> wrong(n * s.C);
+  for (int h = 0; h < s.H; ++h)
+    for (int t = 0; t < s.T; ++t) {
+      const int last = t == 0 ? 0 : t - 1;
+      std::vector<double> w;
+      double max = -1e300;
+      for (int t2 = 0; t2 <= last; ++t2) {
+        double dot = 0;
+        for (int i = 0; i < hs; ++i) dot += double(qkv[t * 3 * s.C + h * hs + i]) * qkv[t2 * 3 * s.C + s.C + h * hs + i];
+        w.push_back(dot / std::sqrt(double(hs)));
+        max = std::max(max, w.back());
+      }
+      double sum = 0;
+      for (double& x : w) sum += x = std::exp(x - max);
+      for (int i = 0; i < hs; ++i) {
+        double o = 0;
+        for (int t2 = 0; t2 <= last; ++t2) o += w[t2] / sum * qkv[t2 * 3 * s.C + 2 * s.C + h * hs + i];
+        wrong[t * s.C + h * hs + i] = o;
+      }
+    }
+  CHECK(scaled_error(got.out, wrong) > 1e-1);
+}
+
+TEST_CASE("flash attention (emulated): shared memory sizes fit an H100's 227 KiB for every head size taken") {
+  for (int hs = 16; hs <= 128; hs += 16) {
+    CAPTURE(hs);
+    CHECK(flash_forward_shared_bytes(hs) <= 227 * 1024);
+    CHECK(flash_backward_shared_bytes(hs) <= 227 * 1024);
+  }
+}
+#endif  // SLURM_TRAIN_WITH_CUDA
