@@ -23,6 +23,13 @@ constexpr int kFlashTile = 64;                  // rows of a block's tile, keys 
 constexpr int kFlashWarps = kFlashTile / 16;    // 16 rows each
 constexpr int kFlashThreads = kFlashWarps * 32;
 constexpr unsigned kFlashFullMask = 0xffffffffu;
+// Row strides of the shared tiles, padded past a multiple of 128 bytes so that the 16 rows a
+// fragment load reads start in different banks (WMMA still needs 16-byte multiples and 32-byte
+// aligned fragments, which these keep): bf16 [64][hs] tiles hs + 8, bf16 [64][64] tiles 72,
+// fp32 [64][64] tiles 68, fp32 [64][hs] tiles hs + 4.
+constexpr int kLdP = kFlashTile + 8, kLdS = kFlashTile + 4;
+__host__ __device__ constexpr int flash_ld_half(int hs) { return hs + 8; }
+__host__ __device__ constexpr int flash_ld_float(int hs) { return hs + 4; }
 
 using bf16 = __nv_bfloat16;
 namespace wmma = nvcuda::wmma;
@@ -33,53 +40,57 @@ using FragAcc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
 // Bytes of dynamic shared memory each kernel needs for head size hs.
 constexpr std::size_t flash_forward_shared_bytes(int hs) {
-  return 2 * (3 * kFlashTile * hs + kFlashTile * kFlashTile) + 4 * (kFlashTile * kFlashTile + kFlashTile * hs + 3 * kFlashTile);
+  return 2 * (3 * kFlashTile * flash_ld_half(hs) + kFlashTile * kLdP) +
+         4 * (kFlashTile * kLdS + kFlashTile * flash_ld_float(hs) + 3 * kFlashTile);
 }
 constexpr std::size_t flash_backward_shared_bytes(int hs) {
-  return 2 * (4 * kFlashTile * hs + 2 * kFlashTile * kFlashTile) +
-         4 * (2 * kFlashTile * kFlashTile + 2 * kFlashTile * hs + 2 * kFlashTile);
+  return 2 * (4 * kFlashTile * flash_ld_half(hs) + 2 * kFlashTile * kLdP) +
+         4 * (2 * kFlashTile * kLdS + 2 * kFlashTile * flash_ld_float(hs) + 2 * kFlashTile);
 }
 
 // rows [row0, row0 + kFlashTile) of one (b, h)'s q, k or v (column offset `part` * C) or of an
 // [B*T, C] tensor (row_stride C, part 0), head h's hs columns, rounded to bf16; rows past T are 0.
 __device__ inline void stage_tile(const float* rows, std::int64_t row_stride, int column, int row0, int T, int hs,
                                   bf16* tile) {
+  const int ld = flash_ld_half(hs);
   for (int i = threadIdx.x; i < kFlashTile * hs; i += kFlashThreads) {
     const int r = i / hs, d = i % hs, t = row0 + r;
-    tile[i] = __float2bfloat16(t < T ? rows[static_cast<std::int64_t>(t) * row_stride + column + d] : 0.0f);
+    tile[r * ld + d] = __float2bfloat16(t < T ? rows[static_cast<std::int64_t>(t) * row_stride + column + d] : 0.0f);
   }
 }
 
-// out[16 x 64] (fp32, ld 64) = a[16 x hs] b^T, b [64 x hs] (both bf16, ld hs): scores of 16 rows
+// out[16 x 64] (fp32, ld kLdS) = a[16 x hs] b^T, b [64 x hs] (both bf16 tiles): scores of 16 rows
 // against a tile of 64.
 __device__ inline void rows_by_tile_transposed(const bf16* a, const bf16* b, int hs, float* out) {
+  const int ld = flash_ld_half(hs);
   FragAcc acc[4];
   for (int j = 0; j < 4; ++j) wmma::fill_fragment(acc[j], 0.0f);
   for (int d0 = 0; d0 < hs; d0 += 16) {
     FragA fa;
-    wmma::load_matrix_sync(fa, a + d0, hs);
+    wmma::load_matrix_sync(fa, a + d0, ld);
     for (int j = 0; j < 4; ++j) {
-      FragBCol fb;  // b^T's (d, n) is b[n * hs + d]
-      wmma::load_matrix_sync(fb, b + j * 16 * hs + d0, hs);
+      FragBCol fb;  // b^T's (d, n) is b[n * ld + d]
+      wmma::load_matrix_sync(fb, b + j * 16 * ld + d0, ld);
       wmma::mma_sync(acc[j], fa, fb, acc[j]);
     }
   }
-  for (int j = 0; j < 4; ++j) wmma::store_matrix_sync(out + j * 16, acc[j], kFlashTile, wmma::mem_row_major);
+  for (int j = 0; j < 4; ++j) wmma::store_matrix_sync(out + j * 16, acc[j], kLdS, wmma::mem_row_major);
 }
 
-// acc[16 x hs] (fp32 in shared memory, ld hs) += p[16 x 64] (bf16, ld 64) b[64 x hs] (bf16, ld hs).
+// acc[16 x hs] (fp32, ld flash_ld_float) += p[16 x 64] (bf16, ld kLdP) b[64 x hs] (a bf16 tile).
 __device__ inline void accumulate_rows_by_tile(const bf16* p, const bf16* b, int hs, float* acc) {
+  const int ld = flash_ld_half(hs), ldo = flash_ld_float(hs);
   for (int d0 = 0; d0 < hs; d0 += 16) {
     FragAcc c;
-    wmma::load_matrix_sync(c, acc + d0, hs, wmma::mem_row_major);
+    wmma::load_matrix_sync(c, acc + d0, ldo, wmma::mem_row_major);
     for (int k = 0; k < kFlashTile; k += 16) {
       FragA fa;
-      wmma::load_matrix_sync(fa, p + k, kFlashTile);
+      wmma::load_matrix_sync(fa, p + k, kLdP);
       FragBRow fb;
-      wmma::load_matrix_sync(fb, b + k * hs + d0, hs);
+      wmma::load_matrix_sync(fb, b + k * ld + d0, ld);
       wmma::mma_sync(c, fa, fb, c);
     }
-    wmma::store_matrix_sync(acc + d0, c, hs, wmma::mem_row_major);
+    wmma::store_matrix_sync(acc + d0, c, ldo, wmma::mem_row_major);
   }
 }
 
@@ -88,13 +99,14 @@ __device__ inline void accumulate_rows_by_tile(const bf16* p, const bf16* b, int
 __global__ void __launch_bounds__(kFlashThreads)
     flash_forward_kernel(int T, int C, int H, int hs, float scale, const float* qkv, float* out, float* logsumexp) {
   FLASH_DYNAMIC_SHARED(shared);
+  const int ldh = flash_ld_half(hs), ldo = flash_ld_float(hs);
   bf16* q = reinterpret_cast<bf16*>(shared);
-  bf16* k = q + kFlashTile * hs;
-  bf16* v = k + kFlashTile * hs;
-  bf16* p = v + kFlashTile * hs;                           // [64][64]
-  float* s = reinterpret_cast<float*>(p + kFlashTile * kFlashTile);  // [64][64]
-  float* o = s + kFlashTile * kFlashTile;                  // [64][hs]
-  float* row_max = o + kFlashTile * hs;
+  bf16* k = q + kFlashTile * ldh;
+  bf16* v = k + kFlashTile * ldh;
+  bf16* p = v + kFlashTile * ldh;                          // [64][64]
+  float* s = reinterpret_cast<float*>(p + kFlashTile * kLdP);  // [64][64]
+  float* o = s + kFlashTile * kLdS;                        // [64][hs]
+  float* row_max = o + kFlashTile * ldo;
   float* row_sum = row_max + kFlashTile;
   float* row_scale = row_sum + kFlashTile;
   const int bh = blockIdx.x, b = bh / H, h = bh % H, q0 = blockIdx.y * kFlashTile;
@@ -102,23 +114,23 @@ __global__ void __launch_bounds__(kFlashThreads)
   const std::int64_t stride = 3 * static_cast<std::int64_t>(C);
   const float* rows = qkv + static_cast<std::int64_t>(b) * T * stride;
   stage_tile(rows, stride, h * hs, q0, T, hs, q);
-  for (int i = threadIdx.x; i < kFlashTile * hs; i += kFlashThreads) o[i] = 0.0f;
+  for (int i = threadIdx.x; i < kFlashTile * ldo; i += kFlashThreads) o[i] = 0.0f;
   for (int r = threadIdx.x; r < kFlashTile; r += kFlashThreads) row_max[r] = -INFINITY, row_sum[r] = 0.0f;
   const int key_end = q0 + kFlashTile < T ? q0 + kFlashTile : T;  // causal: keys up to the tile's last query
   // Each warp's rows: scores s, probabilities p, output o, and their running max and sum.
-  float* ws = s + warp * 16 * kFlashTile;
-  bf16* wp = p + warp * 16 * kFlashTile;
-  float* wo = o + warp * 16 * hs;
+  float* ws = s + warp * 16 * kLdS;
+  bf16* wp = p + warp * 16 * kLdP;
+  float* wo = o + warp * 16 * ldo;
   for (int k0 = 0; k0 < key_end; k0 += kFlashTile) {
     __syncthreads();  // the previous tile's k and v are no longer read
     stage_tile(rows, stride, C + h * hs, k0, T, hs, k);
     stage_tile(rows, stride, 2 * C + h * hs, k0, T, hs, v);
     __syncthreads();
-    rows_by_tile_transposed(q + warp * 16 * hs, k, hs, ws);
+    rows_by_tile_transposed(q + warp * 16 * ldh, k, hs, ws);
     __syncwarp();
     {  // online softmax: two lanes a row, 32 keys each
       const int r = lane / 2, half = lane % 2, row = warp * 16 + r, tq = q0 + row;
-      float* sr = ws + r * kFlashTile + half * 32;
+      float* sr = ws + r * kLdS + half * 32;
       const float old_max = row_max[row], old_sum = row_sum[row];
       float tile_max = -INFINITY;
       for (int c = 0; c < 32; ++c) {
@@ -130,7 +142,7 @@ __global__ void __launch_bounds__(kFlashThreads)
       tile_max = fmaxf(tile_max, __shfl_xor_sync(kFlashFullMask, tile_max, 1));
       const float new_max = fmaxf(old_max, tile_max);
       float sum = 0.0f;
-      bf16* pr = wp + r * kFlashTile + half * 32;
+      bf16* pr = wp + r * kLdP + half * 32;
       for (int c = 0; c < 32; ++c) {
         const float e = new_max == -INFINITY ? 0.0f : expf(sr[c] - new_max);
         pr[c] = __float2bfloat16(e);
@@ -146,14 +158,14 @@ __global__ void __launch_bounds__(kFlashThreads)
       }
     }
     __syncwarp();
-    for (int i = lane; i < 16 * hs; i += 32) wo[i] *= row_scale[warp * 16 + i / hs];
+    for (int i = lane; i < 16 * hs; i += 32) wo[(i / hs) * ldo + i % hs] *= row_scale[warp * 16 + i / hs];
     __syncwarp();
     accumulate_rows_by_tile(wp, v, hs, wo);
   }
   __syncthreads();
   for (int i = threadIdx.x; i < kFlashTile * hs; i += kFlashThreads) {
     const int r = i / hs, t = q0 + r;
-    if (t < T) out[(static_cast<std::int64_t>(b) * T + t) * C + h * hs + i % hs] = o[i] / row_sum[r];
+    if (t < T) out[(static_cast<std::int64_t>(b) * T + t) * C + h * hs + i % hs] = o[r * ldo + i % hs] / row_sum[r];
   }
   for (int r = threadIdx.x; r < kFlashTile; r += kFlashThreads)
     if (q0 + r < T) logsumexp[static_cast<std::int64_t>(bh) * T + q0 + r] = row_max[r] + logf(row_sum[r]);
@@ -172,7 +184,7 @@ __global__ void flash_delta_kernel(int B, int T, int C, int H, int hs, const flo
 
 // The recomputed probabilities and dS of one warp's 16 rows against a tile of 64, in place:
 // on entry `ps` holds the scores and `dps` dP (both fp32, ld 64); on exit `p16` holds P and `ds16`
-// dS = P (dP - D) in bf16. by_key: the warp's rows are keys (P^T: the 64 columns are queries),
+// dS = P (dP - D) in bf16 (ld kLdP; the fp32 ones kLdS). by_key: the warp's rows are keys (P^T: the 64 columns are queries),
 // else queries. row0/col0: the first row's and column's position; lse and delta are indexed by
 // query position minus q_base.
 __device__ inline void probabilities_and_ds(bool by_key, int row0, int col0, int T, float scale, const float* lse,
@@ -180,7 +192,7 @@ __device__ inline void probabilities_and_ds(bool by_key, int row0, int col0, int
                                             bf16* ds16) {
   const int lane = threadIdx.x % 32, r = lane / 2, half = lane % 2;
   for (int c = 0; c < 32; ++c) {
-    const int col = half * 32 + c, i = r * kFlashTile + col;
+    const int col = half * 32 + c, i = r * kLdS + col, j = r * kLdP + col;
     const int row_pos = row0 + r, col_pos = col0 + col;
     const int tq = by_key ? col_pos : row_pos, tk = by_key ? row_pos : col_pos;
     float pv = 0.0f, dsv = 0.0f;
@@ -188,8 +200,8 @@ __device__ inline void probabilities_and_ds(bool by_key, int row0, int col0, int
       pv = expf(ps[i] * scale - lse[tq - q_base]);
       dsv = pv * (dps[i] - delta[tq - q_base]);
     }
-    p16[i] = __float2bfloat16(pv);
-    ds16[i] = __float2bfloat16(dsv);
+    p16[j] = __float2bfloat16(pv);
+    ds16[j] = __float2bfloat16(dsv);
   }
 }
 
@@ -198,17 +210,18 @@ __global__ void __launch_bounds__(kFlashThreads)
     flash_dkdv_kernel(int T, int C, int H, int hs, float scale, const float* qkv, const float* dout,
                       const float* logsumexp, const float* delta, float* dqkv) {
   FLASH_DYNAMIC_SHARED(shared);
+  const int ldh = flash_ld_half(hs), ldo = flash_ld_float(hs);
   bf16* k = reinterpret_cast<bf16*>(shared);
-  bf16* v = k + kFlashTile * hs;
-  bf16* q = v + kFlashTile * hs;
-  bf16* dout16 = q + kFlashTile * hs;
-  bf16* p16 = dout16 + kFlashTile * hs;                     // [64][64]
-  bf16* ds16 = p16 + kFlashTile * kFlashTile;               // [64][64]
-  float* s = reinterpret_cast<float*>(ds16 + kFlashTile * kFlashTile);  // [64][64]
-  float* dp = s + kFlashTile * kFlashTile;                  // [64][64]
-  float* dk = dp + kFlashTile * kFlashTile;                 // [64][hs]
-  float* dv = dk + kFlashTile * hs;                         // [64][hs]
-  float* lse = dv + kFlashTile * hs;                        // [64], this query tile's
+  bf16* v = k + kFlashTile * ldh;
+  bf16* q = v + kFlashTile * ldh;
+  bf16* dout16 = q + kFlashTile * ldh;
+  bf16* p16 = dout16 + kFlashTile * ldh;                    // [64][64]
+  bf16* ds16 = p16 + kFlashTile * kLdP;                     // [64][64]
+  float* s = reinterpret_cast<float*>(ds16 + kFlashTile * kLdP);  // [64][64]
+  float* dp = s + kFlashTile * kLdS;                        // [64][64]
+  float* dk = dp + kFlashTile * kLdS;                       // [64][hs]
+  float* dv = dk + kFlashTile * ldo;                        // [64][hs]
+  float* lse = dv + kFlashTile * ldo;                       // [64], this query tile's
   float* dl = lse + kFlashTile;                             // [64]
   const int bh = blockIdx.x, b = bh / H, h = bh % H, k0 = blockIdx.y * kFlashTile;
   const int warp = threadIdx.x / 32;
@@ -217,11 +230,11 @@ __global__ void __launch_bounds__(kFlashThreads)
   const float* drows = dout + static_cast<std::int64_t>(b) * T * C;
   stage_tile(rows, stride, C + h * hs, k0, T, hs, k);
   stage_tile(rows, stride, 2 * C + h * hs, k0, T, hs, v);
-  for (int i = threadIdx.x; i < kFlashTile * hs; i += kFlashThreads) dk[i] = 0.0f, dv[i] = 0.0f;
-  float* ws = s + warp * 16 * kFlashTile;
-  float* wdp = dp + warp * 16 * kFlashTile;
-  bf16* wp = p16 + warp * 16 * kFlashTile;
-  bf16* wds = ds16 + warp * 16 * kFlashTile;
+  for (int i = threadIdx.x; i < kFlashTile * ldo; i += kFlashThreads) dk[i] = 0.0f, dv[i] = 0.0f;
+  float* ws = s + warp * 16 * kLdS;
+  float* wdp = dp + warp * 16 * kLdS;
+  bf16* wp = p16 + warp * 16 * kLdP;
+  bf16* wds = ds16 + warp * 16 * kLdP;
   for (int q0 = k0; q0 < T; q0 += kFlashTile) {
     __syncthreads();  // the previous query tile is no longer read
     stage_tile(rows, stride, h * hs, q0, T, hs, q);
@@ -232,21 +245,21 @@ __global__ void __launch_bounds__(kFlashThreads)
       dl[r] = in ? delta[static_cast<std::int64_t>(bh) * T + q0 + r] : 0.0f;
     }
     __syncthreads();
-    rows_by_tile_transposed(k + warp * 16 * hs, q, hs, ws);        // S^T = K Q^T
-    rows_by_tile_transposed(v + warp * 16 * hs, dout16, hs, wdp);  // dP^T = V dO^T
+    rows_by_tile_transposed(k + warp * 16 * ldh, q, hs, ws);        // S^T = K Q^T
+    rows_by_tile_transposed(v + warp * 16 * ldh, dout16, hs, wdp);  // dP^T = V dO^T
     __syncwarp();
     probabilities_and_ds(true, k0 + warp * 16, q0, T, scale, lse, dl, q0, ws, wdp, wp, wds);
     __syncwarp();
-    accumulate_rows_by_tile(wp, dout16, hs, dv + warp * 16 * hs);  // dV += P^T dO
-    accumulate_rows_by_tile(wds, q, hs, dk + warp * 16 * hs);      // dK += dS^T Q (scaled below)
+    accumulate_rows_by_tile(wp, dout16, hs, dv + warp * 16 * ldo);  // dV += P^T dO
+    accumulate_rows_by_tile(wds, q, hs, dk + warp * 16 * ldo);      // dK += dS^T Q (scaled below)
   }
   __syncthreads();
   for (int i = threadIdx.x; i < kFlashTile * hs; i += kFlashThreads) {
     const int r = i / hs, t = k0 + r;
     if (t >= T) continue;
     float* row = dqkv + (static_cast<std::int64_t>(b) * T + t) * stride + h * hs + i % hs;
-    row[C] += scale * dk[i];
-    row[2 * C] += dv[i];
+    row[C] += scale * dk[r * ldo + i % hs];
+    row[2 * C] += dv[r * ldo + i % hs];
   }
 }
 
@@ -255,17 +268,18 @@ __global__ void __launch_bounds__(kFlashThreads)
     flash_dq_kernel(int T, int C, int H, int hs, float scale, const float* qkv, const float* dout,
                     const float* logsumexp, const float* delta, float* dqkv) {
   FLASH_DYNAMIC_SHARED(shared);
+  const int ldh = flash_ld_half(hs), ldo = flash_ld_float(hs);
   bf16* q = reinterpret_cast<bf16*>(shared);
-  bf16* dout16 = q + kFlashTile * hs;
-  bf16* k = dout16 + kFlashTile * hs;
-  bf16* v = k + kFlashTile * hs;
-  bf16* p16 = v + kFlashTile * hs;
-  bf16* ds16 = p16 + kFlashTile * kFlashTile;
-  float* s = reinterpret_cast<float*>(ds16 + kFlashTile * kFlashTile);
-  float* dp = s + kFlashTile * kFlashTile;
-  float* dq = dp + kFlashTile * kFlashTile;                 // [64][hs]
-  float* spare = dq + kFlashTile * hs;                      // [64][hs]: unused (the shared size is dkdv's)
-  float* lse = spare + kFlashTile * hs;
+  bf16* dout16 = q + kFlashTile * ldh;
+  bf16* k = dout16 + kFlashTile * ldh;
+  bf16* v = k + kFlashTile * ldh;
+  bf16* p16 = v + kFlashTile * ldh;
+  bf16* ds16 = p16 + kFlashTile * kLdP;
+  float* s = reinterpret_cast<float*>(ds16 + kFlashTile * kLdP);
+  float* dp = s + kFlashTile * kLdS;
+  float* dq = dp + kFlashTile * kLdS;                       // [64][hs]
+  float* spare = dq + kFlashTile * ldo;                     // [64][hs]: unused (the shared size is dkdv's)
+  float* lse = spare + kFlashTile * ldo;
   float* dl = lse + kFlashTile;
   const int bh = blockIdx.x, b = bh / H, h = bh % H, q0 = blockIdx.y * kFlashTile;
   const int warp = threadIdx.x / 32;
@@ -273,33 +287,33 @@ __global__ void __launch_bounds__(kFlashThreads)
   const float* rows = qkv + static_cast<std::int64_t>(b) * T * stride;
   stage_tile(rows, stride, h * hs, q0, T, hs, q);
   stage_tile(dout + static_cast<std::int64_t>(b) * T * C, C, h * hs, q0, T, hs, dout16);
-  for (int i = threadIdx.x; i < kFlashTile * hs; i += kFlashThreads) dq[i] = 0.0f;
+  for (int i = threadIdx.x; i < kFlashTile * ldo; i += kFlashThreads) dq[i] = 0.0f;
   for (int r = threadIdx.x; r < kFlashTile; r += kFlashThreads) {
     const bool in = q0 + r < T;
     lse[r] = in ? logsumexp[static_cast<std::int64_t>(bh) * T + q0 + r] : 0.0f;
     dl[r] = in ? delta[static_cast<std::int64_t>(bh) * T + q0 + r] : 0.0f;
   }
-  float* ws = s + warp * 16 * kFlashTile;
-  float* wdp = dp + warp * 16 * kFlashTile;
-  bf16* wp = p16 + warp * 16 * kFlashTile;
-  bf16* wds = ds16 + warp * 16 * kFlashTile;
+  float* ws = s + warp * 16 * kLdS;
+  float* wdp = dp + warp * 16 * kLdS;
+  bf16* wp = p16 + warp * 16 * kLdP;
+  bf16* wds = ds16 + warp * 16 * kLdP;
   const int key_end = q0 + kFlashTile < T ? q0 + kFlashTile : T;
   for (int k0 = 0; k0 < key_end; k0 += kFlashTile) {
     __syncthreads();
     stage_tile(rows, stride, C + h * hs, k0, T, hs, k);
     stage_tile(rows, stride, 2 * C + h * hs, k0, T, hs, v);
     __syncthreads();
-    rows_by_tile_transposed(q + warp * 16 * hs, k, hs, ws);        // S = Q K^T
-    rows_by_tile_transposed(dout16 + warp * 16 * hs, v, hs, wdp);  // dP = dO V^T
+    rows_by_tile_transposed(q + warp * 16 * ldh, k, hs, ws);        // S = Q K^T
+    rows_by_tile_transposed(dout16 + warp * 16 * ldh, v, hs, wdp);  // dP = dO V^T
     __syncwarp();
     probabilities_and_ds(false, q0 + warp * 16, k0, T, scale, lse, dl, q0, ws, wdp, wp, wds);
     __syncwarp();
-    accumulate_rows_by_tile(wds, k, hs, dq + warp * 16 * hs);      // dQ += dS K (scaled below)
+    accumulate_rows_by_tile(wds, k, hs, dq + warp * 16 * ldo);      // dQ += dS K (scaled below)
   }
   __syncthreads();
   for (int i = threadIdx.x; i < kFlashTile * hs; i += kFlashThreads) {
     const int r = i / hs, t = q0 + r;
-    if (t < T) dqkv[(static_cast<std::int64_t>(b) * T + t) * stride + h * hs + i % hs] += scale * dq[i];
+    if (t < T) dqkv[(static_cast<std::int64_t>(b) * T + t) * stride + h * hs + i % hs] += scale * dq[r * ldo + i % hs];
   }
 }
 

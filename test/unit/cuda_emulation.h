@@ -97,9 +97,11 @@ void launch(Index grid, unsigned threads, std::size_t shared_bytes, Kernel kerne
 // CUDA's headers define these for host compilers (as attributes g++ does not know): none here.
 #undef __global__
 #undef __device__
+#undef __host__
 #undef __launch_bounds__
 #define __global__
 #define __device__
+#define __host__
 #define __launch_bounds__(n)
 #define FLASH_DYNAMIC_SHARED(name) unsigned char* name = ::cuda_emu::dynamic_shared
 
