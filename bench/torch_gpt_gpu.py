@@ -1,6 +1,6 @@
 """torch_gpt_gpu.py: the PyTorch peer of `gpu_check gpt`, on the same GPU.
 
-GPT-2 124M (vocab 50257, block 1024, 12 layers, 12 heads, embd 768) as bench/torch_gpt.py defines
+GPT-2 124M (vocab 50304: GPT-2's 50257 padded as nanoGPT pads it; block 1024, 12 layers, 12 heads, embd 768) as bench/torch_gpt.py defines
 the GPT (pre-LayerNorm blocks, exact-erf GELU, tied head, no dropout, biases everywhere), GPT-2's
 initialisation; bf16 through torch.autocast (fp32 master weights), AdamW (lr 6e-4, weight decay
 0.1 on matrices only, fused when available), clipping at 1.0; random tokens resident on the GPU,
@@ -95,7 +95,7 @@ def main():
     p.add_argument("--device", default="cuda")
     p.add_argument("--precision", choices=["bf16", "fp32"], default="bf16")
     for name, default in (("batch", 8), ("steps", 20), ("warmup", 3), ("block", 1024), ("layers", 12),
-                          ("heads", 12), ("embd", 768), ("vocab", 50257)):
+                          ("heads", 12), ("embd", 768), ("vocab", 50304)):
         p.add_argument(f"--{name}", type=int, default=default)
     p.add_argument("--peak-tflops", type=float, default=0.0, help="dense bf16 peak (default: by the GPU's name)")
     a = p.parse_args()

@@ -384,7 +384,7 @@ if [ "$skip_bench" -eq 0 ] && [ "$device" = cpu ]; then
 elif [ "$skip_bench" -eq 0 ]; then
   # 30 timed steps after 5: a few seconds of steps at the expected 20-100 ms each; the rest of
   # each run is start-up (and torch.compile's compilation, a minute or so).
-  gpt_args=(--precision bf16 --batch 8 --block 1024 --layers 12 --heads 12 --embd 768 --vocab 50257 --steps 30
+  gpt_args=(--precision bf16 --batch 8 --block 1024 --layers 12 --heads 12 --embd 768 --vocab 50304 --steps 30
             --warmup 5)
   echo "== (e) GPT-2 124M (bf16, batch 8 x 1024 tokens): engine, PyTorch eager, PyTorch torch.compile"
   timeout 120 "${launch[@]}" "$gpu_check" gpt "${gpt_args[@]}" >"$work/gpt-engine.log" 2>&1

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 
 #if defined(SLURM_TRAIN_WITH_CUDA)
@@ -9,6 +11,7 @@
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/elementwise_kernels.h"
 #include "kernels/cuda/lt_matmul.h"
+#include "kernels/cuda/owned_stream.h"
 #include "kernels/cuda/transformer_kernels.h"
 #endif
 
@@ -22,15 +25,19 @@ using cuda::DeviceBuffer;
 class CudaGptDecoder final : public GptDecoder {
  public:
   CudaGptDecoder(const GptConfig& config, const std::vector<float>& params, int gpu)
-      : config_(config), layout_(gpt_layout(config)) {
+      : config_(config), layout_(gpt_layout(config)), gpu_(on_device(gpu)) {
     const std::size_t expected = layout_.back().offset + layout_.back().size;
     if (params.size() != expected)
       throw std::invalid_argument(fmt::format("gpt sampler: {} parameters: expected {} for vocab {}, block {}, "
                                               "layers {}, heads {}, embd {}",
                                               params.size(), expected, config.vocab, config.block, config.layers,
                                               config.heads, config.embd));
-    CUDA_CHECK(cudaSetDevice(gpu));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    if (config.embd / config.heads > cuda::kMaxAttentionHeadSize)
+      throw std::invalid_argument(fmt::format("gpt sampler on a GPU: head size {} (embd {} over {} heads): the "
+                                              "attention kernels take at most {}; use --device cpu",
+                                              config.embd / config.heads, config.embd, config.heads,
+                                              cuda::kMaxAttentionHeadSize));
+    stream_ = owned_.stream();
     lt_ = std::make_unique<cuda::LtMatmul>(false, true, 4u << 20);
     const std::size_t C = static_cast<std::size_t>(config.embd), T = static_cast<std::size_t>(config.block),
                       L = static_cast<std::size_t>(config.layers), H = static_cast<std::size_t>(config.heads),
@@ -44,11 +51,7 @@ class CudaGptDecoder final : public GptDecoder {
     logits_host_.resize(V);
     CUDA_CHECK(cudaStreamSynchronize(stream_));  // `params` may go away after this
   }
-  ~CudaGptDecoder() override {
-    if (stream_) cudaStreamSynchronize(stream_);
-    lt_.reset();
-    cudaStreamDestroy(stream_);
-  }
+  ~CudaGptDecoder() override { cudaStreamSynchronize(stream_); }
   CudaGptDecoder(const CudaGptDecoder&) = delete;
   CudaGptDecoder& operator=(const CudaGptDecoder&) = delete;
 
@@ -61,6 +64,7 @@ class CudaGptDecoder final : public GptDecoder {
                                          "and feed the window to keep",
                                          config_.block));
     const std::size_t c = static_cast<std::size_t>(C), p = static_cast<std::size_t>(position_);
+    CUDA_CHECK(cudaSetDevice(gpu_));  // the caller may have moved to another since
     host_token_.data()[0] = token;
     CUDA_CHECK(cudaMemcpyAsync(token_.data(), host_token_.data(), sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
     cuda::embedding_forward(1, 1, C, token_.data(), tensor(0), tensor(1) + p * c, x_.data(), stream_);
@@ -108,14 +112,23 @@ class CudaGptDecoder final : public GptDecoder {
     cuda::MatmulArgs a{false, false, 1, out, in, x, in, w, out, y, out};
     a.epilogue = cuda::Epilogue::kBias;
     a.bias = const_cast<float*>(b);
-    if (lt_->supports(a)) return lt_->run(a, stream_);
+    // The bias epilogue wants a 16-byte-aligned bias (the packed layout's, when embd % 4 == 0).
+    if (reinterpret_cast<std::uintptr_t>(b) % 16 == 0 && lt_->supports(a)) return lt_->run(a, stream_);
     a.epilogue = cuda::Epilogue::kNone, a.bias = nullptr;
     lt_->run(a, stream_);
     cuda::bias_activation_forward<float>(kernels::Activation::kIdentity, 1, out, b, y, y, {}, stream_);
   }
 
+  // Selects the GPU before the stream is made on it.
+  static int on_device(int gpu) {
+    CUDA_CHECK(cudaSetDevice(gpu));
+    return gpu;
+  }
+
   GptConfig config_;
   std::vector<ParamTensor> layout_;
+  int gpu_;                   // set (and selected) before owned_ makes its stream there
+  cuda::OwnedStream owned_;  // before the buffers and handles: destroyed after them
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<cuda::LtMatmul> lt_;
   DeviceBuffer<float> params_, keys_, values_, x_, ln_, qkv_, att_, proj_, fc_, fch_, mean_, rstd_, scores_, logits_;

@@ -12,6 +12,7 @@
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/elementwise_kernels.h"
 #include "kernels/cuda/flash_attention.h"
+#include "kernels/cuda/owned_stream.h"
 #include "kernels/cuda/transformer_kernels.h"
 #include "train/gradient_buckets.h"
 #include "train/model_layout.h"
@@ -60,6 +61,7 @@ std::vector<DecayRun> decay_runs(const std::vector<ParamTensor>& tensors) {
 }  // namespace
 
 struct CudaGptStep::State {
+  cuda::OwnedStream owned;  // first: destroyed last
   GptConfig g;
   OptimizerConfig opt;
   CudaGptOptions o;
@@ -68,9 +70,9 @@ struct CudaGptStep::State {
   std::vector<DecayRun> runs;
   bool half = false;
   bool flash = false;  // the tensor-core attention
-  cudaStream_t stream = nullptr;
+  cudaStream_t stream = owned.stream();
+  cudaEvent_t loss_ready = owned.event();
   std::unique_ptr<cuda::LtMatmul> lt;
-  cudaEvent_t loss_ready = nullptr;
 
   DeviceBuffer<float> params, grads, m, v;
   DeviceBuffer<bf16> working;  // bf16: the weights the products read
@@ -120,7 +122,14 @@ struct CudaGptStep::State {
     args.ab_type = half ? DataType::kBF16 : DataType::kF32;
     args.c_type = DataType::kF32;
     args.beta = beta;
-    if (bias && o.fuse_bias) {
+    if (half && !lt->supports(args)) {
+      // bf16 operands with a leading dimension cuBLASLt takes no kernel for (a vocabulary of
+      // 50257): this product in fp32.
+      args.a = a.f, args.b = b.f, args.ab_type = DataType::kF32;
+    }
+    // The bias epilogue wants a 16-byte-aligned bias, which the packed layout gives only when
+    // embd is a multiple of 4.
+    if (bias && o.fuse_bias && reinterpret_cast<std::uintptr_t>(bias) % 16 == 0) {
       args.epilogue = Epilogue::kBias;
       args.bias = const_cast<float*>(bias);
       if (lt->supports(args)) return lt->run(args, stream);
@@ -360,8 +369,6 @@ CudaGptStep::CudaGptStep(const GptConfig& config, const OptimizerConfig& optimiz
     throw std::invalid_argument(fmt::format("CUDA gpt step: dropout {}: expected a probability in [0, 1)", options.dropout));
   s.half = options.precision == cuda::Precision::kBf16;
   s.flash = s.half && options.flash_attention && cuda::flash_attention_supported(config.embd, config.heads);
-  CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
-  CUDA_CHECK(cudaEventCreateWithFlags(&s.loss_ready, cudaEventDisableTiming));
   s.lt = std::make_unique<cuda::LtMatmul>(options.precision == cuda::Precision::kTf32, options.deterministic);
 
   for (auto* b : {&s.params, &s.grads, &s.m, &s.v}) {
@@ -407,12 +414,8 @@ CudaGptStep::CudaGptStep(const GptConfig& config, const OptimizerConfig& optimiz
 }
 
 CudaGptStep::~CudaGptStep() {
-  if (!s_) return;
-  cudaStreamSynchronize(s_->stream);
-  cudaEventDestroy(s_->loss_ready);
-  cudaStream_t stream = s_->stream;
-  s_.reset();  // buffers and handles before their stream
-  cudaStreamDestroy(stream);
+  // The queued work before the buffers it uses are freed; the stream itself goes last (State).
+  if (s_) cudaStreamSynchronize(s_->stream);
 }
 
 cudaStream_t CudaGptStep::stream() const { return s_->stream; }

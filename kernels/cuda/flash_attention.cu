@@ -4,6 +4,7 @@
 #include <cuda_bf16.h>
 #include <mma.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>

@@ -476,7 +476,6 @@ __global__ void attention_dkv_kernel(int T, int C, int H, float scale, const flo
   store_row(row + 2 * C, dv, 1.0f, true, hs);
 }
 
-// The head size, after checking that the attention kernels take these shapes.
 // One block per head: scores by key (a thread per key), their maximum and sum, then one thread
 // per output dimension sums over the keys in order.
 __global__ void attention_decode_kernel(int C, int positions, int hs, float scale, const float* q, const float* keys,
@@ -510,6 +509,7 @@ __global__ void attention_decode_kernel(int C, int positions, int hs, float scal
   }
 }
 
+// The head size, after checking that the attention kernels take these shapes.
 int attention_head_size(const char* name, int B, int T, int C, int H) {
   const std::string shape = std::string(name) + ": B=" + std::to_string(B) + ", T=" + std::to_string(T) +
                             ", C=" + std::to_string(C) + ", H=" + std::to_string(H);
