@@ -82,7 +82,7 @@ struct CudaGptStep::State {
       lnf, lnf_mean, lnf_rstd, logits, dlogits;
   // Scratch of one pass.
   DeviceBuffer<float> projected, dropped, dres, dres2, dbranch, dln, datty, dwide, dqkv, attention_scratch, ln_scratch,
-      unused_dbias;
+      sums_scratch, unused_dbias;
   DeviceBuffer<bf16> x16, y16;  // bf16: the two operands' copies of a product
   DeviceBuffer<float> row_loss;
   DeviceBuffer<int> row_hit;
@@ -149,7 +149,7 @@ struct CudaGptStep::State {
   float* through_dropout(std::size_t site, float* d, float* out, float* dbias) {
     const int rows = static_cast<int>(bt()), C = g.embd;
     if (dropout <= 0.0f) {
-      cuda::activation_backward<float>(Activation::kIdentity, rows, C, d, d, d, dbias, {}, stream);
+      cuda::column_sums(rows, C, d, dbias, sums_scratch.data(), stream);
       return d;
     }
     cuda::activation_backward<float>(Activation::kIdentity, rows, C, d, d, out, dbias, dropout_at(site), stream);
@@ -269,8 +269,10 @@ struct CudaGptStep::State {
                                    nc, y16);
       product(true, false, 4 * C, C, BT, operand(fh, nc * 4, x16), 4 * C, dmlp, C, grad(block_tensor(l, kMlpProjW)), C);
       product(false, true, BT, 4 * C, C, dmlp, C, weight(block_tensor(l, kMlpProjW)), C, dwide.data(), 4 * C);
-      cuda::activation_backward<float>(Activation::kGelu, BT, 4 * C, f, dwide.data(), dwide.data(),
-                                       grad(block_tensor(l, kFcB)), {}, stream);
+      // GELU's gradient over every element, then the bias gradient chunk-parallel (one
+      // activation_backward walks each column serially: a few dozen blocks at this width).
+      cuda::gelu_backward<float>(nc * 4, f, dwide.data(), dwide.data(), stream);
+      cuda::column_sums(BT, 4 * C, dwide.data(), grad(block_tensor(l, kFcB)), sums_scratch.data(), stream);
       const Operand dw = operand(dwide.data(), nc * 4, y16);
       product(true, false, C, 4 * C, BT, operand(a2, nc, x16), C, dw, 4 * C, grad(block_tensor(l, kFcW)), 4 * C);
       product(false, true, BT, C, 4 * C, dw, 4 * C, weight(block_tensor(l, kFcW)), 4 * C, dln.data(), C);
@@ -290,8 +292,7 @@ struct CudaGptStep::State {
       else
         cuda::attention_backward(B, T, C, H, q, y, datty.data(), lse.data() + L * n * H, dqkv.data(),
                                  attention_scratch.data(), stream);
-      cuda::activation_backward<float>(Activation::kIdentity, BT, 3 * C, dqkv.data(), dqkv.data(), dqkv.data(),
-                                       grad(block_tensor(l, kAttnB)), {}, stream);
+      cuda::column_sums(BT, 3 * C, dqkv.data(), grad(block_tensor(l, kAttnB)), sums_scratch.data(), stream);
       const Operand dq = operand(dqkv.data(), nc * 3, y16);
       product(true, false, C, 3 * C, BT, operand(a1, nc, x16), C, dq, 3 * C, grad(block_tensor(l, kAttnW)), 3 * C);
       product(false, true, BT, C, 3 * C, dq, 3 * C, weight(block_tensor(l, kAttnW)), 3 * C, dln.data(), C);
@@ -400,6 +401,7 @@ CudaGptStep::CudaGptStep(const GptConfig& config, const OptimizerConfig& optimiz
   s.dwide.resize(nc * 4), s.dqkv.resize(nc * 3);
   s.attention_scratch.resize(bt * H);
   s.ln_scratch.resize(cuda::layernorm_backward_scratch_floats(static_cast<int>(bt), static_cast<int>(C)));
+  s.sums_scratch.resize(cuda::column_sums_scratch_floats(static_cast<int>(bt), static_cast<int>(4 * C)));
   if (s.half) {
     s.x16.resize(nc * 4);                         // the widest activation a product reads: fch
     s.y16.resize(std::max(bt * V, nc * 4));       // the widest gradient: dlogits

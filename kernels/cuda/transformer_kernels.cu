@@ -195,6 +195,27 @@ __global__ void layernorm_param_sums_kernel(int chunks, int C, const float* part
   dbias[col] += sum_dbias;
 }
 
+// ---- column sums -------------------------------------------------------------------------------
+
+// Thread (column, chunk): the column's sum over the chunk's rows, in row order (adjacent threads
+// read adjacent columns: coalesced).
+__global__ void column_partials_kernel(int rows, int cols, const float* x, float* partial) {
+  const int col = blockIdx.x * blockDim.x + threadIdx.x, chunk = blockIdx.y;
+  if (col >= cols) return;
+  const int end = min(rows, (chunk + 1) * kColumnSumChunkRows);
+  float sum = 0.0f;
+  for (int r = chunk * kColumnSumChunkRows; r < end; ++r) sum += x[static_cast<std::int64_t>(r) * cols + col];
+  partial[static_cast<std::int64_t>(chunk) * cols + col] = sum;
+}
+
+__global__ void column_chunk_sums_kernel(int chunks, int cols, const float* partial, float* out) {
+  const int col = blockIdx.x * blockDim.x + threadIdx.x;
+  if (col >= cols) return;
+  float sum = 0.0f;
+  for (int chunk = 0; chunk < chunks; ++chunk) sum += partial[static_cast<std::int64_t>(chunk) * cols + col];
+  out[col] = sum;
+}
+
 // ---- residual and GELU ---------------------------------------------------------------------------
 
 template <typename T>
@@ -568,6 +589,22 @@ void layernorm_backward(int rows, int C, const float* x, const float* weight, co
   layernorm_param_sums_kernel<<<ceil_div(C, kThreads), kThreads, 0, stream>>>(static_cast<int>(chunks), C,
                                                                               partial_dweight, partial_dbias, dweight,
                                                                               dbias);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void column_sums(int rows, int cols, const float* x, float* out, float* scratch, cudaStream_t stream) {
+  require(rows >= 0 && cols >= 0, "column_sums: rows=" + std::to_string(rows) + ", cols=" + std::to_string(cols));
+  if (cols == 0) return;
+  if (rows == 0) {
+    CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<std::size_t>(cols) * sizeof(float), stream));
+    return;
+  }
+  const unsigned chunks = ceil_div(rows, kColumnSumChunkRows);
+  require(chunks <= 65535, "column_sums: more than 65535 chunks of rows");
+  column_partials_kernel<<<dim3(ceil_div(cols, kThreads), chunks), kThreads, 0, stream>>>(rows, cols, x, scratch);
+  CUDA_CHECK(cudaGetLastError());
+  column_chunk_sums_kernel<<<ceil_div(cols, kThreads), kThreads, 0, stream>>>(static_cast<int>(chunks), cols, scratch,
+                                                                             out);
   CUDA_CHECK(cudaGetLastError());
 }
 

@@ -469,3 +469,32 @@ TEST_CASE("cuda transformer: attention refuses a head size above the largest it 
 }
 
 }  // namespace
+
+// ---- column sums --------------------------------------------------------------------------------
+
+TEST_CASE("cuda transformer: column_sums matches double sums, overwrites, and repeats bit for bit" *
+          doctest::skip(no_gpu())) {
+  struct Shape {
+    int rows, cols;
+  };
+  // One row, a chunk less one, one chunk, several with a remainder; one column to 4C of GPT-2.
+  for (const Shape s : {Shape{1, 7}, Shape{127, 33}, Shape{128, 1}, Shape{1000, 3072}, Shape{8192, 768}}) {
+    const std::uint64_t seed = fresh_seed();
+    CAPTURE(seed);
+    CAPTURE(s.rows);
+    CAPTURE(s.cols);
+    const auto x = uniform<float>(std::size_t(s.rows) * s.cols, seed);
+    std::vector<double> want(s.cols, 0.0);
+    for (int r = 0; r < s.rows; ++r)
+      for (int c = 0; c < s.cols; ++c) want[c] += x[std::size_t(r) * s.cols + c];
+    auto d_x = to_device(x);
+    DeviceBuffer<float> out(s.cols), scratch(cuda::column_sums_scratch_floats(s.rows, s.cols));
+    CUDA_CHECK(cudaMemset(out.data(), 0x7f, s.cols * sizeof(float)));  // overwritten, not added to
+    cuda::column_sums(s.rows, s.cols, d_x.data(), out.data(), scratch.data(), nullptr);
+    const auto first = to_host(out.data(), s.cols);
+    // Sums of up to 8192 terms of [-1, 1] in fp32: well under 1e-5 of the largest sum's scale.
+    CHECK(scaled_error(first, want) < 1e-5);
+    cuda::column_sums(s.rows, s.cols, d_x.data(), out.data(), scratch.data(), nullptr);
+    CHECK(bit_identical(to_host(out.data(), s.cols), first));
+  }
+}
