@@ -4,7 +4,8 @@
 // (test/cuda/) do that where there is one.
 //
 // Every thread of a block is a std::thread (so a missing barrier can show as a race); blocks run
-// one after another. __syncthreads and __syncwarp are barriers of the block's and the warp's
+// one after another, so a static __shared__ array (a function-local static here) is the running
+// block's. __syncthreads and __syncwarp are barriers of the block's and the warp's
 // threads; __shfl_xor_sync exchanges through a per-warp slot array between two warp barriers.
 // WMMA fragments hold their whole 16 x 16 matrix in every lane (the API never says which lane
 // holds which element, so code that uses it through the API cannot tell); loads check the
@@ -13,11 +14,14 @@
 // memory starts filled with NaNs, so that reading what was never written shows.
 #pragma once
 
+// CUDA's own headers first, before the macros below rename what they declare.
 #include <cuda_bf16.h>
+#include <cuda_runtime.h>
 
 #include <algorithm>
 #include <atomic>
 #include <barrier>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -49,23 +53,27 @@ struct BlockState {
   std::atomic_flag what_taken = ATOMIC_FLAG_INIT;
 };
 
-inline thread_local Index thread_index, block_index, block_dim;
+inline thread_local Index thread_index, block_index, block_dim, grid_dim;
 inline thread_local unsigned char* dynamic_shared = nullptr;
 inline thread_local BlockState* block_state = nullptr;
 
-inline unsigned lane() { return thread_index.x % 32; }
-inline void warp_barrier() { block_state->warps[thread_index.x / 32]->arrive_and_wait(); }
+inline unsigned linear_thread() { return thread_index.x + thread_index.y * block_dim.x; }
+inline unsigned lane() { return linear_thread() % 32; }
+inline void warp_barrier() { block_state->warps[linear_thread() / 32]->arrive_and_wait(); }
 inline void misuse(const std::string& what) {
   if (!block_state->what_taken.test_and_set()) block_state->what = what;
   block_state->misuse = true;
 }
 
-// Runs kernel(args...) on a grid of grid.x * grid.y blocks of `threads` threads (a multiple of
-// 32) with `shared_bytes` of dynamic shared memory. Throws std::logic_error naming the first
-// misuse of the API (a misaligned fragment, a bad leading dimension).
+// Runs kernel(args...) on a grid of grid.x * grid.y blocks of block.x * block.y threads (a
+// multiple of 32) with `shared_bytes` of dynamic shared memory. Throws std::logic_error naming
+// the first misuse of the API (a misaligned fragment, a bad leading dimension).
 template <typename Kernel, typename... Args>
-void launch(Index grid, unsigned threads, std::size_t shared_bytes, Kernel kernel, Args... args) {
+void launch(Index grid, Index block, std::size_t shared_bytes, Kernel kernel, Args... args) {
+  block.y = std::max(block.y, 1u);
+  const unsigned threads = block.x * block.y;
   if (threads == 0 || threads % 32 != 0) throw std::logic_error("cuda_emu: threads must be a positive multiple of 32");
+  grid.y = std::max(grid.y, 1u);
   for (unsigned by = 0; by < grid.y; ++by)
     for (unsigned bx = 0; bx < grid.x; ++bx) {
       BlockState state(threads);
@@ -77,9 +85,10 @@ void launch(Index grid, unsigned threads, std::size_t shared_bytes, Kernel kerne
       std::vector<std::thread> pool;
       for (unsigned t = 0; t < threads; ++t)
         pool.emplace_back([&, t] {
-          thread_index = {t, 0, 0};
+          thread_index = {t % block.x, t / block.x, 0};
           block_index = {bx, by, 0};
-          block_dim = {threads, 1, 1};
+          block_dim = {block.x, block.y, 1};
+          grid_dim = {grid.x, grid.y, 1};
           dynamic_shared = reinterpret_cast<unsigned char*>(shared.get());
           block_state = &state;
           kernel(args...);
@@ -88,40 +97,82 @@ void launch(Index grid, unsigned threads, std::size_t shared_bytes, Kernel kerne
       if (state.misuse) throw std::logic_error("cuda_emu: " + state.what);
     }
 }
+template <typename Kernel, typename... Args>
+void launch(Index grid, unsigned threads, std::size_t shared_bytes, Kernel kernel, Args... args) {
+  launch(grid, Index{threads, 1, 1}, shared_bytes, kernel, args...);
+}
 
 }  // namespace cuda_emu
 
 #define threadIdx (::cuda_emu::thread_index)
 #define blockIdx (::cuda_emu::block_index)
 #define blockDim (::cuda_emu::block_dim)
+#define gridDim (::cuda_emu::grid_dim)
 // CUDA's headers define these for host compilers (as attributes g++ does not know): none here.
 #undef __global__
 #undef __device__
 #undef __host__
 #undef __launch_bounds__
-#define __global__
+#undef __shared__
+#undef __forceinline__
+// static: no clash with the nvcc-built kernels' host stubs in the same program
+#define __global__ [[maybe_unused]] static
 #define __device__
 #define __host__
+#define __forceinline__ inline
+#define __shared__ static  // blocks run one at a time: a static is the running block's
 #define __launch_bounds__(n)
 #define FLASH_DYNAMIC_SHARED(name) unsigned char* name = ::cuda_emu::dynamic_shared
 
 inline void __syncthreads() { ::cuda_emu::block_state->all.arrive_and_wait(); }
 inline void __syncwarp(unsigned = 0xffffffffu) { ::cuda_emu::warp_barrier(); }
 
-template <typename T>
-T __shfl_xor_sync(unsigned, T value, int lane_mask) {
+namespace cuda_emu {
+// Every lane's `value`, then lane `source(lane)`'s, between two warp barriers.
+template <typename T, typename Source>
+T exchange(T value, Source source) {
   static_assert(sizeof(T) <= sizeof(std::uint64_t) && std::is_trivially_copyable_v<T>);
-  auto& slots = ::cuda_emu::block_state->slots;
-  const unsigned me = threadIdx.x, warp0 = me - ::cuda_emu::lane();
+  auto& slots = block_state->slots;
+  const unsigned me = linear_thread(), warp0 = me - lane();
   std::uint64_t bits = 0;
   std::memcpy(&bits, &value, sizeof(T));
   slots[me] = bits;
-  ::cuda_emu::warp_barrier();
-  bits = slots[warp0 + (::cuda_emu::lane() ^ static_cast<unsigned>(lane_mask))];
-  ::cuda_emu::warp_barrier();  // every lane has read before a next exchange writes
+  warp_barrier();
+  bits = slots[warp0 + source(lane()) % 32];
+  warp_barrier();  // every lane has read before a next exchange writes
   T out;
   std::memcpy(&out, &bits, sizeof(T));
   return out;
+}
+}  // namespace cuda_emu
+
+template <typename T>
+T __shfl_xor_sync(unsigned, T value, int lane_mask) {
+  return ::cuda_emu::exchange(value, [&](unsigned lane) { return lane ^ static_cast<unsigned>(lane_mask); });
+}
+template <typename T>
+T __shfl_sync(unsigned, T value, int source_lane) {
+  return ::cuda_emu::exchange(value, [&](unsigned) { return static_cast<unsigned>(source_lane); });
+}
+inline unsigned __ballot_sync(unsigned, int predicate) {
+  auto& slots = ::cuda_emu::block_state->slots;
+  const unsigned me = ::cuda_emu::linear_thread(), warp0 = me - ::cuda_emu::lane();
+  slots[me] = predicate != 0;
+  ::cuda_emu::warp_barrier();
+  unsigned bits = 0;
+  for (unsigned l = 0; l < 32; ++l) bits |= static_cast<unsigned>(slots[warp0 + l] != 0) << l;
+  ::cuda_emu::warp_barrier();
+  return bits;
+}
+inline int __popc(unsigned x) { return std::popcount(x); }
+// CUDA's device min and max, on any two arithmetic types.
+template <typename A, typename B>
+auto min(A a, B b) -> std::common_type_t<A, B> {
+  return a < b ? a : b;
+}
+template <typename A, typename B>
+auto max(A a, B b) -> std::common_type_t<A, B> {
+  return a < b ? b : a;
 }
 
 namespace nvcuda::wmma {

@@ -1,0 +1,209 @@
+// The transformer kernels' device code (kernels/cuda/transformer_kernels_device.cuh) on the CPU
+// emulation of CUDA's execution model (cuda_emulation.h), with the grids and blocks their host
+// launchers in transformer_kernels.cu use, against the plain-loop reference in double: the
+// cross-entropy's loss, gradient and arg-max hits (ties included), the decoder's attention of one
+// query over a cache, the chunked column sums, LayerNorm, and the fused fp32 attention forward and
+// backward. fp32 results within 1e-5 of the result's scale (as test/cuda/, where the GPU runs the
+// same code); the emulation tests the kernels' logic, not the GPU.
+#if defined(SLURM_TRAIN_WITH_CUDA)
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/transformer_ops.h"
+#include "test/unit/cuda_emulation.h"
+#include "kernels/cuda/transformer_kernels_device.cuh"
+
+namespace {
+
+using namespace slurm_train::cuda::transformer_detail;
+using slurm_train::cuda::kColumnSumChunkRows;
+using slurm_train::cuda::kLayerNormChunkRows;
+
+std::vector<float> uniform(std::size_t n, std::uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+
+template <typename A, typename B>
+double scaled_error(const std::vector<A>& got, const std::vector<B>& want) {
+  REQUIRE(got.size() == want.size());
+  double worst = 0, scale = 1e-30;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    worst = std::max(worst, std::abs(static_cast<double>(got[i]) - static_cast<double>(want[i])));
+    scale = std::max(scale, std::abs(static_cast<double>(want[i])));
+  }
+  return worst / scale;
+}
+
+std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+unsigned blocks(long long n, int per) { return static_cast<unsigned>((n + per - 1) / per); }
+
+}  // namespace
+
+TEST_CASE("transformer kernels (emulated): cross-entropy's loss, gradient and first-arg-max hits, ties included") {
+  for (const int V : {37, 300}) {
+    CAPTURE(V);
+    const int rows = 24;
+    std::mt19937_64 rng(V);
+    std::vector<float> logits(static_cast<std::size_t>(rows) * V);
+    std::vector<std::int32_t> targets(rows);
+    for (int r = 0; r < rows; ++r) {
+      float* z = logits.data() + static_cast<std::size_t>(r) * V;
+      // Odd rows: whole numbers in [0, 3], so the maximum repeats.
+      for (int c = 0; c < V; ++c) z[c] = r % 2 ? static_cast<float>(rng() % 4) : std::uniform_real_distribution<float>(-3, 3)(rng);
+      const int first = static_cast<int>(std::max_element(z, z + V) - z);
+      int last = first;
+      for (int c = 0; c < V; ++c)
+        if (z[c] == z[first]) last = c;
+      targets[r] = r % 3 == 0 ? first : r % 3 == 1 ? last : static_cast<int>(rng() % V);
+    }
+    const float scale = 0.25f;
+    std::vector<float> dlogits(logits.size()), row_loss(rows);
+    std::vector<int> row_hit(rows, -1);
+    double loss_sum = 0;
+    long long hits = -1;
+    cuda_emu::launch({static_cast<unsigned>(rows), 1, 1}, kThreads, 0, cross_entropy_kernel, V, logits.data(),
+                     targets.data(), scale, dlogits.data(), row_loss.data(), row_hit.data());
+    cuda_emu::launch({1, 1, 1}, kThreads, 0, sum_rows_kernel, rows, row_loss.data(), &loss_sum,
+                     static_cast<const int*>(row_hit.data()), &hits);
+    std::vector<double> want_loss(rows), want_d(logits.size());
+    long long want_hits = 0;
+    double want_sum = 0;
+    for (int r = 0; r < rows; ++r) {
+      const float* z = logits.data() + static_cast<std::size_t>(r) * V;
+      const double max = *std::max_element(z, z + V);
+      double sum = 0;
+      for (int c = 0; c < V; ++c) sum += std::exp(z[c] - max);
+      want_loss[r] = std::log(sum) - (z[targets[r]] - max);
+      want_sum += want_loss[r];
+      for (int c = 0; c < V; ++c)
+        want_d[static_cast<std::size_t>(r) * V + c] = (std::exp(z[c] - max) / sum - (c == targets[r])) * scale;
+      want_hits += std::max_element(z, z + V) - z == targets[r];
+    }
+    CHECK(scaled_error(row_loss, want_loss) < 1e-5);
+    CHECK(scaled_error(dlogits, want_d) < 1e-5);
+    CHECK(std::abs(loss_sum - want_sum) < 1e-5 * std::abs(want_sum));
+    CHECK(hits == want_hits);
+    CHECK(want_hits > rows / 3);  // the first-max targets, and the last-max ones where the max is unique
+    CHECK(want_hits < rows);      // and not every row: the tied rows' last-max targets are misses
+  }
+  // A target outside [0, V): a NaN loss, a NaN gradient row, and no hit.
+  std::vector<float> z{1.0f, 2.0f, 3.0f}, dz(3), loss(1);
+  std::vector<std::int32_t> bad{3};
+  std::vector<int> hit{7};
+  cuda_emu::launch({1, 1, 1}, kThreads, 0, cross_entropy_kernel, 3, z.data(), bad.data(), 1.0f, dz.data(), loss.data(),
+                   hit.data());
+  CHECK(std::isnan(loss[0]));
+  CHECK(std::isnan(dz[2]));
+  CHECK(hit[0] == 0);
+}
+
+TEST_CASE("transformer kernels (emulated): attention_decode, one query over a cache, head size 24") {
+  const int C = 72, H = 3, hs = C / H, positions = 37;
+  const auto q = uniform(C, 1, -2, 2), keys = uniform(std::size_t(positions) * C, 2, -2, 2),
+             values = uniform(std::size_t(positions) * C, 3);
+  std::vector<float> out(C), scores(std::size_t(H) * positions);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  cuda_emu::launch({H, 1, 1}, kThreads, 0, attention_decode_kernel, C, positions, hs, scale, q.data(), keys.data(),
+                   values.data(), out.data(), scores.data());
+  std::vector<double> want(C);
+  for (int h = 0; h < H; ++h) {
+    std::vector<double> s(positions);
+    double max = -1e300, sum = 0;
+    for (int t = 0; t < positions; ++t) {
+      double dot = 0;
+      for (int i = 0; i < hs; ++i) dot += double(q[h * hs + i]) * keys[std::size_t(t) * C + h * hs + i];
+      s[t] = dot / std::sqrt(double(hs));
+      max = std::max(max, s[t]);
+    }
+    for (double& x : s) sum += x = std::exp(x - max);
+    for (int i = 0; i < hs; ++i) {
+      double o = 0;
+      for (int t = 0; t < positions; ++t) o += s[t] / sum * values[std::size_t(t) * C + h * hs + i];
+      want[h * hs + i] = o;
+    }
+  }
+  CHECK(scaled_error(out, want) < 1e-5);
+}
+
+TEST_CASE("transformer kernels (emulated): column sums over chunks of rows, a partial last chunk") {
+  const int rows = 300, cols = 70;
+  const auto x = uniform(std::size_t(rows) * cols, 4);
+  const unsigned chunks = blocks(rows, kColumnSumChunkRows);
+  std::vector<float> partial(std::size_t(chunks) * cols), out(cols, 1e30f);
+  cuda_emu::launch({blocks(cols, kThreads), chunks, 1}, kThreads, 0, column_partials_kernel, rows, cols, x.data(),
+                   partial.data());
+  cuda_emu::launch({blocks(cols, kThreads), 1, 1}, kThreads, 0, column_chunk_sums_kernel, static_cast<int>(chunks), cols,
+                   static_cast<const float*>(partial.data()), out.data());
+  std::vector<double> want(cols, 0.0);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) want[c] += x[std::size_t(r) * cols + c];
+  CHECK(scaled_error(out, want) < 1e-5);
+}
+
+TEST_CASE("transformer kernels (emulated): LayerNorm forward and backward") {
+  const int rows = 300, C = 70;  // two chunks of rows for the weight gradients, the last partial
+  const auto x = uniform(std::size_t(rows) * C, 5, -3, 3), w = uniform(C, 6, 0.5f, 1.5f), b = uniform(C, 7),
+             dout = uniform(std::size_t(rows) * C, 8);
+  std::vector<float> out(x.size()), mean(rows), rstd(rows), dx(x.size(), 0.0f), dw(C, 0.0f), db(C, 0.0f);
+  cuda_emu::launch({blocks(rows, kWarps), 1, 1}, kThreads, 0, layernorm_forward_kernel, rows, C, x.data(), w.data(),
+                   b.data(), out.data(), mean.data(), rstd.data());
+  cuda_emu::launch({blocks(rows, kWarps), 1, 1}, kThreads, 0, layernorm_dx_kernel, rows, C, x.data(), w.data(),
+                   static_cast<const float*>(mean.data()), static_cast<const float*>(rstd.data()), dout.data(), dx.data());
+  const unsigned chunks = blocks(rows, kLayerNormChunkRows);
+  std::vector<float> pw(std::size_t(chunks) * C), pb(std::size_t(chunks) * C);
+  cuda_emu::launch({blocks(C, 32), chunks, 1}, cuda_emu::Index{32, 8, 1}, 0, layernorm_param_partials_kernel, rows, C,
+                   x.data(), static_cast<const float*>(mean.data()), static_cast<const float*>(rstd.data()), dout.data(),
+                   pw.data(), pb.data());
+  cuda_emu::launch({blocks(C, kThreads), 1, 1}, kThreads, 0, layernorm_param_sums_kernel, static_cast<int>(chunks), C,
+                   static_cast<const float*>(pw.data()), static_cast<const float*>(pb.data()), dw.data(), db.data());
+  const auto xd = to_double(x), wd = to_double(w), bd = to_double(b);
+  std::vector<double> o(x.size()), m(rows), s(rows), ddx(x.size(), 0.0), ddw(C, 0.0), ddb(C, 0.0);
+  slurm_train::kernels::layernorm_forward(rows, C, xd.data(), wd.data(), bd.data(), o.data(), m.data(), s.data());
+  slurm_train::kernels::layernorm_backward(rows, C, xd.data(), wd.data(), m.data(), s.data(), to_double(dout).data(),
+                                           ddx.data(), ddw.data(), ddb.data());
+  CHECK(scaled_error(out, o) < 1e-5);
+  CHECK(scaled_error(dx, ddx) < 1e-5);
+  CHECK(scaled_error(dw, ddw) < 1e-5);
+  CHECK(scaled_error(db, ddb) < 1e-5);
+}
+
+TEST_CASE("transformer kernels (emulated): fused fp32 attention forward and backward, head sizes 16 and 5") {
+  struct Shape {
+    int B, T, C, H;
+  };
+  for (const Shape s : {Shape{2, 37, 64, 4}, Shape{1, 45, 40, 8}}) {
+    CAPTURE(s.T);
+    CAPTURE(s.C);
+    const int hs = s.C / s.H, rows = s.B * s.H * s.T;
+    const std::size_t n = std::size_t(s.B) * s.T;
+    const auto qkv = uniform(n * 3 * s.C, 9, -2, 2), dout = uniform(n * s.C, 10);
+    std::vector<float> out(n * s.C), lse(rows), delta(rows), dqkv(qkv.size(), 0.0f);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+    const cuda_emu::Index grid{static_cast<unsigned>(s.B * s.H), blocks(s.T, kAttentionWarps), 1};
+    cuda_emu::launch(grid, kAttentionThreads, 0, attention_forward_kernel, s.T, s.C, s.H, scale, qkv.data(), out.data(),
+                     lse.data());
+    cuda_emu::launch({blocks(rows, kWarps), 1, 1}, kThreads, 0, attention_dsum_kernel, rows, s.T, s.C, s.H,
+                     static_cast<const float*>(out.data()), dout.data(), delta.data());
+    cuda_emu::launch(grid, kAttentionThreads, 0, attention_dkv_kernel, s.T, s.C, s.H, scale, qkv.data(), dout.data(),
+                     static_cast<const float*>(lse.data()), static_cast<const float*>(delta.data()), dqkv.data());
+    cuda_emu::launch(grid, kAttentionThreads, 0, attention_dq_kernel, s.T, s.C, s.H, scale, qkv.data(), dout.data(),
+                     static_cast<const float*>(lse.data()), static_cast<const float*>(delta.data()), dqkv.data());
+    const auto qd = to_double(qkv);
+    std::vector<double> o(n * s.C), probs(std::size_t(rows) * s.T), dq(qkv.size(), 0.0);
+    slurm_train::kernels::attention_forward(s.B, s.T, s.C, s.H, qd.data(), o.data(), probs.data());
+    slurm_train::kernels::attention_backward(s.B, s.T, s.C, s.H, qd.data(), probs.data(), to_double(dout).data(), dq.data());
+    CHECK(scaled_error(out, o) < 1e-5);
+    CHECK(scaled_error(dqkv, dq) < 1e-5);
+  }
+}
+#endif  // SLURM_TRAIN_WITH_CUDA
