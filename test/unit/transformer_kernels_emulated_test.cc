@@ -1,7 +1,7 @@
 // The transformer kernels' device code (kernels/cuda/transformer_kernels_device.cuh) on the CPU
 // emulation of CUDA's execution model (cuda_emulation.h), with the grids and blocks their host
 // launchers in transformer_kernels.cu use, against the plain-loop reference in double: the
-// cross-entropy's loss, gradient and arg-max hits (ties included), the decoder's attention of one
+// embedding and its backward (bit for bit against the reference in float), the cross-entropy's loss, gradient and arg-max hits (ties included), the decoder's attention of one
 // query over a cache, the chunked column sums, LayerNorm, and the fused fp32 attention forward and
 // backward. fp32 results within 1e-5 of the result's scale (as test/cuda/, where the GPU runs the
 // same code); the emulation tests the kernels' logic, not the GPU.
@@ -48,6 +48,27 @@ std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), 
 unsigned blocks(long long n, int per) { return static_cast<unsigned>((n + per - 1) / per); }
 
 }  // namespace
+
+TEST_CASE("transformer kernels (emulated): embedding forward and backward, as the float reference bit for bit") {
+  const int B = 3, T = 70, C = 20, V = 9;  // 210 positions: a partial last chunk of kThreads tokens
+  std::vector<std::int32_t> tokens(std::size_t(B) * T);
+  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<std::int32_t>((i * 7 + i / 5) % V);
+  const auto wte = uniform(std::size_t(V) * C, 11), wpe = uniform(std::size_t(T) * C, 12),
+             dout = uniform(tokens.size() * C, 13), dwte0 = uniform(std::size_t(V) * C, 14), dwpe0 = uniform(std::size_t(T) * C, 15);
+  const std::size_t n = tokens.size() * C;
+  std::vector<float> out(n), dwte = dwte0, dwpe = dwpe0;
+  cuda_emu::launch({3, 1, 1}, kThreads, 0, embedding_forward_kernel, T, C, n, tokens.data(), wte.data(), wpe.data(),
+                   out.data());
+  cuda_emu::launch({V, 1, 1}, kThreads, 0, embedding_dwte_kernel, static_cast<int>(tokens.size()), C, tokens.data(),
+                   dout.data(), dwte.data());
+  cuda_emu::launch({2, 1, 1}, kThreads, 0, embedding_dwpe_kernel, B, T, C, dout.data(), dwpe.data());
+  std::vector<float> want(n), want_dwte = dwte0, want_dwpe = dwpe0;
+  slurm_train::kernels::embedding_forward(B, T, C, tokens.data(), wte.data(), wpe.data(), want.data());
+  slurm_train::kernels::embedding_backward(B, T, C, tokens.data(), dout.data(), want_dwte.data(), want_dwpe.data());
+  CHECK(out == want);
+  CHECK(dwte == want_dwte);
+  CHECK(dwpe == want_dwpe);
+}
 
 TEST_CASE("transformer kernels (emulated): cross-entropy's loss, gradient and first-arg-max hits, ties included") {
   for (const int V : {37, 300}) {
