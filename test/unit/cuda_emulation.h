@@ -108,6 +108,9 @@ void launch(Index grid, unsigned threads, std::size_t shared_bytes, Kernel kerne
 #define blockIdx (::cuda_emu::block_index)
 #define blockDim (::cuda_emu::block_dim)
 #define gridDim (::cuda_emu::grid_dim)
+// Device code compares threadIdx's unsigned fields with ints, as CUDA code does everywhere.
+#pragma GCC diagnostic ignored "-Wsign-compare"
+
 // CUDA's headers define these for host compilers (as attributes g++ does not know): none here.
 #undef __global__
 #undef __device__
@@ -165,6 +168,13 @@ inline unsigned __ballot_sync(unsigned, int predicate) {
   return bits;
 }
 inline int __popc(unsigned x) { return std::popcount(x); }
+inline int atomicMin(int* address, int value) {
+  std::atomic_ref<int> a(*address);
+  int old = a.load();
+  while (value < old && !a.compare_exchange_weak(old, value)) {
+  }
+  return old;
+}
 // CUDA's device min and max, on any two arithmetic types.
 template <typename A, typename B>
 auto min(A a, B b) -> std::common_type_t<A, B> {

@@ -1,0 +1,144 @@
+// The element-wise, loss and optimizer kernels' device code (kernels/cuda/elementwise_kernels_
+// device.cuh) on the CPU emulation of CUDA's execution model (cuda_emulation.h), with their host
+// launchers' grids and blocks, against the CPU reference kernels (kernels/cpu/reference_kernels.h)
+// that share their per-element formulas (kernels/elementwise.h): bias, activation and dropout
+// forward and backward (the same masks), the softmax cross-entropy with label smoothing, AdamW
+// with decay-free ranges, clipping factor and bf16 working copy, and the global norm. Element-wise
+// results equal the reference's bit for bit; sums within fp32 (or double) rounding of a
+// different order.
+#if defined(SLURM_TRAIN_WITH_CUDA)
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "test/unit/cuda_emulation.h"
+#include "kernels/cuda/elementwise_kernels_device.cuh"
+
+namespace {
+
+using namespace slurm_train::cuda;
+using namespace slurm_train::cuda::elementwise_detail;
+using slurm_train::kernels::Activation;
+
+std::vector<float> uniform(std::size_t n, std::uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+
+double scaled_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double worst = 0, scale = 1e-30;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    worst = std::max(worst, std::abs(static_cast<double>(got[i]) - want[i]));
+    scale = std::max(scale, std::abs(static_cast<double>(want[i])));
+  }
+  return worst / scale;
+}
+
+}  // namespace
+
+TEST_CASE("elementwise kernels (emulated): bias, activation and dropout, forward and backward, as the reference") {
+  auto reference = slurm_train::kernels::make_reference_kernels<float>();
+  const int rows = 40, cols = 45;
+  for (const Activation act : {Activation::kIdentity, Activation::kRelu, Activation::kGelu}) {
+    for (const float p : {0.0f, 0.3f}) {
+      CAPTURE(static_cast<int>(act));
+      CAPTURE(p);
+      const DropoutParams dropout{p, 0x5eed, 77};
+      const auto z0 = uniform(std::size_t(rows) * cols, 1, -3, 3), bias = uniform(cols, 2), dout = uniform(z0.size(), 3);
+      std::vector<float> z = z0, out(z0.size()), dz(z0.size()), dbias(cols);
+      const std::size_t total = z.size();
+      cuda_emu::launch({3, 1, 1}, kThreads, 0, bias_activation_kernel<float>, act, rows, cols,
+                       static_cast<const float*>(bias.data()), z.data(), out.data(), dropout);
+      cuda_emu::launch({static_cast<unsigned>((cols + 31) / 32), 1, 1}, cuda_emu::Index{32, 8, 1}, 0,
+                       activation_backward_kernel<float>, act, rows, cols, static_cast<const float*>(z.data()),
+                       dout.data(), dz.data(), dbias.data(), dropout);
+      std::vector<float> rz = z0, rout(total), rdz(total), rdbias(cols);
+      reference->bias_activation_forward(act, rows, cols, bias.data(), rz.data(), rout.data(), dropout);
+      reference->activation_backward(act, rows, cols, rz.data(), dout.data(), rdz.data(), rdbias.data(), dropout);
+      CHECK(z == rz);
+      CHECK(out == rout);
+      CHECK(dz == rdz);
+      CHECK(scaled_error(dbias, rdbias) < 1e-6);
+    }
+  }
+}
+
+TEST_CASE("elementwise kernels (emulated): softmax cross-entropy with label smoothing, its sums and a bad label") {
+  auto reference = slurm_train::kernels::make_reference_kernels<float>();
+  const int rows = 21, classes = 10;
+  const auto logits = uniform(std::size_t(rows) * classes, 4, -4, 4);
+  std::vector<std::int32_t> labels(rows);
+  for (int r = 0; r < rows; ++r) labels[r] = (r * 7) % classes;
+  std::vector<float> dlogits(logits.size()), row_loss(rows);
+  std::vector<int> row_flag(rows);
+  LossSums sums{};
+  const LossScratch scratch{row_loss.data(), row_flag.data()};
+  constexpr int kRowsPerBlock = kThreads / 32;
+  cuda_emu::launch({(rows + kRowsPerBlock - 1) / kRowsPerBlock, 1, 1}, kThreads, 0, softmax_cross_entropy_kernel<float>,
+                   rows, classes, logits.data(), static_cast<const std::int32_t*>(labels.data()), 0.1f, 0.5f,
+                   dlogits.data(), scratch);
+  cuda_emu::launch({1, 1, 1}, kThreads, 0, loss_sums_kernel, rows, scratch, &sums);
+  std::vector<float> want_d(logits.size());
+  const auto want = reference->softmax_cross_entropy(rows, classes, logits.data(), labels.data(), 0.1f, 0.5f, want_d.data());
+  CHECK(scaled_error(dlogits, want_d) < 1e-6);
+  CHECK(std::abs(sums.loss_sum - want.loss_sum) < 1e-5 * std::abs(want.loss_sum));
+  CHECK(sums.correct == want.correct);
+  CHECK(sums.first_bad_row == -1);
+  labels[13] = classes, labels[17] = -1;  // the first bad row is named
+  cuda_emu::launch({(rows + kRowsPerBlock - 1) / kRowsPerBlock, 1, 1}, kThreads, 0, softmax_cross_entropy_kernel<float>,
+                   rows, classes, logits.data(), static_cast<const std::int32_t*>(labels.data()), 0.1f, 0.5f,
+                   dlogits.data(), scratch);
+  cuda_emu::launch({1, 1, 1}, kThreads, 0, loss_sums_kernel, rows, scratch, &sums);
+  CHECK(sums.first_bad_row == 13);
+}
+
+TEST_CASE("elementwise kernels (emulated): AdamW with decay-free ranges, a clipping factor and the bf16 copy; the norm") {
+  auto reference = slurm_train::kernels::make_reference_kernels<float>();
+  const std::size_t n = 1000;
+  const auto p0 = uniform(n, 5), g = uniform(n, 6), m0 = uniform(n, 7, -0.1f, 0.1f), v0 = uniform(n, 8, 0.0f, 0.01f);
+  AdamWParams h{1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 3};
+  DecayFreeRanges no_decay;
+  no_decay.count = 2, no_decay.begin[0] = 100, no_decay.end[0] = 150, no_decay.begin[1] = 990, no_decay.end[1] = 1000;
+  const float factor = 0.5f;
+  std::vector<float> p = p0, m = m0, v = v0;
+  std::vector<bf16> copy(n);
+  const auto bias = slurm_train::kernels::adamw_bias_correction(h);
+  cuda_emu::launch({2, 1, 1}, kThreads, 0, adamw_kernel, n, p.data(), g.data(), m.data(), v.data(), h, no_decay, &factor,
+                   copy.data(), bias.bias1, bias.bias2_sqrt);
+  // The reference on the same scaled gradients, decaying the ranges outside no_decay only.
+  std::vector<float> rp = p0, rm = m0, rv = v0, scaled(n);
+  for (std::size_t i = 0; i < n; ++i) scaled[i] = g[i] * factor;
+  const auto run = [&](std::size_t begin, std::size_t end, float decay) {
+    AdamWParams hh = h;
+    hh.weight_decay = decay;
+    reference->adamw_update(end - begin, rp.data() + begin, scaled.data() + begin, rm.data() + begin, rv.data() + begin, hh);
+  };
+  run(0, 100, 0.1f), run(100, 150, 0.0f), run(150, 990, 0.1f), run(990, 1000, 0.0f);
+  CHECK(p == rp);
+  CHECK(m == rm);
+  CHECK(v == rv);
+  bool copy_ok = true;
+  for (std::size_t i = 0; i < n; ++i) copy_ok = copy_ok && __bfloat162float(copy[i]) == __bfloat162float(__float2bfloat16_rn(p[i]));
+  CHECK(copy_ok);
+
+  // The global norm: partial sums per block, then in order; and the clipping factor from it.
+  std::vector<double> partials(slurm_train::cuda::kSumOfSquaresBlocks);
+  double norm_sq = 0;
+  cuda_emu::launch({8, 1, 1}, kThreads, 0, sum_of_squares_partial_kernel, n, g.data(), partials.data());
+  std::fill(partials.begin() + 8, partials.end(), 0.0);  // the launcher's grid has every block; here 8 of them
+  cuda_emu::launch({1, 1, 1}, kThreads, 0, sum_partials_kernel, 8, static_cast<const double*>(partials.data()), &norm_sq);
+  const double want = reference->sum_of_squares(n, g.data());
+  CHECK(std::abs(norm_sq - want) < 1e-12 * want);
+  float clip = 0;
+  cuda_emu::launch({1, 1, 1}, 32, 0, clip_factor_kernel, static_cast<const double*>(&norm_sq), 1.0f, &clip);
+  CHECK(clip == doctest::Approx(1.0 / (std::sqrt(want) + 1e-6)).epsilon(1e-6));
+}
+#endif  // SLURM_TRAIN_WITH_CUDA
