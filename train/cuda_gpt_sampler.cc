@@ -27,11 +27,7 @@ class CudaGptDecoder final : public GptDecoder {
   CudaGptDecoder(const GptConfig& config, const std::vector<float>& params, int gpu)
       : config_(config), layout_(gpt_layout(config)), gpu_(on_device(gpu)) {
     const std::size_t expected = layout_.back().offset + layout_.back().size;
-    if (params.size() != expected)
-      throw std::invalid_argument(fmt::format("gpt sampler: {} parameters: expected {} for vocab {}, block {}, "
-                                              "layers {}, heads {}, embd {}",
-                                              params.size(), expected, config.vocab, config.block, config.layers,
-                                              config.heads, config.embd));
+    check_parameters(config, params.size());
     if (config.embd / config.heads > cuda::kMaxAttentionHeadSize)
       throw std::invalid_argument(fmt::format("gpt sampler on a GPU: head size {} (embd {} over {} heads): the "
                                               "attention kernels take at most {}; use --device cpu",
@@ -57,12 +53,7 @@ class CudaGptDecoder final : public GptDecoder {
 
   const std::vector<float>& feed(int token) override {
     const int C = config_.embd, V = config_.vocab, H = config_.heads;
-    if (token < 0 || token >= V)
-      throw std::invalid_argument(fmt::format("gpt sampler: token {} is outside the vocabulary [0, {})", token, V));
-    if (position_ >= config_.block)
-      throw std::logic_error(fmt::format("gpt sampler: the cache already holds the block size of {} tokens; reset() "
-                                         "and feed the window to keep",
-                                         config_.block));
+    check_feed(config_, position_, token);
     const std::size_t c = static_cast<std::size_t>(C), p = static_cast<std::size_t>(position_);
     CUDA_CHECK(cudaSetDevice(gpu_));  // the caller may have moved to another since
     host_token_.data()[0] = token;

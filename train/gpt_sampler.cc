@@ -89,14 +89,29 @@ void check_sample_inputs(const GptConfig& config, const SampleOptions& options) 
 
 }  // namespace
 
-GptSampler::GptSampler(const GptConfig& config, const std::vector<float>& params) : config_(config) {
+void GptDecoder::check_parameters(const GptConfig& config, std::size_t count) {
   const auto layout = gpt_layout(config);
   const std::size_t expected = layout.back().offset + layout.back().size;
-  if (params.size() != expected)
+  if (count != expected)
     throw std::invalid_argument(fmt::format("gpt sampler: {} parameters: expected {} for vocab {}, block {}, layers "
                                             "{}, heads {}, embd {}",
-                                            params.size(), expected, config.vocab, config.block, config.layers,
-                                            config.heads, config.embd));
+                                            count, expected, config.vocab, config.block, config.layers, config.heads,
+                                            config.embd));
+}
+
+void GptDecoder::check_feed(const GptConfig& config, int position, int token) {
+  if (token < 0 || token >= config.vocab)
+    throw std::invalid_argument(
+        fmt::format("gpt sampler: token {} is outside the vocabulary [0, {})", token, config.vocab));
+  if (position >= config.block)
+    throw std::logic_error(fmt::format("gpt sampler: the cache already holds the block size of {} tokens; reset() "
+                                       "and feed the window to keep",
+                                       config.block));
+}
+
+GptSampler::GptSampler(const GptConfig& config, const std::vector<float>& params) : config_(config) {
+  const auto layout = gpt_layout(config);
+  check_parameters(config, params.size());
   params_ = params;
   const auto tensor = [&](const std::string& name) -> const float* {
     for (const auto& t : layout)
@@ -166,12 +181,7 @@ void GptSampler::attend(int layer) {
 
 const std::vector<float>& GptSampler::feed(int token) {
   const int C = config_.embd, V = config_.vocab;
-  if (token < 0 || token >= V)
-    throw std::invalid_argument(fmt::format("gpt sampler: token {} is outside the vocabulary [0, {})", token, V));
-  if (position_ >= config_.block)
-    throw std::logic_error(fmt::format("gpt sampler: the cache already holds the block size of {} tokens; reset() "
-                                       "and feed the window to keep",
-                                       config_.block));
+  check_feed(config_, position_, token);
   const std::size_t c = static_cast<std::size_t>(C), p = static_cast<std::size_t>(position_);
   for (std::size_t i = 0; i < c; ++i) x_[i] = wte_[static_cast<std::size_t>(token) * c + i] + wpe_[p * c + i];
   for (int l = 0; l < config_.layers; ++l) {

@@ -42,6 +42,12 @@ class GptDecoder {
   // How many tokens are cached.
   virtual int position() const = 0;
   virtual const GptConfig& config() const = 0;
+
+ protected:
+  // Throws std::invalid_argument when `count` parameters do not match gpt_layout(config).
+  static void check_parameters(const GptConfig& config, std::size_t count);
+  // Throws as feed() says for `token` at `position`.
+  static void check_feed(const GptConfig& config, int position, int token);
 };
 
 class GptSampler final : public GptDecoder {

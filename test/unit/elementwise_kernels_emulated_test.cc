@@ -16,31 +16,16 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "test/cuda/cuda_test_support.h"
 #include "test/unit/cuda_emulation.h"
 #include "kernels/cuda/elementwise_kernels_device.cuh"
 
 namespace {
 
+using namespace slurm_train::cuda_test;
 using namespace slurm_train::cuda;
 using namespace slurm_train::cuda::elementwise_detail;
 using slurm_train::kernels::Activation;
-
-std::vector<float> uniform(std::size_t n, std::uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = u(rng);
-  return v;
-}
-
-double scaled_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double worst = 0, scale = 1e-30;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    worst = std::max(worst, std::abs(static_cast<double>(got[i]) - want[i]));
-    scale = std::max(scale, std::abs(static_cast<double>(want[i])));
-  }
-  return worst / scale;
-}
 
 }  // namespace
 
@@ -52,7 +37,7 @@ TEST_CASE("elementwise kernels (emulated): bias, activation and dropout, forward
       CAPTURE(static_cast<int>(act));
       CAPTURE(p);
       const DropoutParams dropout{p, 0x5eed, 77};
-      const auto z0 = uniform(std::size_t(rows) * cols, 1, -3, 3), bias = uniform(cols, 2), dout = uniform(z0.size(), 3);
+      const auto z0 = uniform<float>(std::size_t(rows) * cols, 1, -3, 3), bias = uniform<float>(cols, 2), dout = uniform<float>(z0.size(), 3);
       std::vector<float> z = z0, out(z0.size()), dz(z0.size()), dbias(cols);
       const std::size_t total = z.size();
       cuda_emu::launch({3, 1, 1}, kThreads, 0, bias_activation_kernel<float>, act, rows, cols,
@@ -74,7 +59,7 @@ TEST_CASE("elementwise kernels (emulated): bias, activation and dropout, forward
 TEST_CASE("elementwise kernels (emulated): softmax cross-entropy with label smoothing, its sums and a bad label") {
   auto reference = slurm_train::kernels::make_reference_kernels<float>();
   const int rows = 21, classes = 10;
-  const auto logits = uniform(std::size_t(rows) * classes, 4, -4, 4);
+  const auto logits = uniform<float>(std::size_t(rows) * classes, 4, -4, 4);
   std::vector<std::int32_t> labels(rows);
   for (int r = 0; r < rows; ++r) labels[r] = (r * 7) % classes;
   std::vector<float> dlogits(logits.size()), row_loss(rows);
@@ -103,7 +88,7 @@ TEST_CASE("elementwise kernels (emulated): softmax cross-entropy with label smoo
 TEST_CASE("elementwise kernels (emulated): AdamW with decay-free ranges, a clipping factor and the bf16 copy; the norm") {
   auto reference = slurm_train::kernels::make_reference_kernels<float>();
   const std::size_t n = 1000;
-  const auto p0 = uniform(n, 5), g = uniform(n, 6), m0 = uniform(n, 7, -0.1f, 0.1f), v0 = uniform(n, 8, 0.0f, 0.01f);
+  const auto p0 = uniform<float>(n, 5), g = uniform<float>(n, 6), m0 = uniform<float>(n, 7, -0.1f, 0.1f), v0 = uniform<float>(n, 8, 0.0f, 0.01f);
   AdamWParams h{1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 3};
   DecayFreeRanges no_decay;
   no_decay.count = 2, no_decay.begin[0] = 100, no_decay.end[0] = 150, no_decay.begin[1] = 990, no_decay.end[1] = 1000;

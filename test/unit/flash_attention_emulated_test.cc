@@ -19,34 +19,18 @@
 #include <vector>
 
 #include "kernels/cpu/transformer_ops.h"
+#include "test/cuda/cuda_test_support.h"
 #include "test/unit/cuda_emulation.h"
 #include "kernels/cuda/flash_attention_kernels.cuh"
 
 namespace {
 
+using namespace slurm_train::cuda_test;
 using namespace slurm_train::cuda::flash_detail;
 
 struct Shape {
   int B, T, C, H;
 };
-
-std::vector<float> uniform(std::size_t n, std::uint64_t seed, float lo, float hi) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = u(rng);
-  return v;
-}
-
-template <typename A, typename B>
-double scaled_error(const std::vector<A>& got, const std::vector<B>& want) {
-  double worst = 0, scale = 1e-30;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    worst = std::max(worst, std::abs(static_cast<double>(got[i]) - static_cast<double>(want[i])));
-    scale = std::max(scale, std::abs(static_cast<double>(want[i])));
-  }
-  return worst / scale;
-}
 
 std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 
@@ -111,9 +95,9 @@ TEST_CASE("flash attention (emulated): forward and backward against the referenc
     CAPTURE(s.C);
     CAPTURE(s.H);
     const std::size_t n = static_cast<std::size_t>(s.B) * s.T;
-    const auto qkv = uniform(n * 3 * s.C, ++seed, -1.5f, 1.5f);
-    const auto dout = uniform(n * s.C, ++seed, -1.0f, 1.0f);
-    const auto start = uniform(n * 3 * s.C, ++seed, -0.5f, 0.5f);  // the gradient is added to it
+    const auto qkv = uniform<float>(n * 3 * s.C, ++seed, -1.5f, 1.5f);
+    const auto dout = uniform<float>(n * s.C, ++seed, -1.0f, 1.0f);
+    const auto start = uniform<float>(n * 3 * s.C, ++seed, -0.5f, 0.5f);  // the gradient is added to it
     const Result got = run_emulated(s, qkv, dout, start);
 
     const auto qkv_d = to_double(qkv);
@@ -140,8 +124,8 @@ TEST_CASE("flash attention (emulated): the bounds catch a wrong kernel") {
   // the forward bound by far, or the bound is too loose to catch a masking error.
   const Shape s{1, 70, 64, 2};
   const std::size_t n = static_cast<std::size_t>(s.B) * s.T;
-  const auto qkv = uniform(n * 3 * s.C, 5, -1.5f, 1.5f);
-  const auto dout = uniform(n * s.C, 6, -1.0f, 1.0f);
+  const auto qkv = uniform<float>(n * 3 * s.C, 5, -1.5f, 1.5f);
+  const auto dout = uniform<float>(n * s.C, 6, -1.0f, 1.0f);
   const Result got = run_emulated(s, qkv, dout, std::vector<float>(n * 3 * s.C, 0.0f));
   // A reference over keys 0..t-1 only (the query's own key left out) for every query but the first.
   const int hs = s.C / s.H;

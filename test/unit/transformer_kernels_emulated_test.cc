@@ -15,33 +15,16 @@
 #include <vector>
 
 #include "kernels/cpu/transformer_ops.h"
+#include "test/cuda/cuda_test_support.h"
 #include "test/unit/cuda_emulation.h"
 #include "kernels/cuda/transformer_kernels_device.cuh"
 
 namespace {
 
+using namespace slurm_train::cuda_test;
 using namespace slurm_train::cuda::transformer_detail;
 using slurm_train::cuda::kColumnSumChunkRows;
 using slurm_train::cuda::kLayerNormChunkRows;
-
-std::vector<float> uniform(std::size_t n, std::uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = u(rng);
-  return v;
-}
-
-template <typename A, typename B>
-double scaled_error(const std::vector<A>& got, const std::vector<B>& want) {
-  REQUIRE(got.size() == want.size());
-  double worst = 0, scale = 1e-30;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    worst = std::max(worst, std::abs(static_cast<double>(got[i]) - static_cast<double>(want[i])));
-    scale = std::max(scale, std::abs(static_cast<double>(want[i])));
-  }
-  return worst / scale;
-}
 
 std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 
@@ -53,8 +36,8 @@ TEST_CASE("transformer kernels (emulated): embedding forward and backward, as th
   const int B = 3, T = 70, C = 20, V = 9;  // 210 positions: a partial last chunk of kThreads tokens
   std::vector<std::int32_t> tokens(std::size_t(B) * T);
   for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<std::int32_t>((i * 7 + i / 5) % V);
-  const auto wte = uniform(std::size_t(V) * C, 11), wpe = uniform(std::size_t(T) * C, 12),
-             dout = uniform(tokens.size() * C, 13), dwte0 = uniform(std::size_t(V) * C, 14), dwpe0 = uniform(std::size_t(T) * C, 15);
+  const auto wte = uniform<float>(std::size_t(V) * C, 11), wpe = uniform<float>(std::size_t(T) * C, 12),
+             dout = uniform<float>(tokens.size() * C, 13), dwte0 = uniform<float>(std::size_t(V) * C, 14), dwpe0 = uniform<float>(std::size_t(T) * C, 15);
   const std::size_t n = tokens.size() * C;
   std::vector<float> out(n), dwte = dwte0, dwpe = dwpe0;
   cuda_emu::launch({3, 1, 1}, kThreads, 0, embedding_forward_kernel, T, C, n, tokens.data(), wte.data(), wpe.data(),
@@ -130,8 +113,8 @@ TEST_CASE("transformer kernels (emulated): cross-entropy's loss, gradient and fi
 
 TEST_CASE("transformer kernels (emulated): attention_decode, one query over a cache, head size 24") {
   const int C = 72, H = 3, hs = C / H, positions = 37;
-  const auto q = uniform(C, 1, -2, 2), keys = uniform(std::size_t(positions) * C, 2, -2, 2),
-             values = uniform(std::size_t(positions) * C, 3);
+  const auto q = uniform<float>(C, 1, -2, 2), keys = uniform<float>(std::size_t(positions) * C, 2, -2, 2),
+             values = uniform<float>(std::size_t(positions) * C, 3);
   std::vector<float> out(C), scores(std::size_t(H) * positions);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   cuda_emu::launch({H, 1, 1}, kThreads, 0, attention_decode_kernel, C, positions, hs, scale, q.data(), keys.data(),
@@ -158,7 +141,7 @@ TEST_CASE("transformer kernels (emulated): attention_decode, one query over a ca
 
 TEST_CASE("transformer kernels (emulated): column sums over chunks of rows, a partial last chunk") {
   const int rows = 300, cols = 70;
-  const auto x = uniform(std::size_t(rows) * cols, 4);
+  const auto x = uniform<float>(std::size_t(rows) * cols, 4);
   const unsigned chunks = blocks(rows, kColumnSumChunkRows);
   std::vector<float> partial(std::size_t(chunks) * cols), out(cols, 1e30f);
   cuda_emu::launch({blocks(cols, kThreads), chunks, 1}, kThreads, 0, column_partials_kernel, rows, cols, x.data(),
@@ -173,8 +156,8 @@ TEST_CASE("transformer kernels (emulated): column sums over chunks of rows, a pa
 
 TEST_CASE("transformer kernels (emulated): LayerNorm forward and backward") {
   const int rows = 300, C = 70;  // two chunks of rows for the weight gradients, the last partial
-  const auto x = uniform(std::size_t(rows) * C, 5, -3, 3), w = uniform(C, 6, 0.5f, 1.5f), b = uniform(C, 7),
-             dout = uniform(std::size_t(rows) * C, 8);
+  const auto x = uniform<float>(std::size_t(rows) * C, 5, -3, 3), w = uniform<float>(C, 6, 0.5f, 1.5f), b = uniform<float>(C, 7),
+             dout = uniform<float>(std::size_t(rows) * C, 8);
   std::vector<float> out(x.size()), mean(rows), rstd(rows), dx(x.size(), 0.0f), dw(C, 0.0f), db(C, 0.0f);
   cuda_emu::launch({blocks(rows, kWarps), 1, 1}, kThreads, 0, layernorm_forward_kernel, rows, C, x.data(), w.data(),
                    b.data(), out.data(), mean.data(), rstd.data());
@@ -207,7 +190,7 @@ TEST_CASE("transformer kernels (emulated): fused fp32 attention forward and back
     CAPTURE(s.C);
     const int hs = s.C / s.H, rows = s.B * s.H * s.T;
     const std::size_t n = std::size_t(s.B) * s.T;
-    const auto qkv = uniform(n * 3 * s.C, 9, -2, 2), dout = uniform(n * s.C, 10);
+    const auto qkv = uniform<float>(n * 3 * s.C, 9, -2, 2), dout = uniform<float>(n * s.C, 10);
     std::vector<float> out(n * s.C), lse(rows), delta(rows), dqkv(qkv.size(), 0.0f);
     const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
     const cuda_emu::Index grid{static_cast<unsigned>(s.B * s.H), blocks(s.T, kAttentionWarps), 1};
