@@ -6,19 +6,28 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <vector>
 
 #include "train/comm.h"
 #include "train/mlp.h"
-#include "train/sharded_optimizer.h"
 
 namespace slurm_train {
 
+// A sharded optimizer's gradients (sharded_optimizer.h): where its shards of the packed
+// parameters begin (shard_cuts), this rank, and the sum of this rank's shard (memory of the
+// Comm's kind: host for MPI, device for NCCL), which must outlive the buckets.
+struct GradientShard {
+  std::vector<std::size_t> cuts;
+  int rank = 0;
+  float* grads = nullptr;  // [cuts[rank], cuts[rank + 1])
+};
+
 class GradientBuckets {
  public:
-  // With `shards`, which must outlive it, each bucket is reduce-scattered into the shards.
+  // With `shard`, each bucket is reduce-scattered into the ranks' shards instead of all-reduced.
   GradientBuckets(Comm& comm, const std::vector<LayerLayout>& layers, std::size_t bucket_bytes,
-                  ShardedOptimizer* shards = nullptr);
+                  std::optional<GradientShard> shard = std::nullopt);
 
   // Called by backward after layer `layer`'s gradients in `grads` are complete.
   void layer_done(float* grads, std::size_t layer);
@@ -31,8 +40,10 @@ class GradientBuckets {
   const std::vector<Bucket>& buckets() const { return buckets_; }
 
  private:
+  void start_reduce_scatter(const float* grads, const Bucket& b);
+
   Comm& comm_;
-  ShardedOptimizer* shards_;
+  std::optional<GradientShard> shard_;
   std::vector<Bucket> buckets_;
   std::vector<std::size_t> bucket_of_layer_;
 };

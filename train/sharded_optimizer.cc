@@ -45,13 +45,6 @@ ShardedOptimizer::ShardedOptimizer(Comm& comm, const OptimizerConfig& config, st
   if (config_.kind == OptimizerKind::kAdamW) second_.assign(n, 0.0f);
 }
 
-void ShardedOptimizer::start_bucket(const float* grads, std::size_t begin, std::size_t end) {
-  const std::size_t mine = std::max(begin, this->begin());
-  // A bucket that misses this shard receives nothing; the pointer is still a valid one.
-  float* recv = grads_.data() + (mine < this->end() ? mine - this->begin() : 0);
-  comm_.start_reduce_scatter_sum(grads + begin, recv, shard_counts(cuts_, begin, end));
-}
-
 double ShardedOptimizer::clip(kernels::Kernels<float>& k, float max_norm) {
   constexpr std::size_t kBlock = kernels::kSumOfSquaresBlock;
   std::fill(block_sums_.begin(), block_sums_.end(), 0.0);

@@ -24,6 +24,7 @@
 
 #include "kernels/kernels.h"
 #include "train/comm.h"
+#include "train/gradient_buckets.h"
 #include "train/mlp.h"
 #include "train/optimizer.h"
 
@@ -45,8 +46,8 @@ class ShardedOptimizer {
   std::size_t end() const { return cuts_[rank_ + 1]; }
   const std::vector<std::size_t>& cuts() const { return cuts_; }
 
-  // Starts the sum of `grads`' bucket [begin, end) over the ranks into this rank's shard.
-  void start_bucket(const float* grads, std::size_t begin, std::size_t end);
+  // Where the gradient buckets reduce-scatter into (gradient_buckets.h).
+  GradientShard gradient_shard() { return {cuts_, static_cast<int>(rank_), grads_.data()}; }
   // Waits for every bucket started.
   void finish_gradients() { comm_.wait_all(); }
   // The global gradient norm (the same on every rank), and this shard's gradients scaled to

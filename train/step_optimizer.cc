@@ -11,7 +11,7 @@ StepOptimizer::StepOptimizer(const OptimizerConfig& config, const std::vector<La
   if (sharded) {
     if (!comm) throw std::invalid_argument("a sharded optimizer needs the ranks' Comm");
     sharded_.emplace(*comm, config, layers, parameters);
-    buckets_.emplace(*comm, layers, bucket_bytes, &*sharded_);
+    buckets_.emplace(*comm, layers, bucket_bytes, sharded_->gradient_shard());
     return;
   }
   whole_.emplace(config, layers, parameters);

@@ -93,12 +93,15 @@ TEST_CASE("sharded optimizer: on one process its norm, clipping and update are t
   const auto comm = make_single_process_comm();
   ShardedOptimizer sharded(*comm, c, layers, n);
   Optimizer replicated(c, layers, n);
+  // Small buckets: several reduce-scatters into the shard.
+  GradientBuckets buckets(*comm, layers, 64 * 1024, sharded.gradient_shard());
+  REQUIRE(buckets.buckets().size() > 1);
   std::vector<float> p1 = random_values(n, 3), p2 = p1;
   for (std::uint64_t step = 0; step < 3; ++step) {
     std::vector<float> g = random_values(n, 10 + static_cast<std::uint32_t>(step));
     g[5] = 3.0f;  // a norm above clip_norm: clipping scales
-    sharded.start_bucket(g.data(), 0, n);
-    sharded.finish_gradients();
+    for (std::size_t l = layers.size(); l-- > 0;) buckets.layer_done(g.data(), l);
+    buckets.finish();
     const double norm_sharded = sharded.clip(*k, c.clip_norm);
     const double norm_replicated = clip_by_global_norm(*k, g, c.clip_norm);
     CHECK(std::memcmp(&norm_sharded, &norm_replicated, sizeof(double)) == 0);
