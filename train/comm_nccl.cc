@@ -54,11 +54,63 @@ class NcclComm final : public Comm {
     enqueue_after_compute();
     check_nccl(ncclAllReduce(data, data, n, ncclFloat, ncclSum, comm_, stream_), "ncclAllReduce", __LINE__);
   }
-  // The sharded optimizer's collectives (uneven shards) are the CPU path's so far: the
-  // configuration refuses train.shard_optimizer on the GPU before any step exists.
-  void start_reduce_scatter_sum(const float*, float*, const std::vector<int>&) override { unsharded(); }
-  void allgather_in_place(float*, const std::vector<int>&) override { unsharded(); }
-  void gather(const float*, float*, const std::vector<int>&, int) override { unsharded(); }
+  // The sharded optimizer's collectives, whose parts differ by rank (a bucket may fall in one
+  // shard): NCCL's reduce-scatter and all-gather take equal parts, so each is a group of one
+  // reduce (or broadcast) per rank with a part, rooted at that rank, as PyTorch's NCCL backend
+  // does for uneven sizes. Every rank issues the same sequence: the counts are the same everywhere.
+  void start_reduce_scatter_sum(const float* send, float* recv, const std::vector<int>& counts) override {
+    check_counts(counts, "reduce-scatter");
+    enqueue_after_compute();
+    check_nccl(ncclGroupStart(), "ncclGroupStart", __LINE__);
+    std::size_t at = 0;
+    for (int r = 0; r < size(); ++r) {
+      const auto count = static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]);
+      // recvbuff is read on the root only.
+      if (count > 0)
+        check_nccl(ncclReduce(send + at, recv, count, ncclFloat, ncclSum, r, comm_, stream_), "ncclReduce", __LINE__);
+      at += count;
+    }
+    check_nccl(ncclGroupEnd(), "ncclGroupEnd", __LINE__);
+  }
+  void allgather_in_place(float* data, const std::vector<int>& counts) override {
+    check_counts(counts, "all-gather");
+    enqueue_after_compute();
+    check_nccl(ncclGroupStart(), "ncclGroupStart", __LINE__);
+    std::size_t at = 0;
+    for (int r = 0; r < size(); ++r) {
+      const auto count = static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]);
+      if (count > 0)
+        check_nccl(ncclBroadcast(data + at, data + at, count, ncclFloat, r, comm_, stream_), "ncclBroadcast", __LINE__);
+      at += count;
+    }
+    check_nccl(ncclGroupEnd(), "ncclGroupEnd", __LINE__);
+    wait_all();
+  }
+  void gather(const float* mine, float* all, const std::vector<int>& counts, int root) override {
+    check_counts(counts, "gather");
+    enqueue_after_compute();
+    const int me = rank();
+    std::size_t at = 0;
+    check_nccl(ncclGroupStart(), "ncclGroupStart", __LINE__);
+    for (int r = 0; r < size(); ++r) {
+      const auto count = static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]);
+      if (count > 0 && r != root && me == r) check_nccl(ncclSend(mine, count, ncclFloat, root, comm_, stream_), "ncclSend", __LINE__);
+      if (count > 0 && r != root && me == root)
+        check_nccl(ncclRecv(all + at, count, ncclFloat, r, comm_, stream_), "ncclRecv", __LINE__);
+      at += count;
+    }
+    check_nccl(ncclGroupEnd(), "ncclGroupEnd", __LINE__);
+    if (me == root) {
+      // The root's own part: a copy unless it is already in place.
+      std::size_t own = 0;
+      for (int r = 0; r < root; ++r) own += static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]);
+      const auto count = static_cast<std::size_t>(counts[static_cast<std::size_t>(root)]);
+      if (count > 0 && mine != all + own)
+        check_cuda(cudaMemcpyAsync(all + own, mine, count * sizeof(float), cudaMemcpyDeviceToDevice, stream_),
+                   "cudaMemcpyAsync", __LINE__);
+    }
+    wait_all();
+  }
   // NCCL progresses on its own; this only notices a failed peer early.
   void progress() override { poll_async_error(); }
   void wait_all() override {
@@ -100,8 +152,9 @@ class NcclComm final : public Comm {
   }
 
  private:
-  [[noreturn]] static void unsharded() {
-    throw CommError("the NCCL Comm has no uneven reduce-scatter or gather: the sharded optimizer runs on the CPU only");
+  void check_counts(const std::vector<int>& counts, const char* what) const {
+    if (counts.size() != static_cast<std::size_t>(size()))
+      throw CommError(fmt::format("NCCL {}: {} counts for {} ranks", what, counts.size(), size()));
   }
   // The next collective waits for what the compute stream has queued so far. One event per
   // collective between two wait_all() calls (events are reused afterwards).

@@ -14,8 +14,10 @@
 #include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/owned_stream.h"
 #include "kernels/cuda/transformer_kernels.h"
+#include "train/decay_runs.h"
 #include "train/gradient_buckets.h"
 #include "train/model_layout.h"
+#include "train/sharded_optimizer.h"
 
 namespace slurm_train {
 
@@ -41,23 +43,6 @@ struct Operand {
   const bf16* h = nullptr;
 };
 
-// A run of adjacent tensors that all decay (matrices) or all do not (vectors): one optimizer
-// launch each, as the fused update takes few decay-free ranges and the GPT has many.
-struct DecayRun {
-  std::size_t begin, end;
-  bool decay;
-};
-
-std::vector<DecayRun> decay_runs(const std::vector<ParamTensor>& tensors) {
-  std::vector<DecayRun> runs;
-  for (const ParamTensor& t : tensors) {
-    const bool decay = t.shape.size() >= 2;  // as gpt_decay_layout
-    if (!runs.empty() && runs.back().decay == decay && runs.back().end == t.offset) runs.back().end = t.offset + t.size;
-    else runs.push_back({t.offset, t.offset + t.size, decay});
-  }
-  return runs;
-}
-
 }  // namespace
 
 struct CudaGptStep::State {
@@ -67,7 +52,7 @@ struct CudaGptStep::State {
   CudaGptOptions o;
   ModelLayout model;
   std::vector<ParamTensor> tensors;
-  std::vector<DecayRun> runs;
+  std::vector<DecayRun> runs;  // the whole model's; sharded: this shard's parts of them
   bool half = false;
   bool flash = false;  // the tensor-core attention
   cudaStream_t stream = owned.stream();
@@ -90,11 +75,21 @@ struct CudaGptStep::State {
   DeviceBuffer<long long> hits;
   cuda::PinnedBuffer<double> host_loss;
   cuda::PinnedBuffer<long long> host_hits;
-  DeviceBuffer<double> partials, norm_sq;
+  DeviceBuffer<double> partials, norm_sq;  // partials: one sum of squares per norm block
   DeviceBuffer<float> clip;
   cuda::PinnedBuffer<double> host_norm_sq;
   std::unique_ptr<GradientBuckets> buckets;
   std::vector<float> host_params, host_first, host_second;
+
+  // The optimizer state sharded over the ranks (reduce_gradients_with(comm, true)): m, v and
+  // grad_shard hold this rank's shard [shard_begin, shard_end) of the packed parameters, which
+  // begins on a norm block; whole, the shard is [0, n) and grads serves.
+  Comm* shard_comm = nullptr;
+  std::vector<std::size_t> cuts;
+  std::size_t shard_begin = 0, shard_end = 0;
+  DeviceBuffer<float> grad_shard;
+  std::vector<float> host_shard_first, host_shard_second;  // state_shard()'s
+  bool shard_on_host = false;                             // they and host_params are current
 
   int B = 0;                    // windows in the pass in flight
   bool backward_ready = false;  // the last pass was a training forward(): its activations are there
@@ -309,27 +304,51 @@ struct CudaGptStep::State {
     done(kWte, kWpe);
   }
 
+  bool sharded() const { return shard_comm != nullptr; }
+  std::size_t shard_size() const { return shard_end - shard_begin; }
+
+  // The squared global norm and the clipping factor, on the GPU; nothing when neither is wanted.
+  // Sharded, each rank sums its blocks and the ranks add the blocks' sums: zeros in the other
+  // ranks' blocks add no rounding, so every rank holds the replicated path's sums bit for bit,
+  // and both add them in the same order.
   void clip_gradients(bool norm_wanted) {
     if (!norm_wanted && opt.clip_norm <= 0.0f) return;
-    cuda::sum_of_squares(grads.size(), grads.data(), partials.data(), norm_sq.data(), stream);
+    const std::size_t n = model.parameters(), blocks = cuda::norm_blocks(n);
+    if (sharded()) {
+      CUDA_CHECK(cudaMemsetAsync(partials.data(), 0, blocks * sizeof(double), stream));
+      cuda::block_sums_of_squares(shard_size(), grad_shard.data(), partials.data() + shard_begin / cuda::kNormBlock,
+                                  stream);
+      shard_comm->allreduce_sum(partials.data(), blocks);
+      cuda::sum_in_order(blocks, partials.data(), norm_sq.data(), stream);
+    } else {
+      cuda::sum_of_squares(n, grads.data(), partials.data(), norm_sq.data(), stream);
+    }
     if (opt.clip_norm > 0.0f) cuda::clip_factor(norm_sq.data(), opt.clip_norm, clip.data(), stream);
   }
 
+  // The update of this rank's shard (whole: of every parameter); sharded, the ranks' shards of the
+  // parameters are then gathered, and the bf16 copy refreshed from them.
   void update(float lr, std::uint64_t step) {
     const float* factor = opt.clip_norm > 0.0f ? clip.data() : nullptr;
+    float* g = sharded() ? grad_shard.data() : grads.data() + shard_begin;
     for (const DecayRun& run : runs) {
-      const std::size_t count = run.end - run.begin, at = run.begin;
+      const std::size_t count = run.end - run.begin, at = run.begin, local = at - shard_begin;
       const float decay = run.decay ? opt.weight_decay : 0.0f;
-      bf16* copy = half ? working.data() + at : nullptr;
+      bf16* copy = half && !sharded() ? working.data() + at : nullptr;
       if (opt.kind == OptimizerKind::kAdamW) {
         const kernels::AdamWParams h{lr, opt.beta1, opt.beta2, opt.eps, decay, static_cast<long>(step + 1)};
-        cuda::adamw_update(count, params.data() + at, grads.data() + at, m.data() + at, v.data() + at, h, {}, factor,
+        cuda::adamw_update(count, params.data() + at, g + local, m.data() + local, v.data() + local, h, {}, factor,
                            copy, stream);
       } else {
         const kernels::SgdParams h{lr, opt.momentum, decay, opt.nesterov};
-        cuda::sgd_update(count, params.data() + at, grads.data() + at, m.data() + at, h, {}, factor, copy, stream);
+        cuda::sgd_update(count, params.data() + at, g + local, m.data() + local, h, {}, factor, copy, stream);
       }
     }
+    shard_on_host = false;
+    if (!sharded()) return;
+    const std::size_t n = model.parameters();
+    shard_comm->allgather_in_place(params.data(), shard_counts(cuts, 0, n));
+    if (half) cuda::cast(n, params.data(), working.data(), stream);
   }
 
   StepLoss wait_loss() {
@@ -356,6 +375,7 @@ CudaGptStep::CudaGptStep(const GptConfig& config, const OptimizerConfig& optimiz
   s.model = gpt_model_layout(config);
   s.runs = decay_runs(s.tensors);
   const std::size_t n = s.model.parameters();
+  s.shard_end = n;
   if (initial_parameters.size() != n)
     throw std::invalid_argument(fmt::format("CUDA gpt step: {} initial parameters for a model of {}",
                                             initial_parameters.size(), n));
@@ -408,7 +428,7 @@ CudaGptStep::CudaGptStep(const GptConfig& config, const OptimizerConfig& optimiz
   }
   s.row_loss.resize(bt), s.row_hit.resize(bt), s.loss_sum.resize(1), s.hits.resize(1);
   s.host_loss.resize(1), s.host_hits.resize(1);
-  s.partials.resize(cuda::kSumOfSquaresBlocks), s.norm_sq.resize(1), s.clip.resize(1), s.host_norm_sq.resize(1);
+  s.partials.resize(cuda::norm_blocks(n)), s.norm_sq.resize(1), s.clip.resize(1), s.host_norm_sq.resize(1);
   s.host_params = initial_parameters;
   s.host_first.assign(n, 0.0f);
   if (s.has_second_moment()) s.host_second.assign(n, 0.0f);
@@ -422,9 +442,41 @@ CudaGptStep::~CudaGptStep() {
 
 cudaStream_t CudaGptStep::stream() const { return s_->stream; }
 
-void CudaGptStep::reduce_gradients_with(Comm& comm) {
-  s_->buckets = std::make_unique<GradientBuckets>(comm, s_->model.layers,
-                                                  static_cast<std::size_t>(s_->o.bucket_mb * 1024 * 1024));
+void CudaGptStep::reduce_gradients_with(Comm& comm, bool shard_optimizer) {
+  State& s = *s_;
+  const auto bucket_bytes = static_cast<std::size_t>(s.o.bucket_mb * 1024 * 1024);
+  if (!shard_optimizer) {
+    s.buckets = std::make_unique<GradientBuckets>(comm, s.model.layers, bucket_bytes);
+    return;
+  }
+  if (s.sharded()) throw std::logic_error("CUDA gpt step: the optimizer state is sharded already");
+  const std::size_t n = s.model.parameters();
+  s.cuts = shard_cuts(n, comm.size(), kernels::kSumOfSquaresBlock);
+  static_assert(cuda::kNormBlock == kernels::kSumOfSquaresBlock);
+  const std::size_t rank = static_cast<std::size_t>(comm.rank()), b = s.cuts[rank], e = s.cuts[rank + 1];
+  // This shard's moments move into buffers of its size (at least one float: a valid pointer for
+  // an empty shard); the whole ones are freed.
+  const auto shard_of = [&](DeviceBuffer<float>& whole) {
+    DeviceBuffer<float> part(std::max<std::size_t>(e - b, 1));
+    CUDA_CHECK(cudaMemsetAsync(part.data(), 0, part.size() * sizeof(float), s.stream));
+    if (e > b)
+      CUDA_CHECK(cudaMemcpyAsync(part.data(), whole.data() + b, (e - b) * sizeof(float), cudaMemcpyDeviceToDevice,
+                                 s.stream));
+    CUDA_CHECK(cudaStreamSynchronize(s.stream));
+    whole = std::move(part);
+  };
+  shard_of(s.m);
+  if (s.has_second_moment()) shard_of(s.v);
+  s.grad_shard = DeviceBuffer<float>(std::max<std::size_t>(e - b, 1));
+  s.shard_begin = b, s.shard_end = e;
+  s.runs = runs_within(s.runs, b, e);
+  s.shard_comm = &comm;
+  s.buckets = std::make_unique<GradientBuckets>(comm, s.model.layers, bucket_bytes,
+                                                GradientShard{s.cuts, comm.rank(), s.grad_shard.data()});
+}
+
+std::size_t CudaGptStep::optimizer_state_bytes() const {
+  return s_->shard_size() * sizeof(float) * (s_->has_second_moment() ? 2 : 1);
 }
 
 void CudaGptStep::forward(const StepBatch& batch) {
@@ -485,29 +537,74 @@ StepLoss CudaGptStep::evaluate(const StepBatch& batch) {
 
 const ModelLayout& CudaGptStep::model_layout() const { return s_->model; }
 
-HostState CudaGptStep::host_state() { return {&s_->host_params, &s_->host_first, &s_->host_second}; }
+HostState CudaGptStep::host_state() {
+  State& s = *s_;
+  if (s.sharded()) {
+    // What a resume reads into (rank 0) and broadcasts (every rank), sized for it.
+    const std::size_t n = s.model.parameters();
+    s.host_first.resize(n);
+    s.host_second.resize(s.has_second_moment() ? n : 0);
+  }
+  return {&s.host_params, &s.host_first, &s.host_second};
+}
 
 void CudaGptStep::state_to_host() {
   State& s = *s_;
   const std::size_t n = s.model.parameters();
   s.host_params = s.download(s.params, n);
-  s.host_first = s.download(s.m, n);
-  if (s.has_second_moment()) s.host_second = s.download(s.v, n);
+  if (!s.sharded()) {
+    s.host_first = s.download(s.m, n);
+    if (s.has_second_moment()) s.host_second = s.download(s.v, n);
+    return;
+  }
+  // The whole moments on rank 0 (the end of a run), from every rank's shard.
+  const bool root = s.shard_comm->rank() == 0;
+  const std::vector<int> counts = shard_counts(s.cuts, 0, n);
+  DeviceBuffer<float> whole(root ? n : 0);
+  const auto gather = [&](const DeviceBuffer<float>& shard, std::vector<float>& to) {
+    s.shard_comm->gather(shard.data(), whole.data(), counts, 0);
+    if (root) to = s.download(whole, n);
+  };
+  gather(s.m, s.host_first);
+  if (s.has_second_moment()) gather(s.v, s.host_second);
 }
 
 void CudaGptStep::state_from_host() {
   State& s = *s_;
   const std::size_t n = s.model.parameters();
-  const auto upload = [&](const std::vector<float>& from, DeviceBuffer<float>& to) {
+  const auto check = [&](const std::vector<float>& from) {
     if (from.size() != n)
       throw std::invalid_argument(fmt::format("CUDA gpt step: a state of {} values for a model of {}", from.size(), n));
-    CUDA_CHECK(cudaMemcpyAsync(to.data(), from.data(), n * sizeof(float), cudaMemcpyHostToDevice, s.stream));
   };
-  upload(s.host_params, s.params);
-  upload(s.host_first, s.m);
-  if (s.has_second_moment()) upload(s.host_second, s.v);
+  // This rank's part [shard_begin, shard_end) of the whole host vector (whole: all of it).
+  const auto upload = [&](const std::vector<float>& from, DeviceBuffer<float>& to, std::size_t begin, std::size_t count) {
+    check(from);
+    if (count > 0)
+      CUDA_CHECK(cudaMemcpyAsync(to.data(), from.data() + begin, count * sizeof(float), cudaMemcpyHostToDevice, s.stream));
+  };
+  upload(s.host_params, s.params, 0, n);
+  upload(s.host_first, s.m, s.shard_begin, s.shard_size());
+  if (s.has_second_moment()) upload(s.host_second, s.v, s.shard_begin, s.shard_size());
   if (s.half) cuda::cast(n, s.params.data(), s.working.data(), s.stream);
   CUDA_CHECK(cudaStreamSynchronize(s.stream));  // the host vectors may change after this
+  s.shard_on_host = false;
+  if (s.sharded()) {
+    // The shard holds it now: the whole moments are staged again only for a resume or the end.
+    std::vector<float>().swap(s.host_first);
+    std::vector<float>().swap(s.host_second);
+  }
+}
+
+std::optional<StateShard> CudaGptStep::state_shard() {
+  State& s = *s_;
+  if (!s.sharded()) return std::nullopt;
+  if (!s.shard_on_host) {
+    s.host_params = s.download(s.params, s.model.parameters());
+    s.host_shard_first = s.download(s.m, s.shard_size());
+    if (s.has_second_moment()) s.host_shard_second = s.download(s.v, s.shard_size());
+    s.shard_on_host = true;
+  }
+  return StateShard{s.shard_begin, s.shard_end, &s.host_params, &s.host_shard_first, &s.host_shard_second};
 }
 
 std::vector<float> CudaGptStep::logits() { return s_->download(s_->logits, s_->last_logits); }

@@ -13,6 +13,11 @@
 //   update    the global norm and the clipping factor stay on the GPU; AdamW over the packed
 //             parameters, in runs of decayed (matrices) and undecayed (vectors) tensors
 //
+// With the optimizer state sharded (ZeRO stage 1, train.shard_optimizer): each bucket is
+// reduce-scattered into the ranks' shards (whole blocks of the norm, shard_cuts), each rank
+// updates its shard, and the ranks all-gather the parameters; by the rules of
+// train/sharded_optimizer.h the parameters are the replicated path's bit for bit on two ranks.
+//
 // Precision: fp32 and tf32 (fp32 storage; tf32: the products on TF32 tensor cores); bf16: the
 // products read bf16 copies of their operands (a bf16 working copy of the weights, refreshed by
 // the update; the activations cast as they are read) and accumulate in fp32, and so does the
@@ -24,6 +29,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "kernels/cuda/lt_matmul.h"
@@ -71,6 +77,7 @@ class CudaGptStep final : public TrainStep {
   HostState host_state() override;
   void state_to_host() override;
   void state_from_host() override;
+  std::optional<StateShard> state_shard() override;
 
   // A whole step queued without waiting for the GPU (the clipping factor stays there): forward,
   // backward, the gradient sum, clipping and the update. For benchmarks; local_loss() reads its loss.
@@ -83,8 +90,12 @@ class CudaGptStep final : public TrainStep {
   std::vector<float> parameters();
   cudaStream_t stream() const;
   // Sums the gradients over ranks in buckets during backward, through a Comm over device memory
-  // (make_nccl_comm with this step's stream() as its compute stream).
-  void reduce_gradients_with(Comm& comm);
+  // (make_nccl_comm with this step's stream() as its compute stream), which must outlive the
+  // step. With shard_optimizer, this rank keeps its shard of the optimizer state only; once,
+  // before training.
+  void reduce_gradients_with(Comm& comm, bool shard_optimizer = false);
+  // Bytes of optimizer state on this rank's GPU (sharded: its shard's).
+  std::size_t optimizer_state_bytes() const;
 
  private:
   struct State;

@@ -329,7 +329,7 @@ CudaMlpStep::CudaMlpStep(const MlpShape& shape, const OptimizerConfig& optimizer
   for (auto& b : s.gz) b.resize(rows * widest * elem);
   s.ga.resize(rows * widest * elem);
   s.row_loss.resize(rows), s.row_flag.resize(rows), s.sums.resize(1), s.host_sums.resize(1);
-  s.partials.resize(cuda::kSumOfSquaresBlocks), s.norm_sq.resize(1), s.clip.resize(1), s.host_norm_sq.resize(1);
+  s.partials.resize(cuda::norm_blocks(s.params.size())), s.norm_sq.resize(1), s.clip.resize(1), s.host_norm_sq.resize(1);
   s.host_params = initial_parameters;
   s.host_first.assign(initial_parameters.size(), 0.0f);
   if (s.has_second_moment()) s.host_second.assign(initial_parameters.size(), 0.0f);

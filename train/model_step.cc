@@ -43,6 +43,16 @@ StepOptions mlp_step_options(const TrainConfig& tc) {
   return o;
 }
 
+// How much of the optimizer state rank 0 keeps, against the whole state.
+void add_sharding_note(ChosenStep& chosen, int ranks, std::size_t state_bytes, const TrainStep& step,
+                       const TrainConfig& tc) {
+  const double mib = 1.0 / (1 << 20);
+  const std::size_t whole = step.model_layout().parameters() * sizeof(float) * (tc.optimizer == "adamw" ? 2 : 1);
+  chosen.device_note += fmt::format("{}train.shard_optimizer: the optimizer state is sharded over {} ranks: {:.2f} "
+                                    "MiB on rank 0 ({:.2f} MiB whole)",
+                                    chosen.device_note.empty() ? "" : "\n", ranks, state_bytes * mib, whole * mib);
+}
+
 #if defined(SLURM_TRAIN_WITH_CUDA)
 cuda::Precision precision_of(const std::string& p) {
   return p == "bf16" ? cuda::Precision::kBf16 : p == "tf32" ? cuda::Precision::kTf32 : cuda::Precision::kFp32;
@@ -72,7 +82,9 @@ void make_cuda_step(const RunConfig& config, std::size_t inputs, const DevicePla
     o.bucket_mb = tc.bucket_mb;
     auto step = std::make_unique<CudaGptStep>(g, optimizer_config_of(tc), o, initial);
     chosen.device_comm = make_nccl_comm(comm, {plan.gpu, step->stream(), std::chrono::seconds(600)});
-    step->reduce_gradients_with(*chosen.device_comm);
+    const bool shard = tc.shard_optimizer && comm.size() > 1;
+    step->reduce_gradients_with(*chosen.device_comm, shard);
+    if (shard) add_sharding_note(chosen, comm.size(), step->optimizer_state_bytes(), *step, tc);
     chosen.step = std::move(step);
     return;
   }
@@ -136,9 +148,10 @@ ChosenStep make_train_step(const RunConfig& config, std::size_t inputs, Comm& co
   chosen.device = plan.name;
   chosen.device_note = plan.note;
   if (plan.kind == DeviceKind::kCuda) {
-    if (tc.shard_optimizer)
-      throw ConfigError(fmt::format("train.shard_optimizer = true: the optimizer is sharded on the CPU only so far, and "
-                                    "this run trains on {}; set train.shard_optimizer = false or train.device = cpu",
+    if (tc.shard_optimizer && config.model.kind != "gpt")
+      throw ConfigError(fmt::format("train.shard_optimizer = true: on a GPU the optimizer is sharded for model.kind = "
+                                    "\"gpt\" only so far, and this run trains an MLP on {}; set "
+                                    "train.shard_optimizer = false or train.device = cpu",
                                     plan.name));
     make_cuda_step(config, inputs, plan, comm, chosen);
     return chosen;
@@ -168,14 +181,7 @@ ChosenStep make_train_step(const RunConfig& config, std::size_t inputs, Comm& co
     state_bytes = mlp->optimizer_state_bytes();
     step = std::move(mlp);
   }
-  if (shard) {
-    const double mib = 1.0 / (1 << 20);
-    const std::size_t whole = step->model_layout().parameters() * sizeof(float) * (tc.optimizer == "adamw" ? 2 : 1);
-    chosen.device_note += fmt::format("{}train.shard_optimizer: the optimizer state is sharded over {} ranks: {:.2f} "
-                                      "MiB on rank 0 ({:.2f} MiB whole)",
-                                      chosen.device_note.empty() ? "" : "\n", comm.size(), state_bytes * mib,
-                                      whole * mib);
-  }
+  if (shard) add_sharding_note(chosen, comm.size(), state_bytes, *step, tc);
   chosen.step = std::move(step);
   return chosen;
 }

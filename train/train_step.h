@@ -77,8 +77,9 @@ class TrainStep {
   virtual HostState host_state() = 0;
   virtual void state_to_host() {}
   virtual void state_from_host() {}
-  // This rank's shard of the state, for a checkpoint the ranks write together; nullopt when every
-  // rank holds the whole state.
+  // This rank's shard of the state in host memory, for a checkpoint the ranks write together
+  // (host_state()'s params are current after it too); nullopt when every rank holds the whole
+  // state. A device step copies it there, once per update.
   virtual std::optional<StateShard> state_shard() { return std::nullopt; }
 };
 

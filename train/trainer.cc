@@ -297,8 +297,10 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
     phase(TrainPhase::kCheckpoint, done);
     if (ckpt.due(done, stop)) {
       // Every rank holds the same parameters: all of them stop here together. A sharded state
-      // is written shard by shard, never gathered.
-      if (!ckpt.together()) model.state_to_host();
+      // is written shard by shard, never gathered: in host memory, the parameters and this
+      // rank's shard (state_shard()).
+      if (ckpt.together()) model.state_shard();
+      else model.state_to_host();
       if (const auto diverged = non_finite_parameters(done, *state.params)) throw TrainingDiverged(*diverged);
       ckpt.save(done, epoch_loss, epoch_seconds);
     }

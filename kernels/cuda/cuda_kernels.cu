@@ -20,7 +20,6 @@ class CudaKernels final : public kernels::Kernels<float> {
       own_stream_ = true;
     }
     sums_.resize(1);
-    partials_.resize(kSumOfSquaresBlocks);
     result_.resize(1);
   }
   ~CudaKernels() override {
@@ -74,6 +73,7 @@ class CudaKernels final : public kernels::Kernels<float> {
   }
 
   double sum_of_squares(std::size_t n, const float* x) override {
+    partials_.resize(cuda::norm_blocks(n));
     cuda::sum_of_squares(n, x, partials_.data(), result_.data(), stream_);
     double result = 0;
     CUDA_CHECK(cudaMemcpyAsync(&result, result_.data(), sizeof result, cudaMemcpyDeviceToHost, stream_));

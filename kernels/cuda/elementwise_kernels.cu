@@ -5,6 +5,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise_kernels_device.cuh"
+#include "kernels/kernels.h"
 
 namespace slurm_train::cuda {
 namespace {
@@ -68,12 +69,25 @@ void sgd_update(std::size_t n, float* param, const float* grad, float* momentum_
   CUDA_CHECK(cudaGetLastError());
 }
 
+static_assert(kNormBlock == kernels::kSumOfSquaresBlock, "the GPU's norm blocks are the CPU kernels'");
+
+std::size_t norm_blocks(std::size_t n) { return (n + kNormBlock - 1) / kNormBlock; }
+
+void block_sums_of_squares(std::size_t n, const float* x, double* sums, cudaStream_t stream) {
+  if (n == 0) return;
+  block_sums_of_squares_kernel<<<static_cast<unsigned>(norm_blocks(n)), kThreads, 0, stream>>>(n, x, sums);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void sum_in_order(std::size_t count, const double* values, double* result, cudaStream_t stream) {
+  // One block whatever count and the GPU: the order of the additions never changes.
+  sum_in_order_kernel<<<1, kThreads, 0, stream>>>(count, values, result);
+  CUDA_CHECK(cudaGetLastError());
+}
+
 void sum_of_squares(std::size_t n, const float* x, double* partials, double* result, cudaStream_t stream) {
-  // A fixed grid, whatever n and the GPU: the order of the additions never changes.
-  sum_of_squares_partial_kernel<<<kSumOfSquaresBlocks, kThreads, 0, stream>>>(n, x, partials);
-  CUDA_CHECK(cudaGetLastError());
-  sum_partials_kernel<<<1, kThreads, 0, stream>>>(kSumOfSquaresBlocks, partials, result);
-  CUDA_CHECK(cudaGetLastError());
+  block_sums_of_squares(n, x, partials, stream);
+  sum_in_order(norm_blocks(n), partials, result, stream);
 }
 
 void clip_factor(const double* sum_of_squares, float max_norm, float* factor, cudaStream_t stream) {

@@ -72,8 +72,18 @@ void adamw_update(std::size_t n, float* param, const float* grad, float* m, floa
 void sgd_update(std::size_t n, float* param, const float* grad, float* momentum_buffer, const SgdParams& h,
                 const DecayFreeRanges& no_decay, const float* grad_scale, bf16* working_copy, cudaStream_t stream);
 
-// *result = sum of x[i]^2 in double; `partials` holds kSumOfSquaresBlocks doubles.
-constexpr int kSumOfSquaresBlocks = 256;
+// The squared norm in fixed blocks of kNormBlock elements (the CPU kernels' block,
+// kernels::kSumOfSquaresBlock): sums[b] = the sum of x[i]^2 over block b (the last one may be
+// shorter), in double, one CUDA block per block. A block's sum does not depend on what precedes
+// it, so a shard that starts on a block boundary sums its blocks as the whole vector does
+// (train/sharded_optimizer.h).
+constexpr std::size_t kNormBlock = std::size_t{1} << 15;
+std::size_t norm_blocks(std::size_t n);  // ceil(n / kNormBlock)
+void block_sums_of_squares(std::size_t n, const float* x, double* sums, cudaStream_t stream);
+// *result = the sum of `count` values, in one fixed order.
+void sum_in_order(std::size_t count, const double* values, double* result, cudaStream_t stream);
+// *result = sum of x[i]^2 in double: block_sums_of_squares into `partials` (norm_blocks(n)
+// doubles), then sum_in_order.
 void sum_of_squares(std::size_t n, const float* x, double* partials, double* result, cudaStream_t stream);
 
 // *factor = max_norm / (norm + 1e-6) when max_norm > 0 and norm = sqrt(*sum_of_squares) exceeds

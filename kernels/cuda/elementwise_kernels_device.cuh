@@ -182,19 +182,19 @@ __global__ void sgd_kernel(std::size_t n, float* param, const float* grad, float
   }
 }
 
-__global__ void sum_of_squares_partial_kernel(std::size_t n, const float* x, double* partials) {
+__global__ void block_sums_of_squares_kernel(std::size_t n, const float* x, double* sums) {
   __shared__ double shared[kThreads];
+  const std::size_t begin = blockIdx.x * kNormBlock, end = n < begin + kNormBlock ? n : begin + kNormBlock;
   double sum = 0.0;
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
-    sum += static_cast<double>(x[i]) * x[i];
+  for (std::size_t i = begin + threadIdx.x; i < end; i += blockDim.x) sum += static_cast<double>(x[i]) * x[i];
   const double total = block_sum(sum, shared);
-  if (threadIdx.x == 0) partials[blockIdx.x] = total;
+  if (threadIdx.x == 0) sums[blockIdx.x] = total;
 }
 
-__global__ void sum_partials_kernel(int count, const double* partials, double* result) {
+__global__ void sum_in_order_kernel(std::size_t count, const double* values, double* result) {
   __shared__ double shared[kThreads];
   double sum = 0.0;
-  for (int i = threadIdx.x; i < count; i += blockDim.x) sum += partials[i];
+  for (std::size_t i = threadIdx.x; i < count; i += blockDim.x) sum += values[i];
   const double total = block_sum(sum, shared);
   if (threadIdx.x == 0) *result = total;
 }

@@ -2,7 +2,8 @@
 // against Gpt's from the same parameters and windows, and whole steps driven through TrainStep
 // as the training loop drives them against CpuGptStep's (fp32 with and without dropout, with and
 // without the fused bias epilogues); evaluation; tf32 and bf16 within their precision; the state
-// through host memory; the gradient reduction through a one-rank NCCL communicator; bad input.
+// through host memory; the gradient reduction through a one-rank NCCL communicator, replicated
+// and with the optimizer state sharded; bad input.
 //
 // Bounds: fp32 logits within 1e-5 and each gradient tensor within 1e-4 in scaled_error, losses
 // and gradient norms within 1e-5 relative, parameters after the steps within 1e-5 scaled. The
@@ -15,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <span>
 #include <stdexcept>
@@ -352,6 +354,73 @@ TEST_CASE("cuda gpt step: a one-rank NCCL gradient reduction changes no bit" * d
     }
   }
   CHECK(reduced.parameters() == alone.parameters());
+}
+
+TEST_CASE("cuda gpt step: the optimizer sharded over a one-rank NCCL communicator: the replicated step's norms, "
+          "parameters and state, bit for bit" * doctest::skip(no_gpu())) {
+  // One rank holds the one shard: what this checks is the sharded path's own code (the
+  // reduce-scatter into the shard, the norm by blocks through an all-reduce, the update of the
+  // shard's runs, the all-gather, the bf16 copy refreshed after it, the state's way through the
+  // host), which two ranks run the same way on their halves.
+  const std::uint64_t seed = fresh_seed();
+  CAPTURE(seed);
+  const auto boot = make_single_process_comm();
+  for (auto precision : {cuda::Precision::kFp32, cuda::Precision::kBf16})
+    for (auto kind : {OptimizerKind::kAdamW, OptimizerKind::kSgd}) {
+      CAPTURE(cuda::precision_name(precision));
+      CAPTURE(static_cast<int>(kind));
+      Recipe r = recipe(0.1f);
+      r.opt.kind = kind;
+      r.opt.momentum = 0.9f;
+      CudaGptOptions o = gpu_options(r, seed, precision);
+      o.deterministic = true;  // the instances must pick the same reductions
+      o.bucket_mb = 0.02;      // several buckets
+      const std::vector<float> init = initial_params(r.config, seed);
+      CudaGptStep replicated(r.config, r.opt, o, init), sharded(r.config, r.opt, o, init);
+      const auto nccl_replicated = make_nccl_comm(*boot, {0, replicated.stream(), std::chrono::seconds(60)});
+      const auto nccl_sharded = make_nccl_comm(*boot, {0, sharded.stream(), std::chrono::seconds(60)});
+      replicated.reduce_gradients_with(*nccl_replicated);
+      sharded.reduce_gradients_with(*nccl_sharded, true);
+      CHECK(sharded.optimizer_state_bytes() == replicated.optimizer_state_bytes());
+      std::vector<double> norms_replicated, norms_sharded;
+      for (int s = 0; s < 2; ++s)
+        CHECK(train_one(sharded, r, seed, s, &norms_sharded) == train_one(replicated, r, seed, s, &norms_replicated));
+      CHECK(norms_sharded == norms_replicated);
+      CHECK(sharded.parameters() == replicated.parameters());
+
+      // The shard a checkpoint of the ranks writes: here the whole state, as the replicated step's.
+      CHECK(!replicated.state_shard());
+      replicated.state_to_host();
+      const HostState whole = replicated.host_state();
+      const std::optional<StateShard> shard = sharded.state_shard();
+      REQUIRE(shard);
+      CHECK(shard->begin == 0);
+      CHECK(shard->end == whole.params->size());
+      CHECK(*shard->params == *whole.params);
+      CHECK(*shard->first == *whole.first);
+      CHECK(*shard->second == *whole.second);
+      // The whole moments gathered on rank 0.
+      sharded.state_to_host();
+      CHECK(*sharded.host_state().first == *whole.first);
+      CHECK(*sharded.host_state().second == *whole.second);
+
+      // A resume: another sharded step given the replicated step's state continues as both do.
+      CudaGptStep resumed(r.config, r.opt, o, initial_params(r.config, seed + 1));
+      const auto nccl_resumed = make_nccl_comm(*boot, {0, resumed.stream(), std::chrono::seconds(60)});
+      resumed.reduce_gradients_with(*nccl_resumed, true);
+      const HostState to = resumed.host_state();
+      *to.params = *whole.params, *to.first = *whole.first, *to.second = *whole.second;
+      resumed.state_from_host();
+      for (int s = 2; s < 2 + r.steps; ++s) {
+        CAPTURE(s);
+        const double want = train_one(replicated, r, seed, s);
+        CHECK(train_one(sharded, r, seed, s) == want);
+        CHECK(train_one(resumed, r, seed, s) == want);
+      }
+      const std::vector<float> want = replicated.parameters();
+      CHECK(sharded.parameters() == want);
+      CHECK(resumed.parameters() == want);
+    }
 }
 
 // The message of the std::invalid_argument or std::out_of_range f throws (the two a bad value

@@ -430,7 +430,7 @@ TEST_CASE("cuda: the one-pass AdamW over all parameters: biases without decay, c
   std::vector<float> m(n, 0.0f), v(n, 0.0f);
   auto d_p = to_device(p), d_g = to_device(g), d_m = to_device(m), d_v = to_device(v);
   DeviceBuffer<bf16> copy(n);
-  DeviceBuffer<double> partials(cuda::kSumOfSquaresBlocks), sum(1);
+  DeviceBuffer<double> partials(cuda::norm_blocks(n)), sum(1);
   DeviceBuffer<float> factor(1);
   const float max_norm = 1.0f;
   cuda::sum_of_squares(n, d_g.data(), partials.data(), sum.data(), nullptr);

@@ -114,16 +114,43 @@ TEST_CASE("elementwise kernels (emulated): AdamW with decay-free ranges, a clipp
   for (std::size_t i = 0; i < n; ++i) copy_ok = copy_ok && __bfloat162float(copy[i]) == __bfloat162float(__float2bfloat16_rn(p[i]));
   CHECK(copy_ok);
 
-  // The global norm: partial sums per block, then in order; and the clipping factor from it.
-  std::vector<double> partials(slurm_train::cuda::kSumOfSquaresBlocks);
+  // The global norm: one sum per block of kNormBlock, then the blocks' sums in order.
+  std::vector<double> partials(1);
   double norm_sq = 0;
-  cuda_emu::launch({8, 1, 1}, kThreads, 0, sum_of_squares_partial_kernel, n, g.data(), partials.data());
-  std::fill(partials.begin() + 8, partials.end(), 0.0);  // the launcher's grid has every block; here 8 of them
-  cuda_emu::launch({1, 1, 1}, kThreads, 0, sum_partials_kernel, 8, static_cast<const double*>(partials.data()), &norm_sq);
+  cuda_emu::launch({1, 1, 1}, kThreads, 0, block_sums_of_squares_kernel, n, g.data(), partials.data());
+  cuda_emu::launch({1, 1, 1}, kThreads, 0, sum_in_order_kernel, std::size_t{1}, static_cast<const double*>(partials.data()), &norm_sq);
   const double want = reference->sum_of_squares(n, g.data());
   CHECK(std::abs(norm_sq - want) < 1e-12 * want);
   float clip = 0;
   cuda_emu::launch({1, 1, 1}, 32, 0, clip_factor_kernel, static_cast<const double*>(&norm_sq), 1.0f, &clip);
   CHECK(clip == doctest::Approx(1.0 / (std::sqrt(want) + 1e-6)).epsilon(1e-6));
+}
+
+TEST_CASE("elementwise kernels (emulated): two ranks' shards of the norm give the whole gradient's norm, bit for bit") {
+  // Three blocks and a short one, cut at a block boundary as two ranks' shards are.
+  const std::size_t block = slurm_train::cuda::kNormBlock, n = 3 * block + 1000;
+  const auto g = uniform<float>(n, 9);
+  std::vector<double> whole(4);
+  cuda_emu::launch({4, 1, 1}, kThreads, 0, block_sums_of_squares_kernel, n, g.data(), whole.data());
+  // Each rank's block sums in its own place, zeros elsewhere; the all-reduce adds the zeros.
+  std::vector<double> rank0(4, 0.0), rank1(4, 0.0), reduced(4);
+  cuda_emu::launch({2, 1, 1}, kThreads, 0, block_sums_of_squares_kernel, 2 * block, g.data(), rank0.data());
+  cuda_emu::launch({2, 1, 1}, kThreads, 0, block_sums_of_squares_kernel, n - 2 * block, g.data() + 2 * block,
+                   rank1.data() + 2);
+  for (std::size_t b = 0; b < 4; ++b) reduced[b] = rank0[b] + rank1[b];
+  CHECK(reduced == whole);
+  double from_whole = 0, from_shards = 0;
+  cuda_emu::launch({1, 1, 1}, kThreads, 0, sum_in_order_kernel, std::size_t{4}, static_cast<const double*>(whole.data()), &from_whole);
+  cuda_emu::launch({1, 1, 1}, kThreads, 0, sum_in_order_kernel, std::size_t{4}, static_cast<const double*>(reduced.data()), &from_shards);
+  CHECK(from_shards == from_whole);
+  // Each block's sum is within double rounding of the exact one.
+  long double exact_total = 0;
+  for (std::size_t b = 0; b < 4; ++b) {
+    long double exact = 0;
+    for (std::size_t i = b * block; i < std::min(n, (b + 1) * block); ++i) exact += static_cast<long double>(g[i]) * g[i];
+    CHECK(std::abs(static_cast<long double>(whole[b]) - exact) < 1e-12L * exact);
+    exact_total += exact;
+  }
+  CHECK(std::abs(static_cast<long double>(from_whole) - exact_total) < 1e-12L * exact_total);
 }
 #endif  // SLURM_TRAIN_WITH_CUDA
