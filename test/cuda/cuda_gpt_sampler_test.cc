@@ -11,28 +11,14 @@
 
 #include "kernels/elementwise.h"
 #include "test/cuda/cuda_test_support.h"
+#include "test/unit/gpt_test_params.h"
 #include "train/cuda_gpt_sampler.h"
 #include "train/gpt.h"
 #include "train/gpt_sampler.h"
 
-namespace {
-
 using namespace slurm_train;
 using namespace slurm_train::cuda_test;
-
-// As test/unit/gpt_sampler_test.cc: GPT-2's initialisation scaled up and moved, so that the
-// logits are of order 1 and the attention is peaked (the initialisation alone tests little).
-std::vector<float> trained_looking_params(const GptConfig& g, std::uint64_t seed) {
-  std::vector<float> p;
-  gpt_initialize(g, seed, p);
-  for (const auto& t : gpt_layout(g))
-    if (t.shape.size() == 2)
-      for (std::size_t i = 0; i < t.size; ++i) p[t.offset + i] *= 10.0f;
-  for (std::size_t i = 0; i < p.size(); ++i) p[i] += 0.1f * (2.0f * kernels::uniform_from_counter(seed, 7, i) - 1.0f);
-  return p;
-}
-
-}  // namespace
+using slurm_train::testing::trained_looking_params;
 
 TEST_CASE("CUDA gpt decoder: every position's logits as the CPU decoder's, within fp32 rounding" * doctest::skip(no_gpu())) {
   const std::uint64_t seed = fresh_seed();

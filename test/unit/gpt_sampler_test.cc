@@ -12,11 +12,13 @@
 
 #include "kernels/elementwise.h"
 #include "kernels/kernels.h"
+#include "test/unit/gpt_test_params.h"
 #include "test/unit/test_support.h"
 #include "train/gpt.h"
 #include "train/gpt_sampler.h"
 
 using namespace slurm_train;
+using slurm_train::testing::trained_looking_params;
 
 namespace {
 
@@ -29,20 +31,6 @@ const GptConfig kConfig{256, 16, 2, 2, 32};
 constexpr float kTolerance = 1e-4f;
 
 bool close(float a, float b) { return std::abs(a - b) <= kTolerance * std::max(1.0f, std::abs(b)); }
-
-// GPT-2's initialisation is too small to test much: its logits are all near 0 and its attention
-// near uniform. Matrices 10 times larger (std 0.2) and every parameter moved by up to 0.1 give
-// logits of order 1, peaked attention, and biases and LayerNorm weights that matter.
-std::vector<float> trained_looking_params(const GptConfig& g, std::uint64_t seed) {
-  std::vector<float> p;
-  gpt_initialize(g, seed, p);
-  for (const auto& t : gpt_layout(g))
-    if (t.shape.size() == 2)
-      for (std::size_t i = 0; i < t.size; ++i) p[t.offset + i] *= 10.0f;
-  for (std::size_t i = 0; i < p.size(); ++i)
-    p[i] += 0.1f * (2.0f * kernels::uniform_from_counter(seed, 7, i) - 1.0f);
-  return p;
-}
 
 // Gpt::forward's logits [T, V] of one sequence.
 std::vector<float> forward_logits(const GptConfig& g, const std::vector<float>& params, const std::vector<std::int32_t>& tokens) {
