@@ -37,12 +37,12 @@ class Comm {
   // Starts a sum reduce-scatter: rank r receives into `recv` the sum over all ranks of the
   // counts[r] elements of `send` that follow the counts of the ranks before it. Completes in
   // wait_all(); `send`, `recv` and their contents stay untouched until then.
-  virtual void start_reduce_scatter_sum(const float* send, float* recv, const std::vector<int>& counts) = 0;
+  virtual void start_reduce_scatter_sum(const float* send, float* recv, const std::vector<std::size_t>& counts) = 0;
   // Rank r's counts[r] elements, at data + the counts of the ranks before it, to every rank's data.
-  virtual void allgather_in_place(float* data, const std::vector<int>& counts) = 0;
+  virtual void allgather_in_place(float* data, const std::vector<std::size_t>& counts) = 0;
   // The same to `root` only: its `all` receives every rank's part; every rank sends its counts[r]
   // elements from `mine` (on the root, `mine` may be its own place in `all`).
-  virtual void gather(const float* mine, float* all, const std::vector<int>& counts, int root) = 0;
+  virtual void gather(const float* mine, float* all, const std::vector<std::size_t>& counts, int root) = 0;
   virtual void broadcast(void* data, std::size_t bytes, int root) = 0;
   // Every rank's `bytes` bytes at `mine`, on `root` in rank order (sizes may differ by rank);
   // empty elsewhere.

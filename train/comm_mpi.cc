@@ -74,21 +74,18 @@ class MpiComm final : public Comm {
     pending_.emplace_back();
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, checked_count(n), MPI_FLOAT, MPI_SUM, world_, &pending_.back()));
   }
-  void start_reduce_scatter_sum(const float* send, float* recv, const std::vector<int>& counts) override {
-    check_counts(counts);
-    pending_counts_.push_back(counts);  // MPI reads them until the operation completes
+  void start_reduce_scatter_sum(const float* send, float* recv, const std::vector<std::size_t>& counts) override {
+    pending_counts_.push_back(int_counts(counts));  // MPI reads them until the operation completes
     pending_.emplace_back();
     MPI_CHECK(MPI_Ireduce_scatter(send, recv, pending_counts_.back().data(), MPI_FLOAT, MPI_SUM, world_,
                                   &pending_.back()));
   }
-  void allgather_in_place(float* data, const std::vector<int>& counts) override {
-    check_counts(counts);
-    const std::vector<int> displs = displacements(counts);
+  void allgather_in_place(float* data, const std::vector<std::size_t>& sizes) override {
+    const std::vector<int> counts = int_counts(sizes), displs = displacements(counts);
     MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, data, counts.data(), displs.data(), MPI_FLOAT, world_));
   }
-  void gather(const float* mine, float* all, const std::vector<int>& counts, int root) override {
-    check_counts(counts);
-    const std::vector<int> displs = displacements(counts);
+  void gather(const float* mine, float* all, const std::vector<std::size_t>& sizes, int root) override {
+    const std::vector<int> counts = int_counts(sizes), displs = displacements(counts);
     const bool in_place = rank_ == root && mine == all + displs[static_cast<std::size_t>(rank_)];
     MPI_CHECK(MPI_Gatherv(in_place ? MPI_IN_PLACE : mine, counts[static_cast<std::size_t>(rank_)], MPI_FLOAT, all,
                           counts.data(), displs.data(), MPI_FLOAT, root, world_));
@@ -196,9 +193,13 @@ class MpiComm final : public Comm {
  private:
   MPI_Comm world_ = MPI_COMM_NULL, local_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
-  void check_counts(const std::vector<int>& counts) const {
+  // MPI's counts are ints: a part of 2^31 floats or more is refused, naming it.
+  std::vector<int> int_counts(const std::vector<std::size_t>& counts) const {
     if (counts.size() != static_cast<std::size_t>(size_))
       throw CommError(fmt::format("{} counts for a world of {} ranks", counts.size(), size_));
+    std::vector<int> out(counts.size());
+    for (std::size_t r = 0; r < counts.size(); ++r) out[r] = checked_count(counts[r]);
+    return out;
   }
   static std::vector<int> displacements(const std::vector<int>& counts) {
     std::vector<int> displs(counts.size(), 0);

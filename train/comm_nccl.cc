@@ -58,13 +58,13 @@ class NcclComm final : public Comm {
   // shard): NCCL's reduce-scatter and all-gather take equal parts, so each is a group of one
   // reduce (or broadcast) per rank with a part, rooted at that rank, as PyTorch's NCCL backend
   // does for uneven sizes. Every rank issues the same sequence: the counts are the same everywhere.
-  void start_reduce_scatter_sum(const float* send, float* recv, const std::vector<int>& counts) override {
+  void start_reduce_scatter_sum(const float* send, float* recv, const std::vector<std::size_t>& counts) override {
     check_counts(counts, "reduce-scatter");
     enqueue_after_compute();
     check_nccl(ncclGroupStart(), "ncclGroupStart", __LINE__);
     std::size_t at = 0;
     for (int r = 0; r < size(); ++r) {
-      const auto count = static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]);
+      const std::size_t count = counts[static_cast<std::size_t>(r)];
       // recvbuff is read on the root only.
       if (count > 0)
         check_nccl(ncclReduce(send + at, recv, count, ncclFloat, ncclSum, r, comm_, stream_), "ncclReduce", __LINE__);
@@ -72,13 +72,13 @@ class NcclComm final : public Comm {
     }
     check_nccl(ncclGroupEnd(), "ncclGroupEnd", __LINE__);
   }
-  void allgather_in_place(float* data, const std::vector<int>& counts) override {
+  void allgather_in_place(float* data, const std::vector<std::size_t>& counts) override {
     check_counts(counts, "all-gather");
     enqueue_after_compute();
     check_nccl(ncclGroupStart(), "ncclGroupStart", __LINE__);
     std::size_t at = 0;
     for (int r = 0; r < size(); ++r) {
-      const auto count = static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]);
+      const std::size_t count = counts[static_cast<std::size_t>(r)];
       if (count > 0)
         check_nccl(ncclBroadcast(data + at, data + at, count, ncclFloat, r, comm_, stream_), "ncclBroadcast", __LINE__);
       at += count;
@@ -86,14 +86,14 @@ class NcclComm final : public Comm {
     check_nccl(ncclGroupEnd(), "ncclGroupEnd", __LINE__);
     wait_all();
   }
-  void gather(const float* mine, float* all, const std::vector<int>& counts, int root) override {
+  void gather(const float* mine, float* all, const std::vector<std::size_t>& counts, int root) override {
     check_counts(counts, "gather");
     enqueue_after_compute();
     const int me = rank();
     std::size_t at = 0;
     check_nccl(ncclGroupStart(), "ncclGroupStart", __LINE__);
     for (int r = 0; r < size(); ++r) {
-      const auto count = static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]);
+      const std::size_t count = counts[static_cast<std::size_t>(r)];
       if (count > 0 && r != root && me == r) check_nccl(ncclSend(mine, count, ncclFloat, root, comm_, stream_), "ncclSend", __LINE__);
       if (count > 0 && r != root && me == root)
         check_nccl(ncclRecv(all + at, count, ncclFloat, r, comm_, stream_), "ncclRecv", __LINE__);
@@ -103,8 +103,8 @@ class NcclComm final : public Comm {
     if (me == root) {
       // The root's own part: a copy unless it is already in place.
       std::size_t own = 0;
-      for (int r = 0; r < root; ++r) own += static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]);
-      const auto count = static_cast<std::size_t>(counts[static_cast<std::size_t>(root)]);
+      for (int r = 0; r < root; ++r) own += counts[static_cast<std::size_t>(r)];
+      const std::size_t count = counts[static_cast<std::size_t>(root)];
       if (count > 0 && mine != all + own)
         check_cuda(cudaMemcpyAsync(all + own, mine, count * sizeof(float), cudaMemcpyDeviceToDevice, stream_),
                    "cudaMemcpyAsync", __LINE__);
@@ -152,7 +152,7 @@ class NcclComm final : public Comm {
   }
 
  private:
-  void check_counts(const std::vector<int>& counts, const char* what) const {
+  void check_counts(const std::vector<std::size_t>& counts, const char* what) const {
     if (counts.size() != static_cast<std::size_t>(size()))
       throw CommError(fmt::format("NCCL {}: {} counts for {} ranks", what, counts.size(), size()));
   }

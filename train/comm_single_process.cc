@@ -19,15 +19,15 @@ class SingleProcessComm final : public Comm {
   void allreduce_sum(float*, std::size_t) override {}
   void allreduce_sum(double*, std::size_t) override {}
   void start_allreduce_sum(float*, std::size_t) override {}
-  void start_reduce_scatter_sum(const float* send, float* recv, const std::vector<int>& counts) override {
+  void start_reduce_scatter_sum(const float* send, float* recv, const std::vector<std::size_t>& counts) override {
     check_counts(counts);
-    if (send != recv) std::memmove(recv, send, static_cast<std::size_t>(counts[0]) * sizeof(float));
+    if (send != recv) std::memmove(recv, send, counts[0] * sizeof(float));
   }
-  void allgather_in_place(float*, const std::vector<int>& counts) override { check_counts(counts); }
-  void gather(const float* mine, float* all, const std::vector<int>& counts, int root) override {
+  void allgather_in_place(float*, const std::vector<std::size_t>& counts) override { check_counts(counts); }
+  void gather(const float* mine, float* all, const std::vector<std::size_t>& counts, int root) override {
     check_counts(counts);
     if (root != 0) throw CommError("gather to rank " + std::to_string(root) + " in a world of one process");
-    if (mine != all) std::memmove(all, mine, static_cast<std::size_t>(counts[0]) * sizeof(float));
+    if (mine != all) std::memmove(all, mine, counts[0] * sizeof(float));
   }
   void progress() override {}
   void wait_all() override {}
@@ -47,7 +47,7 @@ class SingleProcessComm final : public Comm {
   [[noreturn]] void abort(int exit_code) noexcept override { _exit(exit_code); }
 
  private:
-  static void check_counts(const std::vector<int>& counts) {
+  static void check_counts(const std::vector<std::size_t>& counts) {
     if (counts.size() != 1) throw CommError(std::to_string(counts.size()) + " counts for a world of one process");
   }
 };

@@ -90,6 +90,7 @@ struct CudaGptStep::State {
   DeviceBuffer<float> grad_shard;
   std::vector<float> host_shard_first, host_shard_second;  // state_shard()'s
   bool shard_on_host = false;                             // they and host_params are current
+  bool moments_ready = false;                             // m and v are allocated
 
   int B = 0;                    // windows in the pass in flight
   bool backward_ready = false;  // the last pass was a training forward(): its activations are there
@@ -307,6 +308,20 @@ struct CudaGptStep::State {
   bool sharded() const { return shard_comm != nullptr; }
   std::size_t shard_size() const { return shard_end - shard_begin; }
 
+  // The moments, zero, allocated at their first use: once the shard is known, a sharded step
+  // never holds the whole moments, not even while it starts (SGD: no second moment at all). At
+  // least one float, so that an empty shard's pointers are valid ones.
+  void allocate_moments() {
+    if (moments_ready) return;
+    const std::size_t count = std::max<std::size_t>(shard_size(), 1);
+    for (DeviceBuffer<float>* b : {&m, &v}) {
+      if (b == &v && !has_second_moment()) break;
+      *b = DeviceBuffer<float>(count);
+      CUDA_CHECK(cudaMemsetAsync(b->data(), 0, count * sizeof(float), stream));
+    }
+    moments_ready = true;
+  }
+
   // The squared global norm and the clipping factor, on the GPU; nothing when neither is wanted.
   // Sharded, each rank sums its blocks and the ranks add the blocks' sums: zeros in the other
   // ranks' blocks add no rounding, so every rank holds the replicated path's sums bit for bit,
@@ -329,6 +344,7 @@ struct CudaGptStep::State {
   // The update of this rank's shard (whole: of every parameter); sharded, the ranks' shards of the
   // parameters are then gathered, and the bf16 copy refreshed from them.
   void update(float lr, std::uint64_t step) {
+    allocate_moments();
     const float* factor = opt.clip_norm > 0.0f ? clip.data() : nullptr;
     float* g = sharded() ? grad_shard.data() : grads.data() + shard_begin;
     for (const DecayRun& run : runs) {
@@ -392,7 +408,7 @@ CudaGptStep::CudaGptStep(const GptConfig& config, const OptimizerConfig& optimiz
   s.flash = s.half && options.flash_attention && cuda::flash_attention_supported(config.embd, config.heads);
   s.lt = std::make_unique<cuda::LtMatmul>(options.precision == cuda::Precision::kTf32, options.deterministic);
 
-  for (auto* b : {&s.params, &s.grads, &s.m, &s.v}) {
+  for (auto* b : {&s.params, &s.grads}) {
     b->resize(n);
     CUDA_CHECK(cudaMemsetAsync(b->data(), 0, n * sizeof(float), s.stream));
   }
@@ -444,33 +460,23 @@ cudaStream_t CudaGptStep::stream() const { return s_->stream; }
 
 void CudaGptStep::reduce_gradients_with(Comm& comm, bool shard_optimizer) {
   State& s = *s_;
+  if (s.buckets) throw std::logic_error("CUDA gpt step: its gradients are reduced through a Comm already");
   const auto bucket_bytes = static_cast<std::size_t>(s.o.bucket_mb * 1024 * 1024);
   if (!shard_optimizer) {
     s.buckets = std::make_unique<GradientBuckets>(comm, s.model.layers, bucket_bytes);
     return;
   }
-  if (s.sharded()) throw std::logic_error("CUDA gpt step: the optimizer state is sharded already");
+  if (s.moments_ready)
+    throw std::logic_error("CUDA gpt step: the optimizer state is sharded before the first update or state transfer");
   const std::size_t n = s.model.parameters();
   s.cuts = shard_cuts(n, comm.size(), kernels::kSumOfSquaresBlock);
   static_assert(cuda::kNormBlock == kernels::kSumOfSquaresBlock);
-  const std::size_t rank = static_cast<std::size_t>(comm.rank()), b = s.cuts[rank], e = s.cuts[rank + 1];
-  // This shard's moments move into buffers of its size (at least one float: a valid pointer for
-  // an empty shard); the whole ones are freed.
-  const auto shard_of = [&](DeviceBuffer<float>& whole) {
-    DeviceBuffer<float> part(std::max<std::size_t>(e - b, 1));
-    CUDA_CHECK(cudaMemsetAsync(part.data(), 0, part.size() * sizeof(float), s.stream));
-    if (e > b)
-      CUDA_CHECK(cudaMemcpyAsync(part.data(), whole.data() + b, (e - b) * sizeof(float), cudaMemcpyDeviceToDevice,
-                                 s.stream));
-    CUDA_CHECK(cudaStreamSynchronize(s.stream));
-    whole = std::move(part);
-  };
-  shard_of(s.m);
-  if (s.has_second_moment()) shard_of(s.v);
-  s.grad_shard = DeviceBuffer<float>(std::max<std::size_t>(e - b, 1));
-  s.shard_begin = b, s.shard_end = e;
-  s.runs = runs_within(s.runs, b, e);
+  const std::size_t rank = static_cast<std::size_t>(comm.rank());
+  s.shard_begin = s.cuts[rank], s.shard_end = s.cuts[rank + 1];
+  s.grad_shard = DeviceBuffer<float>(std::max<std::size_t>(s.shard_size(), 1));
+  s.runs = runs_within(s.runs, s.shard_begin, s.shard_end);
   s.shard_comm = &comm;
+  s.allocate_moments();
   s.buckets = std::make_unique<GradientBuckets>(comm, s.model.layers, bucket_bytes,
                                                 GradientShard{s.cuts, comm.rank(), s.grad_shard.data()});
 }
@@ -550,6 +556,7 @@ HostState CudaGptStep::host_state() {
 
 void CudaGptStep::state_to_host() {
   State& s = *s_;
+  s.allocate_moments();
   const std::size_t n = s.model.parameters();
   s.host_params = s.download(s.params, n);
   if (!s.sharded()) {
@@ -557,13 +564,14 @@ void CudaGptStep::state_to_host() {
     if (s.has_second_moment()) s.host_second = s.download(s.v, n);
     return;
   }
-  // The whole moments on rank 0 (the end of a run), from every rank's shard.
+  // The whole moments on rank 0 (the end of a run), from every rank's shard, through the
+  // gradients' buffer: sharded, the update reads the gradients' shard only, and the next
+  // backward pass overwrites the buffer.
   const bool root = s.shard_comm->rank() == 0;
-  const std::vector<int> counts = shard_counts(s.cuts, 0, n);
-  DeviceBuffer<float> whole(root ? n : 0);
+  const std::vector<std::size_t> counts = shard_counts(s.cuts, 0, n);
   const auto gather = [&](const DeviceBuffer<float>& shard, std::vector<float>& to) {
-    s.shard_comm->gather(shard.data(), whole.data(), counts, 0);
-    if (root) to = s.download(whole, n);
+    s.shard_comm->gather(shard.data(), s.grads.data(), counts, 0);
+    if (root) to = s.download(s.grads, n);
   };
   gather(s.m, s.host_first);
   if (s.has_second_moment()) gather(s.v, s.host_second);
@@ -571,6 +579,7 @@ void CudaGptStep::state_to_host() {
 
 void CudaGptStep::state_from_host() {
   State& s = *s_;
+  s.allocate_moments();
   const std::size_t n = s.model.parameters();
   const auto check = [&](const std::vector<float>& from) {
     if (from.size() != n)
@@ -599,6 +608,7 @@ std::optional<StateShard> CudaGptStep::state_shard() {
   State& s = *s_;
   if (!s.sharded()) return std::nullopt;
   if (!s.shard_on_host) {
+    s.allocate_moments();
     s.host_params = s.download(s.params, s.model.parameters());
     s.host_shard_first = s.download(s.m, s.shard_size());
     if (s.has_second_moment()) s.host_shard_second = s.download(s.v, s.shard_size());

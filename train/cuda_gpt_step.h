@@ -83,7 +83,8 @@ class CudaGptStep final : public TrainStep {
   // backward, the gradient sum, clipping and the update. For benchmarks; local_loss() reads its loss.
   void train_step(const StepBatch& batch, float lr, std::uint64_t step);
   // After forward(): the logits [rows * block, vocab] of the last pass, and after backward() the
-  // packed gradients (both wait for the GPU).
+  // packed gradients (both wait for the GPU). With the optimizer state sharded, the gradients
+  // are this rank's own: their sum over the ranks is reduced into its shard alone.
   std::vector<float> logits();
   std::vector<float> gradients();
   // The fp32 master parameters in the packed layout (waits).

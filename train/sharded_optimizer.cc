@@ -22,11 +22,11 @@ std::vector<std::size_t> shard_cuts(std::size_t parameters, int ranks, std::size
   return cuts;
 }
 
-std::vector<int> shard_counts(const std::vector<std::size_t>& cuts, std::size_t begin, std::size_t end) {
-  std::vector<int> counts(cuts.size() - 1, 0);
+std::vector<std::size_t> shard_counts(const std::vector<std::size_t>& cuts, std::size_t begin, std::size_t end) {
+  std::vector<std::size_t> counts(cuts.size() - 1, 0);
   for (std::size_t r = 0; r + 1 < cuts.size(); ++r) {
     const std::size_t from = std::max(begin, cuts[r]), to = std::min(end, cuts[r + 1]);
-    if (from < to) counts[r] = static_cast<int>(to - from);
+    if (from < to) counts[r] = to - from;
   }
   return counts;
 }
@@ -68,7 +68,7 @@ void ShardedOptimizer::update(kernels::Kernels<float>& k, std::vector<float>& pa
 
 void ShardedOptimizer::gather_state(std::vector<float>& first, std::vector<float>& second) {
   const std::size_t total = cuts_.back();
-  const std::vector<int> counts = shard_counts(cuts_, 0, total);
+  const std::vector<std::size_t> counts = shard_counts(cuts_, 0, total);
   if (rank_ == 0) first.resize(total);
   comm_.gather(first_.data(), first.data(), counts, 0);
   if (second_.empty() && config_.kind != OptimizerKind::kAdamW) return;

@@ -35,7 +35,7 @@ namespace slurm_train {
 std::vector<std::size_t> shard_cuts(std::size_t parameters, int ranks, std::size_t block);
 
 // How many elements of [begin, end) fall in each rank's shard. Pure.
-std::vector<int> shard_counts(const std::vector<std::size_t>& cuts, std::size_t begin, std::size_t end);
+std::vector<std::size_t> shard_counts(const std::vector<std::size_t>& cuts, std::size_t begin, std::size_t end);
 
 class ShardedOptimizer {
  public:

@@ -194,7 +194,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   const OptimizerConfig schedule = optimizer_config_of(tc);
   Checkpointing ckpt({config.ckpt, tc.optimizer, schedule, static_cast<std::uint64_t>(tc.seed), d.global_batch,
                       d.per_epoch, total, comm.size(), config_as_toml(config), recipe, hooks.slow_checkpoint_ms,
-                      chosen.device, model.state_shard() && comm.size() > 1 ? &comm : nullptr},
+                      chosen.device, !config.ckpt.dir.empty() && comm.size() > 1 && model.state_shard() ? &comm : nullptr},
                      model, rank0, out);
   BatchPrefetcher batches(*d.train, static_cast<std::uint64_t>(tc.seed), d.global_batch, comm.rank(),
                           comm.size(), start.step, total);

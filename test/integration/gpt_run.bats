@@ -174,21 +174,30 @@ PYEOF
   gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
   [ "${gpus:-0}" -ge 2 ] || skip "needs 2 GPUs on this node for 2 NCCL ranks (NCCL refuses two ranks on one GPU); ${gpus:-0} here"
   small="--train.global_batch 16 --train.steps 30 --train.warmup_steps 5 --train.metrics= --run.progress lines"
-  small+=" --model.layers 2 --model.embd 64 --train.eval_batch 64 --train.device cuda --train.precision fp32"
-  small+=" --train.deterministic true"
-  for mode in false true; do
-    ckpt="--ckpt.dir="
-    [ "$mode" = true ] && ckpt="--ckpt.dir gpu-sharded-ck"
-    run bash -c "cd '$work' && srun --mpi=pmix -N1 -n2 '$BUILD/bin/slurm-train' run --config examples/gpt-tiny.toml \
-      $small $ckpt --train.shard_optimizer $mode --train.save gpu-sharded-$mode.h5"
+  small+=" --train.eval_batch 64 --train.device cuda --train.deterministic true --train.bucket_mb 0.05"
+  # fp32 and bf16 over many buckets (some within one rank's shard); SGD on a model of one norm
+  # block, which leaves rank 1's shard empty.
+  for shape in "fp32 --model.layers 2 --model.embd 64" "bf16 --model.layers 2 --model.embd 64" \
+    "fp32 --model.layers 1 --model.embd 16 --model.heads 2 --train.optimizer sgd"; do
+    set -- $shape
+    name="$1-$3-$5"
+    precision=$1
+    shift
+    for mode in false true; do
+      ckpt="--ckpt.dir="
+      [ "$mode" = true ] && ckpt="--ckpt.dir gpu-ck-$name"
+      run bash -c "cd '$work' && srun --mpi=pmix -N1 -n2 '$BUILD/bin/slurm-train' run --config examples/gpt-tiny.toml \
+        $small --train.precision $precision $* $ckpt --train.shard_optimizer $mode --train.save gpu-$mode-$name.h5"
+      echo "$output"
+      [ "$status" -eq 0 ]
+    done
+    [[ $output == *"the optimizer state is sharded over 2 ranks"* ]]
+    [[ $output == *"checkpoint step 30 -> gpu-ck-$name/step-00000030.h5 (written by the 2 ranks together"* ]]
+    run h5diff "$work/gpu-false-$name.h5" "$work/gpu-true-$name.h5" /model /model
+    echo "$output"
+    [ "$status" -eq 0 ]
+    run "$BUILD/bin/slurm-train" ckpt verify "$work/gpu-ck-$name/step-00000030.h5"
     echo "$output"
     [ "$status" -eq 0 ]
   done
-  [[ $output == *"the optimizer state is sharded over 2 ranks: 0.50 MiB on rank 0 (0.95 MiB whole)"* ]]
-  [[ $output == *"checkpoint step 30 -> gpu-sharded-ck/step-00000030.h5 (written by the 2 ranks together"* ]]
-  run h5diff "$work/gpu-sharded-false.h5" "$work/gpu-sharded-true.h5" /model /model
-  [ "$status" -eq 0 ]
-  run "$BUILD/bin/slurm-train" ckpt verify "$work/gpu-sharded-ck/step-00000030.h5"
-  echo "$output"
-  [ "$status" -eq 0 ]
 }

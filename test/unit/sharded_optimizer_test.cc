@@ -51,9 +51,9 @@ TEST_CASE("sharded optimizer: shards are whole blocks, as even as they divide, a
 
 TEST_CASE("sharded optimizer: a bucket's counts are its overlap with each shard, in rank order") {
   const std::vector<std::size_t> cuts{0, 32, 56, 80, 100};
-  CHECK(shard_counts(cuts, 0, 100) == std::vector<int>{32, 24, 24, 20});
-  CHECK(shard_counts(cuts, 30, 60) == std::vector<int>{2, 24, 4, 0});
-  CHECK(shard_counts(cuts, 90, 100) == std::vector<int>{0, 0, 0, 10});
+  CHECK(shard_counts(cuts, 0, 100) == std::vector<std::size_t>{32, 24, 24, 20});
+  CHECK(shard_counts(cuts, 30, 60) == std::vector<std::size_t>{2, 24, 4, 0});
+  CHECK(shard_counts(cuts, 90, 100) == std::vector<std::size_t>{0, 0, 0, 10});
 }
 
 TEST_CASE("sharded optimizer: updates of ranges are the update of the whole, bit for bit, weights decaying and biases not") {
