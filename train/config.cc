@@ -555,6 +555,12 @@ std::vector<std::string> validate_config(const RunConfig& c) {
   // The sharded norm reproduces the cpu kernels' block sums (kernels.h), not the reference loop's.
   require(!c.train.shard_optimizer || c.train.kernels == "cpu",
           "train.shard_optimizer = true needs train.kernels = cpu (the reference kernels sum the norm in another order)");
+  // On a GPU only the GPT's step shards (train.device = auto finds out on the node, model_step.cc).
+  require(!c.train.shard_optimizer || c.train.device != "cuda" || c.model.kind == "gpt",
+          fmt::format("train.shard_optimizer = true with train.device = cuda: on a GPU the optimizer is sharded for "
+                      "model.kind = \"gpt\" only so far, and model.kind = \"{}\"; set train.shard_optimizer = false "
+                      "or train.device = cpu",
+                      c.model.kind));
   require(c.train.gpu >= -1 && c.train.gpu <= 1023,
           fmt::format("train.gpu = {}: expected -1 (one GPU per rank, automatically) or a GPU number 0 to 1023", c.train.gpu));
   require(c.train.eval_batch >= 1, fmt::format("train.eval_batch = {}: expected at least 1", c.train.eval_batch));

@@ -319,10 +319,13 @@ PY
   [[ $output == *"datasets equal, 18 written in parts" ]]
 }
 
-@test "train.shard_optimizer is refused with the reference kernels, naming the key" {
+@test "train.shard_optimizer is refused with the reference kernels and for an MLP on a GPU, naming the keys" {
   run small_run --train.steps 2 --train.shard_optimizer true --train.kernels reference
   [ "$status" -eq 2 ]
   [[ $output == *"train.shard_optimizer = true needs train.kernels = cpu"* ]]
+  run small_run --train.steps 2 --train.shard_optimizer true --train.device cuda
+  [ "$status" -eq 2 ]
+  [[ $output == *"train.shard_optimizer = true with train.device = cuda: on a GPU the optimizer is sharded for model.kind = \"gpt\" only so far, and model.kind = \"mlp\""* ]]
 }
 
 @test "a global batch smaller than the world size is refused, naming both" {

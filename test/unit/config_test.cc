@@ -247,6 +247,19 @@ TEST_CASE("config: numbers outside what trains are refused by validation") {
   CHECK(problems_with("train.eps", "0") == std::vector<std::string>{"train.eps = 0: expected a number in (0, 1]"});
   CHECK(problems_with("train.bucket_mb", "1e300").size() == 1);
   CHECK(problems_with("data.num_classes", "100000").size() == 1);
+  // On a GPU the optimizer shards for the GPT only.
+  CHECK(problems_with("train.shard_optimizer", "true").empty());
+  {
+    RunConfig g;
+    apply_config_override(g, "train.shard_optimizer", "true");
+    apply_config_override(g, "train.device", "cuda");
+    CHECK(validate_config(g) ==
+          std::vector<std::string>{"train.shard_optimizer = true with train.device = cuda: on a GPU the optimizer is "
+                                   "sharded for model.kind = \"gpt\" only so far, and model.kind = \"mlp\"; set "
+                                   "train.shard_optimizer = false or train.device = cpu"});
+    apply_config_override(g, "model.kind", "gpt");
+    CHECK(validate_config(g).empty());
+  }
   RunConfig c;
   c.train.clip_norm = std::numeric_limits<double>::infinity();
   c.train.momentum = std::numeric_limits<double>::quiet_NaN();
