@@ -467,7 +467,8 @@ void CudaGptStep::reduce_gradients_with(Comm& comm, bool shard_optimizer) {
     return;
   }
   if (s.moments_ready)
-    throw std::logic_error("CUDA gpt step: the optimizer state is sharded before the first update or state transfer");
+    throw std::logic_error("CUDA gpt step: reduce_gradients_with(comm, true) after an update or a state transfer; "
+                           "the optimizer state must be sharded before either");
   const std::size_t n = s.model.parameters();
   s.cuts = shard_cuts(n, comm.size(), kernels::kSumOfSquaresBlock);
   static_assert(cuda::kNormBlock == kernels::kSumOfSquaresBlock);
