@@ -1,9 +1,10 @@
 // The standard normal distribution's CDF Φ(x) and density φ(x) in single precision, from +, -,
 // *, / and bit operations alone. GELU's exact form is x Φ(x), and its derivative Φ(x) + x φ(x);
 // through libm's erff and expf those are a call per element that no loop vectorizes (they were a
-// fifth of a CPU step of the tiny GPT). Without a call, GCC vectorizes the loops; without fused
-// multiply-add (the CPU kernels are compiled with -ffp-contract=off) every vector width rounds
-// exactly as the scalar code does.
+// fifth of a CPU step of the tiny GPT). Without a call, GCC vectorizes the loops (on AVX2 only
+// with -fno-trapping-math, which lets it compute both arms of the selects below: AVX2 has no
+// masked operations); without fused multiply-add (the CPU kernels are compiled with
+// -ffp-contract=off) every vector width rounds exactly as the scalar code does.
 //
 // Method: for z = |x| / sqrt 2, erfc(z) = t g(t) exp(-z^2) with t = 1 / (1 + z / 2), where g is a
 // degree-8 polynomial fitted (weighted least squares, in double against mpmath's erfc) to

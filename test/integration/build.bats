@@ -67,3 +67,22 @@ load helpers
     [[ $output == *"gpu_check: error: CUDA call cudaGetDevice"* ]]
   fi
 }
+
+# count_in OBJECT FUNCTION_PATTERN INSTRUCTION_PATTERN: how many of the instructions of the
+# functions whose (demangled) name matches FUNCTION_PATTERN match INSTRUCTION_PATTERN.
+count_in() {
+  objdump -dC --no-show-raw-insn "$1" |
+    awk -v f="$2" -v i="$3" '/^[0-9a-f]+ <.*>:$/ { name = $0; next } name ~ f && $0 ~ i { n++ } END { print n + 0 }'
+}
+
+@test "the CPU kernels' GELU and softmax loops are vectorized in their AVX2 clones" {
+  # GCC keeps a loop scalar on AVX2 when one arm of a select could trap (no masked operations);
+  # the kernels' -fno-trapping-math lets it vectorize them. Scalar, GELU took a third of a step.
+  [[ $(uname -m) = x86_64 ]] || skip "the kernels' AVX2 clones are built on x86-64 only"
+  local kernels=$BUILD/obj/kernels/cpu/cpu_kernels.o attention=$BUILD/obj/kernels/cpu/attention_gemm.o
+  [ -f "$kernels" ] && [ -f "$attention" ]
+  # 1 / (1 + z / 2) of Φ, eight lanes at a time; exp's 2^n built in eight exponents at a time.
+  [ "$(count_in "$kernels" 'bias_activation_loop.*arch_x86_64_v3' 'vdivps .*ymm')" -gt 0 ]
+  [ "$(count_in "$kernels" 'activation_backward_loop.*arch_x86_64_v3' 'vdivps .*ymm')" -gt 0 ]
+  [ "$(count_in "$attention" 'causal_softmax_row.*arch_x86_64_v3' 'vpslld .*ymm')" -gt 0 ]
+}
