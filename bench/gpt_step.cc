@@ -8,10 +8,11 @@
 //
 // Prints one line from rank 0, key=value pairs for bench/run.sh: the best of --repeats timed
 // runs of --steps steps, as tokens/s and as the matrix products' GFLOP/s. A step's product work:
-// forward 2 B T (12 C^2 L + C V) for the layers' weights and the tied head, plus 4 B T^2 C L for
-// the attention's scores and weighted values (the causal mask's upper half computed too, as the
-// products do); backward twice that. With --sgemm-n N, each timed run is followed by OpenBLAS
-// sgemm of N x N matrices on the same threads, as much work as the run's (bench/square_sgemm.h).
+// forward 2 B T (12 C^2 L + C V) for the layers' weights and the tied head, plus 4 B S C L for
+// the attention's scores and weighted values, S the scores per head that the products compute
+// (kernels/cpu/attention_gemm.h: T^2 less the blocks above the diagonal); backward twice that.
+// With --sgemm-n N, each timed run is followed by OpenBLAS sgemm of N x N matrices on the same
+// threads, as much work as the run's (bench/square_sgemm.h).
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "bench/square_sgemm.h"
+#include "kernels/cpu/attention_gemm.h"
 #include "kernels/kernels.h"
 #include "train/batches.h"
 #include "train/comm.h"
@@ -78,7 +80,8 @@ int run(const Options& o, Comm& comm) {
   std::unique_ptr<bench::SquareSgemm> sgemm;
   if (o.sgemm_n > 0 && comm.rank() == 0) sgemm = std::make_unique<bench::SquareSgemm>(o.sgemm_n);
   const double B = o.global_batch, T = g.block, C = g.embd, L = g.layers, V = g.vocab;
-  const double flops = 3 * (2 * B * T * (12 * C * C * L + C * V) + 4 * B * T * T * C * L);
+  const double S = static_cast<double>(kernels::attention_scores_computed(g.block));
+  const double flops = 3 * (2 * B * T * (12 * C * C * L + C * V) + 4 * B * S * C * L);
   std::uint64_t s = 0;
   for (; s < static_cast<std::uint64_t>(o.warmup); ++s) step(s);
   if (sgemm) sgemm->run(0);  // warm-up

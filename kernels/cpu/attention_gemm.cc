@@ -61,6 +61,15 @@ void softmax_backward_row(int n, int T, const float* __restrict p, float* __rest
 // products would have added: the results are the same.
 constexpr int kBlock = 64;
 
+std::int64_t attention_scores_computed(int T) {
+  std::int64_t n = 0;
+  for (int r0 = 0; r0 < T; r0 += kBlock) {
+    const int r1 = std::min(T, r0 + kBlock);
+    n += static_cast<std::int64_t>(r1 - r0) * r1;
+  }
+  return n;
+}
+
 void attention_forward_gemm(Kernels<float>& k, int B, int T, int C, int H, const float* qkv, float* out, float* probs) {
   const int hs = C / H, ld = 3 * C;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));

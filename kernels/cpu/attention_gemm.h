@@ -6,11 +6,17 @@
 // head owns its slices, so no pass has to clear it first).
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "kernels/kernels.h"
 
 namespace slurm_train::kernels {
+
+// How many of a head's T x T scores the products compute: the causal triangle rounded out to
+// whole blocks of queries (12288 of 16384 at T = 128). Each of the six products (two forward,
+// four backward) does 2 hs flops per score. Pure.
+std::int64_t attention_scores_computed(int T);
 
 void attention_forward_gemm(Kernels<float>& k, int B, int T, int C, int H, const float* qkv, float* out, float* probs);
 

@@ -65,3 +65,15 @@ TEST_CASE("attention: products and the softmax between them match the reference 
       }
   }
 }
+
+TEST_CASE("attention: the scores the products compute are the causal triangle rounded out to blocks of 64 queries") {
+  CHECK(kernels::attention_scores_computed(1) == 1);
+  CHECK(kernels::attention_scores_computed(64) == 64 * 64);
+  CHECK(kernels::attention_scores_computed(128) == 64 * 64 + 64 * 128);
+  CHECK(kernels::attention_scores_computed(150) == 64 * 64 + 64 * 128 + 22 * 150);
+  for (int T : {1, 63, 64, 65, 1024}) {
+    CAPTURE(T);
+    CHECK(kernels::attention_scores_computed(T) >= static_cast<std::int64_t>(T) * (T + 1) / 2);
+    CHECK(kernels::attention_scores_computed(T) <= static_cast<std::int64_t>(T) * T);
+  }
+}
