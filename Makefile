@@ -31,7 +31,7 @@ pc_ok = $(shell pkg-config --exists $(1) 2>/dev/null && echo yes)
 HAVE_PKG_CONFIG := $(shell command -v pkg-config >/dev/null && echo yes)
 ifeq ($(HAVE_PKG_CONFIG),yes)
   MISSING := $(if $(call pc_ok,ompi-c),,libopenmpi-dev) \
-             $(if $(call pc_ok,hdf5-serial),,libhdf5-dev) \
+             $(if $(call pc_ok,hdf5-openmpi),,libhdf5-openmpi-dev) \
              $(if $(call pc_ok,openblas),,libopenblas-dev) \
              $(if $(call pc_ok,fmt),,libfmt-dev)
 else
@@ -49,7 +49,7 @@ NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/c
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 
 # ---- flags ----------------------------------------------------------------------------------
-PKGS := ompi-c hdf5-serial openblas fmt
+PKGS := ompi-c hdf5-openmpi openblas fmt
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 

@@ -13,7 +13,7 @@ readonly PROJECT_PACKAGES=(
   g++ make pkg-config                                      # build
   slurmctld slurmd slurm-client libslurm-dev munge         # local cluster, SPANK plugin
   libopenmpi-dev openmpi-bin libpmix-dev                   # MPI, srun --mpi=pmix
-  libhdf5-dev hdf5-tools zlib1g-dev                        # datasets and checkpoints (serial HDF5)
+  libhdf5-openmpi-dev hdf5-tools zlib1g-dev                # datasets, checkpoints (HDF5 with MPI-IO)
   libopenblas-dev                                          # CPU matrix products
   libcli11-dev libtomlplusplus-dev libfmt-dev nlohmann-json3-dev libhwloc-dev
   doctest-dev bats iproute2 util-linux                     # tests, multi-node cluster

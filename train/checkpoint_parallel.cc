@@ -16,13 +16,10 @@
 
 namespace slurm_train {
 
-std::vector<ShardBlock> shard_blocks(const ModelLayout& model, const std::vector<std::uint64_t>& piece_offsets,
-                                     std::size_t begin, const std::vector<std::span<const float>>& arrays) {
+std::vector<DatasetPart> shard_parts(const ModelLayout& model, std::size_t begin,
+                                     const std::vector<std::span<const float>>& arrays) {
   const std::size_t tensors = model.tensors.size();
-  if (piece_offsets.size() != arrays.size() * tensors)
-    throw std::invalid_argument(fmt::format("{} tensor offsets for {} arrays of {} tensors", piece_offsets.size(),
-                                            arrays.size(), tensors));
-  std::vector<ShardBlock> blocks;
+  std::vector<DatasetPart> parts;
   for (std::size_t a = 0; a < arrays.size(); ++a) {
     const std::size_t end = begin + arrays[a].size();
     if (end > model.parameters())
@@ -31,13 +28,10 @@ std::vector<ShardBlock> shard_blocks(const ModelLayout& model, const std::vector
       const ParamTensor& tensor = model.tensors[t];
       const std::size_t lo = std::max(begin, tensor.offset), hi = std::min(end, tensor.offset + tensor.size);
       if (lo >= hi) continue;
-      const std::size_t piece = a * tensors + t;
-      blocks.push_back({piece, lo - tensor.offset, hi - lo,
-                        {piece_offsets[piece] + (lo - tensor.offset) * sizeof(float), arrays[a].data() + (lo - begin),
-                         (hi - lo) * sizeof(float)}});
+      parts.push_back({a * tensors + t, lo - tensor.offset, hi - lo, arrays[a].data() + (lo - begin)});
     }
   }
-  return blocks;
+  return parts;
 }
 
 namespace {
@@ -49,11 +43,13 @@ void broadcast_text(Comm& comm, std::string& text) {
   if (n > 0) comm.broadcast(text.data(), n, 0);
 }
 
-void broadcast_numbers(Comm& comm, std::vector<std::uint64_t>& v) {
-  std::uint64_t n = v.size();
-  comm.broadcast(&n, sizeof n, 0);
-  v.resize(n);
-  if (n > 0) comm.broadcast(v.data(), n * sizeof(std::uint64_t), 0);
+void broadcast_lines(Comm& comm, std::vector<std::string>& lines) {
+  std::string text;
+  for (const std::string& line : lines) text += line + '\n';
+  broadcast_text(comm, text);
+  lines.clear();
+  for (std::size_t at = 0, end; (end = text.find('\n', at)) != std::string::npos; at = end + 1)
+    lines.push_back(text.substr(at, end - at));
 }
 
 // Rank 0's error ends the write on every rank: the same exception everywhere, naming who failed.
@@ -78,7 +74,7 @@ std::string save_checkpoint_parallel(Comm& comm, const std::string& dir, const C
   // 1. Rank 0 creates the file: the structure, every tensor's space.
   std::string error, tmp;
   std::vector<TensorPiece> pieces;
-  std::vector<std::uint64_t> offsets;
+  std::vector<std::string> datasets;
   if (root) {
     try {
       std::error_code ec;
@@ -86,7 +82,7 @@ std::string save_checkpoint_parallel(Comm& comm, const std::string& dir, const C
       if (ec) throw CheckpointWriteError(fmt::format("cannot create the checkpoint folder '{}': {}", dir, ec.message()));
       tmp = temporary_path_for(path);
       pieces = create_checkpoint_file(tmp, s);
-      for (const TensorPiece& p : pieces) offsets.push_back(p.offset);
+      for (const TensorPiece& p : pieces) datasets.push_back(p.name);
     } catch (const std::exception& e) {
       error = e.what();
       if (!tmp.empty()) ::unlink(tmp.c_str());
@@ -95,17 +91,15 @@ std::string save_checkpoint_parallel(Comm& comm, const std::string& dir, const C
   broadcast_text(comm, error);
   if (!error.empty()) fail_everywhere(root, error, "create");
   broadcast_text(comm, tmp);
-  broadcast_numbers(comm, offsets);
+  broadcast_lines(comm, datasets);
 
   // 2. Every rank writes its part of every tensor, and checksums it.
+  const std::vector<DatasetPart> parts = shard_parts(s.model, mine.begin, mine.arrays);
   std::vector<ShardChecksum> sums;
-  std::vector<FileBlock> blocks;
-  for (const ShardBlock& b : shard_blocks(s.model, offsets, mine.begin, mine.arrays)) {
-    sums.push_back({b.piece, b.first, b.count, comm.rank(), crc32_update(0, b.block.data, b.block.bytes)});
-    blocks.push_back(b.block);
-  }
+  for (const DatasetPart& p : parts)
+    sums.push_back({p.dataset, p.first, p.count, comm.rank(), crc32_update(0, p.data, p.count * sizeof(float))});
   try {
-    comm.write_file_together(tmp, blocks, slow_ms > 0 ? kSlowRoundBytes : kRoundBytes, slow_ms);
+    comm.write_datasets_together(tmp, datasets, parts, slow_ms > 0 ? kSlowRoundBytes : kRoundBytes, slow_ms);
   } catch (const std::exception& e) {
     if (root) ::unlink(tmp.c_str());
     throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': {}", tmp, e.what()));

@@ -2,22 +2,18 @@
 // into one file of the usual format (checkpoint_file.h), so that its time falls as ranks, nodes
 // and a parallel file system's servers are added, and every reader (a resume on any number of
 // ranks, `ckpt verify`, PyTorch) reads it as any other:
-//   1. rank 0 creates the temporary file with the checkpoint's structure through HDF5 (groups,
-//      attributes, scalars; every tensor's space allocated, contiguous) and tells every rank the
-//      tensors' offsets;
+//   1. rank 0 creates the temporary file with the checkpoint's structure (groups, attributes,
+//      scalars; every tensor's space allocated, contiguous) and tells every rank the tensors'
+//      dataset names;
 //   2. every rank writes its part, the packed elements [begin, end) of its shard, of the
-//      parameters and of each moment, in collective MPI-IO writes, and syncs the file;
+//      parameters and of each moment, into those datasets through HDF5's MPI-IO driver in
+//      collective writes (h5_parallel.h), and the file is synced;
 //   3. rank 0 gathers every part's CRC-32, records them (and each tensor's whole CRC-32, combined
 //      from its parts'), then commits the file by checkpoint_store.h's protocol: fsync, rename,
 //      folder fsync, `latest`, the keep policy.
 // A rank that dies mid-write leaves a temporary file that is never renamed: the previous
 // checkpoint stays the newest. Every failure is known on every rank, which all throw
 // CheckpointWriteError.
-//
-// The bytes go to the file by MPI-IO, not through HDF5's MPI-IO driver (libhdf5-openmpi): the
-// writes are the same collective calls that driver makes for contiguous datasets, while the one
-// HDF5 build stays the serial, thread-safe one that the background writer of a replicated run
-// needs (Debian's MPI build of HDF5 is not thread-safe).
 #pragma once
 
 #include <cstddef>
@@ -29,23 +25,16 @@
 #include "train/checkpoint_state.h"
 #include "train/checkpoint_store.h"
 #include "train/comm.h"
+#include "train/h5_parallel.h"
 
 namespace slurm_train {
 
-// One place of a rank's part: elements [first, first + count) of create_checkpoint_file's
-// pieces[piece], and the bytes that go there.
-struct ShardBlock {
-  std::size_t piece = 0;
-  std::uint64_t first = 0, count = 0;
-  FileBlock block;
-};
-
-// The places of a shard's elements [begin, begin + arrays[a].size()) of each array (the
-// parameters, then each moment) in a file whose tensors begin at `piece_offsets` (array by array,
-// each in the model's tensor order). Throws std::invalid_argument when the offsets do not
-// match the model and the arrays. Pure.
-std::vector<ShardBlock> shard_blocks(const ModelLayout& model, const std::vector<std::uint64_t>& piece_offsets,
-                                     std::size_t begin, const std::vector<std::span<const float>>& arrays);
+// A shard's parts of the checkpoint's tensors: elements [begin, begin + arrays[a].size()) of each
+// array (the parameters, then each moment) cut at the model's tensors, each a part of its dataset
+// in create_checkpoint_file's order (array by array, each in the model's tensor order). Throws
+// std::invalid_argument when an array passes the model's end. Pure.
+std::vector<DatasetPart> shard_parts(const ModelLayout& model, std::size_t begin,
+                                     const std::vector<std::span<const float>>& arrays);
 
 // This rank's part: the packed elements [begin, begin + size) of the parameters and of each
 // optimizer state (AdamW: two, SGD: one), where the step keeps them; they are written from there.

@@ -3,6 +3,8 @@
 #include <iostream>
 #include <utility>
 
+#include "train/h5.h"
+
 namespace slurm_train {
 
 CheckpointWriter::CheckpointWriter(bool async, WriteFn write) : async_(async), write_(std::move(write)) {}
@@ -36,6 +38,7 @@ void CheckpointWriter::submit(FillFn fill) {
     try {
       fill(state_);
       mark_copied();
+      const h5::BackgroundUse hdf5;  // the write's HDF5 calls: the training thread's are refused meanwhile
       write_(state_);
     } catch (...) {
       error_ = std::current_exception();

@@ -10,6 +10,10 @@
 // A write's (or copy's) error is kept and rethrown on the training thread by the next check(),
 // wait_copied(), submit() or wait(): never lost, never thrown across threads. Synchronous mode
 // copies and writes inside submit().
+//
+// HDF5's MPI build is not thread-safe: while a write is in flight the training thread makes no
+// HDF5 call (it reads its data before the loop, and every way out of the loop waits for the
+// writer first), and h5::BackgroundUse refuses a file it would open meanwhile.
 #pragma once
 
 #include <atomic>

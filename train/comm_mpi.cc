@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "train/comm.h"
+#include "train/h5_parallel.h"
 
 namespace slurm_train {
 
@@ -121,68 +122,10 @@ class MpiComm final : public Comm {
     return parts;
   }
 
-  void write_file_together(const std::string& path, const std::vector<FileBlock>& blocks, std::size_t round_bytes,
-                           unsigned pause_ms) override {
-    // Each call is collective: a rank whose write fails goes on taking part (with nothing to
-    // write) and the ranks agree on the outcome at the end, so that none waits for ever.
-    std::string failure;
-    auto keep_first = [&](int rc, const char* call, int line) {
-      if (rc == MPI_SUCCESS || !failure.empty()) return;
-      char text[MPI_MAX_ERROR_STRING] = {};
-      int length = 0;
-      MPI_Error_string(rc, text, &length);
-      failure = fmt::format("rank {} on {}: MPI call {} on '{}' failed at {}:{}: {}", rank_, hostname(), call, path,
-                            __FILE__, line, text);
-    };
-#define note(call, name) keep_first((call), (name), __LINE__)
-    const std::vector<std::vector<FileBlock>> rounds = file_write_rounds(blocks, round_bytes);
-    long long count = static_cast<long long>(rounds.size());
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &count, 1, MPI_LONG_LONG, MPI_MAX, world_));
-    MPI_File file = MPI_FILE_NULL;
-    note(MPI_File_open(world_, path.c_str(), MPI_MODE_WRONLY, MPI_INFO_NULL, &file), "MPI_File_open");
-    int opened = file != MPI_FILE_NULL ? 1 : 0;
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &opened, 1, MPI_INT, MPI_MIN, world_));
-    if (opened) {
-      for (long long i = 0; i < count; ++i) {
-        const std::vector<FileBlock> none;
-        const std::vector<FileBlock>& round =
-            failure.empty() && i < static_cast<long long>(rounds.size()) ? rounds[static_cast<std::size_t>(i)] : none;
-        // The file view places this rank's blocks, the memory type finds their bytes: one call
-        // writes them all.
-        std::vector<int> lengths;
-        std::vector<MPI_Aint> at_file, at_memory;
-        for (const FileBlock& b : round) {
-          lengths.push_back(checked_count(b.bytes));
-          at_file.push_back(static_cast<MPI_Aint>(b.offset));
-          MPI_Aint address = 0;
-          MPI_Get_address(b.data, &address);
-          at_memory.push_back(address);
-        }
-        MPI_Datatype file_type = MPI_BYTE, memory_type = MPI_BYTE;
-        if (!round.empty()) {
-          note(MPI_Type_create_hindexed(static_cast<int>(round.size()), lengths.data(), at_file.data(), MPI_BYTE, &file_type),
-               "MPI_Type_create_hindexed");
-          note(MPI_Type_commit(&file_type), "MPI_Type_commit");
-          note(MPI_Type_create_hindexed(static_cast<int>(round.size()), lengths.data(), at_memory.data(), MPI_BYTE,
-                                        &memory_type),
-               "MPI_Type_create_hindexed");
-          note(MPI_Type_commit(&memory_type), "MPI_Type_commit");
-        }
-        note(MPI_File_set_view(file, 0, MPI_BYTE, file_type, "native", MPI_INFO_NULL), "MPI_File_set_view");
-        MPI_Status status;
-        note(MPI_File_write_all(file, MPI_BOTTOM, round.empty() ? 0 : 1, memory_type, &status), "MPI_File_write_all");
-        if (file_type != MPI_BYTE) MPI_Type_free(&file_type);
-        if (memory_type != MPI_BYTE) MPI_Type_free(&memory_type);
-        if (pause_ms > 0) ::usleep(pause_ms * 1000u);
-      }
-      note(MPI_File_sync(file), "MPI_File_sync");
-      note(MPI_File_close(&file), "MPI_File_close");
-    }
-#undef note
-    int failed = failure.empty() ? 0 : 1;
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_SUM, world_));
-    if (!failure.empty()) throw CommError(failure);
-    if (failed) throw CommError(fmt::format("rank {}: {} rank(s) could not write their part of '{}'", rank_, failed, path));
+  void write_datasets_together(const std::string& path, const std::vector<std::string>& datasets,
+                               const std::vector<DatasetPart>& parts, std::size_t round_bytes,
+                               unsigned pause_ms) override {
+    write_dataset_parts(world_, path, datasets, parts, round_bytes, pause_ms);
   }
   void barrier() override { MPI_CHECK(MPI_Barrier(world_)); }
   [[noreturn]] void abort(int exit_code) noexcept override {

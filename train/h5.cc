@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <limits>
 
 namespace slurm_train::h5 {
@@ -35,6 +37,24 @@ std::string innermost_error() {
 
 }  // namespace
 
+namespace {
+std::atomic<std::thread::id> background_user{};
+}  // namespace
+
+BackgroundUse::BackgroundUse() {
+  std::thread::id none{};
+  if (!background_user.compare_exchange_strong(none, std::this_thread::get_id()))
+    throw std::logic_error("two threads use HDF5 in the background at once");
+}
+
+BackgroundUse::~BackgroundUse() { background_user.store(std::thread::id{}); }
+
+void check_thread(const std::string& path) {
+  const std::thread::id user = background_user.load();
+  if (user != std::thread::id{} && user != std::this_thread::get_id())
+    throw std::logic_error(fmt::format("'{}' opened while a background thread uses HDF5, which is not thread-safe", path));
+}
+
 void silence_default_error_printing() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 
 void fail(const char* call, const char* file, int line, const std::string& context) {
@@ -66,6 +86,7 @@ Handle::~Handle() {
 }
 
 Handle open_file(const std::string& path, unsigned flags) {
+  check_thread(path);
   silence_default_error_printing();
   hid_t id = H5Fopen(path.c_str(), flags, H5P_DEFAULT);
   if (id < 0) throw Error(fmt::format("cannot open HDF5 file '{}': {}", path, innermost_error()));
@@ -73,6 +94,7 @@ Handle open_file(const std::string& path, unsigned flags) {
 }
 
 Handle create_file(const std::string& path) {
+  check_thread(path);
   silence_default_error_printing();
   hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (id < 0) throw Error(fmt::format("cannot create HDF5 file '{}': {}", path, innermost_error()));

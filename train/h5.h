@@ -16,6 +16,20 @@ struct Error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Debian's MPI build of HDF5 is not thread-safe. While a thread holds a BackgroundUse (the
+// checkpoint writer's thread, for one write), another thread's open or create of an HDF5 file
+// throws std::logic_error naming the file, rather than race it inside the library.
+class BackgroundUse {
+ public:
+  BackgroundUse();
+  ~BackgroundUse();
+  BackgroundUse(const BackgroundUse&) = delete;
+  BackgroundUse& operator=(const BackgroundUse&) = delete;
+};
+// Throws std::logic_error when another thread holds a BackgroundUse; every open and create of a
+// file calls it.
+void check_thread(const std::string& path);
+
 // HDF5 prints its whole error stack to stderr by default; we report one message instead.
 void silence_default_error_printing();
 

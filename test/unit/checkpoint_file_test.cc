@@ -12,6 +12,9 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <numeric>
 #include <thread>
 
@@ -204,6 +207,28 @@ TEST_CASE("checkpoint writer: the copy happens before wait_copied returns; a fai
   CheckpointWriter failing(true, [](const CheckpointState&) {});
   failing.submit([](CheckpointState&) { throw std::runtime_error("copy failed"); });
   testing::check_refused<std::runtime_error>([&] { failing.wait_copied(); }, "copy failed");
+}
+
+TEST_CASE("checkpoint writer: while a background write is in flight, another thread's HDF5 file is refused") {
+  TempDir dir;
+  const std::string path = dir.path + "/c.h5";
+  std::promise<void> release, writing;
+  CheckpointWriter writer(true, [&, done = release.get_future().share()](const CheckpointState& s) {
+    write_checkpoint_file(path, s);  // the writer's own thread may use HDF5
+    writing.set_value();
+    done.wait();
+  });
+  // Released however this test ends, before the writer waits for its thread.
+  std::once_flag released;
+  auto let_go = [&] { std::call_once(released, [&] { release.set_value(); }); };
+  const std::unique_ptr<void, std::function<void(void*)>> guard(&released, [&](void*) { let_go(); });
+  writer.submit([](CheckpointState& s) { s = sample_state(1); });
+  writing.get_future().wait();
+  // The training thread: HDF5's MPI build is not thread-safe, so its open is refused, named.
+  testing::check_refused<std::logic_error>([&] { h5::open_file(path, H5F_ACC_RDONLY); }, path);
+  let_go();
+  writer.wait();
+  CHECK_NOTHROW(h5::open_file(path, H5F_ACC_RDONLY));  // the write done, the thread may again
 }
 
 TEST_CASE("checkpoint writer: synchronous mode copies and writes inside submit") {

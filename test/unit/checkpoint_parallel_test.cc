@@ -1,5 +1,5 @@
 // Checkpoints the ranks write together (sharded optimizer state): each rank's places in the file,
-// the write in rounds, checksums of parts combined into the whole's, a file of three ranks'
+// their hyperslabs and rounds, checksums of parts combined into the whole's, a file of three ranks'
 // parts read back as the whole state, a bad part named with its rank, and the commit.
 #include <doctest/doctest.h>
 
@@ -62,74 +62,91 @@ ShardData shard_of(const CheckpointState& whole, std::size_t begin, std::size_t 
 }
 
 // Three "ranks" in one process, in save_checkpoint_parallel's order: the structure, each rank's
-// blocks written, the parts' checksums recorded. Cuts fall inside tensors.
+// parts written, the parts' checksums recorded. Cuts fall inside tensors, and inside rows of
+// layer1.weight [4, 6].
 void write_by_three_ranks(const std::string& path, const CheckpointState& whole) {
   const std::vector<std::size_t> cuts = {0, 10, 30, 43};
   const std::vector<TensorPiece> pieces = create_checkpoint_file(path, meta_of(whole));
-  std::vector<std::uint64_t> offsets;
-  for (const TensorPiece& p : pieces) offsets.push_back(p.offset);
-  std::vector<ShardChecksum> parts;
+  std::vector<std::string> datasets;
+  for (const TensorPiece& p : pieces) datasets.push_back(p.name);
+  std::vector<ShardChecksum> sums;
   for (int r = 0; r < 3; ++r) {
     const ShardData mine = shard_of(whole, cuts[r], cuts[r + 1]);
-    std::vector<FileBlock> blocks;
-    for (const ShardBlock& b : shard_blocks(whole.model, offsets, mine.begin, mine.arrays)) {
-      parts.push_back({b.piece, b.first, b.count, r, crc32_update(0, b.block.data, b.block.bytes)});
-      blocks.push_back(b.block);
-    }
-    write_file_blocks(path, blocks, 16, 0);  // 16-byte rounds: blocks split across rounds
+    const std::vector<DatasetPart> parts = shard_parts(whole.model, mine.begin, mine.arrays);
+    for (const DatasetPart& p : parts)
+      sums.push_back({p.dataset, p.first, p.count, r, crc32_update(0, p.data, p.count * sizeof(float))});
+    write_dataset_parts(MPI_COMM_NULL, path, datasets, parts, 16, 0);  // 16-byte rounds: parts split across rounds
   }
-  store_shard_checksums(path, pieces, parts);
+  store_shard_checksums(path, pieces, sums);
 }
 
 }  // namespace
 
-TEST_CASE("shard blocks: a shard's elements of each array, placed in their tensors' space in the file") {
+TEST_CASE("shard parts: a shard's elements of each array, cut at its tensors, in the file's dataset order") {
   const ModelLayout model = mlp_model_layout(mlp_layout(MlpShape{6, {4}, 3}));  // 24 | 4 | 12 | 3
   const std::vector<float> params(20, 0.f), first(20, 0.f);
-  const std::vector<std::uint64_t> offsets = {1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000};
-  const auto blocks = shard_blocks(model, offsets, 10, {params, first});  // elements 10..29
-  REQUIRE(blocks.size() == 6);
+  const auto parts = shard_parts(model, 10, {params, first});  // elements 10..29
+  REQUIRE(parts.size() == 6);
   // layer1.weight from its element 10 (14 of them), layer1.bias whole, layer2.weight's first 2.
-  CHECK(blocks[0].piece == 0);
-  CHECK(blocks[0].first == 10);
-  CHECK(blocks[0].count == 14);
-  CHECK(blocks[0].block.offset == 1000 + 10 * 4);
-  CHECK(blocks[0].block.data == params.data());
-  CHECK(blocks[1].piece == 1);
-  CHECK(blocks[1].count == 4);
-  CHECK(blocks[1].block.data == params.data() + 14);
-  CHECK(blocks[2].piece == 2);
-  CHECK(blocks[2].first == 0);
-  CHECK(blocks[2].count == 2);
-  CHECK(blocks[2].block.bytes == 8);
-  CHECK(blocks[3].piece == 4);  // the first moment's layer1.weight
-  CHECK(blocks[3].block.offset == 5000 + 10 * 4);
-  CHECK(blocks[3].block.data == first.data());
+  CHECK(parts[0].dataset == 0);
+  CHECK(parts[0].first == 10);
+  CHECK(parts[0].count == 14);
+  CHECK(parts[0].data == params.data());
+  CHECK(parts[1].dataset == 1);
+  CHECK(parts[1].count == 4);
+  CHECK(parts[1].data == params.data() + 14);
+  CHECK(parts[2].dataset == 2);
+  CHECK(parts[2].first == 0);
+  CHECK(parts[2].count == 2);
+  CHECK(parts[3].dataset == 4);  // the first moment's layer1.weight
+  CHECK(parts[3].first == 10);
+  CHECK(parts[3].data == first.data());
   // A rank with an empty shard (more ranks than blocks of parameters) writes nothing.
   const std::vector<float> none;
-  CHECK(shard_blocks(model, offsets, 43, {none, none}).empty());
-  testing::check_refused<std::invalid_argument>([&] { shard_blocks(model, {1, 2, 3}, 0, {params}); }, "3 tensor offsets");
+  CHECK(shard_parts(model, 43, {none, none}).empty());
   const std::vector<float> too_long(40, 0.f);
-  testing::check_refused<std::invalid_argument>([&] { shard_blocks(model, {1, 2, 3, 4}, 10, {too_long}); },
+  testing::check_refused<std::invalid_argument>([&] { shard_parts(model, 10, {too_long}); },
                                                 "elements 10 to 50 of a model of 43");
 }
 
-TEST_CASE("file write rounds: sorted, cut at the round size, overlaps refused") {
-  const char bytes[100] = {};
-  const auto rounds = file_write_rounds({{500, bytes + 50, 30}, {0, bytes, 50}, {80, bytes, 0}}, 40);
-  REQUIRE(rounds.size() == 2);
+TEST_CASE("flat range hyperslabs: a C-order range of an array as its boxes, partial rows first and last") {
+  using Box = std::pair<std::vector<std::uint64_t>, std::vector<std::uint64_t>>;
+  auto boxes = [](const std::vector<std::uint64_t>& shape, std::uint64_t first, std::uint64_t count) {
+    std::vector<Box> out;
+    for (const Hyperslab& h : flat_range_hyperslabs(shape, first, count)) out.emplace_back(h.start, h.count);
+    return out;
+  };
+  // [4, 6], elements 10..23: row 1 from column 4, then rows 2 and 3 whole.
+  CHECK(boxes({4, 6}, 10, 14) == std::vector<Box>{{{1, 4}, {1, 2}}, {{2, 0}, {2, 6}}});
+  CHECK(boxes({4, 6}, 0, 24) == std::vector<Box>{{{0, 0}, {4, 6}}});
+  CHECK(boxes({4, 6}, 7, 3) == std::vector<Box>{{{1, 1}, {1, 3}}});
+  CHECK(boxes({4, 6}, 3, 16) == std::vector<Box>{{{0, 3}, {1, 3}}, {{1, 0}, {2, 6}}, {{3, 0}, {1, 1}}});
+  CHECK(boxes({12}, 5, 4) == std::vector<Box>{{{5}, {4}}});
+  // Three dimensions [2, 3, 4]: elements 5..18 = [0,1,1..3], [0,2,*], [1,0,*], [1,1,0..2].
+  CHECK(boxes({2, 3, 4}, 5, 14) ==
+        std::vector<Box>{{{0, 1, 1}, {1, 1, 3}}, {{0, 2, 0}, {1, 1, 4}}, {{1, 0, 0}, {1, 1, 4}}, {{1, 1, 0}, {1, 1, 3}}});
+  CHECK(boxes({4, 6}, 24, 0).empty());
+  CHECK(boxes({}, 0, 1) == std::vector<Box>{{{}, {}}});
+  testing::check_refused<std::invalid_argument>([&] { flat_range_hyperslabs({4, 6}, 20, 5); },
+                                                "elements 20 to 25 of an array of 24");
+}
+
+TEST_CASE("dataset part rounds: each part cut at the round size, per dataset") {
+  const float data[100] = {};
+  const auto rounds = dataset_part_rounds(3, {{2, 5, 10, data}, {0, 0, 3, data + 10}}, 16);  // 4 elements a round
+  REQUIRE(rounds.size() == 3);
   REQUIRE(rounds[0].size() == 1);
-  CHECK(rounds[0][0].offset == 0);
-  CHECK(rounds[0][0].bytes == 40);
-  REQUIRE(rounds[1].size() == 2);
-  CHECK(rounds[1][0].offset == 40);
-  CHECK(rounds[1][0].data == bytes + 40);
-  CHECK(rounds[1][0].bytes == 10);
-  CHECK(rounds[1][1].offset == 500);
-  CHECK(rounds[1][1].bytes == 30);
-  CHECK(file_write_rounds({}, 40).empty());
-  testing::check_refused<std::invalid_argument>([&] { file_write_rounds({{0, bytes, 50}, {49, bytes, 1}}, 40); },
-                                                "overlap");
+  CHECK(rounds[0][0].count == 3);
+  CHECK(rounds[1].empty());
+  REQUIRE(rounds[2].size() == 3);
+  CHECK(rounds[2][1].first == 9);
+  CHECK(rounds[2][1].count == 4);
+  CHECK(rounds[2][1].data == data + 4);
+  CHECK(rounds[2][2].first == 13);
+  CHECK(rounds[2][2].count == 2);
+  testing::check_refused<std::invalid_argument>([&] { dataset_part_rounds(2, {{2, 0, 1, data}}, 16); },
+                                                "a part of dataset 2 of a list of 2");
+  testing::check_refused<std::invalid_argument>([&] { dataset_part_rounds(2, {}, 3); }, "rounds of 3 bytes");
 }
 
 TEST_CASE("crc32 combine: the checksums of two parts give the whole's") {
