@@ -149,6 +149,24 @@ TEST_CASE("dataset part rounds: each part cut at the round size, per dataset") {
   testing::check_refused<std::invalid_argument>([&] { dataset_part_rounds(2, {}, 3); }, "rounds of 3 bytes");
 }
 
+TEST_CASE("dataset parts: a missing file or dataset, or a part past a dataset's end, is named") {
+  TempDir dir;
+  const std::string path = dir.path + "/c.h5";
+  const CheckpointState whole = whole_state();
+  create_checkpoint_file(path, meta_of(whole));
+  const float data[30] = {};
+  testing::check_refused<CommError>(
+      [&] { write_dataset_parts(MPI_COMM_NULL, dir.path + "/none.h5", {"/model/layer1.bias"}, {}, 16, 0); },
+      dir.path + "/none.h5");
+  testing::check_refused<CommError>(
+      [&] { write_dataset_parts(MPI_COMM_NULL, path, {"/model/layer9.bias"}, {{0, 0, 1, data}}, 16, 0); },
+      "/model/layer9.bias");
+  // layer1.bias holds 4 elements: elements 2 to 6 pass its end.
+  testing::check_refused<CommError>(
+      [&] { write_dataset_parts(MPI_COMM_NULL, path, {"/model/layer1.bias"}, {{0, 2, 4, data}}, 64, 0); },
+      "elements 2 to 6 of an array of 4");
+}
+
 TEST_CASE("crc32 combine: the checksums of two parts give the whole's") {
   std::vector<unsigned char> data(100000);
   for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<unsigned char>(i * 7 + i / 300);
