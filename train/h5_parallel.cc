@@ -165,6 +165,10 @@ void write_dataset_parts(MPI_Comm comm, const std::string& path, const std::vect
     transfer = h5::Handle(H5_CHECK(H5Pcreate(H5P_DATASET_XFER), path));
     if (parallel) {
       H5_CHECK(H5Pset_fapl_mpio(access, comm, MPI_INFO_NULL), path);
+      // Metadata read once and broadcast, not by every rank: at thousands of ranks, every rank's
+      // reads of each dataset's object header would be a storm on the file system's servers.
+      H5_CHECK(H5Pset_all_coll_metadata_ops(access, true), path);
+      H5_CHECK(H5Pset_coll_metadata_write(access, true), path);
       H5_CHECK(H5Pset_dxpl_mpio(transfer, H5FD_MPIO_COLLECTIVE), path);
     }
     h5::check_thread(path);

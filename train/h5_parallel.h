@@ -1,8 +1,9 @@
 // Parts of float32 datasets of one existing HDF5 file, written by all ranks together through
-// HDF5's MPI-IO driver (H5Pset_fapl_mpio, libhdf5-openmpi) in collective writes (H5FD_MPIO_COLLECTIVE):
-// each rank selects its elements of a dataset as hyperslabs, and HDF5 hands MPI-IO one
-// collective write per dataset and round, which the MPI library aggregates into large aligned
-// requests on a parallel file system. Then every rank syncs the file.
+// HDF5's MPI-IO driver (H5Pset_fapl_mpio, libhdf5-openmpi) in collective writes
+// (H5FD_MPIO_COLLECTIVE): each rank selects its elements of a dataset as hyperslabs, and HDF5
+// hands MPI-IO one collective write per dataset and round, which the MPI library aggregates into
+// large aligned requests on a parallel file system. The file's metadata is read collectively
+// (one rank reads, HDF5 broadcasts). Then every rank syncs the file.
 //
 // HDF5's MPI build is not thread-safe: these calls, like every HDF5 call of a rank, must not run
 // while another thread of the process is inside HDF5 (checkpoint_writer.h says how the one
