@@ -200,6 +200,22 @@ with h5py.File('$d/ck/step-00000010.h5', 'r+') as f:
   [ "$(cat "$mnt/ck/latest")" = step-00000005.h5 ]
 }
 
+@test "sharded on 2 ranks, a full filesystem is exit 3 naming the path; the checkpoint before it stays intact" {
+  [ "$(id -u)" -eq 0 ] || skip "needs root to mount a tmpfs"
+  mnt=$BATS_TEST_TMPDIR/small
+  mkdir -p "$mnt"
+  mount -t tmpfs -o size=2m tmpfs "$mnt" || skip "cannot mount a tmpfs here"
+  run --separate-stderr mpi_run 2 --model.hidden "[128,32]" --train.steps 20 --ckpt.dir "$mnt/ck" --ckpt.every 5 \
+    --ckpt.keep 0 --train.metrics "" --train.shard_optimizer true
+  echo "status $status: $stderr"
+  [ "$status" -eq 3 ]
+  [[ $stderr == *"cannot write the checkpoint '$mnt/ck/step-00000010.h5.tmp-"*"No space left on device"* ]]
+  [ "$(ls "$mnt/ck")" = "$(printf 'latest\nrestarts\nstep-00000005.h5')" ]
+  run "$BUILD/bin/slurm-train" ckpt verify "$mnt/ck"
+  [ "$status" -eq 0 ]
+  [ "$(cat "$mnt/ck/latest")" = step-00000005.h5 ]
+}
+
 @test "a write that fails inside HDF5's own metadata writes is exit 3 naming the file, no crash; the checkpoint before it stays intact" {
   d=$BATS_TEST_TMPDIR
   # 1024-512 with AdamW: 16 MB checkpoints. The first run writes step 5 with no limit.
