@@ -164,7 +164,7 @@ $(BUILD)/obj/launcher/build_info.o: VERSION
 # -fno-trapping-math lets the compiler evaluate both arms of a select (exp's clamp, the erfc's
 # sign) where AVX2 has no masked operations: without it GCC keeps GELU's loops scalar on AVX2.
 # Neither changes a rounded value: only errno and the floating-point exception flags.
-VECTOR_LOOPS := kernels/cpu/cpu_kernels kernels/cpu/attention_gemm kernels/cpu/layernorm_rows
+VECTOR_LOOPS := kernels/cpu/cpu_kernels kernels/cpu/attention_gemm kernels/cpu/layernorm_rows kernels/cpu/column_sums
 $(patsubst %,$(BUILD)/obj/%.o,$(VECTOR_LOOPS)): ALL_CXXFLAGS += -O3 -ffp-contract=off -fno-math-errno -fno-trapping-math
 
 $(LIB):

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "kernels/cpu/attention_gemm.h"
+#include "kernels/cpu/column_sums.h"
 #include "kernels/cpu/layernorm_rows.h"
 #include "kernels/cpu/transformer_ops.h"
 #include "kernels/elementwise.h"
@@ -29,12 +30,6 @@ double normal_from_counter(std::uint64_t seed, std::uint64_t index) {
     return (static_cast<double>(kernels::mix64(seed ^ kernels::mix64(index * 2 + stream)) >> 11) + 0.5) * 0x1.0p-53;
   };
   return std::sqrt(-2.0 * std::log(uniform(0))) * std::cos(6.283185307179586 * uniform(1));
-}
-
-// out[n] = sum over rows of x[rows, n], added to out.
-void add_column_sums(int rows, int n, const float* x, float* out) {
-  for (int r = 0; r < rows; ++r)
-    for (int c = 0; c < n; ++c) out[c] += x[static_cast<std::int64_t>(r) * n + c];
 }
 
 }  // namespace
@@ -143,7 +138,7 @@ void Gpt::resize(int B, int T) {
   at_least(lnf_rstd_, BT);
   at_least(logits_, BT * V);
   at_least(dlogits_, BT * V);
-  for (auto* v : {&projected_, &dres_, &dres2_, &dbranch_, &dln_, &datty_}) at_least(*v, BT * C);
+  for (auto* v : {&projected_, &dres_, &dbranch_, &dln_, &datty_}) at_least(*v, BT * C);
   if (dropout_.p > 0.0f) at_least(dropped_, BT * C);  // forward_sums sets dropout_ first
   at_least(dwide_, BT * 4 * C);
   at_least(dqkv_, BT * 3 * C);
@@ -161,7 +156,7 @@ kernels::DropoutParams Gpt::dropout_at(std::size_t site) const {
 
 const float* Gpt::through_dropout(std::size_t site, int rows, int cols, const float* d, float* out, float* dbias) {
   if (dropout_.p <= 0.0f) {
-    add_column_sums(rows, cols, d, dbias);
+    kernels::add_column_sums(rows, cols, d, dbias);
     return d;
   }
   // Identity's derivative does not read z: d stands in for it.
@@ -244,7 +239,7 @@ void Gpt::backward(const std::function<void(std::size_t tensor)>& tensor_done) {
   const int B = B_, T = T_, C = config_.embd, V = config_.vocab, H = config_.heads, BT = B * T;
   const std::size_t bt = static_cast<std::size_t>(BT);
   std::fill(grads_.begin(), grads_.end(), 0.0f);
-  std::vector<float>&dres = dres_, &dres2 = dres2_, &dbranch = dbranch_, &dln = dln_, &dwide = dwide_, &dqkv = dqkv_,
+  std::vector<float>&dres = dres_, &dbranch = dbranch_, &dln = dln_, &dwide = dwide_, &dqkv = dqkv_,
                      &datty = datty_;
   const std::size_t btc = bt * static_cast<std::size_t>(C);
   const std::size_t ln_f = layout_.size() - 2;
@@ -269,7 +264,9 @@ void Gpt::backward(const std::function<void(std::size_t tensor)>& tensor_done) {
     const float* ln2 = ln2_.data() + L * bt * C;
     const float* fc = fc_.data() + L * bt * 4 * C;
     const float* fch = fch_.data() + L * bt * 4 * C;
-    // The MLP: out = r2 + c_proj(gelu(c_fc(ln_2(r2)))); dres is the gradient of out.
+    // The MLP: out = r2 + c_proj(gelu(c_fc(ln_2(r2)))); dres is the gradient of out. It becomes
+    // r2's, then r's, in place: each branch reads it (through its dropout, by its two products)
+    // before that branch's LayerNorm adds into it.
     const float* dmlp = through_dropout(2 + 2 * L, BT, C, dres.data(), dbranch.data(), grad(block_tensor(l, kMlpProjB)));
     k_.gemm(true, false, 4 * C, C, BT, 1.0f, fch, 4 * C, dmlp, C, 1.0f, grad(block_tensor(l, kMlpProjW)), C);
     k_.gemm(false, true, BT, 4 * C, C, 1.0f, dmlp, C, param(block_tensor(l, kMlpProjW)), C, 0.0f, dwide.data(), 4 * C);
@@ -277,21 +274,19 @@ void Gpt::backward(const std::function<void(std::size_t tensor)>& tensor_done) {
                            grad(block_tensor(l, kFcB)), {});
     k_.gemm(true, false, C, 4 * C, BT, 1.0f, ln2, C, dwide.data(), 4 * C, 1.0f, grad(block_tensor(l, kFcW)), 4 * C);
     k_.gemm(false, true, BT, C, 4 * C, 1.0f, dwide.data(), 4 * C, param(block_tensor(l, kFcW)), 4 * C, 0.0f, dln.data(), C);
-    std::copy_n(dres.begin(), btc, dres2.begin());
     kernels::layernorm_rows_backward(BT, C, r2, param(block_tensor(l, kLn2W)), ln2_mean_.data() + L * bt,
-                                ln2_rstd_.data() + L * bt, dln.data(), dres2.data(), grad(block_tensor(l, kLn2W)),
+                                ln2_rstd_.data() + L * bt, dln.data(), dres.data(), grad(block_tensor(l, kLn2W)),
                                 grad(block_tensor(l, kLn2B)));
     // Attention: r2 = r + c_proj(attention(c_attn(ln_1(r)))).
     const float* dattn =
-        through_dropout(1 + 2 * L, BT, C, dres2.data(), dbranch.data(), grad(block_tensor(l, kAttnProjB)));
+        through_dropout(1 + 2 * L, BT, C, dres.data(), dbranch.data(), grad(block_tensor(l, kAttnProjB)));
     k_.gemm(true, false, C, C, BT, 1.0f, atty, C, dattn, C, 1.0f, grad(block_tensor(l, kAttnProjW)), C);
     k_.gemm(false, true, BT, C, C, 1.0f, dattn, C, param(block_tensor(l, kAttnProjW)), C, 0.0f, datty.data(), C);
     kernels::attention_backward_gemm(k_, B, T, C, H, qkv, probs_.data() + L * static_cast<std::size_t>(B) * H * T * T,
                                      datty.data(), dqkv.data(), attention_scratch_);
     k_.gemm(true, false, C, 3 * C, BT, 1.0f, ln1, C, dqkv.data(), 3 * C, 1.0f, grad(block_tensor(l, kAttnW)), 3 * C);
-    add_column_sums(BT, 3 * C, dqkv.data(), grad(block_tensor(l, kAttnB)));
+    kernels::add_column_sums(BT, 3 * C, dqkv.data(), grad(block_tensor(l, kAttnB)));
     k_.gemm(false, true, BT, C, 3 * C, 1.0f, dqkv.data(), 3 * C, param(block_tensor(l, kAttnW)), 3 * C, 0.0f, dln.data(), C);
-    std::copy_n(dres2.begin(), btc, dres.begin());
     kernels::layernorm_rows_backward(BT, C, r, param(block_tensor(l, kLn1W)), ln1_mean_.data() + L * bt,
                                 ln1_rstd_.data() + L * bt, dln.data(), dres.data(), grad(block_tensor(l, kLn1W)),
                                 grad(block_tensor(l, kLn1B)));

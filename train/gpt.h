@@ -95,7 +95,7 @@ class Gpt {
       ln2_mean_, ln2_rstd_, fc_, fch_, lnf_, lnf_mean_, lnf_rstd_, logits_, dlogits_, zeros_;
   // Scratch of one pass, kept between steps: fresh buffers of a few MB each would cost a page
   // fault per 4 KiB and a clearing pass, every step.
-  std::vector<float> projected_, dropped_, dres_, dres2_, dbranch_, dln_, dwide_, dqkv_, datty_, attention_scratch_;
+  std::vector<float> projected_, dropped_, dres_, dbranch_, dln_, dwide_, dqkv_, datty_, attention_scratch_;
 };
 
 }  // namespace slurm_train

@@ -19,6 +19,7 @@
 
 #include "kernels/cpu/labels.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/cpu/column_sums.h"
 #include "kernels/cpu/vector_clones.h"
 #include "kernels/kernels.h"
 
@@ -112,11 +113,9 @@ void activation_backward_loop(Activation act, int rows, int cols, const float* z
 }
 
 // dbias = the blocks' partial sums, added in block order (each column's sum in a fixed order).
-ST_VECTOR_CLONES
-void add_block_sums(int blocks, int cols, const float* __restrict partial, float* __restrict dbias) {
+void add_block_sums(int blocks, int cols, const float* partial, float* dbias) {
   std::copy(partial, partial + cols, dbias);
-  for (int b = 1; b < blocks; ++b)
-    for (int c = 0; c < cols; ++c) dbias[c] += partial[std::size_t(b) * cols + c];
+  add_column_sums(blocks - 1, cols, partial + cols, dbias);
 }
 
 ST_VECTOR_CLONES
