@@ -182,38 +182,32 @@ with h5py.File('$d/ck/step-00000010.h5', 'r+') as f:
   [[ $output == *"resumed from $d/ck/step-00000008.h5 at step 8"* ]]
 }
 
-@test "a full filesystem is a clear error naming the path (exit 3); the checkpoints before it stay intact" {
+# full_filesystem RUN...: RUN (small_run, or mpi_run N) trains [128,32] with AdamW, about 1.3 MB a
+# checkpoint, into a 2 MB tmpfs, so that the first checkpoint fits and the second does not: the
+# run must end with exit 3 naming the path, the partial file removed, the first intact.
+full_filesystem() {
   [ "$(id -u)" -eq 0 ] || skip "needs root to mount a tmpfs"
   mnt=$BATS_TEST_TMPDIR/small
   mkdir -p "$mnt"
   mount -t tmpfs -o size=2m tmpfs "$mnt" || skip "cannot mount a tmpfs here"
-  # [128,32] with AdamW: about 1.3 MB a checkpoint, so the first fits and the second does not.
-  run --separate-stderr small_run --model.hidden "[128,32]" --train.steps 20 --ckpt.dir "$mnt/ck" --ckpt.every 5 \
+  run --separate-stderr "$@" --model.hidden "[128,32]" --train.steps 20 --ckpt.dir "$mnt/ck" --ckpt.every 5 \
     --ckpt.keep 0 --train.metrics ""
   echo "status $status: $stderr"
   [ "$status" -eq 3 ]
   [[ $stderr == *"cannot write the checkpoint '$mnt/ck/step-00000010.h5.tmp-"*"'"*"No space left on device"* ]]
-  # The partial file removed; `restarts` is the launcher's restart record.
+  # `restarts` is the launcher's restart record.
   [ "$(ls "$mnt/ck")" = "$(printf 'latest\nrestarts\nstep-00000005.h5')" ]
   run "$BUILD/bin/slurm-train" ckpt verify "$mnt/ck"
   [ "$status" -eq 0 ]
   [ "$(cat "$mnt/ck/latest")" = step-00000005.h5 ]
 }
 
+@test "a full filesystem is a clear error naming the path (exit 3); the checkpoints before it stay intact" {
+  full_filesystem small_run
+}
+
 @test "sharded on 2 ranks, a full filesystem is exit 3 naming the path; the checkpoint before it stays intact" {
-  [ "$(id -u)" -eq 0 ] || skip "needs root to mount a tmpfs"
-  mnt=$BATS_TEST_TMPDIR/small
-  mkdir -p "$mnt"
-  mount -t tmpfs -o size=2m tmpfs "$mnt" || skip "cannot mount a tmpfs here"
-  run --separate-stderr mpi_run 2 --model.hidden "[128,32]" --train.steps 20 --ckpt.dir "$mnt/ck" --ckpt.every 5 \
-    --ckpt.keep 0 --train.metrics "" --train.shard_optimizer true
-  echo "status $status: $stderr"
-  [ "$status" -eq 3 ]
-  [[ $stderr == *"cannot write the checkpoint '$mnt/ck/step-00000010.h5.tmp-"*"No space left on device"* ]]
-  [ "$(ls "$mnt/ck")" = "$(printf 'latest\nrestarts\nstep-00000005.h5')" ]
-  run "$BUILD/bin/slurm-train" ckpt verify "$mnt/ck"
-  [ "$status" -eq 0 ]
-  [ "$(cat "$mnt/ck/latest")" = step-00000005.h5 ]
+  full_filesystem mpi_run 2 --train.shard_optimizer true
 }
 
 @test "a write that fails inside HDF5's own metadata writes is exit 3 naming the file, no crash; the checkpoint before it stays intact" {
