@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <thread>
 #include <limits>
+#include <thread>
 
 namespace slurm_train::h5 {
 

@@ -11,6 +11,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "spank/jobenv/host.h"
 #include "train/comm.h"
 #include "train/h5.h"
 
@@ -132,7 +133,7 @@ void write_dataset_parts(MPI_Comm comm, const std::string& path, const std::vect
   // is kept, and the rank goes on with nothing to write.
   std::string failure;
   auto keep = [&](const std::exception& e) {
-    if (failure.empty()) failure = parallel ? fmt::format("rank {}: {}", rank, e.what()) : e.what();
+    if (failure.empty()) failure = parallel ? fmt::format("rank {} on {}: {}", rank, host_name(), e.what()) : e.what();
   };
   auto attempt = [&](auto&& action) {
     if (!failure.empty()) return false;

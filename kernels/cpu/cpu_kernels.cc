@@ -17,9 +17,9 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/column_sums.h"
 #include "kernels/cpu/labels.h"
 #include "kernels/cpu/thread_pool.h"
-#include "kernels/cpu/column_sums.h"
 #include "kernels/cpu/vector_clones.h"
 #include "kernels/kernels.h"
 
