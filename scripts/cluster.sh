@@ -253,9 +253,29 @@ start_slurmctld() {
     { show_log_tail "$log/slurmctld.log"; die "slurmctld did not start"; }
 }
 
-setup_network() {
-  ip link show "$BRIDGE" >/dev/null 2>&1 &&
+# The namespaces and the bridge of a cluster on this port that was killed without `stop` (its
+# folder may be gone, a test run's build tree say): they outlive its processes until reboot and
+# would refuse every later multi-node start. Removed only when no process is left in them and
+# nothing listens on the port: a cluster that runs, even in part, is never touched.
+remove_stale_network() {
+  local ns stale=()
+  mapfile -t stale < <(ip netns list 2>/dev/null | awk -v p="sltr$port-" 'index($1, p) == 1 {print $1}')
+  ip link show "$BRIDGE" >/dev/null 2>&1 || [ ${#stale[@]} -gt 0 ] || return 0
+  port_busy "$port" &&
     die "bridge $BRIDGE already exists: another cluster on port $port runs (stop it, or use --port)"
+  for ns in "${stale[@]}"; do
+    [ -z "$(ip netns pids "$ns" 2>/dev/null)" ] ||
+      die "network namespace $ns still has processes: another cluster on port $port runs (stop it, or use --port)"
+  done
+  note "removing the network of a cluster on port $port that ended without stop: $BRIDGE ${stale[*]}"
+  for ns in "${stale[@]}"; do ip netns del "$ns" || die "cannot remove the network namespace $ns"; done
+  if ip link show "$BRIDGE" >/dev/null 2>&1; then
+    ip link del "$BRIDGE" || die "cannot remove the bridge $BRIDGE"
+  fi
+}
+
+setup_network() {
+  remove_stale_network
   ip -o -4 addr show | grep -q " $SUBNET\." &&
     die "subnet $SUBNET.0/24 is already in use on this machine: pick another --port"
   ip link add "$BRIDGE" type bridge

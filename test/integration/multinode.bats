@@ -10,6 +10,10 @@ setup_file() {
 
 teardown_file() {
   stop_test_cluster
+  local d
+  for d in "$BATS_FILE_TMPDIR"/killed "$BATS_FILE_TMPDIR"/after-killed; do
+    [ ! -d "$d" ] || "$CLUSTER_SH" stop --dir "$d"
+  done
 }
 
 @test "two nodes come up idle, each with two GPUs" {
@@ -78,4 +82,30 @@ teardown_file() {
   srun_status=0
   wait "$srun_pid" || srun_status=$?
   [ "$srun_status" -ne 0 ]
+}
+
+@test "a cluster killed without stop and its folder deleted: the next start on its port removes its namespaces and bridge; one that runs is never touched" {
+  port=$TEST_CLUSTER_PORT killed=$BATS_FILE_TMPDIR/killed after=$BATS_FILE_TMPDIR/after-killed
+  "$CLUSTER_SH" start --dir "$killed" --port "$port" --nodes 2
+  # As when a test run's machine or job is killed: every process at once, then its build tree.
+  kill -KILL $(cluster_processes "$killed" | cut -d' ' -f1)
+  for _ in $(seq 50); do [ -z "$(cluster_processes "$killed")" ] && break; sleep 0.1; done
+  [ -z "$(cluster_processes "$killed")" ]
+  rm -rf "$killed"
+  ip link show "sltr$port" >/dev/null
+  ip netns list | grep -q "^sltr$port-node2"
+  run "$CLUSTER_SH" start --dir "$after" --port "$port" --nodes 2
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ $output == *"removing the network of a cluster on port $port that ended without stop: sltr$port sltr$port-node"* ]]
+  [ "$(SLURM_CONF=$after/etc/slurm.conf sinfo -h -N -o '%N %T')" = "$(printf 'node1 idle\nnode2 idle')" ]
+  # A cluster that runs on the port: a second start from another folder is refused, and the
+  # running cluster keeps its network.
+  run "$CLUSTER_SH" start --dir "$BATS_FILE_TMPDIR/third" --port "$port" --nodes 2
+  [ "$status" -ne 0 ]
+  [[ $output == *"bridge sltr$port already exists: another cluster on port $port runs"* ]]
+  run env SLURM_CONF="$after/etc/slurm.conf" srun -N2 -n2 hostname
+  [ "$status" -eq 0 ]
+  "$CLUSTER_SH" stop --dir "$after"
+  ! ip link show "sltr$port" 2>/dev/null
 }
