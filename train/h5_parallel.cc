@@ -160,8 +160,22 @@ void write_dataset_parts(MPI_Comm comm, const std::string& path, const std::vect
     return flag == 1;
   };
   h5::silence_default_error_printing();
-  h5::Handle file, transfer;
+  // The open is collective: a rank that cannot see the file rank 0 created (a checkpoint folder
+  // on node-local storage) would leave the others waiting in H5Fopen. The ranks agree first.
   attempt([&] {
+    // open(2), not access(2): NFS revalidates a cached lookup on open only.
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    const int err = errno;
+    if (fd >= 0) {
+      ::close(fd);
+      return;
+    }
+    throw CommError(fmt::format("cannot open '{}' for writing: {}{}", path, std::strerror(err),
+                                err == ENOENT && parallel ? " (is the folder on storage that every node shares?)" : ""));
+  });
+  const bool every_rank_sees_it = all_succeeded(failure.empty());
+  h5::Handle file, transfer;
+  if (every_rank_sees_it) attempt([&] {
     h5::Handle access(H5_CHECK(H5Pcreate(H5P_FILE_ACCESS), path));
     transfer = h5::Handle(H5_CHECK(H5Pcreate(H5P_DATASET_XFER), path));
     if (parallel) {
@@ -176,9 +190,10 @@ void write_dataset_parts(MPI_Comm comm, const std::string& path, const std::vect
     file = h5::Handle(H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDWR, access), path));
   });
   std::vector<h5::Handle> sets(datasets.size());
-  for (std::size_t d = 0; d < datasets.size(); ++d)
-    attempt([&] { sets[d] = h5::open_dataset(file, datasets[d], path); });
-  if (all_succeeded(failure.empty())) {
+  if (every_rank_sees_it)
+    for (std::size_t d = 0; d < datasets.size(); ++d)
+      attempt([&] { sets[d] = h5::open_dataset(file, datasets[d], path); });
+  if (every_rank_sees_it && all_succeeded(failure.empty())) {
     const float nothing = 0;
     for (std::size_t d = 0; d < datasets.size(); ++d) {
       const std::string where = path + ":" + datasets[d];
@@ -208,10 +223,24 @@ void write_dataset_parts(MPI_Comm comm, const std::string& path, const std::vect
   sets.clear();
   if (file.get() >= 0) together(H5Fclose(file.release()), "H5Fclose(file)", __LINE__, path);
   if (!parallel) attempt([&] { fsync_path(path); });
-  int failed = failure.empty() ? 0 : 1;
-  if (parallel) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_SUM, comm));
-  if (!failure.empty()) throw CommError(failure);
-  if (failed) throw CommError(fmt::format("rank {}: {} rank(s) could not write their part of '{}'", rank, failed, path));
+  if (!parallel) {
+    if (!failure.empty()) throw CommError(failure);
+    return;
+  }
+  // Every rank ends with the first failing rank's error, whichever rank the job reports.
+  int failed = failure.empty() ? 0 : 1, size = 0;
+  MPI_CHECK(MPI_Comm_size(comm, &size));
+  int first = failure.empty() ? size : rank;
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_SUM, comm));
+  if (failed == 0) return;
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm));
+  int length = static_cast<int>(std::min<std::size_t>(failure.size(), 4096));
+  MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT, first, comm));
+  std::string text = failure.substr(0, static_cast<std::size_t>(length));
+  text.resize(static_cast<std::size_t>(length));
+  MPI_CHECK(MPI_Bcast(text.data(), length, MPI_CHAR, first, comm));
+  if (failed > 1) text += fmt::format(" (and {} other rank(s))", failed - 1);
+  throw CommError(text);
 }
 
 }  // namespace slurm_train

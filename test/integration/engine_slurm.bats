@@ -105,6 +105,19 @@ teardown_file() {
   [ "$status" -eq 0 ]
 }
 
+@test "two nodes, train.shard_optimizer, a checkpoint folder on node-local storage: exit 3 naming the path and the node that cannot see it, no hang" {
+  set_small_args
+  # Each node of the local cluster has a /dev/shm of its own, as real nodes have: rank 0 (node1)
+  # creates the file there, and rank 1 (node2) cannot open it. The ranks must agree on that
+  # before HDF5's collective open, where node1 would wait for node2 for ever.
+  d=/dev/shm/slurm-train-test-$BATS_ROOT_PID/ck
+  run --separate-stderr timeout 120 srun --mpi=pmix -N2 -n2 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 10 \
+    --train.shard_optimizer true --ckpt.dir "$d" --ckpt.every 5
+  echo "status $status: $stderr"
+  [ "$status" -eq 3 ]
+  [[ $stderr == *"rank 1 on node2: cannot open '$d/step-00000005.h5.tmp-node1-"*"' for writing: No such file or directory (is the folder on storage that every node shares?)"* ]]
+}
+
 @test "an error on one rank under srun ends the job with a message naming rank and host" {
   set_small_args
   # A label outside the classes is found only when the data is read, after MPI started.
