@@ -188,15 +188,20 @@ kernels::LossResult Gpt::forward_sums(const std::int32_t* tokens, const std::int
   } else {
     kernels::embedding_forward(B, T, C, tokens, param(kWte), param(kWpe), residual_.data());
   }
-  // Adds a branch's output to the residual stream, through its dropout site.
-  const auto add_branch = [&](std::size_t site, const float* from, float* to) {
-    const float* branch = projected;
+  // A branch's projection joins the residual stream: to = from + dropout(x W + bias), x of width k.
+  // Without dropout the product accumulates straight into `to`, filled with from + bias first: one
+  // pass over the rows where a product into scratch, its bias and the sum would take three.
+  const auto add_branch = [&](std::size_t site, const float* x, int k, std::size_t w, std::size_t bias,
+                              const float* from, float* to) {
     if (dropout.p > 0.0f) {
-      k_.bias_activation_forward(kernels::Activation::kIdentity, BT, C, zeros_.data(), projected, dropped_.data(),
+      k_.gemm(false, false, BT, C, k, 1.0f, x, k, param(w), C, 0.0f, projected, C);
+      k_.bias_activation_forward(kernels::Activation::kIdentity, BT, C, param(bias), projected, dropped_.data(),
                                  dropout_at(site));
-      branch = dropped_.data();
+      kernels::residual_forward(static_cast<std::int64_t>(bt) * C, from, dropped_.data(), to);
+      return;
     }
-    kernels::residual_forward(static_cast<std::int64_t>(bt) * C, from, branch, to);
+    kernels::residual_bias_forward(BT, C, from, param(bias), to);
+    k_.gemm(false, false, BT, C, k, 1.0f, x, k, param(w), C, 1.0f, to, C);
   };
   for (int l = 0; l < config_.layers; ++l) {
     const std::size_t L = static_cast<std::size_t>(l);
@@ -210,21 +215,18 @@ kernels::LossResult Gpt::forward_sums(const std::int32_t* tokens, const std::int
     float* fch = fch_.data() + L * bt * 4 * C;
     kernels::layernorm_rows_forward(BT, C, r, param(block_tensor(l, kLn1W)), param(block_tensor(l, kLn1B)), ln1,
                                ln1_mean_.data() + L * bt, ln1_rstd_.data() + L * bt);
-    k_.gemm(false, false, BT, 3 * C, C, 1.0f, ln1, C, param(block_tensor(l, kAttnW)), 3 * C, 0.0f, qkv, 3 * C);
-    k_.bias_activation_forward(kernels::Activation::kIdentity, BT, 3 * C, param(block_tensor(l, kAttnB)), qkv, qkv, {});
+    // The product adds to its bias: a pass that fills the rows, where clearing them and adding the
+    // bias after would take two.
+    const float* attn_bias = param(block_tensor(l, kAttnB));
+    for (std::size_t row = 0; row < bt; ++row) std::copy_n(attn_bias, 3 * C, qkv + row * 3 * C);
+    k_.gemm(false, false, BT, 3 * C, C, 1.0f, ln1, C, param(block_tensor(l, kAttnW)), 3 * C, 1.0f, qkv, 3 * C);
     kernels::attention_forward_gemm(k_, B, T, C, H, qkv, atty, probs_.data() + L * static_cast<std::size_t>(B) * H * T * T);
-    k_.gemm(false, false, BT, C, C, 1.0f, atty, C, param(block_tensor(l, kAttnProjW)), C, 0.0f, projected, C);
-    k_.bias_activation_forward(kernels::Activation::kIdentity, BT, C, param(block_tensor(l, kAttnProjB)),
-                               projected, projected, {});
-    add_branch(1 + 2 * L, r, r2);
+    add_branch(1 + 2 * L, atty, C, block_tensor(l, kAttnProjW), block_tensor(l, kAttnProjB), r, r2);
     kernels::layernorm_rows_forward(BT, C, r2, param(block_tensor(l, kLn2W)), param(block_tensor(l, kLn2B)), ln2,
                                ln2_mean_.data() + L * bt, ln2_rstd_.data() + L * bt);
     k_.gemm(false, false, BT, 4 * C, C, 1.0f, ln2, C, param(block_tensor(l, kFcW)), 4 * C, 0.0f, fc, 4 * C);
     k_.bias_activation_forward(kernels::Activation::kGelu, BT, 4 * C, param(block_tensor(l, kFcB)), fc, fch, {});
-    k_.gemm(false, false, BT, C, 4 * C, 1.0f, fch, 4 * C, param(block_tensor(l, kMlpProjW)), C, 0.0f, projected, C);
-    k_.bias_activation_forward(kernels::Activation::kIdentity, BT, C, param(block_tensor(l, kMlpProjB)),
-                               projected, projected, {});
-    add_branch(2 + 2 * L, r2, r + bt * C);
+    add_branch(2 + 2 * L, fch, 4 * C, block_tensor(l, kMlpProjW), block_tensor(l, kMlpProjB), r2, r + bt * C);
   }
   const std::size_t ln_f = layout_.size() - 2;
   kernels::layernorm_rows_forward(BT, C, residual_.data() + static_cast<std::size_t>(config_.layers) * bt * C, param(ln_f),

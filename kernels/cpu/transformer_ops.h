@@ -167,6 +167,14 @@ void attention_backward(int B, int T_, int C, int H, const T* qkv, const T* prob
       }
 }
 
+// out[r,:] = a[r,:] + bias, for rows r of cols: a residual stream and a bias, before a product
+// accumulates into out.
+template <typename T>
+void residual_bias_forward(int rows, int cols, const T* __restrict a, const T* __restrict bias, T* __restrict out) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) out[r * cols + c] = a[r * cols + c] + bias[c];
+}
+
 // out = a + b, elementwise over n.
 template <typename T>
 void residual_forward(std::int64_t n, const T* a, const T* b, T* out) {
