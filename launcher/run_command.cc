@@ -484,6 +484,20 @@ int run(const RunOptions& options) {
     log.line(fmt::format("error: {}", e.what()));
     if (watchdog) watchdog->finish();
     return kExitDiverged;
+  } catch (const OnEveryRank<CheckpointWriteError>& e) {
+    // The ranks write together and agreed on the failure: they end together, without abort, so
+    // that none is killed before rank 0 has removed its partial file and released the folder.
+    if (console) console->end_live();
+    if (comm->rank() == 0)
+      std::cerr << "slurm-train: error: " << e.what() << " (exit " << kExitCheckpointWrite << ")\n" << std::flush;
+    log.line(fmt::format("error: {}", e.what()));
+    if (watchdog) watchdog->finish(kExitCheckpointWrite);
+    try {
+      comm->barrier();
+    } catch (const std::exception& lost) {
+      return fail(kExitCheckpointWrite, fmt::format("{} (then: {})", e.what(), lost.what()));
+    }
+    return kExitCheckpointWrite;
   } catch (const CheckpointWriteError& e) {
     // Its own exit code: the job's script can tell "the storage failed" from a training error.
     return fail(kExitCheckpointWrite, e.what());

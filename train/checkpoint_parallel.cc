@@ -54,8 +54,8 @@ void broadcast_lines(Comm& comm, std::vector<std::string>& lines) {
 
 // Rank 0's error ends the write on every rank: the same exception everywhere, naming who failed.
 [[noreturn]] void fail_everywhere(bool root, const std::string& error, const char* what) {
-  if (root) throw CheckpointWriteError(error);
-  throw CheckpointWriteError(fmt::format("rank 0 could not {} the checkpoint: {}", what, error));
+  if (root) throw OnEveryRank<CheckpointWriteError>(error);
+  throw OnEveryRank<CheckpointWriteError>(fmt::format("rank 0 could not {} the checkpoint: {}", what, error));
 }
 
 constexpr std::size_t kRoundBytes = std::size_t{256} << 20;  // per rank and call: within MPI's int counts
@@ -100,6 +100,9 @@ std::string save_checkpoint_parallel(Comm& comm, const std::string& dir, const C
     sums.push_back({p.dataset, p.first, p.count, comm.rank(), crc32_update(0, p.data, p.count * sizeof(float))});
   try {
     comm.write_datasets_together(tmp, datasets, parts, slow_ms > 0 ? kSlowRoundBytes : kRoundBytes, slow_ms);
+  } catch (const OnEveryRank<CommError>& e) {
+    if (root) ::unlink(tmp.c_str());
+    throw OnEveryRank<CheckpointWriteError>(fmt::format("cannot write the checkpoint '{}': {}", tmp, e.what()));
   } catch (const std::exception& e) {
     if (root) ::unlink(tmp.c_str());
     throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': {}", tmp, e.what()));

@@ -13,7 +13,7 @@
 //      folder fsync, `latest`, the keep policy.
 // A rank that dies mid-write leaves a temporary file that is never renamed: the previous
 // checkpoint stays the newest. Every failure is known on every rank, which all throw
-// CheckpointWriteError.
+// OnEveryRank<CheckpointWriteError> (a failure of MPI itself: CheckpointWriteError, on its rank).
 #pragma once
 
 #include <cstddef>

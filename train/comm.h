@@ -18,6 +18,14 @@ struct CommError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// An error that every rank throws at the same point, because the ranks agreed on it in a
+// collective first: the ranks can end together, each cleaning up (rank 0 releases what it holds),
+// where an error on one rank alone must end the job with abort.
+template <class Error>
+struct OnEveryRank : Error {
+  using Error::Error;
+};
+
 class Comm {
  public:
   virtual ~Comm() = default;

@@ -240,7 +240,7 @@ void write_dataset_parts(MPI_Comm comm, const std::string& path, const std::vect
   text.resize(static_cast<std::size_t>(length));
   MPI_CHECK(MPI_Bcast(text.data(), length, MPI_CHAR, first, comm));
   if (failed > 1) text += fmt::format(" (and {} other rank(s))", failed - 1);
-  throw CommError(text);
+  throw OnEveryRank<CommError>(text);
 }
 
 }  // namespace slurm_train

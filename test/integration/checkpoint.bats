@@ -195,7 +195,9 @@ full_filesystem() {
   echo "status $status: $stderr"
   [ "$status" -eq 3 ]
   [[ $stderr == *"cannot write the checkpoint '$mnt/ck/step-00000010.h5.tmp-"*"'"*"No space left on device"* ]]
-  # `restarts` is the launcher's restart record.
+  # `restarts` is the launcher's restart record. No `owner`: rank 0 released its claim on the
+  # folder before it ended; on 2 ranks, no other rank's exit killed it first.
+  echo "in $mnt/ck: $(ls "$mnt/ck" | tr '\n' ' ')"
   [ "$(ls "$mnt/ck")" = "$(printf 'latest\nrestarts\nstep-00000005.h5')" ]
   run "$BUILD/bin/slurm-train" ckpt verify "$mnt/ck"
   [ "$status" -eq 0 ]
