@@ -43,6 +43,16 @@ class Kernels {
   virtual void activation_backward(Activation act, int rows, int cols, const T* z, const T* dout,
                                    T* dz, T* dbias, const DropoutParams& dropout) = 0;
 
+  // GELU where the backward pass needs nothing of z but GELU's derivative there (a transformer's
+  // MLP): z[rows,cols] += bias, out = gelu(z), and z then becomes gelu'(z). Φ(z) and φ(z) serve
+  // both here, and gelu_backward only multiplies: the same bits as bias_activation_forward and
+  // activation_backward with kGelu, without computing Φ and φ twice. No dropout.
+  virtual void bias_gelu_forward(int rows, int cols, const T* bias, T* z, T* out) = 0;
+
+  // dz = dout * derivative (bias_gelu_forward's z), and dbias[cols] = sum over rows of dz
+  // (overwritten). dz may equal dout.
+  virtual void gelu_backward(int rows, int cols, const T* derivative, const T* dout, T* dz, T* dbias) = 0;
+
   // Softmax cross-entropy over logits[rows,classes] with integer labels, fused with its
   // gradient: dlogits = (softmax - target) * grad_scale, where target puts 1 - smoothing on the
   // label and smoothing / classes on every class. dlogits may be null (evaluation).

@@ -225,7 +225,7 @@ kernels::LossResult Gpt::forward_sums(const std::int32_t* tokens, const std::int
     kernels::layernorm_rows_forward(BT, C, r2, param(block_tensor(l, kLn2W)), param(block_tensor(l, kLn2B)), ln2,
                                ln2_mean_.data() + L * bt, ln2_rstd_.data() + L * bt);
     k_.gemm(false, false, BT, 4 * C, C, 1.0f, ln2, C, param(block_tensor(l, kFcW)), 4 * C, 0.0f, fc, 4 * C);
-    k_.bias_activation_forward(kernels::Activation::kGelu, BT, 4 * C, param(block_tensor(l, kFcB)), fc, fch, {});
+    k_.bias_gelu_forward(BT, 4 * C, param(block_tensor(l, kFcB)), fc, fch);  // fc: GELU's derivative
     add_branch(2 + 2 * L, fch, 4 * C, block_tensor(l, kMlpProjW), block_tensor(l, kMlpProjB), r2, r + bt * C);
   }
   const std::size_t ln_f = layout_.size() - 2;
@@ -272,8 +272,7 @@ void Gpt::backward(const std::function<void(std::size_t tensor)>& tensor_done) {
     const float* dmlp = through_dropout(2 + 2 * L, BT, C, dres.data(), dbranch.data(), grad(block_tensor(l, kMlpProjB)));
     k_.gemm(true, false, 4 * C, C, BT, 1.0f, fch, 4 * C, dmlp, C, 1.0f, grad(block_tensor(l, kMlpProjW)), C);
     k_.gemm(false, true, BT, 4 * C, C, 1.0f, dmlp, C, param(block_tensor(l, kMlpProjW)), C, 0.0f, dwide.data(), 4 * C);
-    k_.activation_backward(kernels::Activation::kGelu, BT, 4 * C, fc, dwide.data(), dwide.data(),
-                           grad(block_tensor(l, kFcB)), {});
+    k_.gelu_backward(BT, 4 * C, fc, dwide.data(), dwide.data(), grad(block_tensor(l, kFcB)));
     k_.gemm(true, false, C, 4 * C, BT, 1.0f, ln2, C, dwide.data(), 4 * C, 1.0f, grad(block_tensor(l, kFcW)), 4 * C);
     k_.gemm(false, true, BT, C, 4 * C, 1.0f, dwide.data(), 4 * C, param(block_tensor(l, kFcW)), 4 * C, 0.0f, dln.data(), C);
     kernels::layernorm_rows_backward(BT, C, r2, param(block_tensor(l, kLn2W)), ln2_mean_.data() + L * bt,

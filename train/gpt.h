@@ -90,7 +90,8 @@ class Gpt {
 
   std::vector<std::int32_t> tokens_, targets_;
   GptDropout dropout_;
-  // Activations of the last forward pass, per layer and for the ends.
+  // Activations of the last forward pass, per layer and for the ends (fc_: GELU's derivative at
+  // the MLP's pre-activation, all that the backward pass needs of it).
   std::vector<float> encoded_, residual_, ln1_, ln1_mean_, ln1_rstd_, qkv_, probs_, atty_, residual2_, ln2_,
       ln2_mean_, ln2_rstd_, fc_, fch_, lnf_, lnf_mean_, lnf_rstd_, logits_, dlogits_, zeros_;
   // Scratch of one pass, kept between steps: fresh buffers of a few MB each would cost a page

@@ -113,6 +113,39 @@ void activation_backward_loop(Activation act, int rows, int cols, const float* z
   }
 }
 
+// As bias_activation_rows with GELU and no dropout, and z then holds GELU's derivative: one
+// normal_cdf_density per element where the pair of passes computed it twice.
+ST_VECTOR_CLONES
+void bias_gelu_loop(int rows, int cols, const float* __restrict bias, float* __restrict z, float* __restrict out) {
+  for (int r = 0; r < rows; ++r) {
+    float* __restrict zr = z + std::size_t(r) * cols;
+    float* __restrict outr = out + std::size_t(r) * cols;
+    for (int c = 0; c < cols; ++c) {
+      const float pre = zr[c] + bias[c];
+      const NormalCdfDensity n = normal_cdf_density(pre);
+      outr[c] = pre * n.cdf;             // gelu(pre), as elementwise.h computes it
+      zr[c] = n.cdf + pre * n.density;   // gelu_derivative(pre)
+    }
+  }
+}
+
+// As activation_backward_rows without dropout, the derivative given.
+ST_VECTOR_CLONES
+void gelu_backward_loop(int rows, int cols, const float* derivative, const float* dout, float* dz,
+                        float* __restrict dbias) {
+  std::fill(dbias, dbias + cols, 0.0f);
+  for (int r = 0; r < rows; ++r) {
+    const float* der = derivative + std::size_t(r) * cols;
+    const float* doutr = dout + std::size_t(r) * cols;
+    float* dzr = dz + std::size_t(r) * cols;
+    for (int c = 0; c < cols; ++c) {
+      const float grad = doutr[c] * der[c];
+      dzr[c] = grad;
+      dbias[c] += grad;
+    }
+  }
+}
+
 // dbias = the blocks' partial sums, added in block order (each column's sum in a fixed order).
 void add_block_sums(int blocks, int cols, const float* partial, float* dbias) {
   std::copy(partial, partial + cols, dbias);
@@ -161,7 +194,7 @@ constexpr std::size_t kPiece = std::size_t{1} << 15;
 // blocks' sums in block order: fixed, so the norm does not depend on the number of threads.
 constexpr std::size_t kSumBlock = kSumOfSquaresBlock;
 static_assert(kSumBlock % 32 == 0);
-// activation_backward sums dbias over blocks of this many rows, then the blocks' sums in order.
+// The backward passes sum dbias over blocks of this many rows, then the blocks' sums in order.
 constexpr std::size_t kBackwardRows = 64;
 
 std::size_t pieces_of(std::size_t n, std::size_t piece) { return (n + piece - 1) / piece; }
@@ -192,16 +225,16 @@ class CpuKernels final : public Kernels<float> {
   // Pieces of whole rows.
   void bias_activation_forward(Activation act, int rows, int cols, const float* bias, float* z,
                                float* out, const DropoutParams& dropout) override {
-    if (rows <= 0 || cols <= 0) return;
-    const std::size_t rows_per_piece = std::max<std::size_t>(1, kPiece / static_cast<std::size_t>(cols));
-    pool_.parallel(threads(), pieces_of(static_cast<std::size_t>(rows), rows_per_piece), [&](std::size_t piece) {
-      const std::size_t first = piece * rows_per_piece;
-      const int n = static_cast<int>(std::min(rows_per_piece, static_cast<std::size_t>(rows) - first));
-      const std::size_t at = first * static_cast<std::size_t>(cols);
+    in_row_pieces(rows, cols, [&](std::size_t first, int n, std::size_t at) {
       DropoutParams d = dropout;
       d.first_row += first;
       bias_activation_loop(act, n, cols, bias, z + at, out + at, d, keep_mask(cols));
     });
+  }
+
+  void bias_gelu_forward(int rows, int cols, const float* bias, float* z, float* out) override {
+    in_row_pieces(rows, cols,
+                  [&](std::size_t, int n, std::size_t at) { bias_gelu_loop(n, cols, bias, z + at, out + at); });
   }
 
   // Pieces of kBackwardRows rows, each with its own partial dbias, which are added up in piece
@@ -210,20 +243,18 @@ class CpuKernels final : public Kernels<float> {
   // thread then streams short pieces of every row.)
   void activation_backward(Activation act, int rows, int cols, const float* z, const float* dout,
                            float* dz, float* dbias, const DropoutParams& dropout) override {
-    if (rows <= 0 || cols <= 0) return;
-    const int blocks = (rows + kBackwardRows - 1) / kBackwardRows;
-    if (blocks == 1) return activation_backward_loop(act, rows, cols, z, dout, dz, dbias, dropout, keep_mask(cols));
-    dbias_partial_.resize(static_cast<std::size_t>(blocks) * static_cast<std::size_t>(cols));
-    pool_.parallel(threads(), static_cast<std::size_t>(blocks), [&](std::size_t block) {
-      const std::size_t first = block * kBackwardRows;
-      const int n = static_cast<int>(std::min<std::size_t>(kBackwardRows, static_cast<std::size_t>(rows) - first));
-      const std::size_t at = first * static_cast<std::size_t>(cols);
+    in_row_blocks(rows, cols, dbias, [&](std::size_t first, int n, std::size_t at, float* block_dbias) {
       DropoutParams d = dropout;
       d.first_row += first;
-      activation_backward_loop(act, n, cols, z + at, dout + at, dz + at, &dbias_partial_[block * static_cast<std::size_t>(cols)],
-                               d, keep_mask(cols));
+      activation_backward_loop(act, n, cols, z + at, dout + at, dz + at, block_dbias, d, keep_mask(cols));
     });
-    add_block_sums(blocks, cols, dbias_partial_.data(), dbias);
+  }
+
+  void gelu_backward(int rows, int cols, const float* derivative, const float* dout, float* dz,
+                     float* dbias) override {
+    in_row_blocks(rows, cols, dbias, [&](std::size_t, int n, std::size_t at, float* block_dbias) {
+      gelu_backward_loop(n, cols, derivative + at, dout + at, dz + at, block_dbias);
+    });
   }
 
   // Per row: one pass for the maximum, one for the exponentials (kept in dlogits), one to turn
@@ -302,6 +333,35 @@ class CpuKernels final : public Kernels<float> {
   // the rank's share of the cores) when that is 0.
   int threads() const { return threads_ > 0 ? threads_ : std::max(1, openblas_get_num_threads()); }
 
+  // loop(first row, rows, first element) over pieces of whole rows, about kPiece elements each.
+  template <typename Loop>
+  void in_row_pieces(int rows, int cols, Loop&& loop) {
+    if (rows <= 0 || cols <= 0) return;
+    const std::size_t rows_per_piece = std::max<std::size_t>(1, kPiece / static_cast<std::size_t>(cols));
+    pool_.parallel(threads(), pieces_of(static_cast<std::size_t>(rows), rows_per_piece), [&](std::size_t piece) {
+      const std::size_t first = piece * rows_per_piece;
+      const int n = static_cast<int>(std::min(rows_per_piece, static_cast<std::size_t>(rows) - first));
+      loop(first, n, first * static_cast<std::size_t>(cols));
+    });
+  }
+
+  // loop(first row, rows, first element, the block's dbias) over blocks of kBackwardRows rows,
+  // each with its own partial dbias, which are added up in block order: the same sums for any
+  // number of threads.
+  template <typename Loop>
+  void in_row_blocks(int rows, int cols, float* dbias, Loop&& loop) {
+    if (rows <= 0 || cols <= 0) return;
+    const int blocks = (rows + kBackwardRows - 1) / kBackwardRows;
+    if (blocks == 1) return loop(0, rows, 0, dbias);
+    dbias_partial_.resize(static_cast<std::size_t>(blocks) * static_cast<std::size_t>(cols));
+    pool_.parallel(threads(), static_cast<std::size_t>(blocks), [&](std::size_t block) {
+      const std::size_t first = block * kBackwardRows;
+      const int n = static_cast<int>(std::min<std::size_t>(kBackwardRows, static_cast<std::size_t>(rows) - first));
+      loop(first, n, first * static_cast<std::size_t>(cols), &dbias_partial_[block * static_cast<std::size_t>(cols)]);
+    });
+    add_block_sums(blocks, cols, dbias_partial_.data(), dbias);
+  }
+
   // One row's dropout mask, per thread (the pool's workers and the caller each have their own).
   static std::uint32_t* keep_mask(int cols) {
     thread_local std::vector<std::uint32_t> keep;
@@ -312,7 +372,7 @@ class CpuKernels final : public Kernels<float> {
   int threads_;
   ThreadPool pool_;
   std::vector<double> block_sums_;
-  std::vector<float> dbias_partial_;  // activation_backward's per-block sums
+  std::vector<float> dbias_partial_;  // in_row_blocks' per-block sums
 };
 
 }  // namespace

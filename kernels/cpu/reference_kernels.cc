@@ -71,6 +71,26 @@ void ReferenceKernels<T>::activation_backward(Activation act, int rows, int cols
 }
 
 template <typename T>
+void ReferenceKernels<T>::bias_gelu_forward(int rows, int cols, const T* bias, T* z, T* out) {
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) {
+      const T pre = z[at(r, c, cols)] + bias[c];
+      out[at(r, c, cols)] = gelu(pre);
+      z[at(r, c, cols)] = gelu_derivative(pre);
+    }
+}
+
+template <typename T>
+void ReferenceKernels<T>::gelu_backward(int rows, int cols, const T* derivative, const T* dout, T* dz, T* dbias) {
+  for (std::size_t i = 0; i < std::size_t(rows) * cols; ++i) dz[i] = dout[i] * derivative[i];
+  for (int c = 0; c < cols; ++c) {
+    T sum = 0;
+    for (int r = 0; r < rows; ++r) sum += dz[at(r, c, cols)];
+    dbias[c] = sum;
+  }
+}
+
+template <typename T>
 LossResult ReferenceKernels<T>::softmax_cross_entropy(int rows, int classes, const T* logits,
                                                       const std::int32_t* labels,
                                                       float label_smoothing, T grad_scale,

@@ -17,6 +17,8 @@ class ReferenceKernels final : public Kernels<T> {
                                const DropoutParams& dropout) override;
   void activation_backward(Activation act, int rows, int cols, const T* z, const T* dout, T* dz,
                            T* dbias, const DropoutParams& dropout) override;
+  void bias_gelu_forward(int rows, int cols, const T* bias, T* z, T* out) override;
+  void gelu_backward(int rows, int cols, const T* derivative, const T* dout, T* dz, T* dbias) override;
   LossResult softmax_cross_entropy(int rows, int classes, const T* logits,
                                    const std::int32_t* labels, float label_smoothing,
                                    T grad_scale, T* dlogits) override;

@@ -47,6 +47,14 @@ class CudaKernels final : public kernels::Kernels<float> {
     cuda::activation_backward(act, rows, cols, z, dout, dz, dbias, dropout, stream_);
   }
 
+  void bias_gelu_forward(int rows, int cols, const float* bias, float* z, float* out) override {
+    cuda::bias_gelu_forward(rows, cols, bias, z, out, stream_);
+  }
+
+  void gelu_backward(int rows, int cols, const float* derivative, const float* dout, float* dz, float* dbias) override {
+    cuda::gelu_backward(rows, cols, derivative, dout, dz, dbias, stream_);
+  }
+
   LossResult softmax_cross_entropy(int rows, int classes, const float* logits, const std::int32_t* labels,
                                    float label_smoothing, float grad_scale, float* dlogits) override {
     row_loss_.resize(static_cast<std::size_t>(rows) + 1);

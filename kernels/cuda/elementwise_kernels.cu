@@ -37,6 +37,22 @@ void activation_backward(Activation act, int rows, int cols, const T* z, const T
   CUDA_CHECK(cudaGetLastError());
 }
 
+template <typename T>
+void bias_gelu_forward(int rows, int cols, const T* bias, T* z, T* out, cudaStream_t stream) {
+  const std::size_t total = static_cast<std::size_t>(rows) * cols;
+  if (total == 0) return;
+  bias_gelu_kernel<<<blocks_for(total), kThreads, 0, stream>>>(rows, cols, bias, z, out);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename T>
+void gelu_backward(int rows, int cols, const T* derivative, const T* dout, T* dz, float* dbias, cudaStream_t stream) {
+  if (cols == 0) return;
+  const dim3 block(32, 8), grid((cols + 31) / 32);
+  gelu_backward_kernel<<<grid, block, 0, stream>>>(rows, cols, derivative, dout, dz, dbias);
+  CUDA_CHECK(cudaGetLastError());
+}
+
 template <typename TGrad>
 void softmax_cross_entropy(int rows, int classes, const float* logits, const std::int32_t* labels,
                            float label_smoothing, float grad_scale, TGrad* dlogits, LossScratch scratch,
@@ -122,6 +138,8 @@ template void activation_backward<float>(Activation, int, int, const float*, con
                                          const DropoutParams&, cudaStream_t);
 template void activation_backward<bf16>(Activation, int, int, const bf16*, const bf16*, bf16*, float*,
                                         const DropoutParams&, cudaStream_t);
+template void bias_gelu_forward<float>(int, int, const float*, float*, float*, cudaStream_t);
+template void gelu_backward<float>(int, int, const float*, const float*, float*, float*, cudaStream_t);
 template void softmax_cross_entropy<float>(int, int, const float*, const std::int32_t*, float, float, float*,
                                            LossScratch, LossSums*, cudaStream_t);
 template void softmax_cross_entropy<bf16>(int, int, const float*, const std::int32_t*, float, float, bf16*,

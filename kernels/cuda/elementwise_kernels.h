@@ -36,6 +36,14 @@ template <typename T>
 void activation_backward(Activation act, int rows, int cols, const T* z, const T* dout, T* dz, float* dbias,
                          const DropoutParams& dropout, cudaStream_t stream);
 
+// z += bias, out = gelu(z), then z = gelu'(z) (kernels::Kernels::bias_gelu_forward).
+template <typename T>
+void bias_gelu_forward(int rows, int cols, const T* bias, T* z, T* out, cudaStream_t stream);
+
+// dz = dout * derivative, and dbias[cols] = sum over rows of dz (when not null). dz may equal dout.
+template <typename T>
+void gelu_backward(int rows, int cols, const T* derivative, const T* dout, T* dz, float* dbias, cudaStream_t stream);
+
 // What softmax_cross_entropy leaves in device memory.
 struct LossSums {
   double loss_sum;

@@ -68,6 +68,41 @@ __global__ void activation_backward_kernel(Activation act, int rows, int cols, c
   }
 }
 
+// As bias_activation_kernel with GELU, a bias and no dropout; z then holds GELU's derivative at
+// the stored pre-activation.
+template <typename T>
+__global__ void bias_gelu_kernel(int rows, int cols, const T* bias, T* z, T* out) {
+  const std::size_t total = static_cast<std::size_t>(rows) * cols;
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < total; i += std::size_t(gridDim.x) * blockDim.x) {
+    const float pre = to_float(from_float<T>(to_float(z[i]) + to_float(bias[i % cols])));
+    out[i] = from_float<T>(activate(Activation::kGelu, pre));
+    z[i] = from_float<T>(activation_derivative(Activation::kGelu, pre));
+  }
+}
+
+// As activation_backward_kernel without dropout, the derivative given.
+template <typename T>
+__global__ void gelu_backward_kernel(int rows, int cols, const T* derivative, const T* dout, T* dz, float* dbias) {
+  __shared__ float partial[8][33];
+  const int col = blockIdx.x * 32 + threadIdx.x;
+  float sum = 0.0f;
+  if (col < cols) {
+    for (int row = threadIdx.y; row < rows; row += 8) {
+      const std::size_t i = static_cast<std::size_t>(row) * cols + col;
+      const float grad = to_float(dout[i]) * to_float(derivative[i]);
+      dz[i] = from_float<T>(grad);
+      sum += grad;
+    }
+  }
+  partial[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < cols && dbias) {
+    float total = 0.0f;
+    for (int g = 0; g < 8; ++g) total += partial[g][threadIdx.x];
+    dbias[col] = total;
+  }
+}
+
 // One warp a row. Lane-strided partial results are combined by butterfly shuffles, a fixed
 // order. The arg-max keeps the lowest index among equal maxima, as std::max_element does.
 template <typename TGrad>

@@ -87,5 +87,8 @@ count_in() {
   # 1 / (1 + z / 2) of Φ, eight lanes at a time; exp's 2^n built in eight exponents at a time.
   [ "$(count_in "$kernels" 'bias_activation_loop.*arch_x86_64_v3' 'vdivps .*ymm')" -gt 0 ]
   [ "$(count_in "$kernels" 'activation_backward_loop.*arch_x86_64_v3' 'vdivps .*ymm')" -gt 0 ]
+  [ "$(count_in "$kernels" 'bias_gelu_loop.*arch_x86_64_v3' 'vdivps .*ymm')" -gt 0 ]
+  # gelu_backward only multiplies and sums, eight lanes at a time.
+  [ "$(count_in "$kernels" 'gelu_backward_loop.*arch_x86_64_v3' 'vmulps .*ymm')" -gt 0 ]
   [ "$(count_in "$attention" 'causal_softmax_row.*arch_x86_64_v3' 'vpslld .*ymm')" -gt 0 ]
 }

@@ -56,6 +56,26 @@ TEST_CASE("elementwise kernels (emulated): bias, activation and dropout, forward
   }
 }
 
+TEST_CASE("elementwise kernels (emulated): GELU keeping its derivative, forward and backward, as the reference") {
+  auto reference = slurm_train::kernels::make_reference_kernels<float>();
+  const int rows = 40, cols = 45;
+  const auto z0 = uniform<float>(std::size_t(rows) * cols, 5, -6, 6), bias = uniform<float>(cols, 6),
+             dout = uniform<float>(z0.size(), 7);
+  std::vector<float> z = z0, out(z0.size()), dz(z0.size()), dbias(cols);
+  cuda_emu::launch({3, 1, 1}, kThreads, 0, bias_gelu_kernel<float>, rows, cols, static_cast<const float*>(bias.data()),
+                   z.data(), out.data());
+  cuda_emu::launch({static_cast<unsigned>((cols + 31) / 32), 1, 1}, cuda_emu::Index{32, 8, 1}, 0,
+                   gelu_backward_kernel<float>, rows, cols, static_cast<const float*>(z.data()), dout.data(), dz.data(),
+                   dbias.data());
+  std::vector<float> rz = z0, rout(z0.size()), rdz(z0.size()), rdbias(cols);
+  reference->bias_gelu_forward(rows, cols, bias.data(), rz.data(), rout.data());
+  reference->gelu_backward(rows, cols, rz.data(), dout.data(), rdz.data(), rdbias.data());
+  CHECK(z == rz);
+  CHECK(out == rout);
+  CHECK(dz == rdz);
+  CHECK(scaled_error(dbias, rdbias) < 1e-6);
+}
+
 TEST_CASE("elementwise kernels (emulated): softmax cross-entropy with label smoothing, its sums and a bad label") {
   auto reference = slurm_train::kernels::make_reference_kernels<float>();
   const int rows = 21, classes = 10;

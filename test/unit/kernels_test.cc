@@ -748,6 +748,57 @@ TEST_CASE("kernels: cpu forward and backward are bit-identical for any number of
   }
 }
 
+TEST_CASE("kernels: bias_gelu_forward and gelu_backward give bias_activation_forward's and activation_backward's "
+          "bits with kGelu, keep GELU's derivative, on any number of threads, in place, and as the reference") {
+  auto ref = make_reference_kernels<float>();
+  struct Shape {
+    int rows, cols;
+  };
+  for (Shape s : {Shape{1, 1}, Shape{7, 13}, Shape{300, 517}, Shape{2049, 40}, Shape{9, 20000}}) {
+    for (bool in_place : {false, true}) {
+      CAPTURE(s.rows);
+      CAPTURE(s.cols);
+      CAPTURE(in_place);
+      const std::size_t n = std::size_t(s.rows) * s.cols;
+      const auto bias = uniform_vector<float>(s.cols, 111);
+      const auto z0 = uniform_vector<float>(n, 112, -6, 6);
+      const auto dout = uniform_vector<float>(n, 113);
+      for (int threads : kThreadCounts) {
+        CAPTURE(threads);
+        auto cpu = make_cpu_kernels(threads);
+        // The pair with the pre-activation kept.
+        auto pre = z0;
+        std::vector<float> out_pair(n), dz_pair(n), dbias_pair(s.cols);
+        cpu->bias_activation_forward(Activation::kGelu, s.rows, s.cols, bias.data(), pre.data(), out_pair.data(), {});
+        cpu->activation_backward(Activation::kGelu, s.rows, s.cols, pre.data(), dout.data(), dz_pair.data(),
+                                 dbias_pair.data(), {});
+        // The pair with the derivative kept.
+        auto derivative = z0, grads = dout;
+        std::vector<float> out(n), dz(n), dbias(s.cols, 99.0f);
+        cpu->bias_gelu_forward(s.rows, s.cols, bias.data(), derivative.data(), out.data());
+        float* dz_at = in_place ? grads.data() : dz.data();
+        cpu->gelu_backward(s.rows, s.cols, derivative.data(), grads.data(), dz_at, dbias.data());
+        CHECK(out == out_pair);
+        CHECK((in_place ? grads : dz) == dz_pair);
+        CHECK(dbias == dbias_pair);
+        bool derivative_kept = true;
+        for (std::size_t i = 0; i < n; ++i)
+          derivative_kept = derivative_kept && derivative[i] == gelu_derivative(pre[i]);
+        CHECK(derivative_kept);
+        if (threads > 1) continue;
+        auto z_ref = z0;
+        std::vector<float> out_ref(n), dz_ref(n), dbias_ref(s.cols);
+        ref->bias_gelu_forward(s.rows, s.cols, bias.data(), z_ref.data(), out_ref.data());
+        ref->gelu_backward(s.rows, s.cols, z_ref.data(), dout.data(), dz_ref.data(), dbias_ref.data());
+        CHECK_ALL_CLOSE(out, out_ref, 1e-6, 1e-7);
+        CHECK_ALL_CLOSE(derivative, z_ref, 1e-6, 1e-7);
+        CHECK_ALL_CLOSE(in_place ? grads : dz, dz_ref, 1e-6, 1e-7);
+        CHECK_ALL_CLOSE(dbias, dbias_ref, 1e-4, 1e-4);
+      }
+    }
+  }
+}
+
 TEST_CASE("kernels: cpu optimizers, scale and sum_of_squares are bit-identical for any number of threads") {
   auto ref = make_reference_kernels<float>();
   const std::size_t n = 300007;  // about nine pieces and a ragged end
