@@ -345,6 +345,33 @@ TEST_CASE("cuda: activation_backward matches the reference, every activation, wi
   }
 }
 
+TEST_CASE("cuda: bias_gelu_forward and gelu_backward (GELU keeping its derivative) match the reference" *
+          doctest::skip(no_gpu())) {
+  auto k = cuda::make_cuda_kernels();
+  auto ref = kernels::make_reference_kernels<float>();
+  for (bool in_place : {false, true}) {
+    const std::uint64_t seed = fresh_seed();
+    CAPTURE(seed);
+    CAPTURE(in_place);
+    const int rows = 301, cols = 45;  // rows not a multiple of the backward kernel's 8 row groups
+    auto z = uniform<float>(std::size_t(rows) * cols, seed, -6, 6);
+    const auto bias = uniform<float>(cols, seed + 1), dout = uniform<float>(z.size(), seed + 2);
+    auto d_z = to_device(z), d_bias = to_device(bias), d_dout = to_device(dout);
+    DeviceBuffer<float> d_out(z.size()), d_dz(z.size()), d_dbias(cols);
+    k->bias_gelu_forward(rows, cols, d_bias.data(), d_z.data(), d_out.data());
+    float* target = in_place ? d_dout.data() : d_dz.data();
+    k->gelu_backward(rows, cols, d_z.data(), d_dout.data(), target, d_dbias.data());
+    std::vector<float> out(z.size()), dz(z.size()), dbias(cols);
+    ref->bias_gelu_forward(rows, cols, bias.data(), z.data(), out.data());
+    ref->gelu_backward(rows, cols, z.data(), dout.data(), dz.data(), dbias.data());
+    // The same formulas (elementwise.h); the GPU's arithmetic may differ by an ulp or two.
+    CHECK(scaled_error(to_host(d_out.data(), out.size()), out) < 1e-6);
+    CHECK(scaled_error(to_host(d_z.data(), z.size()), z) < 1e-6);  // the derivative
+    CHECK(scaled_error(to_host(target, dz.size()), dz) < 1e-6);
+    CHECK(scaled_error(to_host(d_dbias.data(), cols), dbias) < 1e-5);  // another summation order
+  }
+}
+
 // ---- loss --------------------------------------------------------------------------------------
 
 TEST_CASE("cuda: softmax_cross_entropy matches the reference (loss, correct, gradient)" * doctest::skip(no_gpu())) {
