@@ -42,12 +42,24 @@ __global__ void bias_activation_kernel(Activation act, int rows, int cols, const
   }
 }
 
-// Block (32 columns, 8 row groups): each thread walks its column over every 8th row, then the 8
-// partial sums of a column are added in a fixed order.
+// The backward kernels' blocks are 32 columns x 8 row groups, each thread having summed its column
+// over every 8th row: the 8 partial sums of a column are added in a fixed order into dbias[col]
+// (when dbias is not null). Every thread of the block calls it.
+__device__ inline void column_sum_of_row_groups(float sum, int col, int cols, float* dbias) {
+  __shared__ float partial[8][33];
+  partial[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < cols && dbias) {
+    float total = 0.0f;
+    for (int g = 0; g < 8; ++g) total += partial[g][threadIdx.x];
+    dbias[col] = total;
+  }
+}
+
+// Block (32 columns, 8 row groups): each thread walks its column over every 8th row.
 template <typename T>
 __global__ void activation_backward_kernel(Activation act, int rows, int cols, const T* z, const T* dout, T* dz,
                                            float* dbias, DropoutParams d) {
-  __shared__ float partial[8][33];
   const int col = blockIdx.x * 32 + threadIdx.x;
   float sum = 0.0f;
   if (col < cols) {
@@ -59,13 +71,7 @@ __global__ void activation_backward_kernel(Activation act, int rows, int cols, c
       sum += grad;
     }
   }
-  partial[threadIdx.y][threadIdx.x] = sum;
-  __syncthreads();
-  if (threadIdx.y == 0 && col < cols && dbias) {
-    float total = 0.0f;
-    for (int g = 0; g < 8; ++g) total += partial[g][threadIdx.x];
-    dbias[col] = total;
-  }
+  column_sum_of_row_groups(sum, col, cols, dbias);
 }
 
 // As bias_activation_kernel with GELU, a bias and no dropout; z then holds GELU's derivative at
@@ -83,7 +89,6 @@ __global__ void bias_gelu_kernel(int rows, int cols, const T* bias, T* z, T* out
 // As activation_backward_kernel without dropout, the derivative given.
 template <typename T>
 __global__ void gelu_backward_kernel(int rows, int cols, const T* derivative, const T* dout, T* dz, float* dbias) {
-  __shared__ float partial[8][33];
   const int col = blockIdx.x * 32 + threadIdx.x;
   float sum = 0.0f;
   if (col < cols) {
@@ -94,13 +99,7 @@ __global__ void gelu_backward_kernel(int rows, int cols, const T* derivative, co
       sum += grad;
     }
   }
-  partial[threadIdx.y][threadIdx.x] = sum;
-  __syncthreads();
-  if (threadIdx.y == 0 && col < cols && dbias) {
-    float total = 0.0f;
-    for (int g = 0; g < 8; ++g) total += partial[g][threadIdx.x];
-    dbias[col] = total;
-  }
+  column_sum_of_row_groups(sum, col, cols, dbias);
 }
 
 // One warp a row. Lane-strided partial results are combined by butterfly shuffles, a fixed
