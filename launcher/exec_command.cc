@@ -12,16 +12,17 @@
 
 #include <atomic>
 #include <cerrno>
-#include <charconv>
 #include <cmath>
 #include <chrono>
 #include <cstring>
 #include <ctime>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 
 #include "launcher/child_process.h"
+#include "launcher/cli_validators.h"
 #include "launcher/exit_codes.h"
 #include "launcher/heartbeat_file.h"
 #include "launcher/memory_cgroup.h"
@@ -484,24 +485,8 @@ ExecCommandLine split_exec_command_line(int& argc, char** argv) {
 
 void add_exec_command(CLI::App& app, int& exit_code, const ExecCommandLine& line) {
   auto options = std::make_shared<ExecOptions>();
-  // "--hang-timeout -1: expected seconds, a number >= 0" (CLI11's own range check prints DBL_MAX).
-  const CLI::Validator seconds(
-      [](std::string& value) -> std::string {
-        double d = 0;
-        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), d);
-        if (ec != std::errc() || end != value.data() + value.size() || !std::isfinite(d) || d < 0)
-          return "expected seconds, a number >= 0";
-        return "";
-      },
-      "SECONDS");
-  const CLI::Validator count(
-      [](std::string& value) -> std::string {
-        int n = 0;
-        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-        if (ec != std::errc() || end != value.data() + value.size() || n < 0) return "expected a whole number >= 0";
-        return "";
-      },
-      "N");
+  const CLI::Validator seconds = non_negative_number("seconds, a number >= 0", "SECONDS");
+  const CLI::Validator count = whole_number(std::numeric_limits<int>::max());
   CLI::App* cmd = app.add_subcommand(
       "exec", "supervise any program on every task of a job step: srun slurm-train exec [OPTIONS] -- PROGRAM [ARGS...]");
   cmd->add_option_function<std::string>(

@@ -2,10 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <memory>
 
+#include "launcher/cli_validators.h"
 #include "launcher/exit_codes.h"
 #include "train/checkpoint_file.h"
 #include "train/checkpoint_store.h"
@@ -35,6 +38,7 @@ int sample(const SampleArgs& a) {
   if (state.model.kind != "gpt")
     throw std::runtime_error(fmt::format("{} holds an {} model; sample needs a gpt checkpoint (model.kind = \"gpt\")",
                                          path, state.model.kind));
+  check_sample_inputs(state.model.gpt, a.options);  // before the line below, and before a GPU is set up
   const CudaProbe probe = a.device == "cpu" ? CudaProbe{} : probe_cuda();
   const bool on_gpu = a.device != "cpu" && probe.devices > 0;
   if (a.device == "cuda" && !on_gpu) throw std::runtime_error(fmt::format("sample --device cuda: no usable GPU: {}", probe.problem));
@@ -67,12 +71,19 @@ void add_sample_command(CLI::App& app, int& exit_code) {
       ->check(CLI::ExistingPath);
   s->add_option("--prompt", args->prompt, "text to continue (its bytes are the tokens); empty: a new line")
       ->capture_default_str();
-  s->add_option("--tokens", args->options.tokens, "bytes to generate")->capture_default_str()->check(CLI::NonNegativeNumber);
+  constexpr auto int_max = static_cast<std::uint64_t>(std::numeric_limits<int>::max());
+  s->add_option("--tokens", args->options.tokens, "bytes to generate")
+      ->capture_default_str()
+      ->check(whole_number(int_max));
   s->add_option("--temperature", args->options.temperature, "0: always the most likely byte; higher: more varied")
-      ->capture_default_str();
-  s->add_option("--top-k", args->options.top_k, "draw among the K most likely bytes; 0: among all")->capture_default_str();
+      ->capture_default_str()
+      ->check(non_negative_number("a finite number of at least 0 (0: greedy)"));
+  s->add_option("--top-k", args->options.top_k, "draw among the K most likely bytes; 0: among all")
+      ->capture_default_str()
+      ->check(whole_number(int_max));
   s->add_option("--seed", args->options.seed, "the draws depend on it alone: the same seed, the same text")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_number(std::numeric_limits<std::uint64_t>::max()));
   s->add_option("--device", args->device,
                  "auto: the first visible GPU when there is one, else the CPU; cpu; cuda (an error without a GPU)")
       ->capture_default_str()

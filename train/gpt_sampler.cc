@@ -73,6 +73,8 @@ int draw_token(const std::vector<float>& logits, const SampleOptions& options, s
   return candidates.back();  // target within rounding of the total
 }
 
+}  // namespace
+
 void check_sample_inputs(const GptConfig& config, const SampleOptions& options) {
   if (config.vocab != kByteVocab)
     throw std::invalid_argument(
@@ -86,8 +88,6 @@ void check_sample_inputs(const GptConfig& config, const SampleOptions& options) 
     throw std::invalid_argument(fmt::format("sample: top_k {}: expected 0 (every token) up to the vocabulary size {}",
                                             options.top_k, config.vocab));
 }
-
-}  // namespace
 
 void GptDecoder::check_parameters(const GptConfig& config, std::size_t count) {
   const auto layout = gpt_layout(config);

@@ -85,6 +85,11 @@ struct SampleOptions {
   int top_k = 0;             // draw among the top_k most likely tokens; 0: among all
 };
 
+// Throws std::invalid_argument, naming the value, for a vocab other than 256, a negative token
+// count, a temperature negative or not finite, or a top_k outside [0, vocab]: what sample_text
+// refuses, for a caller that checks before it prints or loads anything.
+void check_sample_inputs(const GptConfig& config, const SampleOptions& options);
+
 // Generates options.tokens bytes after `prompt` (see the window rules above) and returns them
 // (without the prompt); on_text, when given, receives each byte as it is generated. Throws
 // std::invalid_argument, before generating anything, for a vocab other than 256, params that do

@@ -72,11 +72,21 @@ assert printable > 0.95 and 0.05 < spaces < 0.35
 PYEOF
   echo "$output"
   [ "$status" -eq 0 ]
-  # What it refuses: an MLP checkpoint, a bad temperature (before printing anything).
+  # What it refuses, before printing anything: bad option values (a usage error, exit 2), and a
+  # top-k past this checkpoint's vocabulary.
   run "$BUILD/bin/slurm-train" sample "$work/ck" --temperature -1
+  [ "$status" -eq 2 ]
+  [[ $output == *"--temperature: -1: expected a finite number of at least 0"* ]]
+  run "$BUILD/bin/slurm-train" sample "$work/ck" --seed -5
+  [ "$status" -eq 2 ]
+  [[ $output == *"--seed: -5: expected a whole number in [0, 18446744073709551615]"* ]]
+  run "$BUILD/bin/slurm-train" sample "$work/ck" --tokens -1
+  [ "$status" -eq 2 ]
+  [[ $output == *"--tokens: -1: expected a whole number in [0, 2147483647]"* ]]
+  run "$BUILD/bin/slurm-train" sample "$work/ck" --top-k 257
   [ "$status" -eq 1 ]
-  [[ $output == *"temperature -1: expected a finite number of at least 0"* ]]
-  [[ $output != "The "* ]]
+  [[ $output == *"top_k 257: expected 0 (every token) up to the vocabulary size 256"* ]]
+  [[ $output != *"sampling"* ]]
   if [ ! -e /dev/nvidiactl ]; then  # a node without a GPU: --device cuda says why, auto falls back
     run "$BUILD/bin/slurm-train" sample "$work/ck" --device cuda
     [ "$status" -eq 1 ]

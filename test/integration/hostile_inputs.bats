@@ -214,3 +214,21 @@ with h5py.File('$BATS_TEST_TMPDIR/nan.h5', 'w') as f:
   [ "$status" -eq 2 ]
   [ "$(grep -c "unknown option '--train.stpes'" <<<"$output")" -eq 1 ]
 }
+
+@test "sample refuses an MLP checkpoint, naming its model, and bad option values before it reads one (exit 2)" {
+  run "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 2 --ckpt.dir "$BATS_TEST_TMPDIR/ck" --ckpt.every 2
+  [ "$status" -eq 0 ]
+  run "$BUILD/bin/slurm-train" sample "$BATS_TEST_TMPDIR/ck" --prompt "x"
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ $output == *"step-00000002.h5 holds an mlp model; sample needs a gpt checkpoint (model.kind = \"gpt\")"* ]]
+  [[ $output != *"sampling"* ]]
+  for bad in "--tokens=-1" "--tokens=1e3" "--top-k=-2" "--seed=-5" "--seed=18446744073709551616" \
+    "--temperature=inf" "--temperature=-0.5"; do
+    run "$BUILD/bin/slurm-train" sample "$BATS_TEST_TMPDIR/ck" "$bad"
+    echo "$bad: $output"
+    [ "$status" -eq 2 ]
+    value=${bad#*=}
+    [[ $output == *"${bad%%=*}: $value: expected "* ]]
+  done
+}
