@@ -23,10 +23,20 @@ enum class Activation : int { kIdentity = 0, kRelu = 1, kGelu = 2 };
 // GELU with the exact erf form (PyTorch's default, approximate='none'): x Φ(x). In single
 // precision Φ comes from normal_cdf.h (no libm call, so that the loops vectorize; within 5e-7 of
 // the exact value); in double, the test references, from std::erf.
+// GELU and its derivative in single precision from one Φ and one φ: a kernel that needs both
+// (the forward pass keeping the derivative for the backward) computes them once.
+struct GeluWithDerivative {
+  float value, derivative;
+};
+ST_HD GeluWithDerivative gelu_with_derivative(float x) {
+  const NormalCdfDensity n = normal_cdf_density(x);
+  return {x * n.cdf, n.cdf + x * n.density};
+}
+
 template <typename T>
 ST_HD T gelu(T x) {
   if constexpr (std::is_same_v<T, float>) {
-    return x * normal_cdf_density(x).cdf;
+    return gelu_with_derivative(x).value;
   } else {
     return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
   }
@@ -35,8 +45,7 @@ ST_HD T gelu(T x) {
 template <typename T>
 ST_HD T gelu_derivative(T x) {
   if constexpr (std::is_same_v<T, float>) {
-    const NormalCdfDensity n = normal_cdf_density(x);
-    return n.cdf + x * n.density;
+    return gelu_with_derivative(x).derivative;
   } else {
     const T cdf = T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440)));
     const T pdf = std::exp(T(-0.5) * x * x) * T(0.39894228040143267794);

@@ -122,9 +122,9 @@ void bias_gelu_loop(int rows, int cols, const float* __restrict bias, float* __r
     float* __restrict outr = out + std::size_t(r) * cols;
     for (int c = 0; c < cols; ++c) {
       const float pre = zr[c] + bias[c];
-      const NormalCdfDensity n = normal_cdf_density(pre);
-      outr[c] = pre * n.cdf;             // gelu(pre), as elementwise.h computes it
-      zr[c] = n.cdf + pre * n.density;   // gelu_derivative(pre)
+      const GeluWithDerivative g = gelu_with_derivative(pre);
+      outr[c] = g.value;
+      zr[c] = g.derivative;
     }
   }
 }

@@ -81,8 +81,9 @@ __global__ void bias_gelu_kernel(int rows, int cols, const T* bias, T* z, T* out
   const std::size_t total = static_cast<std::size_t>(rows) * cols;
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < total; i += std::size_t(gridDim.x) * blockDim.x) {
     const float pre = to_float(from_float<T>(to_float(z[i]) + to_float(bias[i % cols])));
-    out[i] = from_float<T>(activate(Activation::kGelu, pre));
-    z[i] = from_float<T>(activation_derivative(Activation::kGelu, pre));
+    const kernels::GeluWithDerivative g = kernels::gelu_with_derivative(pre);
+    out[i] = from_float<T>(g.value);
+    z[i] = from_float<T>(g.derivative);
   }
 }
 
