@@ -12,7 +12,8 @@
 #             then needs --data and --tokens)
 #   gpu-check.sh, torch_gpu_mlp.py, torch_gpt_gpu.py (the PyTorch peers), fashion-mnist.toml and
 #             gpt-tiny.toml (the configurations it runs), run (the wrapper: LD_LIBRARY_PATH, then the program)
-# and OUT.tar.xz of it, with its size (a device session carries at most 64 MiB).
+# and OUT.tar.xz of it, with its size (a device session carries at most 64 MiB;
+# GPU_BUNDLE_ARCHIVE=none: the folder only).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${BUILD:-build}
@@ -97,6 +98,10 @@ exec "$HERE/bin/$program" "$@"
 RUN
 chmod +x "$OUT/bin/run"
 
+if [ "${GPU_BUNDLE_ARCHIVE:-tar.xz}" = none ]; then
+  echo "gpu-bundle: $OUT ($(du -sh "$OUT" | cut -f1))"
+  exit 0
+fi
 tar -C "$(dirname "$OUT")" -cJf "$OUT.tar.xz" "$(basename "$OUT")"
 echo "gpu-bundle: $OUT ($(du -sh "$OUT" | cut -f1)), $OUT.tar.xz ($(du -h "$OUT.tar.xz" | cut -f1))"
 echo "gpu-bundle: on the GPU machine: tar xJf $(basename "$OUT").tar.xz && $(basename "$OUT")/gpu-check.sh"

@@ -68,6 +68,57 @@ load helpers
   fi
 }
 
+# The GPU machine has a driver, CUDA and Python, but no Open MPI, HDF5 or OpenBLAS: its one
+# session is not to be lost to a library the bundle forgot. In a mount namespace, Open MPI (its
+# libraries, plugins and launchers), HDF5's MPI build, OpenBLAS and the libraries only they bring
+# are hidden; the tree's own slurm-train then cannot start, and the bundle's must.
+@test "make gpu-bundle's programs run where Open MPI, HDF5 and OpenBLAS are missing, as on the GPU machine" {
+  if [ ! -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
+    skip "no nvcc: this build has no CUDA path"
+  fi
+  ensure_fashion_mnist
+  set_small_args
+  bundle=$BATS_TEST_TMPDIR/gpu-bundle
+  run env BUILD="$BUILD" GPU_BUNDLE_DATA=none GPU_BUNDLE_ARCHIVE=none "$ROOT/scripts/gpu-bundle.sh" "$bundle"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ -f "$bundle/lib/libmpi.so.40" ] && [ -f "$bundle/lib/libopenblas.so.0" ]
+  run unshare --mount --propagation private bash -s "$BUILD" "$bundle" "$BATS_TEST_TMPDIR/ck" "${SMALL[@]}" <<'EOF_NS'
+set -u
+build=$1 bundle=$2 ck=$3
+shift 3
+L=/usr/lib/x86_64-linux-gnu
+for d in $L/openmpi $L/hdf5/openmpi $L/openblas-pthread $L/blas $L/lapack /usr/share/openmpi /etc/openmpi $L/pmix2; do
+  [ -d "$d" ] && mount -t tmpfs none "$d"
+done
+for f in $L/libhdf5_openmpi* $L/libmpi* $L/libopen-pal* $L/libopen-rte* $L/libopenblas* $L/libpmix* $L/libfmt* \
+         $L/libhwloc* $L/libevent* $L/libgfortran* $L/libquadmath*; do
+  [ -e "$f" ] && mount --bind /dev/null "$f"
+done
+for b in mpirun orted ompi_info; do
+  p=$(command -v $b) && mount --bind /dev/null "$(readlink -f "$p")"
+done
+"$build/bin/slurm-train" --version >/dev/null 2>&1
+echo "the tree's slurm-train: exit $?"
+"$bundle/bin/run" slurm-train run "$@" --train.steps 4 --ckpt.dir "$ck" --ckpt.every 2 --run.progress lines 2>&1
+echo "bundle run: exit $?"
+"$bundle/bin/run" slurm-train ckpt verify "$ck" 2>&1
+echo "bundle ckpt verify: exit $?"
+"$bundle/bin/run" cuda-tests --no-version 2>&1 | grep '^\[doctest\] test cases:'
+"$bundle/bin/run" gpu_check gpt --help >/dev/null
+echo "bundle gpu_check: exit $?"
+EOF_NS
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ $output != *"the tree's slurm-train: exit 0"* ]]
+  [[ $output == *"the tree's slurm-train: exit 127"* ]]
+  [[ $output == *"final: test_acc"* ]]
+  [[ $output == *"bundle run: exit 0"* ]]
+  [[ $output == *"bundle ckpt verify: exit 0"* ]]
+  [[ $output =~ \[doctest\]\ test\ cases:\ +[0-9]+\ \|\ +[0-9]+\ passed\ \|\ +0\ failed ]]
+  [[ $output == *"bundle gpu_check: exit 0"* ]]
+}
+
 # count_in OBJECT FUNCTION_PATTERN INSTRUCTION_PATTERN: how many of the instructions of the
 # functions whose (demangled) name matches FUNCTION_PATTERN match INSTRUCTION_PATTERN.
 count_in() {
