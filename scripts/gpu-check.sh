@@ -316,7 +316,13 @@ else
     --temperature 0 --quiet --device cpu 2>"$work/sample-cpu.log")
   s2=$?
   printf 'GPU: %s\nCPU: %s\n' "$gpu_text" "$cpu_text"
-  same=$("$PYTHON" -c 'import os, sys; a, b = sys.argv[1], sys.argv[2]; n = len(os.path.commonprefix([a, b])); print("identical to the CPU's" if a == b else f"the CPU's for its first {n} of {len(b)} bytes")' "$gpu_text" "$cpu_text")
+  if [ "$gpu_text" = "$cpu_text" ]; then
+    same="identical to the CPU's"
+  else
+    n=0
+    while [ "$n" -lt "${#cpu_text}" ] && [ "${gpu_text:n:1}" = "${cpu_text:n:1}" ]; do n=$((n + 1)); done
+    same="the CPU's for its first $n of ${#cpu_text} bytes"
+  fi
   if [ "$s1" -eq 0 ] && [ "$s2" -eq 0 ] && [[ $gpu_text == "The "* ]] && [ "${#gpu_text}" -ge 120 ]; then
     record "GPT sample on the $device" PASS "greedy text $same"
   else
