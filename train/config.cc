@@ -25,6 +25,7 @@ struct TomlAssertion : std::runtime_error {
 #include <functional>
 #include <iterator>
 #include <limits>
+#include <string_view>
 #include <utility>
 #include <sstream>
 #include <variant>
@@ -292,7 +293,22 @@ std::string config_key_type(const std::string& key) {
       k->ref(scratch));
 }
 
+// Names other trainers (nanoGPT, Hugging Face's Trainer, PyTorch Lightning) give some keys, too far
+// from ours for the edit distance to find; matched on the part after the section, if any.
+constexpr std::pair<std::string_view, std::string_view> kOtherTrainersNames[] = {
+    {"block_size", "model.block"},      {"n_ctx", "model.block"},           {"num_layers", "model.layers"},
+    {"num_heads", "model.heads"},       {"num_attention_heads", "model.heads"}, {"d_model", "model.embd"},
+    {"max_steps", "train.steps"},       {"max_iters", "train.steps"},        {"num_steps", "train.steps"},
+    {"max_epochs", "train.epochs"},     {"num_epochs", "train.epochs"},      {"num_train_epochs", "train.epochs"},
+    {"batch_size", "train.global_batch"}, {"learning_rate", "train.lr"},    {"grad_clip", "train.clip_norm"},
+    {"max_grad_norm", "train.clip_norm"}, {"gradient_clip_val", "train.clip_norm"},
+    {"out_dir", "ckpt.dir"},            {"output_dir", "ckpt.dir"},          {"checkpoint_dir", "ckpt.dir"},
+};
+
 std::string nearest_config_key(const std::string& unknown) {
+  const std::string_view last = std::string_view(unknown).substr(unknown.find('.') + 1);
+  for (const auto& [other, ours] : kOtherTrainersNames)
+    if (last == other) return std::string(ours);
   std::string best;
   std::size_t best_distance = 4;  // farther than this is no suggestion
   for (const Key& k : keys()) {

@@ -134,7 +134,8 @@ std::string describe_config(const RunConfig& config);
 // The effective configuration as TOML text (for logs and checkpoints).
 std::string config_as_toml(const RunConfig& config);
 
-// The known key nearest to `unknown` by edit distance, or "" when none is close.
+// The known key nearest to `unknown` by edit distance, or the one it names as other trainers
+// name it ("max_steps": train.steps); "" when none is close.
 std::string nearest_config_key(const std::string& unknown);
 
 }  // namespace slurm_train

@@ -80,7 +80,10 @@ small_run() {
   printf '[train]\nepochs = 2\nlearning_rate = 0.1\n' >"$BATS_TEST_TMPDIR/bad.toml"
   run "$BUILD/bin/slurm-train" run --config "$BATS_TEST_TMPDIR/bad.toml"
   [ "$status" -ne 0 ]
-  [[ $output == *"bad.toml:3:1: unknown key 'train.learning_rate'"* ]]
+  [[ $output == *"bad.toml:3:1: unknown key 'train.learning_rate' (did you mean 'train.lr'?)"* ]]
+  run small_run --train.max_steps 5
+  [ "$status" -eq 2 ]
+  [[ $output == *"unknown option '--train.max_steps' (did you mean '--train.steps'?)"* ]]
   run small_run --train.stpes 5
   [ "$status" -eq 2 ]
   [[ $output == *"unknown option '--train.stpes' (did you mean '--train.steps'?)"* ]]

@@ -137,11 +137,18 @@ TEST_CASE("config: a text value from the command line or the environment must be
 TEST_CASE("config: unknown keys name the nearest, with the file position") {
   const std::string file = write_temp("[train]\nepochs = 2\nlearning_rate = 0.1\n");
   RunConfig c;
-  CHECK(error_of([&] { apply_config_file(c, file); }) == file + ":3:1: unknown key 'train.learning_rate'");
+  CHECK(error_of([&] { apply_config_file(c, file); }) ==
+        file + ":3:1: unknown key 'train.learning_rate' (did you mean 'train.lr'?)");
   CHECK(error_of([&] { apply_config_override(c, "train.stpes", "1"); }) ==
         "unknown key 'train.stpes' (did you mean 'train.steps'?)");
   CHECK(nearest_config_key("lr") == "train.lr");
   CHECK(nearest_config_key("completely.different") == "");
+  // What nanoGPT and Hugging Face's Trainer call them, with or without a section.
+  CHECK(nearest_config_key("model.block_size") == "model.block");
+  CHECK(nearest_config_key("train.max_steps") == "train.steps");
+  CHECK(nearest_config_key("batch_size") == "train.global_batch");
+  CHECK(nearest_config_key("max_grad_norm") == "train.clip_norm");
+  CHECK(nearest_config_key("train.max_stepsx") == "");
   CHECK(error_of([&] { apply_config_environment(c, {"SLURM_TRAIN_MODEL_HIDDN=[1]"}); }) ==
         "environment variable SLURM_TRAIN_MODEL_HIDDN: not a configuration key (did you mean SLURM_TRAIN_MODEL_HIDDEN?)");
   const std::string section = write_temp("[optimiser]\nlr = 1\n");
