@@ -20,9 +20,6 @@ namespace slurm_train::kernels {
 
 enum class Activation : int { kIdentity = 0, kRelu = 1, kGelu = 2 };
 
-// GELU with the exact erf form (PyTorch's default, approximate='none'): x Φ(x). In single
-// precision Φ comes from normal_cdf.h (no libm call, so that the loops vectorize; within 5e-7 of
-// the exact value); in double, the test references, from std::erf.
 // GELU and its derivative in single precision from one Φ and one φ: a kernel that needs both
 // (the forward pass keeping the derivative for the backward) computes them once.
 struct GeluWithDerivative {
@@ -33,6 +30,9 @@ ST_HD GeluWithDerivative gelu_with_derivative(float x) {
   return {x * n.cdf, n.cdf + x * n.density};
 }
 
+// GELU with the exact erf form (PyTorch's default, approximate='none'): x Φ(x). In single
+// precision Φ comes from normal_cdf.h (no libm call, so that the loops vectorize; within 5e-7 of
+// the exact value); in double, the test references, from std::erf.
 template <typename T>
 ST_HD T gelu(T x) {
   if constexpr (std::is_same_v<T, float>) {
