@@ -6,6 +6,8 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "spank/jobenv/text.h"
+
 namespace slurm_train {
 
 std::vector<PlotRun> parse_plot_runs(std::istream& in, const std::string& path) {
@@ -36,7 +38,9 @@ std::vector<PlotRun> parse_plot_runs(std::istream& in, const std::string& path) 
         run.samples_per_s.push_back(j.at("samples_per_s").get<double>());
       }
     } catch (const nlohmann::json::exception& e) {
-      throw std::runtime_error(fmt::format("{}:{}: not a slurm-train metrics line ({})", path, number, e.what()));
+      // The parser quotes what it last read, which in a binary file is raw bytes.
+      throw std::runtime_error(
+          fmt::format("{}:{}: not a slurm-train metrics line ({})", path, number, escape_bytes(e.what())));
     }
   }
   if (runs.empty()) throw std::runtime_error(fmt::format("'{}' holds no step metrics", path));

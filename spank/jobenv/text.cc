@@ -5,6 +5,20 @@
 
 namespace slurm_train {
 
+namespace {
+
+void append_escaped(std::string& out, char c) {
+  if (c >= 0x20 && c < 0x7f) {
+    out += c;
+    return;
+  }
+  char code[8];
+  std::snprintf(code, sizeof code, "\\x%02x", static_cast<unsigned char>(c));
+  out += code;
+}
+
+}  // namespace
+
 std::string quote_value(std::string_view value) {
   std::string out = "'";
   std::size_t shown = 0;
@@ -13,15 +27,16 @@ std::string quote_value(std::string_view value) {
       out += "...";
       break;
     }
-    if (c >= 0x20 && c < 0x7f) {
-      out += c;
-    } else {
-      char code[8];
-      std::snprintf(code, sizeof code, "\\x%02x", static_cast<unsigned char>(c));
-      out += code;
-    }
+    append_escaped(out, c);
   }
   return out + "'";
+}
+
+std::string escape_bytes(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) append_escaped(out, c);
+  return out;
 }
 
 void check_text(std::string_view what, std::string_view value, std::size_t max_length,

@@ -18,6 +18,10 @@ struct InputError : std::invalid_argument {
 // A value as a message may quote it: at most 80 characters, control bytes as \xNN.
 std::string quote_value(std::string_view value);
 
+// Text as a terminal may print it: every byte outside printable ASCII (control bytes, DEL, the
+// bytes of a binary file) as \xNN, the rest unchanged.
+std::string escape_bytes(std::string_view text);
+
 // Throws InputError unless value is 1..max_length printable ASCII characters (no space when
 // allow_space is false, never a newline, NUL or other control byte). `what` names the input.
 void check_text(std::string_view what, std::string_view value, std::size_t max_length,

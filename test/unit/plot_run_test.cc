@@ -2,6 +2,7 @@
 // refused with the file and line, never read as missing values.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "launcher/plot_run.h"
@@ -38,6 +39,18 @@ TEST_CASE("plot: a line without a field it needs is refused, naming the file and
   check_refused<std::runtime_error>([&] { parse(R"({"step":0,"loss":2.5})"); }, "m.jsonl:1:");
   check_refused<std::runtime_error>([&] { parse(R"({"eval":{"step":1,"test_loss":2,"test_accuracy":0.5}})"); },
                                     "holds no step metrics");
+}
+
+TEST_CASE("plot: a binary file is refused with its bytes escaped, never written raw to the terminal") {
+  try {
+    parse(std::string("\x7f" "ELF\x02\x01\x01", 7));
+    FAIL("a binary line was taken");
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    CHECK(what.starts_with("m.jsonl:1: not a slurm-train metrics line"));
+    CHECK(what.find("\\x7f") != std::string::npos);
+    CHECK(std::all_of(what.begin(), what.end(), [](char c) { return c >= 0x20 && c < 0x7f; }));
+  }
 }
 
 TEST_CASE("plot: the runs of a file that several jobs appended to are told apart by their run id") {
