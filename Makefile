@@ -99,7 +99,9 @@ LIB := $(LIB_LAUNCHER) $(LIB_ENGINE) $(LIB_JOBENV)
 
 ifneq ($(CUDA_SRC),)
   ALL_CXXFLAGS += -DSLURM_TRAIN_WITH_CUDA -I$(CUDA_HOME)/include
-  LIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart
+  # cuBLASLt is opened on first use (kernels/cuda/cublaslt_library.h), not linked: loading it
+  # costs every command 0.3 s; the run path lets dlopen find it where the build did.
+  LIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnccl -lcudart -ldl
 endif
 NVCCFLAGS := -std=c++20 -O2 -g -I. -DSLURM_TRAIN_VERSION=\"$(VERSION)\" -DSLURM_TRAIN_WITH_CUDA \
              -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90] \

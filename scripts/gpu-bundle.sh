@@ -5,8 +5,8 @@
 #   bin/      gpu_check, cuda-tests, slurm-train (stripped of debug info)
 #   lib/      every shared library they link, as ldd resolves it here, except the C library
 #             family (the target's own must be used), the driver (libcuda, libnvidia-*) and the
-#             CUDA toolkit's (libcudart, libcublas, libcublasLt, libnccl: 800 MB; found on the
-#             target by bin/run, see there)
+#             CUDA toolkit's (libcudart, libnccl, and libcublasLt, which the programs open on first
+#             use: 800 MB; found on the target by bin/run, see there)
 #   data/     Fashion-MNIST's four IDX files, and the fortunes corpus's tokens (data/fortunes,
 #             about 1 MB), when this machine has them (GPU_BUNDLE_DATA=none: no data; gpu-check.sh
 #             then needs --data and --tokens)
@@ -60,7 +60,7 @@ cat >"$OUT/bin/run" <<'RUN'
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 find_cuda_dirs() {
-  local want=(libcudart.so.13 libcublasLt.so.13 libcublas.so.13 libnccl.so.2) dirs=() name d found
+  local want=(libcudart.so.13 libcublasLt.so.13 libnccl.so.2) dirs=() name d found
   local given=${CUDA_LIB_DIRS:-}
   local candidates=(${given//:/ } /usr/local/cuda/lib64 /usr/local/cuda-13*/lib64 /usr/lib/x86_64-linux-gnu)
   local py

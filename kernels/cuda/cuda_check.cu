@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "kernels/cuda/cublaslt_library.h"
+
 namespace slurm_train::cuda {
 namespace {
 
@@ -72,7 +74,8 @@ void cublas_fail(cublasStatus_t rc, const char* call, const char* file, int line
                      : rc == CUBLAS_STATUS_INVALID_VALUE ? " (a dimension, leading dimension or attribute is out of range)"
                                                          : "";
   throw CudaError("cuBLAS call " + std::string(call) + " failed at " + file + ":" + std::to_string(line) + " on " +
-                  host_name() + ": " + cublasGetStatusName(rc) + ": " + cublasGetStatusString(rc) + hint);
+                  host_name() + ": " + cublaslt().cublasLtGetStatusName(rc) + ": " +
+                  cublaslt().cublasLtGetStatusString(rc) + hint);
 }
 
 }  // namespace slurm_train::cuda

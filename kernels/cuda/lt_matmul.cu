@@ -1,6 +1,8 @@
 // cuBLASLt products in row-major terms (see lt_matmul.h for the mapping).
 #include "kernels/cuda/lt_matmul.h"
 
+#include "kernels/cuda/cublaslt_library.h"
+
 namespace slurm_train::cuda {
 namespace {
 
@@ -30,7 +32,8 @@ std::uint32_t alignment_of(const void* p) {
 
 template <typename T>
 void set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const T& value) {
-  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof value));
+  const CublasLt& lt = cublaslt();
+  CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof value));
 }
 
 }  // namespace
@@ -56,21 +59,24 @@ struct LtMatmul::Plan {
   std::size_t workspace = 0;
   bool supported = false;
   ~Plan() {
-    cublasLtMatrixLayoutDestroy(c);
-    cublasLtMatrixLayoutDestroy(b);
-    cublasLtMatrixLayoutDestroy(a);
-    cublasLtMatmulDescDestroy(desc);
+    const CublasLt& lt = cublaslt();  // opened: the LtMatmul that made this plan opened it
+    lt.cublasLtMatrixLayoutDestroy(c);
+    lt.cublasLtMatrixLayoutDestroy(b);
+    lt.cublasLtMatrixLayoutDestroy(a);
+    lt.cublasLtMatmulDescDestroy(desc);
   }
 };
 
 LtMatmul::LtMatmul(bool tf32, bool deterministic, std::size_t workspace_bytes)
     : tf32_(tf32), deterministic_(deterministic), workspace_(workspace_bytes) {
-  CUBLAS_CHECK(cublasLtCreate(&handle_));
+  const CublasLt& lt = cublaslt();
+  CUBLAS_CHECK(lt.cublasLtCreate(&handle_));
 }
 
 LtMatmul::~LtMatmul() {
+  const CublasLt& lt = cublaslt();
   for (auto& [key, plan] : plans_) delete plan;
-  cublasLtDestroy(handle_);
+  lt.cublasLtDestroy(handle_);
 }
 
 LtMatmul::Plan* LtMatmul::plan_for(const MatmulArgs& x) {
@@ -78,12 +84,13 @@ LtMatmul::Plan* LtMatmul::plan_for(const MatmulArgs& x) {
                 static_cast<int>(x.c_type), static_cast<int>(x.epilogue), x.beta != 0.0f, x.aux_ld,
                 alignment_of(x.a), alignment_of(x.b), alignment_of(x.c), alignment_of(x.bias), alignment_of(x.aux)};
   if (auto it = plans_.find(key); it != plans_.end()) return it->second->supported ? it->second : nullptr;
+  const CublasLt& lt = cublaslt();
   auto* plan = new Plan;
   plans_[key] = plan;
 
   const bool bf16 = x.ab_type == DataType::kBF16;
   const cublasComputeType_t compute = !bf16 && tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, compute, CUDA_R_32F));
+  CUBLAS_CHECK(lt.cublasLtMatmulDescCreate(&plan->desc, compute, CUDA_R_32F));
   // cuBLASLt's A is our B and its B our A (row-major C = op(A) op(B) as C^T = op(B)^T op(A)^T).
   const cublasOperation_t lt_trans_a = x.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t lt_trans_b = x.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -97,12 +104,12 @@ LtMatmul::Plan* LtMatmul::plan_for(const MatmulArgs& x) {
   }
   // Stored (column-major) shapes: cuBLASLt's op(A) is [M=n, K=k], op(B) is [K=k, N=m], D [n, m].
   const std::uint64_t m = x.m, n = x.n, k = x.k;
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, cuda_type(x.ab_type), x.trans_b ? k : n, x.trans_b ? n : k, x.ldb));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, cuda_type(x.ab_type), x.trans_a ? m : k, x.trans_a ? k : m, x.lda));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, cuda_type(x.c_type), n, m, x.ldc));
+  CUBLAS_CHECK(lt.cublasLtMatrixLayoutCreate(&plan->a, cuda_type(x.ab_type), x.trans_b ? k : n, x.trans_b ? n : k, x.ldb));
+  CUBLAS_CHECK(lt.cublasLtMatrixLayoutCreate(&plan->b, cuda_type(x.ab_type), x.trans_a ? m : k, x.trans_a ? k : m, x.lda));
+  CUBLAS_CHECK(lt.cublasLtMatrixLayoutCreate(&plan->c, cuda_type(x.c_type), n, m, x.ldc));
 
   cublasLtMatmulPreference_t pref = nullptr;
-  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  CUBLAS_CHECK(lt.cublasLtMatmulPreferenceCreate(&pref));
   const std::size_t workspace = workspace_.size();
   const std::uint32_t align_a = alignment_of(x.b), align_b = alignment_of(x.a), align_c = alignment_of(x.c);
   const std::uint32_t reductions = deterministic_ ? CUBLASLT_REDUCTION_SCHEME_NONE : CUBLASLT_REDUCTION_SCHEME_MASK;
@@ -110,19 +117,19 @@ LtMatmul::Plan* LtMatmul::plan_for(const MatmulArgs& x) {
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a}, {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b},
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c}, {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c},
       {CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions}};
-  cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+  cublasStatus_t status = lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                                &workspace, sizeof workspace);
   for (const auto& [attr, value] : prefs)
-    if (status == CUBLAS_STATUS_SUCCESS) status = cublasLtMatmulPreferenceSetAttribute(pref, attr, value, sizeof(std::uint32_t));
+    if (status == CUBLAS_STATUS_SUCCESS) status = lt.cublasLtMatmulPreferenceSetAttribute(pref, attr, value, sizeof(std::uint32_t));
   if (status != CUBLAS_STATUS_SUCCESS) {
-    cublasLtMatmulPreferenceDestroy(pref);
+    lt.cublasLtMatmulPreferenceDestroy(pref);
     CUBLAS_CHECK(status);
   }
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, 1, &result,
+  status = lt.cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, 1, &result,
                                           &found);
-  cublasLtMatmulPreferenceDestroy(pref);
+  lt.cublasLtMatmulPreferenceDestroy(pref);
   // NOT_SUPPORTED means no kernel for this combination: a fact to report, not an error here.
   if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0)) return nullptr;
   CUBLAS_CHECK(status);
@@ -135,12 +142,13 @@ LtMatmul::Plan* LtMatmul::plan_for(const MatmulArgs& x) {
 bool LtMatmul::supports(const MatmulArgs& args) { return plan_for(args) != nullptr; }
 
 void LtMatmul::run(const MatmulArgs& x, cudaStream_t stream) {
+  const CublasLt& lt = cublaslt();
   Plan* plan = plan_for(x);
   if (!plan) CUBLAS_CHECK(CUBLAS_STATUS_NOT_SUPPORTED);  // names cuBLASLt's status and this line
   // The plan is shared by every call of this shape: its pointers are this call's.
   if (x.epilogue != Epilogue::kNone) set(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, x.bias);
   if (uses_aux(x.epilogue)) set(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, x.aux);
-  CUBLAS_CHECK(cublasLtMatmul(handle_, plan->desc, &x.alpha, x.b, plan->a, x.a, plan->b, &x.beta, x.c, plan->c, x.c,
+  CUBLAS_CHECK(lt.cublasLtMatmul(handle_, plan->desc, &x.alpha, x.b, plan->a, x.a, plan->b, &x.beta, x.c, plan->c, x.c,
                               plan->c, &plan->algo, workspace_.data(), plan->workspace, stream));
 }
 

@@ -68,6 +68,27 @@ load helpers
   fi
 }
 
+# cuBLASLt's static initializers take about 0.3 s and 200 MB as it loads (CUDA 13): linked, every
+# command would pay that, exec's supervisor and --version included. It is opened on first use.
+@test "a CUDA build starts without cuBLAS: no program links it, and slurm-train --version never opens it" {
+  if [ ! -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
+    skip "no nvcc: this build has no CUDA path"
+  fi
+  for p in "$BUILD/bin/slurm-train" "$BUILD/bench/gpu_check" "$BUILD/test/cuda-tests" "$BUILD/test/unit-tests"; do
+    run ldd "$p"
+    [ "$status" -eq 0 ]
+    [[ $output == *libcudart* ]]
+    if [[ $output == *libcublas* ]]; then
+      echo "$p links cuBLAS: $output"
+      false
+    fi
+  done
+  run env LD_DEBUG=files "$BUILD/bin/slurm-train" --version
+  [ "$status" -eq 0 ]
+  [[ $output == *"file=libcudart.so"* ]]
+  [[ $output != *"file=libcublas"* ]]
+}
+
 # The GPU machine has a driver, CUDA and Python, but no Open MPI, HDF5 or OpenBLAS: its one
 # session is not to be lost to a library the bundle forgot. In a mount namespace, Open MPI (its
 # libraries, plugins and launchers), HDF5's MPI build, OpenBLAS and the libraries only they bring
