@@ -12,7 +12,7 @@ using namespace slurm_train::cuda;
 TEST_CASE("cublaslt: the library opens once and every function this program calls resolves") {
   const CublasLt& lt = cublaslt();
   CHECK(&cublaslt() == &lt);
-#define SLURM_TRAIN_CUBLASLT_RESOLVED(name) CHECK_MESSAGE(lt.name != nullptr, #name);
+#define SLURM_TRAIN_CUBLASLT_RESOLVED(name) CHECK_MESSAGE((lt.name != nullptr), #name);
   SLURM_TRAIN_CUBLASLT_FUNCTIONS(SLURM_TRAIN_CUBLASLT_RESOLVED)
 #undef SLURM_TRAIN_CUBLASLT_RESOLVED
   // A call through the table reaches the library: the name of a status, as CUBLAS_CHECK reports it.
