@@ -118,7 +118,7 @@ LtMatmul::Plan* LtMatmul::plan_for(const MatmulArgs& x) {
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c}, {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c},
       {CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions}};
   cublasStatus_t status = lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                               &workspace, sizeof workspace);
+                                                                  &workspace, sizeof workspace);
   for (const auto& [attr, value] : prefs)
     if (status == CUBLAS_STATUS_SUCCESS) status = lt.cublasLtMatmulPreferenceSetAttribute(pref, attr, value, sizeof(std::uint32_t));
   if (status != CUBLAS_STATUS_SUCCESS) {
@@ -128,7 +128,7 @@ LtMatmul::Plan* LtMatmul::plan_for(const MatmulArgs& x) {
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   status = lt.cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, 1, &result,
-                                          &found);
+                                             &found);
   lt.cublasLtMatmulPreferenceDestroy(pref);
   // NOT_SUPPORTED means no kernel for this combination: a fact to report, not an error here.
   if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0)) return nullptr;
@@ -149,7 +149,7 @@ void LtMatmul::run(const MatmulArgs& x, cudaStream_t stream) {
   if (x.epilogue != Epilogue::kNone) set(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, x.bias);
   if (uses_aux(x.epilogue)) set(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, x.aux);
   CUBLAS_CHECK(lt.cublasLtMatmul(handle_, plan->desc, &x.alpha, x.b, plan->a, x.a, plan->b, &x.beta, x.c, plan->c, x.c,
-                              plan->c, &plan->algo, workspace_.data(), plan->workspace, stream));
+                                 plan->c, &plan->algo, workspace_.data(), plan->workspace, stream));
 }
 
 }  // namespace slurm_train::cuda
