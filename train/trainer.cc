@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <string.h>  // sigabbrev_np
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -292,8 +293,15 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
 
     // The step boundary: checkpoint (after the epoch bookkeeping, so that a resume continues it)
     // and stop, as the schedule, train.stop_after or a stop signal on any rank says.
+    // A stop signal voted in the last step stops nothing: the training is complete, and a
+    // requeued job would only resume to find no step left.
     const std::uint64_t done = step + 1;
-    const bool stop = stop_vote.signal != 0 || (stop_after > 0 && done == stop_after && done < total);
+    const bool stop = done < total && (stop_vote.signal != 0 || (stop_after > 0 && done == stop_after));
+    if (done == total && stop_vote.signal != 0 && rank0)
+      out << fmt::format("SIG{} on {} of {} rank(s) came with the last step: the training is complete and ends as planned\n",
+                         sigabbrev_np(stop_vote.signal) ? sigabbrev_np(stop_vote.signal) : "?", stop_vote.ranks,
+                         comm.size())
+          << std::flush;
     phase(TrainPhase::kCheckpoint, done);
     if (ckpt.due(done, stop)) {
       // Every rank holds the same parameters: all of them stop here together. A sharded state

@@ -162,6 +162,25 @@ kill_rank_and_time() {
   [[ $output == *"stopping after step 5 of 3000"* ]]
 }
 
+@test "a stop signal that comes with the last step ends the run as planned: exit 0, the final line, nothing to resume" {
+  set_small_args
+  d=$BATS_TEST_TMPDIR
+  # 3 s in each step's data phase: the signal lands in the last step, once two steps are written.
+  env -u SLURM_JOB_ID "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 3 --ckpt.dir "$d/ck" \
+    --train.metrics "$d/m.jsonl" --inject-fault slow@3000 >"$d/out" 2>&1 &
+  pid=$!
+  for _ in $(seq 300); do [ "$(grep -c '"loss"' "$d/m.jsonl" 2>/dev/null)" = 2 ] && break; sleep 0.1; done
+  [ "$(grep -c '"loss"' "$d/m.jsonl")" = 2 ]
+  kill -TERM $pid
+  wait $pid && status=0 || status=$?
+  cat "$d/out"
+  [ "$status" -eq 0 ]
+  grep -q "SIGTERM on 1 of 1 rank(s) came with the last step: the training is complete and ends as planned" "$d/out"
+  grep -q "^final: test_acc" "$d/out"
+  ! grep -q "preempted\|stopping after" "$d/out"
+  [ "$(grep -c '"loss"' "$d/m.jsonl")" = 3 ]
+}
+
 @test "after --max-restarts-without-progress starts from the same step the job gives up with exit 7" {
   set_small_args
   ckpt=$BATS_TEST_TMPDIR/ckpt
