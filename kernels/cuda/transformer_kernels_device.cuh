@@ -134,6 +134,9 @@ __global__ void layernorm_forward_kernel(int rows, int C, const float* x, const 
 }
 
 // dx only, one warp per row: dx += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)).
+// dnorm is rounded once (__fmul_rn) and used so in both passes: an FMA of the second pass's
+// product with -mean(dnorm) would keep the bits the first pass rounded off, and a row whose terms
+// cancel exactly (C = 1: dx is 0) would get rstd times that rounding error.
 __global__ void layernorm_dx_kernel(int rows, int C, const float* x, const float* weight, const float* mean,
                                     const float* rstd, const float* dout, float* dx) {
   const int row = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -142,14 +145,14 @@ __global__ void layernorm_dx_kernel(int rows, int C, const float* x, const float
   const float m = mean[row], s = rstd[row];
   float sum_d = 0.0f, sum_dn = 0.0f;
   for (int c = lane; c < C; c += 32) {
-    const float dnorm = dout[base + c] * weight[c];
+    const float dnorm = __fmul_rn(dout[base + c], weight[c]);
     sum_d += dnorm;
     sum_dn += dnorm * ((x[base + c] - m) * s);
   }
   const float mean_d = warp_sum(sum_d) / C, mean_dn = warp_sum(sum_dn) / C;
   for (int c = lane; c < C; c += 32) {
     const float norm = (x[base + c] - m) * s;
-    dx[base + c] += s * (dout[base + c] * weight[c] - mean_d - norm * mean_dn);
+    dx[base + c] += s * (__fmul_rn(dout[base + c], weight[c]) - mean_d - norm * mean_dn);
   }
 }
 

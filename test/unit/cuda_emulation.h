@@ -168,6 +168,8 @@ inline unsigned __ballot_sync(unsigned, int predicate) {
   return bits;
 }
 inline int __popc(unsigned x) { return std::popcount(x); }
+// A product rounded on its own: nvcc never fuses it into an FMA (a host compiler here never fuses).
+inline float __fmul_rn(float a, float b) { return a * b; }
 inline int atomicMin(int* address, int value) {
   std::atomic_ref<int> a(*address);
   int old = a.load();
