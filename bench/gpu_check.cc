@@ -4,9 +4,12 @@
 //     Trains the same model from the same initial parameters on the same batches (BatchPrefetcher,
 //     one rank) on the CPU (CpuMlpStep, the training loop's) and on the GPU (CudaMlpStep), both
 //     driven through TrainStep as the loop drives it, then evaluates both on the test set. Prints a loss line
-//     every 20 steps and one verdict line: fp32 passes when every step's losses agree within
-//     --loss-rtol (1e-4) relative; bf16 when the final test accuracies agree within
-//     --acc-points (0.5). Exit 0 pass, 1 fail. Also prints the CRC-32 of the final GPU parameters
+//     every 20 steps and one verdict line: fp32 passes when the losses of each of the first
+//     --exact-steps (20) agree within --loss-rtol (1e-5) relative and the final test accuracies
+//     within --acc-points (0.5); bf16 on the accuracies alone. Past the first steps AdamW
+//     amplifies rounding differences about 30-fold every 10 steps, the CPU path's own too (two of
+//     OpenBLAS's kernels part by 3e-2 within 200 steps), so the later steps' worst difference is
+//     printed, not bounded. Exit 0 pass, 1 fail. Also prints the CRC-32 of the final GPU parameters
 //     (two --deterministic runs must agree on it).
 //   gpu_check bench [--precision bf16] [--width 4096] [--layers 4] [--batch 4096] [--steps 20]
 //     An MLP of `layers` Linear layers width x width (ReLU between, AdamW, cross-entropy over
@@ -64,7 +67,8 @@ struct TrainOptions {
   int steps = 200, batch = 256, eval_batch = 1000;
   float dropout = 0.2f, label_smoothing = 0.1f, clip = 5.0f, lr = 1e-3f, weight_decay = 0.01f;
   std::int64_t seed = 42;
-  double loss_rtol = 1e-4, acc_points = 0.5;
+  double loss_rtol = 1e-5, acc_points = 0.5;
+  int exact_steps = 20;
   bool fuse = true, deterministic = false;
 };
 
@@ -150,8 +154,9 @@ int run_train(const TrainOptions& o) {
 
   BatchPrefetcher batches(train_rows, static_cast<std::uint64_t>(o.seed), static_cast<std::size_t>(o.batch), 0, 1,
                           0, total);
-  double worst = 0;
+  double worst = 0, worst_exact = 0;
   std::uint64_t worst_step = 0;
+  const auto exact = static_cast<std::uint64_t>(std::max(o.exact_steps, 0));
   std::printf("gpu_check train: %s, MLP %d-%s-%d, dropout %g, batch %d, %d steps, fused epilogues %s\n",
               o.precision.c_str(), shape.inputs, o.hidden.c_str(), shape.classes, o.dropout, o.batch, o.steps,
               o.fuse ? "allowed" : "off");
@@ -162,6 +167,7 @@ int run_train(const TrainOptions& o) {
     const double cpu_loss = drive_step(cpu, b, lr, s) / b.rows;
     const double rel = std::abs(gpu_loss - cpu_loss) / std::max(std::abs(cpu_loss), 1e-12);
     if (rel > worst) worst = rel, worst_step = s;
+    if (s < exact) worst_exact = std::max(worst_exact, rel);
     if (s % 20 == 0 || s + 1 == total)
       std::printf("step %4llu  cpu_loss %.6f  gpu_loss %.6f  rel %.2e\n", static_cast<unsigned long long>(s), cpu_loss,
                   gpu_loss, rel);
@@ -181,11 +187,13 @@ int run_train(const TrainOptions& o) {
                     static_cast<uInt>(final_params.size() * sizeof(float))));
   const bool fp32 = o.precision == "fp32";
   const double points = 100 * std::abs(gpu_acc - cpu_acc);
-  const bool pass = fp32 ? worst <= o.loss_rtol : points <= o.acc_points;
-  std::printf("verdict %s: %s: max relative loss difference %.2e (step %llu, bound %.0e); accuracy difference %.2f "
-              "points (bound %.2f)\n",
-              o.precision.c_str(), pass ? "PASS" : "FAIL", worst, static_cast<unsigned long long>(worst_step),
-              o.loss_rtol, points, o.acc_points);
+  const bool pass = (!fp32 || worst_exact <= o.loss_rtol) && points <= o.acc_points;
+  std::printf("verdict %s: %s: ", o.precision.c_str(), pass ? "PASS" : "FAIL");
+  if (fp32)
+    std::printf("first %llu steps' relative loss difference at most %.2e (bound %.0e); ",
+                static_cast<unsigned long long>(std::min(exact, total)), worst_exact, o.loss_rtol);
+  std::printf("accuracy difference %.2f points (bound %.2f); worst loss difference of all steps %.2e (step %llu)\n",
+              points, o.acc_points, worst, static_cast<unsigned long long>(worst_step));
   return pass ? 0 : 1;
 }
 
@@ -388,8 +396,9 @@ int main(int argc, char** argv) {
   train->add_option("--clip", t.clip);
   train->add_option("--lr", t.lr);
   train->add_option("--seed", t.seed);
-  train->add_option("--loss-rtol", t.loss_rtol, "fp32: bound on every step's relative loss difference");
-  train->add_option("--acc-points", t.acc_points, "bf16 and tf32: bound on the test accuracy difference (points)");
+  train->add_option("--loss-rtol", t.loss_rtol, "fp32: bound on the relative loss difference of the first steps");
+  train->add_option("--exact-steps", t.exact_steps, "fp32: how many first steps --loss-rtol bounds");
+  train->add_option("--acc-points", t.acc_points, "bound on the test accuracy difference (points)");
   train->add_flag("!--no-fuse", t.fuse, "bias and activations by the element-wise kernels only");
   train->add_flag("--deterministic", t.deterministic, "cuBLASLt algorithms without split-K reductions");
   BenchOptions b;
