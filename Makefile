@@ -122,6 +122,8 @@ MAN_PAGES := $(BUILD)/share/man/man1/slurm-train.1 $(BUILD)/share/man/man8/spank
 # gpu_check (scripts/gpu-check.sh's program) is built with everything in a CUDA build, so that
 # CI, which has no GPU, still compiles and links it.
 GPU_CHECK := $(if $(CUDA_SRC),$(BUILD)/bench/gpu_check)
+# Its kernel table (bench/kernel_times.h) records through CUPTI, the toolkit's: linked by gpu_check only.
+$(BUILD)/bench/gpu_check: LIBS += $(if $(CUDA_SRC),-lcupti)
 all: $(LAUNCHER) $(PLUGIN) $(MAN_PAGES) test-programs $(GPU_CHECK)
 
 check-deps:

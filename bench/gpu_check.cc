@@ -21,7 +21,8 @@
 //     tokens, timed with CUDA events over --steps steps after --warmup. Prints one line
 //       engine_gpt precision=bf16 ... tokens_per_s=... step_ms=... mfu=... loss=...
 //     (mfu in percent of --peak-tflops; bench/torch_gpt_gpu.py prints the same fields). Exit 1 when
-//     the last step's loss is not finite.
+//     the last step's loss is not finite. --kernel-times N: then N more steps recorded through
+//     CUPTI (bench/kernel_times.h), and a table of the GPU time per step by kernel, largest first.
 //
 // Built in every build; without CUDA it says so and exits 2.
 #include <CLI/CLI.hpp>
@@ -41,6 +42,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/kernel_times.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/lt_matmul.h"
@@ -59,6 +61,8 @@
 #include "train/prefetcher.h"
 
 using namespace slurm_train;
+using slurm_train::bench::KernelTime;
+using slurm_train::bench::KernelTimes;
 
 namespace {
 
@@ -87,6 +91,7 @@ struct GptBenchOptions {
   double peak_tflops = 0;  // 0: by the device's name
   bool deterministic = false;
   bool flash_attention = true;
+  int kernel_times = 0;  // steps recorded for the kernel table (0: none)
 };
 
 cuda::Precision precision_of(const std::string& name) {
@@ -309,6 +314,27 @@ double gpt_flops_per_token(const GptConfig& g) {
   return 6 * n + 12 * L * C * T;
 }
 
+// The kernel table: GPU time per step by name, largest first; the first 30 names, then the rest
+// together. `step_ms` (the timed steps') is what the shares are of: the GPU's idle time is the gap.
+void print_kernel_times(const std::vector<KernelTime>& rows, int steps, double step_ms) {
+  double busy = 0;
+  for (const KernelTime& r : rows) busy += r.ns;
+  const double per_step = 1e-6 / steps;  // ns in all steps -> ms per step
+  std::printf("kernel_times steps=%d step_ms=%.3f gpu_busy_ms=%.3f names=%zu\n", steps, step_ms, busy * per_step,
+              rows.size());
+  std::printf("  %9s %7s %9s  %s\n", "ms/step", "of step", "runs/step", "kernel");
+  const std::size_t shown = std::min<std::size_t>(rows.size(), 30);
+  for (std::size_t i = 0; i < shown; ++i)
+    std::printf("  %9.3f %6.1f%% %9.1f  %.110s\n", rows[i].ns * per_step, 100 * rows[i].ns * per_step / step_ms,
+                static_cast<double>(rows[i].runs) / steps, rows[i].name.c_str());
+  if (rows.size() > shown) {
+    double rest = 0, runs = 0;
+    for (std::size_t i = shown; i < rows.size(); ++i) rest += rows[i].ns, runs += static_cast<double>(rows[i].runs);
+    std::printf("  %9.3f %6.1f%% %9.1f  (the other %zu names)\n", rest * per_step, 100 * rest * per_step / step_ms,
+                runs / steps, rows.size() - shown);
+  }
+}
+
 int run_gpt(const GptBenchOptions& o) {
   const GptConfig& g = o.model;
   int device = 0;
@@ -347,6 +373,7 @@ int run_gpt(const GptBenchOptions& o) {
   cudaEvent_t begin, end;
   CUDA_CHECK(cudaEventCreate(&begin));
   CUDA_CHECK(cudaEventCreate(&end));
+  std::vector<KernelTime> kernel_rows;
   std::uint64_t s = 0;
   for (; s < static_cast<std::uint64_t>(o.warmup); ++s) step.train_step(batch_of(s), adamw.lr, s);
   CUDA_CHECK(cudaEventRecord(begin, step.stream()));
@@ -357,6 +384,19 @@ int run_gpt(const GptBenchOptions& o) {
   const double seconds = seconds_of(begin, end);
   cudaEventDestroy(begin);
   cudaEventDestroy(end);
+
+  std::string kernel_times_error;  // the table is an aid: its failure does not fail the benchmark
+  if (o.kernel_times > 0) {
+    try {
+      KernelTimes recorder;
+      for (int i = 0; i < o.kernel_times; ++i, ++s) step.train_step(batch_of(s), adamw.lr, s);
+      step.local_loss();
+      CUDA_CHECK(cudaDeviceSynchronize());
+      kernel_rows = recorder.collect();
+    } catch (const std::runtime_error& e) {
+      kernel_times_error = e.what();
+    }
+  }
 
   const double tokens_per_s = o.steps * static_cast<double>(n) / seconds;
   const double flops_per_token = gpt_flops_per_token(g);
@@ -372,6 +412,8 @@ int run_gpt(const GptBenchOptions& o) {
                   : "fused-fp32",
               o.precision.c_str(), o.batch, g.block, g.layers, g.embd, g.vocab, param_count, tokens_per_s,
               1e3 * seconds / o.steps, flops_per_token, tflops, peak, mfu, loss);
+  if (!kernel_times_error.empty()) std::printf("kernel_times failed: %s\n", kernel_times_error.c_str());
+  else if (o.kernel_times > 0) print_kernel_times(kernel_rows, o.kernel_times, 1e3 * seconds / o.steps);
   if (!std::isfinite(loss)) {
     std::fprintf(stderr, "gpu_check gpt: the last step's loss is not finite\n");
     return 1;
@@ -424,6 +466,9 @@ int main(int argc, char** argv) {
   gpt->add_option("--peak-tflops", gb.peak_tflops,
                   "the GPU's dense bf16 peak for the MFU (default: by its name; H100 SXM/H200 989.4)");
   gpt->add_flag("--deterministic", gb.deterministic, "cuBLASLt algorithms without split-K reductions");
+  gpt->add_option("--kernel-times", gb.kernel_times,
+                  "then N more steps recorded through CUPTI: GPU time per step by kernel")
+      ->check(CLI::NonNegativeNumber);
   gpt->add_flag("!--no-flash-attention", gb.flash_attention,
                 "bf16: the fp32 fused attention kernels instead of the tensor-core ones");
   CLI11_PARSE(app, argc, argv);

@@ -10,6 +10,8 @@ torch.compile (default mode). Prints one line with the fields gpu_check gpt prin
   torch_gpt mode=eager precision=bf16 ... tokens_per_s=... step_ms=... mfu=... loss=...
 mfu in percent of --peak-tflops (default: by the GPU's name), with the same FLOPs per token.
 When torch.compile fails: a "torch_gpt mode=compile failed: ..." line, no figures, exit 0.
+--kernel-times N: then N more steps under torch.profiler, and the table `gpu_check gpt
+--kernel-times` prints: GPU time per step by kernel, largest first (on the CPU: by operator).
 --device cpu (with a tiny shape) only checks that the script runs.
 """
 import argparse
@@ -89,6 +91,37 @@ def bf16_peak_tflops(name):
     return 0.0
 
 
+def print_kernel_times(step, sync, cuda, steps, step_ms):
+    """gpu_check's kernel table (bench/gpu_check.cc, print_kernel_times) for `steps` more steps."""
+    from torch.profiler import ProfilerActivity, profile
+    from torch.autograd import DeviceType
+
+    wanted = DeviceType.CUDA if cuda else DeviceType.CPU
+    with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
+        for _ in range(steps):
+            step()
+        sync()
+    totals = {}  # name -> [microseconds, runs]
+    for e in prof.events():
+        if e.device_type != wanted:
+            continue
+        t = totals.setdefault(e.name, [0.0, 0])
+        t[0] += e.time_range.elapsed_us()
+        t[1] += 1
+    rows = sorted(totals.items(), key=lambda kv: -kv[1][0])
+    per_step = 1e-3 / steps  # microseconds in all steps -> ms per step
+    busy = sum(t for t, _ in totals.values()) * per_step
+    print(f"kernel_times steps={steps} step_ms={step_ms:.3f} gpu_busy_ms={busy:.3f} names={len(rows)}")
+    print(f"  {'ms/step':>9} {'of step':>7} {'runs/step':>9}  kernel")
+    for name, (t, runs) in rows[:30]:
+        print(f"  {t * per_step:9.3f} {100 * t * per_step / step_ms:6.1f}% {runs / steps:9.1f}  {name[:110]}")
+    if len(rows) > 30:
+        rest = sum(t for _, (t, _) in rows[30:]) * per_step
+        runs = sum(r for _, (_, r) in rows[30:])
+        print(f"  {rest:9.3f} {100 * rest / step_ms:6.1f}% {runs / steps:9.1f}  (the other {len(rows) - 30} names)")
+    sys.stdout.flush()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--mode", choices=["eager", "compile"], default="eager")
@@ -98,6 +131,8 @@ def main():
                           ("heads", 12), ("embd", 768), ("vocab", 50304)):
         p.add_argument(f"--{name}", type=int, default=default)
     p.add_argument("--peak-tflops", type=float, default=0.0, help="dense bf16 peak (default: by the GPU's name)")
+    p.add_argument("--kernel-times", type=int, default=0, metavar="N",
+                   help="then N more steps under torch.profiler: GPU time per step by kernel")
     a = p.parse_args()
     dev = torch.device(a.device)
     cuda = dev.type == "cuda"
@@ -169,6 +204,11 @@ def main():
           f"embd={a.embd} vocab={a.vocab} params={params} tokens_per_s={tokens_per_s:.0f} "
           f"step_ms={1e3 * seconds / a.steps:.3f} flops_per_token={fpt:.4e} tflops={tflops:.1f} "
           f"peak_tflops={peak:.1f} mfu={mfu:.1f} loss={last:.4f} torch={torch.__version__}", flush=True)
+    if a.kernel_times > 0:
+        try:  # an aid: its failure does not fail the benchmark
+            print_kernel_times(step, sync, cuda, a.kernel_times, 1e3 * seconds / a.steps)
+        except Exception as e:  # noqa: BLE001
+            print(f"kernel_times failed: {type(e).__name__}: {e}", flush=True)
     if not math.isfinite(last):
         print("torch_gpt: the last step's loss is not finite", file=sys.stderr)
         return 1

@@ -25,7 +25,8 @@
 #   (e) GPT-2 124M (bf16, batch 8 x 1024 tokens): the engine's training step (gpu_check gpt)
 #       against PyTorch's, eager and torch.compile (bench/torch_gpt_gpu.py): tokens/s and MFU
 #       (6N + 12LCT FLOPs per token over the GPU's dense bf16 peak); targets: tokens/s at least
-#       PyTorch eager's, MFU at least 40%. Skipped under --device cpu (a 124M GPT is the GPU's).
+#       PyTorch eager's, MFU at least 40%; and both sides' GPU time per step by kernel (CUPTI,
+#       torch.profiler). Skipped under --device cpu (a 124M GPT is the GPU's).
 # Runs (a)'s kernels first, then (e), the GPT's runs, and the MLP's last: a call cut short loses
 # the least. Prints each verdict as it comes, then a table and one "N passed, N failed" line; with
 # $OUT set (the device tool's folder) it also writes gpu-check.log and gpu-check-logs.tar.gz (the
@@ -428,10 +429,12 @@ bench_gpt() {
     gpt_args=(--precision bf16 --batch 8 --block 1024 --layers 12 --heads 12 --embd 768 --vocab 50304 --steps 30
               --warmup 5)
     echo "== (e) GPT-2 124M (bf16, batch 8 x 1024 tokens): engine, PyTorch eager, PyTorch torch.compile"
-    timeout 120 "${launch[@]}" "$gpu_check" gpt "${gpt_args[@]}" >"$work/gpt-engine.log" 2>&1
+    # --kernel-times: after the timed steps, 3 more recorded (CUPTI, torch.profiler): each side's
+    # GPU time by kernel, to say where the engine's step loses to PyTorch's.
+    timeout 120 "${launch[@]}" "$gpu_check" gpt "${gpt_args[@]}" --kernel-times 3 >"$work/gpt-engine.log" 2>&1
     gpt_engine_status=$?
     timeout 120 "${launch[@]}" "$gpu_check" gpt "${gpt_args[@]}" --no-flash-attention >"$work/gpt-engine-fused.log" 2>&1
-    timeout 120 "$PYTHON" "$torch_gpt_script" --mode eager "${gpt_args[@]}" >"$work/gpt-torch-eager.log" 2>&1
+    timeout 120 "$PYTHON" "$torch_gpt_script" --mode eager "${gpt_args[@]}" --kernel-times 3 >"$work/gpt-torch-eager.log" 2>&1
     gpt_eager_status=$?
     timeout 240 "$PYTHON" "$torch_gpt_script" --mode compile "${gpt_args[@]}" >"$work/gpt-torch-compile.log" 2>&1
     gpt_compile_status=$?
