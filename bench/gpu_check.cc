@@ -23,6 +23,13 @@
 //     (mfu in percent of --peak-tflops; bench/torch_gpt_gpu.py prints the same fields). Exit 1 when
 //     the last step's loss is not finite. --kernel-times N: then N more steps recorded through
 //     CUPTI (bench/kernel_times.h), and a table of the GPU time per step by kernel, largest first.
+//   gpu_check gpt-vs-cpu [--precision fp32] [--batch 2] [--steps 3] [--block 1024] ...
+//     The same GPT (GPT-2 124M's shape by default) from the same initial parameters, trained on
+//     the CPU (CpuGptStep) and the GPU (CudaGptStep) for --steps steps on one random batch: the
+//     GPU step at full size against the reference, where gpt-tiny's checks cannot reach (a
+//     vocabulary of 50304, 16 attention tiles a sequence). Prints every step's losses and one
+//     verdict line: every step within --loss-rtol relative (default 1e-4 in fp32, 2e-2 in bf16).
+//     Exit 0 pass, 1 fail.
 //
 // Built in every build; without CUDA it says so and exits 2.
 #include <CLI/CLI.hpp>
@@ -48,6 +55,7 @@
 #include "kernels/cuda/lt_matmul.h"
 #include "kernels/kernels.h"
 #include "train/batches.h"
+#include "train/cpu_gpt_step.h"
 #include "train/cpu_mlp_step.h"
 #include "kernels/cuda/flash_attention.h"
 #include "train/cuda_gpt_step.h"
@@ -80,6 +88,13 @@ struct BenchOptions {
   std::string precision = "bf16";
   int width = 4096, layers = 4, batch = 4096, steps = 20, warmup = 5;
   bool deterministic = false;
+};
+
+struct GptAgainstCpuOptions {
+  std::string precision = "fp32";
+  GptConfig model{50304, 1024, 12, 12, 768};
+  int batch = 2, steps = 3;
+  double loss_rtol = 0;  // 0: by the precision
 };
 
 struct GptBenchOptions {
@@ -314,6 +329,56 @@ double gpt_flops_per_token(const GptConfig& g) {
   return 6 * n + 12 * L * C * T;
 }
 
+int run_gpt_against_cpu(const GptAgainstCpuOptions& o) {
+  const GptConfig& g = o.model;
+  const double rtol = o.loss_rtol > 0 ? o.loss_rtol : o.precision == "fp32" ? 1e-4 : 2e-2;
+  OptimizerConfig adamw;  // gpu_check gpt's recipe
+  adamw.kind = OptimizerKind::kAdamW;
+  adamw.lr = 6e-4f, adamw.weight_decay = 0.1f, adamw.clip_norm = 1.0f;
+  const float loss_scale = 1.0f / static_cast<float>(static_cast<double>(o.batch) * g.block);
+  const std::uint64_t seed = 1337;
+  GptStepOptions co;
+  co.loss_scale = loss_scale;
+  CpuGptStep cpu(g, adamw, co, kernels::make_cpu_kernels(), seed, nullptr);
+  CudaGptOptions so;
+  so.precision = precision_of(o.precision);
+  so.max_rows = o.batch;
+  so.loss_scale = loss_scale;
+  CudaGptStep gpu(g, adamw, so, *cpu.host_state().params);
+
+  const std::size_t n = static_cast<std::size_t>(o.batch) * g.block;
+  std::vector<std::int32_t> stream(n + 1);
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<std::int32_t> token(0, g.vocab - 1);
+  for (auto& t : stream) t = token(rng);
+  const std::vector<std::int32_t> tokens(stream.begin(), stream.end() - 1), targets(stream.begin() + 1, stream.end());
+  std::printf("gpu_check gpt-vs-cpu: %s, vocab %d, block %d, %d layers, %d heads, embd %d, batch %d, %d steps\n",
+              o.precision.c_str(), g.vocab, g.block, g.layers, g.heads, g.embd, o.batch, o.steps);
+  double worst = 0;
+  for (int s = 0; s < o.steps; ++s) {
+    const StepBatch b{nullptr, targets.data(), o.batch, static_cast<std::uint64_t>(s) * o.batch, tokens.data()};
+    double losses[2] = {0, 0};
+    TrainStep* steps[2] = {&cpu, &gpu};
+    for (int i = 0; i < 2; ++i) {
+      TrainStep& step = *steps[i];
+      step.forward(b);
+      step.backward();
+      step.finish_gradients();
+      losses[i] = step.local_loss().loss_sum / static_cast<double>(n);
+      step.clip_gradients();
+      step.update(adamw.lr, static_cast<std::uint64_t>(s));
+    }
+    const double rel = std::abs(losses[1] - losses[0]) / std::max(std::abs(losses[0]), 1e-12);
+    worst = std::max(worst, std::isnan(rel) ? INFINITY : rel);
+    std::printf("step %4d  cpu_loss %.6f  gpu_loss %.6f  rel %.2e\n", s, losses[0], losses[1], rel);
+    std::fflush(stdout);
+  }
+  const bool pass = worst <= rtol;
+  std::printf("verdict gpt %s: %s: worst relative loss difference %.2e over %d steps (bound %.0e)\n",
+              o.precision.c_str(), pass ? "PASS" : "FAIL", worst, o.steps, rtol);
+  return pass ? 0 : 1;
+}
+
 // The kernel table: GPU time per step by name, largest first; the first 30 names, then the rest
 // together. `step_ms` (the timed steps') is what the shares are of: the GPU's idle time is the gap.
 void print_kernel_times(const std::vector<KernelTime>& rows, int steps, double step_ms) {
@@ -471,10 +536,23 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   gpt->add_flag("!--no-flash-attention", gb.flash_attention,
                 "bf16: the fp32 fused attention kernels instead of the tensor-core ones");
+  GptAgainstCpuOptions gc;
+  CLI::App* gpt_cpu = app.add_subcommand("gpt-vs-cpu", "the GPT's GPU step against its CPU step, at full size");
+  gpt_cpu->add_option("--precision", gc.precision, "fp32, tf32 or bf16");
+  gpt_cpu->add_option("--batch", gc.batch, "windows of --block tokens per step")->check(CLI::PositiveNumber);
+  gpt_cpu->add_option("--steps", gc.steps)->check(CLI::PositiveNumber);
+  gpt_cpu->add_option("--block", gc.model.block);
+  gpt_cpu->add_option("--layers", gc.model.layers);
+  gpt_cpu->add_option("--heads", gc.model.heads);
+  gpt_cpu->add_option("--embd", gc.model.embd);
+  gpt_cpu->add_option("--vocab", gc.model.vocab);
+  gpt_cpu->add_option("--loss-rtol", gc.loss_rtol, "bound on every step's relative loss difference (default: 1e-4 "
+                                                   "in fp32, 2e-2 otherwise)");
   CLI11_PARSE(app, argc, argv);
   try {
     openblas_set_num_threads(std::max(1u, std::thread::hardware_concurrency()));
     if (gpt->parsed()) return run_gpt(gb);
+    if (gpt_cpu->parsed()) return run_gpt_against_cpu(gc);
     return train->parsed() ? run_train(t) : run_bench(b);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpu_check: error: %s\n", e.what());

@@ -17,7 +17,9 @@
 #       tokens, 200 steps): bf16 on the GPU learns (validation bits per byte under 0.8 x the
 #       unigram entropy), fp32 deterministic against the CPU step by step (losses within 1e-3
 #       relative), stopped at step 100 and resumed (the same bits), and `slurm-train sample
-#       --device cuda` from its checkpoint against the CPU's greedy text;
+#       --device cuda` from its checkpoint against the CPU's greedy text; and GPT-2 124M's GPU
+#       step against its CPU step, 3 steps of 2 x 1024 tokens (gpu_check gpt-vs-cpu; losses within
+#       1e-4 relative in fp32, 2e-2 in bf16);
 #   (d) the GEMM-bound MLP (4 layers 4096 x 4096, batch 4096, bf16): the engine's step against
 #       PyTorch's and the bf16 matmul ceiling (cuBLASLt, torch.matmul) in the same run (target:
 #       60% of the cuBLASLt ceiling); and the whole run's samples/s against PyTorch training the
@@ -477,10 +479,34 @@ bench_gpt() {
   fi
 }
 
+# (c) GPT-2 124M's GPU step against the CPU step, 3 steps of 2 x 1024 tokens: the full vocabulary
+# and sequence, which gpt-tiny's runs do not reach.
+check_gpt2_against_cpu() {
+  if [ "$device" = cpu ]; then
+    echo "== (c) GPT-2 124M against the CPU step: skipped under --device cpu (gpu_check's GPT step is CUDA only)"
+    return
+  fi
+  echo "== (c) GPT-2 124M: the $device step against the CPU step, 3 steps of 2 x 1024 tokens"
+  local precision log verdict status
+  for precision in fp32 bf16; do
+    log=$work/gpt2-vs-cpu-$precision.log
+    timeout 240 "${launch[@]}" "$gpu_check" gpt-vs-cpu --precision "$precision" >"$log" 2>&1
+    status=$?
+    cat "$log"
+    verdict=$(grep '^verdict' "$log" | tail -n1)
+    if [ "$status" -eq 0 ] && [[ $verdict == *PASS* ]]; then
+      record "GPT-2 124M $precision vs CPU" PASS "${verdict#*: PASS: }"
+    else
+      record "GPT-2 124M $precision vs CPU" FAIL "${verdict:-exit status $status, no verdict (see $log)}"
+    fi
+  done
+}
+
 # The kernels first, then the GPT (its benchmark, then its runs), then the MLP: if a lease ends the
 # call early, what it cut is what matters least.
 check_kernels
 bench_gpt
+check_gpt2_against_cpu
 check_gpt_runs
 check_mlp_step
 check_mlp_runs
