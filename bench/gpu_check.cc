@@ -329,6 +329,18 @@ double gpt_flops_per_token(const GptConfig& g) {
   return 6 * n + 12 * L * C * T;
 }
 
+// n random tokens and their targets: one stream of n + 1, the targets shifted by one.
+struct TokenBatch {
+  std::vector<std::int32_t> tokens, targets;
+};
+TokenBatch random_tokens(std::size_t n, int vocab) {
+  std::vector<std::int32_t> stream(n + 1);
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<std::int32_t> token(0, vocab - 1);
+  for (auto& t : stream) t = token(rng);
+  return {{stream.begin(), stream.end() - 1}, {stream.begin() + 1, stream.end()}};
+}
+
 int run_gpt_against_cpu(const GptAgainstCpuOptions& o) {
   const GptConfig& g = o.model;
   const double rtol = o.loss_rtol > 0 ? o.loss_rtol : o.precision == "fp32" ? 1e-4 : 2e-2;
@@ -347,11 +359,7 @@ int run_gpt_against_cpu(const GptAgainstCpuOptions& o) {
   CudaGptStep gpu(g, adamw, so, *cpu.host_state().params);
 
   const std::size_t n = static_cast<std::size_t>(o.batch) * g.block;
-  std::vector<std::int32_t> stream(n + 1);
-  std::mt19937 rng(7);
-  std::uniform_int_distribution<std::int32_t> token(0, g.vocab - 1);
-  for (auto& t : stream) t = token(rng);
-  const std::vector<std::int32_t> tokens(stream.begin(), stream.end() - 1), targets(stream.begin() + 1, stream.end());
+  const auto [tokens, targets] = random_tokens(n, g.vocab);
   std::printf("gpu_check gpt-vs-cpu: %s, vocab %d, block %d, %d layers, %d heads, embd %d, batch %d, %d steps\n",
               o.precision.c_str(), g.vocab, g.block, g.layers, g.heads, g.embd, o.batch, o.steps);
   double worst = 0;
@@ -423,14 +431,9 @@ int run_gpt(const GptBenchOptions& o) {
   const std::size_t param_count = params.size();
   params = {};  // 0.5 GB of host memory not needed again
 
-  // One random stream of batch * block + 1 tokens: the targets are the tokens shifted by one.
   // The same batch every step (host memory, as the training loop hands it over).
   const std::size_t n = static_cast<std::size_t>(o.batch) * g.block;
-  std::vector<std::int32_t> stream(n + 1);
-  std::mt19937 rng(7);
-  std::uniform_int_distribution<std::int32_t> token(0, g.vocab - 1);
-  for (auto& t : stream) t = token(rng);
-  const std::vector<std::int32_t> tokens(stream.begin(), stream.end() - 1), targets(stream.begin() + 1, stream.end());
+  const auto [tokens, targets] = random_tokens(n, g.vocab);
   auto batch_of = [&](std::uint64_t s) {
     return StepBatch{nullptr, targets.data(), o.batch, s * static_cast<std::uint64_t>(o.batch), tokens.data()};
   };

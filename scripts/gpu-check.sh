@@ -91,6 +91,22 @@ record() {
 echo "== gpu-check on $(hostname), $(date -u +%Y-%m-%dT%H:%M:%SZ), work folder $work"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 
+# verdict_of CHECK LOG SECONDS ARGS...: gpu_check ARGS (within SECONDS) into LOG, shown, and
+# recorded as CHECK by its "verdict ...: PASS|FAIL: detail" line and its exit status.
+verdict_of() {
+  local check=$1 log=$2 seconds=$3 status verdict
+  shift 3
+  timeout "$seconds" "${launch[@]}" "$gpu_check" "$@" >"$log" 2>&1
+  status=$?
+  cat "$log"
+  verdict=$(grep '^verdict' "$log" | tail -n1)
+  if [ "$status" -eq 0 ] && [[ $verdict == *PASS* ]]; then
+    record "$check" PASS "${verdict#*: PASS: }"
+  else
+    record "$check" FAIL "${verdict:-exit status $status, no verdict (see $log)}"
+  fi
+}
+
 # (a) the kernels against the CPU reference kernels.
 check_kernels() {
   # ---- (a) kernels ----
@@ -128,18 +144,8 @@ check_mlp_step() {
   else
     for precision in fp32 bf16; do
       for dropout in 0.2 0; do
-        name="train $precision dropout $dropout"
-        log=$work/train-$precision-$dropout.log
-        timeout 150 "${launch[@]}" "$gpu_check" train --data "$h5" --precision "$precision" --dropout "$dropout" \
-          --steps 200 >"$log" 2>&1
-        status=$?
-        cat "$log"
-        verdict=$(grep '^verdict' "$log" | tail -n1)
-        if [ "$status" -eq 0 ] && [[ $verdict == *PASS* ]]; then
-          record "$name" PASS "${verdict#*: PASS: }"
-        else
-          record "$name" FAIL "${verdict:-exit status $status, no verdict (see $log)}"
-        fi
+        verdict_of "train $precision dropout $dropout" "$work/train-$precision-$dropout.log" 150 \
+          train --data "$h5" --precision "$precision" --dropout "$dropout" --steps 200
       done
     done
     # The deterministic mode: the same run twice gives the same final parameters, bit for bit.
@@ -487,18 +493,9 @@ check_gpt2_against_cpu() {
     return
   fi
   echo "== (c) GPT-2 124M: the $device step against the CPU step, 3 steps of 2 x 1024 tokens"
-  local precision log verdict status
+  local precision
   for precision in fp32 bf16; do
-    log=$work/gpt2-vs-cpu-$precision.log
-    timeout 240 "${launch[@]}" "$gpu_check" gpt-vs-cpu --precision "$precision" >"$log" 2>&1
-    status=$?
-    cat "$log"
-    verdict=$(grep '^verdict' "$log" | tail -n1)
-    if [ "$status" -eq 0 ] && [[ $verdict == *PASS* ]]; then
-      record "GPT-2 124M $precision vs CPU" PASS "${verdict#*: PASS: }"
-    else
-      record "GPT-2 124M $precision vs CPU" FAIL "${verdict:-exit status $status, no verdict (see $log)}"
-    fi
+    verdict_of "GPT-2 124M $precision vs CPU" "$work/gpt2-vs-cpu-$precision.log" 240 gpt-vs-cpu --precision "$precision"
   done
 }
 
