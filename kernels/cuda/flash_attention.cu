@@ -77,13 +77,16 @@ void flash_attention_backward(int B, int T, int C, int H, const float* qkv, cons
   flash_delta_kernel<<<static_cast<unsigned>((rows + 255) / 256), 256, 0, stream>>>(B, T, C, H, hs, out, dout, scratch);
   CUDA_CHECK(cudaGetLastError());
   const std::size_t bytes = flash_backward_shared_bytes(hs);
-  allow_shared(flash_dkdv_kernel, bytes);
-  allow_shared(flash_dq_kernel, bytes);
   const dim3 grid(B * H, (T + kFlashTile - 1) / kFlashTile);
-  flash_dkdv_kernel<<<grid, kFlashThreads, bytes, stream>>>(T, C, H, hs, scale, qkv, dout, logsumexp, scratch, dqkv);
-  CUDA_CHECK(cudaGetLastError());
-  flash_dq_kernel<<<grid, kFlashThreads, bytes, stream>>>(T, C, H, hs, scale, qkv, dout, logsumexp, scratch, dqkv);
-  CUDA_CHECK(cudaGetLastError());
+  with_head_size(hs, [&](auto head_size) {
+    constexpr int HS = decltype(head_size)::value;
+    allow_shared(flash_dkdv_kernel<HS>, bytes);
+    allow_shared(flash_dq_kernel<HS>, bytes);
+    flash_dkdv_kernel<HS><<<grid, kFlashThreads, bytes, stream>>>(T, C, H, scale, qkv, dout, logsumexp, scratch, dqkv);
+    CUDA_CHECK(cudaGetLastError());
+    flash_dq_kernel<HS><<<grid, kFlashThreads, bytes, stream>>>(T, C, H, scale, qkv, dout, logsumexp, scratch, dqkv);
+    CUDA_CHECK(cudaGetLastError());
+  });
 }
 
 }  // namespace slurm_train::cuda

@@ -11,11 +11,26 @@
 // probabilities (and dS) are rounded to bf16 only as operands of the next product. Each output
 // element is written by one thread (no atomics): the backward pass is two kernels, dK/dV by key
 // tile over the query tiles and dQ by query tile over the key tiles, both recomputing P from the
-// forward pass's logsumexp.
+// forward pass's logsumexp. Their accumulators stay in WMMA fragments (registers: the head size
+// is a template argument, so that every fragment index is a constant) rather than in shared
+// memory, which leaves room for two blocks on a multiprocessor; the forward pass's output is
+// rescaled row by row as the online softmax goes, which needs its elements, so it stays in
+// shared memory.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+// `#pragma unroll` for nvcc (fragment arrays indexed by constants stay in registers); nothing for
+// a host compiler (the emulated tests').
+#if defined(__CUDACC__)
+#define FLASH_UNROLL _Pragma("unroll")
+#else
+#define FLASH_UNROLL
+#endif
 
 namespace slurm_train::cuda::flash_detail {
 
@@ -43,9 +58,30 @@ constexpr std::size_t flash_forward_shared_bytes(int hs) {
   return 2 * (3 * kFlashTile * flash_ld_half(hs) + kFlashTile * kLdP) +
          4 * (kFlashTile * kLdS + kFlashTile * flash_ld_float(hs) + 3 * kFlashTile);
 }
+// Both backward kernels: four bf16 [64][hs] tiles, P and dS in bf16, S and dP in fp32 (which
+// also stage the accumulators on their way out: [64][hs + 4] fp32 fits in them for hs <= 128),
+// and a query tile's logsumexp and D.
 constexpr std::size_t flash_backward_shared_bytes(int hs) {
-  return 2 * (4 * kFlashTile * flash_ld_half(hs) + 2 * kFlashTile * kLdP) +
-         4 * (2 * kFlashTile * kLdS + 2 * kFlashTile * flash_ld_float(hs) + 2 * kFlashTile);
+  return 2 * (4 * kFlashTile * flash_ld_half(hs) + 2 * kFlashTile * kLdP) + 4 * (2 * kFlashTile * kLdS + 2 * kFlashTile);
+}
+static_assert(kFlashTile * flash_ld_float(128) <= 2 * kFlashTile * kLdS, "the accumulators' staging fits S and dP");
+
+// Calls f(std::integral_constant<int, HS>{}) for head size hs: the backward kernels' template
+// argument. Throws std::invalid_argument for a head size they do not take.
+template <typename F>
+void with_head_size(int hs, F&& f) {
+  switch (hs) {
+    case 16: return f(std::integral_constant<int, 16>{});
+    case 32: return f(std::integral_constant<int, 32>{});
+    case 48: return f(std::integral_constant<int, 48>{});
+    case 64: return f(std::integral_constant<int, 64>{});
+    case 80: return f(std::integral_constant<int, 80>{});
+    case 96: return f(std::integral_constant<int, 96>{});
+    case 112: return f(std::integral_constant<int, 112>{});
+    case 128: return f(std::integral_constant<int, 128>{});
+    default: throw std::invalid_argument("flash attention: head size " + std::to_string(hs) +
+                                         ": expected a multiple of 16 up to 128");
+  }
 }
 
 // rows [row0, row0 + kFlashTile) of one (b, h)'s q, k or v (column offset `part` * C) or of an
@@ -92,6 +128,33 @@ __device__ inline void accumulate_rows_by_tile(const bf16* p, const bf16* b, int
     }
     wmma::store_matrix_sync(acc + d0, c, ldo, wmma::mem_row_major);
   }
+}
+
+// acc[j] (16 x 16 fragments, together 16 x HS) += p[16 x 64] (bf16, ld kLdP) b[64 x HS] (a bf16
+// tile), each fragment's terms added in k order, as accumulate_rows_by_tile adds them.
+template <int HS>
+__device__ inline void accumulate_fragments_by_tile(const bf16* p, const bf16* b, FragAcc (&acc)[HS / 16]) {
+  constexpr int ld = flash_ld_half(HS);
+  for (int k = 0; k < kFlashTile; k += 16) {
+    FragA fa;
+    wmma::load_matrix_sync(fa, p + k, kLdP);
+    FLASH_UNROLL
+    for (int j = 0; j < HS / 16; ++j) {
+      FragBRow fb;
+      wmma::load_matrix_sync(fb, b + k * ld + j * 16, ld);
+      wmma::mma_sync(acc[j], fa, fb, acc[j]);
+    }
+  }
+}
+
+// Each warp's 16 rows of acc into rows warp*16.. of `staging` ([64][HS + 4] fp32).
+template <int HS>
+__device__ inline void stage_fragments(const FragAcc (&acc)[HS / 16], float* staging) {
+  constexpr int ldo = flash_ld_float(HS);
+  const int warp = threadIdx.x / 32;
+  FLASH_UNROLL
+  for (int j = 0; j < HS / 16; ++j)
+    wmma::store_matrix_sync(staging + warp * 16 * ldo + j * 16, acc[j], ldo, wmma::mem_row_major);
 }
 
 // grid (B * H, query tiles). out[B*T, C] = attention, logsumexp[(b*H + h)*T + t] of the scaled
@@ -206,11 +269,12 @@ __device__ inline void probabilities_and_ds(bool by_key, int row0, int col0, int
 }
 
 // grid (B * H, key tiles): dK and dV of the block's keys over the query tiles from its own on.
+template <int HS>
 __global__ void __launch_bounds__(kFlashThreads)
-    flash_dkdv_kernel(int T, int C, int H, int hs, float scale, const float* qkv, const float* dout,
-                      const float* logsumexp, const float* delta, float* dqkv) {
+    flash_dkdv_kernel(int T, int C, int H, float scale, const float* qkv, const float* dout, const float* logsumexp,
+                      const float* delta, float* dqkv) {
   FLASH_DYNAMIC_SHARED(shared);
-  const int ldh = flash_ld_half(hs), ldo = flash_ld_float(hs);
+  constexpr int hs = HS, ldh = flash_ld_half(HS), ldo = flash_ld_float(HS);
   bf16* k = reinterpret_cast<bf16*>(shared);
   bf16* v = k + kFlashTile * ldh;
   bf16* q = v + kFlashTile * ldh;
@@ -219,9 +283,7 @@ __global__ void __launch_bounds__(kFlashThreads)
   bf16* ds16 = p16 + kFlashTile * kLdP;                     // [64][64]
   float* s = reinterpret_cast<float*>(ds16 + kFlashTile * kLdP);  // [64][64]
   float* dp = s + kFlashTile * kLdS;                        // [64][64]
-  float* dk = dp + kFlashTile * kLdS;                       // [64][hs]
-  float* dv = dk + kFlashTile * ldo;                        // [64][hs]
-  float* lse = dv + kFlashTile * ldo;                       // [64], this query tile's
+  float* lse = dp + kFlashTile * kLdS;                      // [64], this query tile's
   float* dl = lse + kFlashTile;                             // [64]
   const int bh = blockIdx.x, b = bh / H, h = bh % H, k0 = blockIdx.y * kFlashTile;
   const int warp = threadIdx.x / 32;
@@ -230,7 +292,9 @@ __global__ void __launch_bounds__(kFlashThreads)
   const float* drows = dout + static_cast<std::int64_t>(b) * T * C;
   stage_tile(rows, stride, C + h * hs, k0, T, hs, k);
   stage_tile(rows, stride, 2 * C + h * hs, k0, T, hs, v);
-  for (int i = threadIdx.x; i < kFlashTile * ldo; i += kFlashThreads) dk[i] = 0.0f, dv[i] = 0.0f;
+  FragAcc dk[HS / 16], dv[HS / 16];  // the warp's 16 keys' rows
+  FLASH_UNROLL
+  for (int j = 0; j < HS / 16; ++j) wmma::fill_fragment(dk[j], 0.0f), wmma::fill_fragment(dv[j], 0.0f);
   float* ws = s + warp * 16 * kLdS;
   float* wdp = dp + warp * 16 * kLdS;
   bf16* wp = p16 + warp * 16 * kLdP;
@@ -250,25 +314,36 @@ __global__ void __launch_bounds__(kFlashThreads)
     __syncwarp();
     probabilities_and_ds(true, k0 + warp * 16, q0, T, scale, lse, dl, q0, ws, wdp, wp, wds);
     __syncwarp();
-    accumulate_rows_by_tile(wp, dout16, hs, dv + warp * 16 * ldo);  // dV += P^T dO
-    accumulate_rows_by_tile(wds, q, hs, dk + warp * 16 * ldo);      // dK += dS^T Q (scaled below)
+    accumulate_fragments_by_tile<HS>(wp, dout16, dv);  // dV += P^T dO
+    accumulate_fragments_by_tile<HS>(wds, q, dk);      // dK += dS^T Q (scaled below)
   }
+  // Out through S and dP's memory: dK (its columns C on in dqkv, scaled), then dV (2 C on). Each
+  // array is named, never chosen at run time, so that it stays in registers.
+  float* staging = s;
+  const auto add_staged = [&](std::int64_t column, float factor) {
+    for (int i = threadIdx.x; i < kFlashTile * hs; i += kFlashThreads) {
+      const int r = i / hs, t = k0 + r;
+      if (t < T) dqkv[(static_cast<std::int64_t>(b) * T + t) * stride + column + h * hs + i % hs] +=
+          factor * staging[r * ldo + i % hs];
+    }
+  };
+  __syncthreads();  // every warp is done with S and dP
+  stage_fragments<HS>(dk, staging);
   __syncthreads();
-  for (int i = threadIdx.x; i < kFlashTile * hs; i += kFlashThreads) {
-    const int r = i / hs, t = k0 + r;
-    if (t >= T) continue;
-    float* row = dqkv + (static_cast<std::int64_t>(b) * T + t) * stride + h * hs + i % hs;
-    row[C] += scale * dk[r * ldo + i % hs];
-    row[2 * C] += dv[r * ldo + i % hs];
-  }
+  add_staged(C, scale);
+  __syncthreads();  // the staged dK is read
+  stage_fragments<HS>(dv, staging);
+  __syncthreads();
+  add_staged(2 * static_cast<std::int64_t>(C), 1.0f);
 }
 
 // grid (B * H, query tiles): dQ of the block's queries over the key tiles up to its own.
+template <int HS>
 __global__ void __launch_bounds__(kFlashThreads)
-    flash_dq_kernel(int T, int C, int H, int hs, float scale, const float* qkv, const float* dout,
-                    const float* logsumexp, const float* delta, float* dqkv) {
+    flash_dq_kernel(int T, int C, int H, float scale, const float* qkv, const float* dout, const float* logsumexp,
+                    const float* delta, float* dqkv) {
   FLASH_DYNAMIC_SHARED(shared);
-  const int ldh = flash_ld_half(hs), ldo = flash_ld_float(hs);
+  constexpr int hs = HS, ldh = flash_ld_half(HS), ldo = flash_ld_float(HS);
   bf16* q = reinterpret_cast<bf16*>(shared);
   bf16* dout16 = q + kFlashTile * ldh;
   bf16* k = dout16 + kFlashTile * ldh;
@@ -277,9 +352,7 @@ __global__ void __launch_bounds__(kFlashThreads)
   bf16* ds16 = p16 + kFlashTile * kLdP;
   float* s = reinterpret_cast<float*>(ds16 + kFlashTile * kLdP);
   float* dp = s + kFlashTile * kLdS;
-  float* dq = dp + kFlashTile * kLdS;                       // [64][hs]
-  float* spare = dq + kFlashTile * ldo;                     // [64][hs]: unused (the shared size is dkdv's)
-  float* lse = spare + kFlashTile * ldo;
+  float* lse = dp + kFlashTile * kLdS;
   float* dl = lse + kFlashTile;
   const int bh = blockIdx.x, b = bh / H, h = bh % H, q0 = blockIdx.y * kFlashTile;
   const int warp = threadIdx.x / 32;
@@ -287,7 +360,9 @@ __global__ void __launch_bounds__(kFlashThreads)
   const float* rows = qkv + static_cast<std::int64_t>(b) * T * stride;
   stage_tile(rows, stride, h * hs, q0, T, hs, q);
   stage_tile(dout + static_cast<std::int64_t>(b) * T * C, C, h * hs, q0, T, hs, dout16);
-  for (int i = threadIdx.x; i < kFlashTile * ldo; i += kFlashThreads) dq[i] = 0.0f;
+  FragAcc dq[HS / 16];  // the warp's 16 queries' rows
+  FLASH_UNROLL
+  for (int j = 0; j < HS / 16; ++j) wmma::fill_fragment(dq[j], 0.0f);
   for (int r = threadIdx.x; r < kFlashTile; r += kFlashThreads) {
     const bool in = q0 + r < T;
     lse[r] = in ? logsumexp[static_cast<std::int64_t>(bh) * T + q0 + r] : 0.0f;
@@ -308,12 +383,15 @@ __global__ void __launch_bounds__(kFlashThreads)
     __syncwarp();
     probabilities_and_ds(false, q0 + warp * 16, k0, T, scale, lse, dl, q0, ws, wdp, wp, wds);
     __syncwarp();
-    accumulate_rows_by_tile(wds, k, hs, dq + warp * 16 * ldo);      // dQ += dS K (scaled below)
+    accumulate_fragments_by_tile<HS>(wds, k, dq);  // dQ += dS K (scaled below)
   }
+  float* staging = s;  // out through S and dP's memory
+  __syncthreads();
+  stage_fragments<HS>(dq, staging);
   __syncthreads();
   for (int i = threadIdx.x; i < kFlashTile * hs; i += kFlashThreads) {
     const int r = i / hs, t = q0 + r;
-    if (t < T) dqkv[(static_cast<std::int64_t>(b) * T + t) * stride + h * hs + i % hs] += scale * dq[r * ldo + i % hs];
+    if (t < T) dqkv[(static_cast<std::int64_t>(b) * T + t) * stride + h * hs + i % hs] += scale * staging[r * ldo + i % hs];
   }
 }
 

@@ -76,10 +76,13 @@ Result run_emulated(const Shape& s, const std::vector<float>& qkv, const std::ve
   const unsigned rows = static_cast<unsigned>(s.B * s.H * s.T);
   cuda_emu::launch({(rows + 63) / 64, 1, 1}, 64, 0, flash_delta_kernel, s.B, s.T, s.C, s.H, hs, r.out.data(),
                    dout.data(), delta.data());
-  cuda_emu::launch(grid, kFlashThreads, flash_backward_shared_bytes(hs), flash_dkdv_kernel, s.T, s.C, s.H, hs, scale,
-                   qkv.data(), dout.data(), r.lse.data(), delta.data(), r.dqkv.data());
-  cuda_emu::launch(grid, kFlashThreads, flash_backward_shared_bytes(hs), flash_dq_kernel, s.T, s.C, s.H, hs, scale,
-                   qkv.data(), dout.data(), r.lse.data(), delta.data(), r.dqkv.data());
+  with_head_size(hs, [&](auto head_size) {
+    constexpr int HS = decltype(head_size)::value;
+    cuda_emu::launch(grid, kFlashThreads, flash_backward_shared_bytes(hs), flash_dkdv_kernel<HS>, s.T, s.C, s.H, scale,
+                     qkv.data(), dout.data(), r.lse.data(), delta.data(), r.dqkv.data());
+    cuda_emu::launch(grid, kFlashThreads, flash_backward_shared_bytes(hs), flash_dq_kernel<HS>, s.T, s.C, s.H, scale,
+                     qkv.data(), dout.data(), r.lse.data(), delta.data(), r.dqkv.data());
+  });
   return r;
 }
 
