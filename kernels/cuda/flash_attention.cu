@@ -61,11 +61,14 @@ void flash_attention_forward(int B, int T, int C, int H, const float* qkv, float
   const int hs = head_size("flash_attention_forward", B, T, C, H);
   if (B == 0 || T == 0) return;
   const std::size_t bytes = flash_forward_shared_bytes(hs);
-  allow_shared(flash_forward_kernel, bytes);
   const dim3 grid(B * H, (T + kFlashTile - 1) / kFlashTile);
-  flash_forward_kernel<<<grid, kFlashThreads, bytes, stream>>>(T, C, H, hs, 1.0f / std::sqrt(static_cast<float>(hs)),
-                                                               qkv, out, logsumexp);
-  CUDA_CHECK(cudaGetLastError());
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  with_head_size(hs, [&](auto head_size) {
+    constexpr int HS = decltype(head_size)::value;
+    allow_shared(flash_forward_kernel<HS>, bytes);
+    flash_forward_kernel<HS><<<grid, kFlashThreads, bytes, stream>>>(T, C, H, scale, qkv, out, logsumexp);
+    CUDA_CHECK(cudaGetLastError());
+  });
 }
 
 void flash_attention_backward(int B, int T, int C, int H, const float* qkv, const float* out, const float* dout,

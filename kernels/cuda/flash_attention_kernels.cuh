@@ -12,10 +12,10 @@
 // element is written by one thread (no atomics): the backward pass is two kernels, dK/dV by key
 // tile over the query tiles and dQ by query tile over the key tiles, both recomputing P from the
 // forward pass's logsumexp. Their accumulators stay in WMMA fragments (registers: the head size
-// is a template argument, so that every fragment index is a constant) rather than in shared
-// memory, which leaves room for two blocks on a multiprocessor; the forward pass's output is
-// rescaled row by row as the online softmax goes, which needs its elements, so it stays in
-// shared memory.
+// is every kernel's template argument, so that every fragment index and tile loop is a
+// constant) rather than in shared memory, which leaves room for two blocks on a multiprocessor;
+// the forward pass's output is rescaled row by row as the online softmax goes, which needs its
+// elements, so it stays in shared memory.
 #pragma once
 
 #include <cstddef>
@@ -66,8 +66,7 @@ constexpr std::size_t flash_backward_shared_bytes(int hs) {
 }
 static_assert(kFlashTile * flash_ld_float(128) <= 2 * kFlashTile * kLdS, "the accumulators' staging fits S and dP");
 
-// Calls f(std::integral_constant<int, HS>{}) for head size hs: the backward kernels' template
-// argument. Throws std::invalid_argument for a head size they do not take.
+// Calls f(std::integral_constant<int, HS>{}) for head size hs: the kernels' template argument. Throws std::invalid_argument for a head size they do not take.
 template <typename F>
 void with_head_size(int hs, F&& f) {
   switch (hs) {
@@ -159,10 +158,11 @@ __device__ inline void stage_fragments(const FragAcc (&acc)[HS / 16], float* sta
 
 // grid (B * H, query tiles). out[B*T, C] = attention, logsumexp[(b*H + h)*T + t] of the scaled
 // scores, as attention_forward.
+template <int HS>
 __global__ void __launch_bounds__(kFlashThreads)
-    flash_forward_kernel(int T, int C, int H, int hs, float scale, const float* qkv, float* out, float* logsumexp) {
+    flash_forward_kernel(int T, int C, int H, float scale, const float* qkv, float* out, float* logsumexp) {
   FLASH_DYNAMIC_SHARED(shared);
-  const int ldh = flash_ld_half(hs), ldo = flash_ld_float(hs);
+  constexpr int hs = HS, ldh = flash_ld_half(HS), ldo = flash_ld_float(HS);
   bf16* q = reinterpret_cast<bf16*>(shared);
   bf16* k = q + kFlashTile * ldh;
   bf16* v = k + kFlashTile * ldh;

@@ -71,13 +71,13 @@ Result run_emulated(const Shape& s, const std::vector<float>& qkv, const std::ve
   r.dqkv = dqkv_start;
   std::vector<float> delta(r.lse.size());
   const cuda_emu::Index grid{static_cast<unsigned>(s.B * s.H), static_cast<unsigned>(tiles), 1};
-  cuda_emu::launch(grid, kFlashThreads, flash_forward_shared_bytes(hs), flash_forward_kernel, s.T, s.C, s.H, hs, scale,
-                   qkv.data(), r.out.data(), r.lse.data());
   const unsigned rows = static_cast<unsigned>(s.B * s.H * s.T);
-  cuda_emu::launch({(rows + 63) / 64, 1, 1}, 64, 0, flash_delta_kernel, s.B, s.T, s.C, s.H, hs, r.out.data(),
-                   dout.data(), delta.data());
   with_head_size(hs, [&](auto head_size) {
     constexpr int HS = decltype(head_size)::value;
+    cuda_emu::launch(grid, kFlashThreads, flash_forward_shared_bytes(hs), flash_forward_kernel<HS>, s.T, s.C, s.H,
+                     scale, qkv.data(), r.out.data(), r.lse.data());
+    cuda_emu::launch({(rows + 63) / 64, 1, 1}, 64, 0, flash_delta_kernel, s.B, s.T, s.C, s.H, hs, r.out.data(),
+                     dout.data(), delta.data());
     cuda_emu::launch(grid, kFlashThreads, flash_backward_shared_bytes(hs), flash_dkdv_kernel<HS>, s.T, s.C, s.H, scale,
                      qkv.data(), dout.data(), r.lse.data(), delta.data(), r.dqkv.data());
     cuda_emu::launch(grid, kFlashThreads, flash_backward_shared_bytes(hs), flash_dq_kernel<HS>, s.T, s.C, s.H, scale,
