@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -40,6 +41,12 @@ int head_size(const char* name, int B, int T, int C, int H) {
   return C / H;
 }
 
+// The tiles are read four floats at a time (stage_tile).
+void require_aligned(const char* name, const char* what, const float* p) {
+  if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0)
+    throw std::invalid_argument(std::string(name) + ": " + what + " is not 16-byte aligned");
+}
+
 // Opts the kernel in to more than 48 KiB of dynamic shared memory (cheap: an attribute).
 template <typename Kernel>
 void allow_shared(Kernel kernel, std::size_t bytes) {
@@ -60,6 +67,7 @@ void flash_attention_forward(int B, int T, int C, int H, const float* qkv, float
                              cudaStream_t stream) {
   const int hs = head_size("flash_attention_forward", B, T, C, H);
   if (B == 0 || T == 0) return;
+  require_aligned("flash_attention_forward", "qkv", qkv);
   const std::size_t bytes = flash_forward_shared_bytes(hs);
   const dim3 grid(B * H, (T + kFlashTile - 1) / kFlashTile);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
@@ -75,6 +83,8 @@ void flash_attention_backward(int B, int T, int C, int H, const float* qkv, cons
                               const float* logsumexp, float* dqkv, float* scratch, cudaStream_t stream) {
   const int hs = head_size("flash_attention_backward", B, T, C, H);
   if (B == 0 || T == 0) return;
+  require_aligned("flash_attention_backward", "qkv", qkv);
+  require_aligned("flash_attention_backward", "dout", dout);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   const long long rows = static_cast<long long>(B) * H * T;
   flash_delta_kernel<<<static_cast<unsigned>((rows + 255) / 256), 256, 0, stream>>>(B, T, C, H, hs, out, dout, scratch);

@@ -84,13 +84,20 @@ void with_head_size(int hs, F&& f) {
 }
 
 // rows [row0, row0 + kFlashTile) of one (b, h)'s q, k or v (column offset `part` * C) or of an
-// [B*T, C] tensor (row_stride C, part 0), head h's hs columns, rounded to bf16; rows past T are 0.
-__device__ inline void stage_tile(const float* rows, std::int64_t row_stride, int column, int row0, int T, int hs,
+// [B*T, C] tensor (row_stride C, part 0), head h's HS columns, rounded to bf16; rows past T are
+// 0. Four columns a load: the rows and columns are multiples of 16 floats from a 16-byte aligned
+// start (flash_attention.cu checks the pointers).
+template <int HS>
+__device__ inline void stage_tile(const float* rows, std::int64_t row_stride, int column, int row0, int T,
                                   bf16* tile) {
-  const int ld = flash_ld_half(hs);
-  for (int i = threadIdx.x; i < kFlashTile * hs; i += kFlashThreads) {
-    const int r = i / hs, d = i % hs, t = row0 + r;
-    tile[r * ld + d] = __float2bfloat16(t < T ? rows[static_cast<std::int64_t>(t) * row_stride + column + d] : 0.0f);
+  constexpr int ld = flash_ld_half(HS), quads = HS / 4;
+  for (int i = threadIdx.x; i < kFlashTile * quads; i += kFlashThreads) {
+    const int r = i / quads, d = i % quads * 4, t = row0 + r;
+    float4 x{0.0f, 0.0f, 0.0f, 0.0f};
+    if (t < T) x = *reinterpret_cast<const float4*>(rows + static_cast<std::int64_t>(t) * row_stride + column + d);
+    bf16* out = tile + r * ld + d;
+    out[0] = __float2bfloat16(x.x), out[1] = __float2bfloat16(x.y), out[2] = __float2bfloat16(x.z),
+    out[3] = __float2bfloat16(x.w);
   }
 }
 
@@ -176,7 +183,7 @@ __global__ void __launch_bounds__(kFlashThreads)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const std::int64_t stride = 3 * static_cast<std::int64_t>(C);
   const float* rows = qkv + static_cast<std::int64_t>(b) * T * stride;
-  stage_tile(rows, stride, h * hs, q0, T, hs, q);
+  stage_tile<HS>(rows, stride, h * hs, q0, T, q);
   for (int i = threadIdx.x; i < kFlashTile * ldo; i += kFlashThreads) o[i] = 0.0f;
   for (int r = threadIdx.x; r < kFlashTile; r += kFlashThreads) row_max[r] = -INFINITY, row_sum[r] = 0.0f;
   const int key_end = q0 + kFlashTile < T ? q0 + kFlashTile : T;  // causal: keys up to the tile's last query
@@ -186,8 +193,8 @@ __global__ void __launch_bounds__(kFlashThreads)
   float* wo = o + warp * 16 * ldo;
   for (int k0 = 0; k0 < key_end; k0 += kFlashTile) {
     __syncthreads();  // the previous tile's k and v are no longer read
-    stage_tile(rows, stride, C + h * hs, k0, T, hs, k);
-    stage_tile(rows, stride, 2 * C + h * hs, k0, T, hs, v);
+    stage_tile<HS>(rows, stride, C + h * hs, k0, T, k);
+    stage_tile<HS>(rows, stride, 2 * C + h * hs, k0, T, v);
     __syncthreads();
     rows_by_tile_transposed(q + warp * 16 * ldh, k, hs, ws);
     __syncwarp();
@@ -247,15 +254,16 @@ __global__ void flash_delta_kernel(int B, int T, int C, int H, int hs, const flo
 
 // The recomputed probabilities and dS of one warp's 16 rows against a tile of 64, in place:
 // on entry `ps` holds the scores and `dps` dP (both fp32, ld 64); on exit `p16` holds P and `ds16`
-// dS = P (dP - D) in bf16 (ld kLdP; the fp32 ones kLdS). by_key: the warp's rows are keys (P^T: the 64 columns are queries),
-// else queries. row0/col0: the first row's and column's position; lse and delta are indexed by
-// query position minus q_base.
+// dS = P (dP - D) in bf16 (ld kLdP; the fp32 ones kLdS). by_key: the warp's rows are keys (P^T:
+// the 64 columns are queries), else queries. row0/col0: the first row's and column's position;
+// lse and delta are indexed by query position minus q_base. The lanes take a row's adjacent
+// columns, so that their shared-memory accesses fall in different banks.
 __device__ inline void probabilities_and_ds(bool by_key, int row0, int col0, int T, float scale, const float* lse,
                                             const float* delta, int q_base, float* ps, const float* dps, bf16* p16,
                                             bf16* ds16) {
-  const int lane = threadIdx.x % 32, r = lane / 2, half = lane % 2;
-  for (int c = 0; c < 32; ++c) {
-    const int col = half * 32 + c, i = r * kLdS + col, j = r * kLdP + col;
+  const int lane = threadIdx.x % 32;
+  for (int e = 0; e < 32; ++e) {
+    const int r = e / 2, col = e % 2 * 32 + lane, i = r * kLdS + col, j = r * kLdP + col;
     const int row_pos = row0 + r, col_pos = col0 + col;
     const int tq = by_key ? col_pos : row_pos, tk = by_key ? row_pos : col_pos;
     float pv = 0.0f, dsv = 0.0f;
@@ -290,8 +298,8 @@ __global__ void __launch_bounds__(kFlashThreads)
   const std::int64_t stride = 3 * static_cast<std::int64_t>(C);
   const float* rows = qkv + static_cast<std::int64_t>(b) * T * stride;
   const float* drows = dout + static_cast<std::int64_t>(b) * T * C;
-  stage_tile(rows, stride, C + h * hs, k0, T, hs, k);
-  stage_tile(rows, stride, 2 * C + h * hs, k0, T, hs, v);
+  stage_tile<HS>(rows, stride, C + h * hs, k0, T, k);
+  stage_tile<HS>(rows, stride, 2 * C + h * hs, k0, T, v);
   FragAcc dk[HS / 16], dv[HS / 16];  // the warp's 16 keys' rows
   FLASH_UNROLL
   for (int j = 0; j < HS / 16; ++j) wmma::fill_fragment(dk[j], 0.0f), wmma::fill_fragment(dv[j], 0.0f);
@@ -301,8 +309,8 @@ __global__ void __launch_bounds__(kFlashThreads)
   bf16* wds = ds16 + warp * 16 * kLdP;
   for (int q0 = k0; q0 < T; q0 += kFlashTile) {
     __syncthreads();  // the previous query tile is no longer read
-    stage_tile(rows, stride, h * hs, q0, T, hs, q);
-    stage_tile(drows, C, h * hs, q0, T, hs, dout16);
+    stage_tile<HS>(rows, stride, h * hs, q0, T, q);
+    stage_tile<HS>(drows, C, h * hs, q0, T, dout16);
     for (int r = threadIdx.x; r < kFlashTile; r += kFlashThreads) {
       const bool in = q0 + r < T;
       lse[r] = in ? logsumexp[static_cast<std::int64_t>(bh) * T + q0 + r] : 0.0f;
@@ -358,8 +366,8 @@ __global__ void __launch_bounds__(kFlashThreads)
   const int warp = threadIdx.x / 32;
   const std::int64_t stride = 3 * static_cast<std::int64_t>(C);
   const float* rows = qkv + static_cast<std::int64_t>(b) * T * stride;
-  stage_tile(rows, stride, h * hs, q0, T, hs, q);
-  stage_tile(dout + static_cast<std::int64_t>(b) * T * C, C, h * hs, q0, T, hs, dout16);
+  stage_tile<HS>(rows, stride, h * hs, q0, T, q);
+  stage_tile<HS>(dout + static_cast<std::int64_t>(b) * T * C, C, h * hs, q0, T, dout16);
   FragAcc dq[HS / 16];  // the warp's 16 queries' rows
   FLASH_UNROLL
   for (int j = 0; j < HS / 16; ++j) wmma::fill_fragment(dq[j], 0.0f);
@@ -375,8 +383,8 @@ __global__ void __launch_bounds__(kFlashThreads)
   const int key_end = q0 + kFlashTile < T ? q0 + kFlashTile : T;
   for (int k0 = 0; k0 < key_end; k0 += kFlashTile) {
     __syncthreads();
-    stage_tile(rows, stride, C + h * hs, k0, T, hs, k);
-    stage_tile(rows, stride, 2 * C + h * hs, k0, T, hs, v);
+    stage_tile<HS>(rows, stride, C + h * hs, k0, T, k);
+    stage_tile<HS>(rows, stride, 2 * C + h * hs, k0, T, v);
     __syncthreads();
     rows_by_tile_transposed(q + warp * 16 * ldh, k, hs, ws);        // S = Q K^T
     rows_by_tile_transposed(dout16 + warp * 16 * ldh, v, hs, wdp);  // dP = dO V^T
