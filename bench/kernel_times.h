@@ -74,6 +74,8 @@ class KernelTimes {
   KernelTimes& operator=(const KernelTimes&) = delete;
   ~KernelTimes() {
     for (const CUpti_ActivityKind kind : kKinds) cuptiActivityDisable(kind);
+    // No buffer left for CUPTI to hand back at exit, when the totals may be gone.
+    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   }
 
   // What was recorded up to now (the caller synchronizes the device first), largest first.
