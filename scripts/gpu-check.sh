@@ -109,8 +109,7 @@ verdict_of() {
 
 # (a) the kernels against the CPU reference kernels.
 check_kernels() {
-  # ---- (a) kernels ----
-  echo "== (a) CUDA kernels against the CPU reference, and the GPU step against the CPU step"
+  echo "== (a) CUDA kernels against the CPU reference"
   timeout 120 "${launch[@]}" "$cuda_tests" --no-version 2>&1 |
     tee "$work/cuda-tests.log"
   summary=$(grep -E '^\[doctest\] test cases:' "$work/cuda-tests.log" | tail -n1)
@@ -139,6 +138,7 @@ else
 fi
 # (a) the MLP step on the GPU against the CPU step.
 check_mlp_step() {
+  echo "== (a) the MLP's GPU step against its CPU step (gpu_check train)"
   if [ -z "$h5" ]; then
     record "training GPU vs CPU" FAIL "no data: give --data DIR (train.h5/test.h5 or Fashion-MNIST's IDX files)"
   else
