@@ -16,6 +16,8 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/transformer_ops.h"
@@ -160,6 +162,24 @@ TEST_CASE("flash attention (emulated): shared memory sizes fit an H100's 227 KiB
     CAPTURE(hs);
     CHECK(flash_forward_shared_bytes(hs) <= 227 * 1024);
     CHECK(flash_backward_shared_bytes(hs) <= 227 * 1024);
+  }
+  // GPT-2's head size: the backward kernels' accumulators are in registers so that two blocks
+  // (each with the 1 KiB the hardware reserves) share a multiprocessor's 228 KiB.
+  CHECK(2 * (flash_backward_shared_bytes(64) + 1024) <= 228 * 1024);
+}
+
+TEST_CASE("flash attention (emulated): the kernels' head sizes are the multiples of 16 up to 128") {
+  for (int hs = 16; hs <= 128; hs += 16) {
+    int got = 0;
+    with_head_size(hs, [&](auto head_size) { got = decltype(head_size)::value; });
+    CHECK(got == hs);
+  }
+  for (const int hs : {0, 8, 40, 144}) {
+    CAPTURE(hs);
+    CHECK_THROWS_WITH_AS(with_head_size(hs, [](auto) {}),
+                         ("flash attention: head size " + std::to_string(hs) + ": expected a multiple of 16 up to 128")
+                             .c_str(),
+                         std::invalid_argument);
   }
 }
 #endif  // SLURM_TRAIN_WITH_CUDA
