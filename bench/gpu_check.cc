@@ -132,8 +132,8 @@ std::pair<double, double> test_metrics(TrainStep& step, const Samples& test, int
 }
 
 // One step as the training loop drives it (train/trainer.cc), on one rank: the loss sum.
-double drive_step(TrainStep& step, const Batch& b, float lr, std::uint64_t s) {
-  step.forward({b.x.data(), b.y.data(), b.rows, b.first_row});
+double drive_step(TrainStep& step, const StepBatch& b, float lr, std::uint64_t s) {
+  step.forward(b);
   step.backward();
   step.finish_gradients();
   const StepLoss loss = step.local_loss();
@@ -183,8 +183,9 @@ int run_train(const TrainOptions& o) {
   for (std::uint64_t s = 0; s < total; ++s) {
     const Batch b = batches.next();
     const float lr = learning_rate_at(opt, s, total);
-    const double gpu_loss = drive_step(gpu, b, lr, s) / b.rows;
-    const double cpu_loss = drive_step(cpu, b, lr, s) / b.rows;
+    const StepBatch rows{b.x.data(), b.y.data(), b.rows, b.first_row};
+    const double gpu_loss = drive_step(gpu, rows, lr, s) / b.rows;
+    const double cpu_loss = drive_step(cpu, rows, lr, s) / b.rows;
     const double rel = std::abs(gpu_loss - cpu_loss) / std::max(std::abs(cpu_loss), 1e-12);
     if (rel > worst) worst = rel, worst_step = s;
     if (s < exact) worst_exact = std::max(worst_exact, rel);
@@ -365,17 +366,8 @@ int run_gpt_against_cpu(const GptAgainstCpuOptions& o) {
   double worst = 0;
   for (int s = 0; s < o.steps; ++s) {
     const StepBatch b{nullptr, targets.data(), o.batch, static_cast<std::uint64_t>(s) * o.batch, tokens.data()};
-    double losses[2] = {0, 0};
-    TrainStep* steps[2] = {&cpu, &gpu};
-    for (int i = 0; i < 2; ++i) {
-      TrainStep& step = *steps[i];
-      step.forward(b);
-      step.backward();
-      step.finish_gradients();
-      losses[i] = step.local_loss().loss_sum / static_cast<double>(n);
-      step.clip_gradients();
-      step.update(adamw.lr, static_cast<std::uint64_t>(s));
-    }
+    const double losses[2] = {drive_step(cpu, b, adamw.lr, static_cast<std::uint64_t>(s)) / static_cast<double>(n),
+                              drive_step(gpu, b, adamw.lr, static_cast<std::uint64_t>(s)) / static_cast<double>(n)};
     const double rel = std::abs(losses[1] - losses[0]) / std::max(std::abs(losses[0]), 1e-12);
     worst = std::max(worst, std::isnan(rel) ? INFINITY : rel);
     std::printf("step %4d  cpu_loss %.6f  gpu_loss %.6f  rel %.2e\n", s, losses[0], losses[1], rel);
