@@ -68,7 +68,12 @@ class KernelTimes {
       dropped_ = 0;
     }
     SLURM_TRAIN_CUPTI_CHECK(cuptiActivityRegisterCallbacks(&requested, &completed));
-    for (const CUpti_ActivityKind kind : kKinds) SLURM_TRAIN_CUPTI_CHECK(cuptiActivityEnable(kind));
+    try {
+      for (const CUpti_ActivityKind kind : kKinds) SLURM_TRAIN_CUPTI_CHECK(cuptiActivityEnable(kind));
+    } catch (...) {
+      for (const CUpti_ActivityKind kind : kKinds) cuptiActivityDisable(kind);  // no recording left on
+      throw;
+    }
   }
   KernelTimes(const KernelTimes&) = delete;
   KernelTimes& operator=(const KernelTimes&) = delete;
