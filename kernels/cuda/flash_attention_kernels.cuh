@@ -101,6 +101,50 @@ __device__ inline void stage_tile(const float* rows, std::int64_t row_stride, in
   }
 }
 
+// The next tile of stage_tile's rows, loaded into registers while the current tile's products
+// run, and staged in shared memory once they are done: the loads' latency is hidden behind them
+// (a block's warps otherwise all wait on global memory at every tile). Each thread holds the
+// float4 loads stage_tile would do, HS / 8 of them; over head size 64 the two held tiles would
+// take more registers than a thread has beside the accumulators, so the tile is then read when
+// it is staged, as stage_tile reads it.
+template <int HS>
+struct NextTile {
+  static constexpr bool kHeld = HS <= 64;
+  static constexpr int kQuads = kFlashTile * HS / 4 / kFlashThreads;
+  static_assert(kFlashTile * HS / 4 % kFlashThreads == 0, "a tile's float4 loads spread evenly over the threads");
+  float4 x[kHeld ? kQuads : 1];
+  const float* rows = nullptr;
+  std::int64_t row_stride = 0;
+  int column = 0, row0 = 0, T = 0;
+
+  __device__ void load(const float* rows_, std::int64_t row_stride_, int column_, int row0_, int T_) {
+    rows = rows_, row_stride = row_stride_, column = column_, row0 = row0_, T = T_;
+    if constexpr (kHeld) {
+      constexpr int quads = HS / 4;
+      FLASH_UNROLL
+      for (int j = 0; j < kQuads; ++j) {
+        const int i = threadIdx.x + j * kFlashThreads, r = i / quads, d = i % quads * 4, t = row0 + r;
+        x[j] = t < T ? *reinterpret_cast<const float4*>(rows + static_cast<std::int64_t>(t) * row_stride + column + d)
+                     : float4{0.0f, 0.0f, 0.0f, 0.0f};
+      }
+    }
+  }
+  __device__ void stage(bf16* tile) const {
+    if constexpr (kHeld) {
+      constexpr int ld = flash_ld_half(HS), quads = HS / 4;
+      FLASH_UNROLL
+      for (int j = 0; j < kQuads; ++j) {
+        const int i = threadIdx.x + j * kFlashThreads, r = i / quads, d = i % quads * 4;
+        bf16* out = tile + r * ld + d;
+        out[0] = __float2bfloat16(x[j].x), out[1] = __float2bfloat16(x[j].y), out[2] = __float2bfloat16(x[j].z),
+        out[3] = __float2bfloat16(x[j].w);
+      }
+    } else {
+      stage_tile<HS>(rows, row_stride, column, row0, T, tile);
+    }
+  }
+};
+
 // out[16 x 64] (fp32, ld kLdS) = a[16 x hs] b^T, b [64 x hs] (both bf16 tiles): scores of 16 rows
 // against a tile of 64.
 __device__ inline void rows_by_tile_transposed(const bf16* a, const bf16* b, int hs, float* out) {
@@ -191,10 +235,17 @@ __global__ void __launch_bounds__(kFlashThreads)
   float* ws = s + warp * 16 * kLdS;
   bf16* wp = p + warp * 16 * kLdP;
   float* wo = o + warp * 16 * ldo;
+  NextTile<HS> next_k, next_v;
+  next_k.load(rows, stride, C + h * hs, 0, T);
+  next_v.load(rows, stride, 2 * C + h * hs, 0, T);
   for (int k0 = 0; k0 < key_end; k0 += kFlashTile) {
     __syncthreads();  // the previous tile's k and v are no longer read
-    stage_tile<HS>(rows, stride, C + h * hs, k0, T, k);
-    stage_tile<HS>(rows, stride, 2 * C + h * hs, k0, T, v);
+    next_k.stage(k);
+    next_v.stage(v);
+    if (k0 + kFlashTile < key_end) {
+      next_k.load(rows, stride, C + h * hs, k0 + kFlashTile, T);
+      next_v.load(rows, stride, 2 * C + h * hs, k0 + kFlashTile, T);
+    }
     __syncthreads();
     rows_by_tile_transposed(q + warp * 16 * ldh, k, hs, ws);
     __syncwarp();
@@ -307,15 +358,25 @@ __global__ void __launch_bounds__(kFlashThreads)
   float* wdp = dp + warp * 16 * kLdS;
   bf16* wp = p16 + warp * 16 * kLdP;
   bf16* wds = ds16 + warp * 16 * kLdP;
+  // The next query tile's q, dO, logsumexp and D (one row's a thread: kFlashTile <= threads).
+  static_assert(kFlashTile <= kFlashThreads, "a thread loads at most one row's logsumexp and D");
+  NextTile<HS> next_q, next_dout;
+  float next_lse = 0.0f, next_dl = 0.0f;
+  const auto load_query_tile = [&](int at) {
+    next_q.load(rows, stride, h * hs, at, T);
+    next_dout.load(drows, C, h * hs, at, T);
+    const int r = threadIdx.x;
+    const bool in = r < kFlashTile && at + r < T;
+    next_lse = in ? logsumexp[static_cast<std::int64_t>(bh) * T + at + r] : 0.0f;
+    next_dl = in ? delta[static_cast<std::int64_t>(bh) * T + at + r] : 0.0f;
+  };
+  load_query_tile(k0);
   for (int q0 = k0; q0 < T; q0 += kFlashTile) {
     __syncthreads();  // the previous query tile is no longer read
-    stage_tile<HS>(rows, stride, h * hs, q0, T, q);
-    stage_tile<HS>(drows, C, h * hs, q0, T, dout16);
-    for (int r = threadIdx.x; r < kFlashTile; r += kFlashThreads) {
-      const bool in = q0 + r < T;
-      lse[r] = in ? logsumexp[static_cast<std::int64_t>(bh) * T + q0 + r] : 0.0f;
-      dl[r] = in ? delta[static_cast<std::int64_t>(bh) * T + q0 + r] : 0.0f;
-    }
+    next_q.stage(q);
+    next_dout.stage(dout16);
+    if (threadIdx.x < kFlashTile) lse[threadIdx.x] = next_lse, dl[threadIdx.x] = next_dl;
+    if (q0 + kFlashTile < T) load_query_tile(q0 + kFlashTile);
     __syncthreads();
     rows_by_tile_transposed(k + warp * 16 * ldh, q, hs, ws);        // S^T = K Q^T
     rows_by_tile_transposed(v + warp * 16 * ldh, dout16, hs, wdp);  // dP^T = V dO^T
@@ -381,10 +442,17 @@ __global__ void __launch_bounds__(kFlashThreads)
   bf16* wp = p16 + warp * 16 * kLdP;
   bf16* wds = ds16 + warp * 16 * kLdP;
   const int key_end = q0 + kFlashTile < T ? q0 + kFlashTile : T;
+  NextTile<HS> next_k, next_v;
+  next_k.load(rows, stride, C + h * hs, 0, T);
+  next_v.load(rows, stride, 2 * C + h * hs, 0, T);
   for (int k0 = 0; k0 < key_end; k0 += kFlashTile) {
     __syncthreads();
-    stage_tile<HS>(rows, stride, C + h * hs, k0, T, k);
-    stage_tile<HS>(rows, stride, 2 * C + h * hs, k0, T, v);
+    next_k.stage(k);
+    next_v.stage(v);
+    if (k0 + kFlashTile < key_end) {
+      next_k.load(rows, stride, C + h * hs, k0 + kFlashTile, T);
+      next_v.load(rows, stride, 2 * C + h * hs, k0 + kFlashTile, T);
+    }
     __syncthreads();
     rows_by_tile_transposed(q + warp * 16 * ldh, k, hs, ws);        // S = Q K^T
     rows_by_tile_transposed(dout16 + warp * 16 * ldh, v, hs, wdp);  // dP = dO V^T
