@@ -55,6 +55,10 @@ struct CudaGptStep::State {
   std::vector<DecayRun> runs;  // the whole model's; sharded: this shard's parts of them
   bool half = false;
   bool flash = false;  // the tensor-core attention
+  // bf16: the cross-entropy writes the logits' gradient in bf16 straight into y16, the operand
+  // of the head's two backward products (fp32 dlogits is then never allocated), where cuBLASLt
+  // takes those products' bf16 operands with the vocabulary as a leading dimension.
+  bool half_dlogits = false;
   cudaStream_t stream = owned.stream();
   cudaEvent_t loss_ready = owned.event();
   std::unique_ptr<cuda::LtMatmul> lt;
@@ -68,7 +72,9 @@ struct CudaGptStep::State {
   // Scratch of one pass.
   DeviceBuffer<float> projected, dropped, dres, dres2, dbranch, dln, datty, dwide, dqkv, attention_scratch, ln_scratch,
       sums_scratch, unused_dbias;
-  DeviceBuffer<bf16> x16, y16;  // bf16: the two operands' copies of a product
+  // bf16: the activations' copies the forward products read, kept for the backward products
+  // (cast once a step, not twice), as ln1, atty, ln2, fch and lnf; y16: a gradient's copy.
+  DeviceBuffer<bf16> ln1_16, atty16, ln2_16, fch16, lnf16, y16;
   DeviceBuffer<float> row_loss;
   DeviceBuffer<int> row_hit;
   DeviceBuffer<double> loss_sum;
@@ -104,10 +110,17 @@ struct CudaGptStep::State {
   float* grad(std::size_t t) { return grads.data() + offset(t); }
   Operand weight(std::size_t t) { return {param(t), half ? working.data() + offset(t) : nullptr}; }
   // An activation (or its gradient) of n values as a product's operand, cast into `copy` in bf16.
-  Operand operand(const float* x, std::size_t n, DeviceBuffer<bf16>& copy) {
+  Operand operand(const float* x, std::size_t n, bf16* copy) {
     if (!half) return {x, nullptr};
-    cuda::cast(n, x, copy.data(), stream);
-    return {x, copy.data()};
+    cuda::cast(n, x, copy, stream);
+    return {x, copy};
+  }
+  Operand operand(const float* x, std::size_t n, DeviceBuffer<bf16>& copy) { return operand(x, n, copy.data()); }
+  // An activation the forward pass cast into `copy`, as the backward pass reads it.
+  Operand kept(const float* x, const bf16* copy) const { return {x, half ? copy : nullptr}; }
+  // Layer L's part of a bf16 copy of `per_layer` values a layer (nullptr in fp32).
+  bf16* copy_of(DeviceBuffer<bf16>& copies, std::size_t L, std::size_t per_layer) {
+    return half ? copies.data() + L * per_layer : nullptr;
   }
 
   // C[m, n] (fp32) = op(A) op(B) + beta C (+ bias[n]), row-major as kernels::Kernels::gemm.
@@ -121,6 +134,7 @@ struct CudaGptStep::State {
     if (half && !lt->supports(args)) {
       // bf16 operands with a leading dimension cuBLASLt takes no kernel for (a vocabulary of
       // 50257): this product in fp32.
+      if (!a.f || !b.f) throw std::logic_error("CUDA gpt step: a bf16-only operand of a product cuBLASLt takes no bf16 kernel for");
       args.a = a.f, args.b = b.f, args.ab_type = DataType::kF32;
     }
     // The bias epilogue wants a 16-byte-aligned bias, which the packed layout gives only when
@@ -201,31 +215,35 @@ struct CudaGptStep::State {
       float* fh = fch.data() + L * nc * 4;
       cuda::layernorm_forward(BT, C, r, param(block_tensor(l, kLn1W)), param(block_tensor(l, kLn1B)), a1,
                               ln1_mean.data() + L * n, ln1_rstd.data() + L * n, stream);
-      product(false, false, BT, 3 * C, C, operand(a1, nc, x16), C, weight(block_tensor(l, kAttnW)), 3 * C, q, 3 * C,
-              0.0f, param(block_tensor(l, kAttnB)));
+      product(false, false, BT, 3 * C, C, operand(a1, nc, copy_of(ln1_16, L, nc)), C, weight(block_tensor(l, kAttnW)),
+              3 * C, q, 3 * C, 0.0f, param(block_tensor(l, kAttnB)));
       if (flash) cuda::flash_attention_forward(B, T, C, H, q, y, lse.data() + L * n * H, stream);
       else cuda::attention_forward(B, T, C, H, q, y, lse.data() + L * n * H, stream);
-      product(false, false, BT, C, C, operand(y, nc, x16), C, weight(block_tensor(l, kAttnProjW)), C,
+      product(false, false, BT, C, C, operand(y, nc, copy_of(atty16, L, nc)), C, weight(block_tensor(l, kAttnProjW)), C,
               projected.data(), C, 0.0f, param(block_tensor(l, kAttnProjB)));
       add_branch(1 + 2 * L, r, r2);
       cuda::layernorm_forward(BT, C, r2, param(block_tensor(l, kLn2W)), param(block_tensor(l, kLn2B)), a2,
                               ln2_mean.data() + L * n, ln2_rstd.data() + L * n, stream);
-      product(false, false, BT, 4 * C, C, operand(a2, nc, x16), C, weight(block_tensor(l, kFcW)), 4 * C, f, 4 * C,
-              0.0f, param(block_tensor(l, kFcB)));
+      product(false, false, BT, 4 * C, C, operand(a2, nc, copy_of(ln2_16, L, nc)), C, weight(block_tensor(l, kFcW)),
+              4 * C, f, 4 * C, 0.0f, param(block_tensor(l, kFcB)));
       cuda::gelu_forward<float>(nc * 4, f, fh, stream);
-      product(false, false, BT, C, 4 * C, operand(fh, nc * 4, x16), 4 * C, weight(block_tensor(l, kMlpProjW)), C,
-              projected.data(), C, 0.0f, param(block_tensor(l, kMlpProjB)));
+      product(false, false, BT, C, 4 * C, operand(fh, nc * 4, copy_of(fch16, L, nc * 4)), 4 * C,
+              weight(block_tensor(l, kMlpProjW)), C, projected.data(), C, 0.0f, param(block_tensor(l, kMlpProjB)));
       add_branch(2 + 2 * L, r2, r + nc);
     }
     const std::size_t ln_f = tensors.size() - 2;
     cuda::layernorm_forward(BT, C, residual.data() + static_cast<std::size_t>(g.layers) * nc, param(ln_f),
                             param(ln_f + 1), lnf.data(), lnf_mean.data(), lnf_rstd.data(), stream);
     // The head is tied to the token embedding: logits = lnf wte^T.
-    product(false, true, BT, V, C, operand(lnf.data(), nc, x16), C, weight(kWte), C, logits.data(), V);
+    product(false, true, BT, V, C, operand(lnf.data(), nc, copy_of(lnf16, 0, nc)), C, weight(kWte), C, logits.data(), V);
     last_logits = n * V;
-    cuda::cross_entropy_forward_backward(BT, V, logits.data(), targets.data(), loss_scale,
-                                         training ? dlogits.data() : nullptr, row_loss.data(), loss_sum.data(), stream,
-                                         {row_hit.data(), hits.data()});
+    if (training && half_dlogits)
+      cuda::cross_entropy_forward_backward(BT, V, logits.data(), targets.data(), loss_scale, y16.data(), row_loss.data(),
+                                           loss_sum.data(), stream, {row_hit.data(), hits.data()});
+    else
+      cuda::cross_entropy_forward_backward(BT, V, logits.data(), targets.data(), loss_scale,
+                                           training ? dlogits.data() : nullptr, row_loss.data(), loss_sum.data(),
+                                           stream, {row_hit.data(), hits.data()});
     CUDA_CHECK(cudaMemcpyAsync(host_loss.data(), loss_sum.data(), sizeof(double), cudaMemcpyDeviceToHost, stream));
     CUDA_CHECK(cudaMemcpyAsync(host_hits.data(), hits.data(), sizeof(long long), cudaMemcpyDeviceToHost, stream));
     CUDA_CHECK(cudaEventRecord(loss_ready, stream));
@@ -243,9 +261,9 @@ struct CudaGptStep::State {
     };
     const std::size_t ln_f = tensors.size() - 2;
     // Through the tied head and the final LayerNorm (which adds into dres).
-    const Operand dz = operand(dlogits.data(), n * V, y16);
+    const Operand dz = half_dlogits ? Operand{nullptr, y16.data()} : operand(dlogits.data(), n * V, y16);
     product(false, false, BT, C, V, dz, V, weight(kWte), C, dln.data(), C);
-    product(true, false, V, C, BT, dz, V, operand(lnf.data(), nc, x16), C, grad(kWte), C);
+    product(true, false, V, C, BT, dz, V, kept(lnf.data(), copy_of(lnf16, 0, nc)), C, grad(kWte), C);
     cuda::layernorm_backward(BT, C, residual.data() + static_cast<std::size_t>(g.layers) * nc, param(ln_f),
                              lnf_mean.data(), lnf_rstd.data(), dln.data(), dres.data(), grad(ln_f), grad(ln_f + 1),
                              ln_scratch.data(), stream);
@@ -263,14 +281,16 @@ struct CudaGptStep::State {
       // The MLP: out = r2 + c_proj(gelu(c_fc(ln_2(r2)))); dres is the gradient of out.
       const Operand dmlp = operand(through_dropout(2 + 2 * L, dres.data(), dbranch.data(), grad(block_tensor(l, kMlpProjB))),
                                    nc, y16);
-      product(true, false, 4 * C, C, BT, operand(fh, nc * 4, x16), 4 * C, dmlp, C, grad(block_tensor(l, kMlpProjW)), C);
+      product(true, false, 4 * C, C, BT, kept(fh, copy_of(fch16, L, nc * 4)), 4 * C, dmlp, C,
+              grad(block_tensor(l, kMlpProjW)), C);
       product(false, true, BT, 4 * C, C, dmlp, C, weight(block_tensor(l, kMlpProjW)), C, dwide.data(), 4 * C);
       // GELU's gradient over every element, then the bias gradient chunk-parallel (one
       // activation_backward walks each column serially: a few dozen blocks at this width).
       cuda::gelu_backward<float>(nc * 4, f, dwide.data(), dwide.data(), stream);
       cuda::column_sums(BT, 4 * C, dwide.data(), grad(block_tensor(l, kFcB)), sums_scratch.data(), stream);
       const Operand dw = operand(dwide.data(), nc * 4, y16);
-      product(true, false, C, 4 * C, BT, operand(a2, nc, x16), C, dw, 4 * C, grad(block_tensor(l, kFcW)), 4 * C);
+      product(true, false, C, 4 * C, BT, kept(a2, copy_of(ln2_16, L, nc)), C, dw, 4 * C, grad(block_tensor(l, kFcW)),
+              4 * C);
       product(false, true, BT, C, 4 * C, dw, 4 * C, weight(block_tensor(l, kFcW)), 4 * C, dln.data(), C);
       CUDA_CHECK(cudaMemcpyAsync(dres2.data(), dres.data(), bytes(nc), cudaMemcpyDeviceToDevice, stream));
       cuda::layernorm_backward(BT, C, r2, param(block_tensor(l, kLn2W)), ln2_mean.data() + L * n,
@@ -279,7 +299,7 @@ struct CudaGptStep::State {
       // Attention: r2 = r + c_proj(attention(c_attn(ln_1(r)))).
       const Operand dattn =
           operand(through_dropout(1 + 2 * L, dres2.data(), dbranch.data(), grad(block_tensor(l, kAttnProjB))), nc, y16);
-      product(true, false, C, C, BT, operand(y, nc, x16), C, dattn, C, grad(block_tensor(l, kAttnProjW)), C);
+      product(true, false, C, C, BT, kept(y, copy_of(atty16, L, nc)), C, dattn, C, grad(block_tensor(l, kAttnProjW)), C);
       product(false, true, BT, C, C, dattn, C, weight(block_tensor(l, kAttnProjW)), C, datty.data(), C);
       CUDA_CHECK(cudaMemsetAsync(dqkv.data(), 0, bytes(nc * 3), stream));
       if (flash)
@@ -290,7 +310,8 @@ struct CudaGptStep::State {
                                  attention_scratch.data(), stream);
       cuda::column_sums(BT, 3 * C, dqkv.data(), grad(block_tensor(l, kAttnB)), sums_scratch.data(), stream);
       const Operand dq = operand(dqkv.data(), nc * 3, y16);
-      product(true, false, C, 3 * C, BT, operand(a1, nc, x16), C, dq, 3 * C, grad(block_tensor(l, kAttnW)), 3 * C);
+      product(true, false, C, 3 * C, BT, kept(a1, copy_of(ln1_16, L, nc)), C, dq, 3 * C, grad(block_tensor(l, kAttnW)),
+              3 * C);
       product(false, true, BT, C, 3 * C, dq, 3 * C, weight(block_tensor(l, kAttnW)), 3 * C, dln.data(), C);
       CUDA_CHECK(cudaMemcpyAsync(dres.data(), dres2.data(), bytes(nc), cudaMemcpyDeviceToDevice, stream));
       cuda::layernorm_backward(BT, C, r, param(block_tensor(l, kLn1W)), ln1_mean.data() + L * n,
@@ -431,7 +452,18 @@ CudaGptStep::CudaGptStep(const GptConfig& config, const OptimizerConfig& optimiz
   s.lse.resize(L * bt * H);
   s.fc.resize(L * nc * 4), s.fch.resize(L * nc * 4);
   s.lnf.resize(nc), s.lnf_mean.resize(bt), s.lnf_rstd.resize(bt);
-  s.logits.resize(bt * V), s.dlogits.resize(bt * V);
+  if (s.half) {
+    // The head's backward products, as backward() runs them, with bf16 operands.
+    const auto bf16_product = [&](bool ta, int m, int k, int lda, int ldb) {
+      MatmulArgs args{ta, false, m, static_cast<int>(C), k, nullptr, lda, nullptr, ldb, nullptr, static_cast<int>(C)};
+      args.ab_type = DataType::kBF16, args.c_type = DataType::kF32;
+      return s.lt->supports(args);
+    };
+    const int rows_bt = static_cast<int>(bt), vocab = static_cast<int>(V), embd = static_cast<int>(C);
+    s.half_dlogits = bf16_product(false, rows_bt, vocab, vocab, embd) && bf16_product(true, vocab, rows_bt, vocab, embd);
+  }
+  s.logits.resize(bt * V);
+  if (!s.half_dlogits) s.dlogits.resize(bt * V);
   for (auto* b : {&s.projected, &s.dres, &s.dres2, &s.dbranch, &s.dln, &s.datty}) b->resize(nc);
   if (options.dropout > 0.0f) s.dropped.resize(nc), s.unused_dbias.resize(C);
   s.dwide.resize(nc * 4), s.dqkv.resize(nc * 3);
@@ -439,7 +471,8 @@ CudaGptStep::CudaGptStep(const GptConfig& config, const OptimizerConfig& optimiz
   s.ln_scratch.resize(cuda::layernorm_backward_scratch_floats(static_cast<int>(bt), static_cast<int>(C)));
   s.sums_scratch.resize(cuda::column_sums_scratch_floats(static_cast<int>(bt), static_cast<int>(4 * C)));
   if (s.half) {
-    s.x16.resize(nc * 4);                         // the widest activation a product reads: fch
+    for (auto* b : {&s.ln1_16, &s.atty16, &s.ln2_16}) b->resize(L * nc);
+    s.fch16.resize(L * nc * 4), s.lnf16.resize(nc);
     s.y16.resize(std::max(bt * V, nc * 4));       // the widest gradient: dlogits
   }
   s.row_loss.resize(bt), s.row_hit.resize(bt), s.loss_sum.resize(1), s.hits.resize(1);

@@ -59,13 +59,14 @@ ModelMemory model_training_memory(const RunConfig& c, std::uint64_t inputs, std:
   std::optional<std::uint64_t> activations;
   if (gpt) {
     // Per token and layer the forward pass keeps 16 C floats (residuals, LayerNorms, qkv, the
-    // attention's output, the MLP's two 4C) and H x T attention probabilities; then the logits
-    // and their gradient. Evaluation runs the training rows' count at a time.
+    // attention's output, the MLP's two 4C), on a GPU in bf16 the 8 C of them the products read
+    // again (4 C floats' bytes), and H x T attention probabilities; then the logits and their
+    // gradient. Evaluation runs the training rows' count at a time.
     const auto C = static_cast<std::uint64_t>(std::max(c.model.embd, 0));
     const auto T = static_cast<std::uint64_t>(std::max(c.model.block, 0));
     const auto H = static_cast<std::uint64_t>(std::max(c.model.heads, 0));
     const auto tokens = mul(per_rank, T);
-    const auto per_token = add(mul(add(16 * C, mul(H, T)), static_cast<std::uint64_t>(std::max(c.model.layers, 0))),
+    const auto per_token = add(mul(add(20 * C, mul(H, T)), static_cast<std::uint64_t>(std::max(c.model.layers, 0))),
                                add(2 * inputs, 2 * C));
     activations = mul(mul(per_token, tokens.value_or(kMax)), sizeof(float));
   } else {

@@ -125,20 +125,33 @@ void gelu_backward(std::size_t n, const T* x, const T* dout, T* dx, cudaStream_t
   CUDA_CHECK(cudaGetLastError());
 }
 
-void cross_entropy_forward_backward(int rows, int V, const float* logits, const std::int32_t* targets,
-                                    float grad_scale, float* dlogits, float* row_loss, double* loss_sum,
-                                    cudaStream_t stream, ArgmaxHits hits) {
+namespace {
+template <typename OutT>
+void cross_entropy(int rows, int V, const float* logits, const std::int32_t* targets, float grad_scale, OutT* dlogits,
+                   float* row_loss, double* loss_sum, cudaStream_t stream, ArgmaxHits hits) {
   require(rows >= 0 && V > 0, "cross_entropy_forward_backward: rows=" + std::to_string(rows) +
                                   ", V=" + std::to_string(V) + ": needs rows >= 0 and V > 0");
   require(!hits.hits || hits.row_hit, "cross_entropy_forward_backward: a hit count needs its row_hit scratch");
   if (rows > 0) {
-    cross_entropy_kernel<<<rows, kThreads, 0, stream>>>(V, logits, targets, grad_scale, dlogits, row_loss,
-                                                        hits.hits ? hits.row_hit : nullptr);
+    cross_entropy_kernel<OutT><<<rows, kThreads, 0, stream>>>(V, logits, targets, grad_scale, dlogits, row_loss,
+                                                              hits.hits ? hits.row_hit : nullptr);
     CUDA_CHECK(cudaGetLastError());
   }
   sum_rows_kernel<<<1, kThreads, 0, stream>>>(rows, row_loss, loss_sum, hits.hits ? hits.row_hit : nullptr,
                                               hits.hits);
   CUDA_CHECK(cudaGetLastError());
+}
+}  // namespace
+
+void cross_entropy_forward_backward(int rows, int V, const float* logits, const std::int32_t* targets,
+                                    float grad_scale, float* dlogits, float* row_loss, double* loss_sum,
+                                    cudaStream_t stream, ArgmaxHits hits) {
+  cross_entropy(rows, V, logits, targets, grad_scale, dlogits, row_loss, loss_sum, stream, hits);
+}
+void cross_entropy_forward_backward(int rows, int V, const float* logits, const std::int32_t* targets,
+                                    float grad_scale, bf16* dlogits, float* row_loss, double* loss_sum,
+                                    cudaStream_t stream, ArgmaxHits hits) {
+  cross_entropy(rows, V, logits, targets, grad_scale, dlogits, row_loss, loss_sum, stream, hits);
 }
 
 void attention_forward(int B, int T, int C, int H, const float* qkv, float* out, float* logsumexp,

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/float_convert.cuh"
 #include "kernels/cuda/transformer_kernels.h"
@@ -236,46 +237,73 @@ __global__ void gelu_backward_kernel(std::size_t n, const T* x, const T* dout, T
 
 // ---- cross-entropy -------------------------------------------------------------------------------
 
-// One block per row: the maximum, then the sum of exp(z - max), then the gradient.
+// A thread's (then a warp's, a block's) share of a row: its maximum, the sum of exp(z - max) over
+// its logits, and the first index holding the maximum (V where it saw none).
+struct SoftmaxPart {
+  float max, sum;
+  int first;
+};
+constexpr int kNoIndex = 0x7fffffff;
+// Commutative (each term's bits do not depend on the order of a and b), so that a butterfly
+// leaves every lane with the same bits; a part that saw no logit adds nothing.
+__device__ inline SoftmaxPart combine(const SoftmaxPart& a, const SoftmaxPart& b) {
+  if (a.sum == 0.0f) return b;
+  if (b.sum == 0.0f) return a;
+  const float max = fmaxf(a.max, b.max);
+  return {max, a.sum * expf(a.max - max) + b.sum * expf(b.max - max),
+          min(a.max == max ? a.first : kNoIndex, b.max == max ? b.first : kNoIndex)};
+}
+
+// One block per row. One read of the row gives its maximum, the first index of it and the sum of
+// exp(z - max) (online: the sum is rescaled when the maximum grows); a second read writes the
+// gradient, as fp32 or bf16 (OutT), the operand the head's products read.
+template <typename OutT>
 __global__ void cross_entropy_kernel(int V, const float* logits, const std::int32_t* targets, float grad_scale,
-                                     float* dlogits, float* row_loss, int* row_hit) {
-  __shared__ float shared[kWarps];
-  __shared__ int shared_index[kWarps];
+                                     OutT* dlogits, float* row_loss, int* row_hit) {
+  __shared__ SoftmaxPart shared[kWarps];
   const std::int64_t row = blockIdx.x;
   const float* z = logits + row * V;
-  float* dz = dlogits ? dlogits + row * V : nullptr;
+  OutT* dz = dlogits ? dlogits + row * V : nullptr;
   const int target = targets[row];
   if (target < 0 || target >= V) {
     if (threadIdx.x == 0) row_loss[row] = NAN;
     if (threadIdx.x == 0 && row_hit) row_hit[row] = 0;
     if (dz)
-      for (int c = threadIdx.x; c < V; c += kThreads) dz[c] = NAN;
+      for (int c = threadIdx.x; c < V; c += kThreads) dz[c] = from_float<OutT>(NAN);
     return;
   }
-  float max = -INFINITY;
-  for (int c = threadIdx.x; c < V; c += kThreads) max = fmaxf(max, z[c]);
-  max = block_reduce(max, Max{}, shared);
-  if (row_hit) {  // the first index holding the maximum, as std::max_element finds it
-    int first = V;
-    for (int c = threadIdx.x; c < V; c += kThreads)
-      if (z[c] == max) {
-        first = c;
-        break;
-      }
-    first = block_reduce(first, Min{}, shared_index);
-    if (threadIdx.x == 0) row_hit[row] = first == target;
+  SoftmaxPart part{-INFINITY, 0.0f, kNoIndex};
+  for (int c = threadIdx.x; c < V; c += kThreads) {
+    const float x = z[c];
+    if (x > part.max) {
+      part.sum = part.sum * expf(part.max - x) + 1.0f;
+      part.max = x, part.first = c;
+    } else {
+      part.sum += expf(x - part.max);
+    }
   }
-  float sum = 0.0f;
-  for (int c = threadIdx.x; c < V; c += kThreads) sum += expf(z[c] - max);
-  sum = block_reduce(sum, Sum{}, shared);
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const SoftmaxPart other{__shfl_xor_sync(kFullMask, part.max, offset), __shfl_xor_sync(kFullMask, part.sum, offset),
+                            __shfl_xor_sync(kFullMask, part.first, offset)};
+    part = combine(part, other);
+  }
+  if (threadIdx.x % 32 == 0) shared[threadIdx.x / 32] = part;
+  __syncthreads();
+  part = shared[0];
+  for (int w = 1; w < kWarps; ++w) part = combine(part, shared[w]);
+  const float max = part.max, sum = part.sum;
   const float z_target = z[target];
-  if (threadIdx.x == 0) row_loss[row] = logf(sum) - (z_target - max);
+  if (threadIdx.x == 0) {
+    row_loss[row] = logf(sum) - (z_target - max);
+    if (row_hit) row_hit[row] = part.first == target;
+  }
   if (!dz) return;
-  __syncthreads();  // every thread has read z[target] before dz (which may be z) is written
+  if constexpr (std::is_same_v<OutT, float>)
+    __syncthreads();  // every thread has read z[target] before dz (which may be z) is written
   const float inv_sum = 1.0f / sum;
   for (int c = threadIdx.x; c < V; c += kThreads) {
     const float p = expf(z[c] - max) * inv_sum;
-    dz[c] = (c == target ? p - 1.0f : p) * grad_scale;
+    dz[c] = from_float<OutT>((c == target ? p - 1.0f : p) * grad_scale);
   }
 }
 

@@ -19,6 +19,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -276,6 +277,16 @@ TEST_CASE("cuda transformer: cross_entropy_forward_backward matches the referenc
     const auto got = to_host(d_dlogits.data(), logits.size());
     CHECK(scaled_error(got, dlogits) < kFp32Bound);
 
+    // A bf16 gradient (the head's product operand): the fp32 one rounded to nearest even, bit for bit.
+    DeviceBuffer<bf16> d_dlogits16(logits.size());
+    cuda::cross_entropy_forward_backward(rows, V, d_logits.data(), d_targets.data(), static_cast<float>(grad_scale),
+                                         d_dlogits16.data(), d_row_loss.data(), d_sum.data(), nullptr);
+    const auto got16 = to_host(d_dlogits16.data(), logits.size());
+    std::size_t unrounded = 0;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      unrounded += std::bit_cast<std::uint16_t>(got16[i]) != std::bit_cast<std::uint16_t>(__float2bfloat16_rn(got[i]));
+    CHECK(unrounded == 0);
+
     // In place (dlogits = logits), as a head that keeps no copy of its logits runs it: the same bits.
     cuda::cross_entropy_forward_backward(rows, V, d_logits.data(), d_targets.data(), static_cast<float>(grad_scale),
                                          d_logits.data(), d_row_loss.data(), d_sum.data(), nullptr);
@@ -358,10 +369,11 @@ TEST_CASE("cuda transformer: cross_entropy_forward_backward counts the rows whos
   DeviceBuffer<int> row_hit(1);
   DeviceBuffer<long long> hits(1);
   CUDA_CHECK(cudaMemset(hits.data(), 0xff, sizeof(long long)));
-  cuda::cross_entropy_forward_backward(0, 5, buffer.data(), target.data(), 1.0f, nullptr, buffer.data(), sum.data(),
+  float* no_dlogits = nullptr;
+  cuda::cross_entropy_forward_backward(0, 5, buffer.data(), target.data(), 1.0f, no_dlogits, buffer.data(), sum.data(),
                                        nullptr, {row_hit.data(), hits.data()});
   CHECK(to_host(hits.data(), 1)[0] == 0);  // no rows: a count of 0, written
-  CHECK_THROWS_AS(cuda::cross_entropy_forward_backward(1, 5, buffer.data(), target.data(), 1.0f, nullptr, buffer.data(),
+  CHECK_THROWS_AS(cuda::cross_entropy_forward_backward(1, 5, buffer.data(), target.data(), 1.0f, no_dlogits, buffer.data(),
                                                        sum.data(), nullptr, {nullptr, hits.data()}),
                   std::invalid_argument);  // a count needs its row scratch
 }

@@ -75,8 +75,21 @@ TEST_CASE("transformer kernels (emulated): cross-entropy's loss, gradient and fi
     std::vector<int> row_hit(rows, -1);
     double loss_sum = 0;
     long long hits = -1;
-    cuda_emu::launch({static_cast<unsigned>(rows), 1, 1}, kThreads, 0, cross_entropy_kernel, V, logits.data(),
+    cuda_emu::launch({static_cast<unsigned>(rows), 1, 1}, kThreads, 0, cross_entropy_kernel<float>, V, logits.data(),
                      targets.data(), scale, dlogits.data(), row_loss.data(), row_hit.data());
+    // The bf16 gradient: the fp32 one rounded (to nearest even), the loss and hits the same bits.
+    std::vector<bf16> dlogits16(logits.size());
+    std::vector<float> row_loss16(rows);
+    std::vector<int> row_hit16(rows, -1);
+    cuda_emu::launch({static_cast<unsigned>(rows), 1, 1}, kThreads, 0, cross_entropy_kernel<bf16>, V, logits.data(),
+                     targets.data(), scale, dlogits16.data(), row_loss16.data(), row_hit16.data());
+    bool rounded = true;
+    for (std::size_t i = 0; i < dlogits.size(); ++i)
+      rounded = rounded && std::bit_cast<std::uint16_t>(dlogits16[i]) ==
+                               std::bit_cast<std::uint16_t>(__float2bfloat16_rn(dlogits[i]));
+    CHECK(rounded);
+    CHECK(row_loss16 == row_loss);
+    CHECK(row_hit16 == row_hit);
     cuda_emu::launch({1, 1, 1}, kThreads, 0, sum_rows_kernel, rows, row_loss.data(), &loss_sum,
                      static_cast<const int*>(row_hit.data()), &hits);
     std::vector<double> want_loss(rows), want_d(logits.size());
@@ -104,8 +117,8 @@ TEST_CASE("transformer kernels (emulated): cross-entropy's loss, gradient and fi
   std::vector<float> z{1.0f, 2.0f, 3.0f}, dz(3), loss(1);
   std::vector<std::int32_t> bad{3};
   std::vector<int> hit{7};
-  cuda_emu::launch({1, 1, 1}, kThreads, 0, cross_entropy_kernel, 3, z.data(), bad.data(), 1.0f, dz.data(), loss.data(),
-                   hit.data());
+  cuda_emu::launch({1, 1, 1}, kThreads, 0, cross_entropy_kernel<float>, 3, z.data(), bad.data(), 1.0f, dz.data(),
+                   loss.data(), hit.data());
   CHECK(std::isnan(loss[0]));
   CHECK(std::isnan(dz[2]));
   CHECK(hit[0] == 0);
