@@ -2,6 +2,7 @@
 #include "kernels/cuda/elementwise_kernels.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise_kernels_device.cuh"
@@ -120,7 +121,10 @@ void scale(std::size_t n, float alpha, T* x, cudaStream_t stream) {
 
 void cast(std::size_t n, const float* in, bf16* out, cudaStream_t stream) {
   if (n == 0) return;
-  cast_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, in, out);
+  if (reinterpret_cast<std::uintptr_t>(in) % 16 == 0 && reinterpret_cast<std::uintptr_t>(out) % 8 == 0)
+    cast_to_bf16_x4_kernel<<<blocks_for((n + 3) / 4), kThreads, 0, stream>>>(n, in, out);
+  else
+    cast_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, in, out);
   CUDA_CHECK(cudaGetLastError());
 }
 

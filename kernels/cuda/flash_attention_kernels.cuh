@@ -223,7 +223,8 @@ __global__ void __launch_bounds__(kFlashThreads)
   float* row_max = o + kFlashTile * ldo;
   float* row_sum = row_max + kFlashTile;
   float* row_scale = row_sum + kFlashTile;
-  const int bh = blockIdx.x, b = bh / H, h = bh % H, q0 = blockIdx.y * kFlashTile;
+  // The last query tiles (the most keys) first: the short blocks then fill the grid's tail.
+  const int bh = blockIdx.x, b = bh / H, h = bh % H, q0 = (gridDim.y - 1 - blockIdx.y) * kFlashTile;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const std::int64_t stride = 3 * static_cast<std::int64_t>(C);
   const float* rows = qkv + static_cast<std::int64_t>(b) * T * stride;
@@ -423,7 +424,8 @@ __global__ void __launch_bounds__(kFlashThreads)
   float* dp = s + kFlashTile * kLdS;
   float* lse = dp + kFlashTile * kLdS;
   float* dl = lse + kFlashTile;
-  const int bh = blockIdx.x, b = bh / H, h = bh % H, q0 = blockIdx.y * kFlashTile;
+  // The last query tiles (the most keys) first: the short blocks then fill the grid's tail.
+  const int bh = blockIdx.x, b = bh / H, h = bh % H, q0 = (gridDim.y - 1 - blockIdx.y) * kFlashTile;
   const int warp = threadIdx.x / 32;
   const std::int64_t stride = 3 * static_cast<std::int64_t>(C);
   const float* rows = qkv + static_cast<std::int64_t>(b) * T * stride;

@@ -146,6 +146,25 @@ TEST_CASE("elementwise kernels (emulated): AdamW with decay-free ranges, a clipp
   CHECK(clip == doctest::Approx(1.0 / (std::sqrt(want) + 1e-6)).epsilon(1e-6));
 }
 
+TEST_CASE("elementwise kernels (emulated): the four-at-a-time bf16 cast rounds each value as the one-at-a-time cast") {
+  // Whole quads over a grid that strides, and a tail of 3; values across bf16's rounding ties.
+  const std::size_t n = 4 * 300 + 3;
+  auto in = uniform<float>(n, 5);
+  in[7] = std::bit_cast<float>(0x3f808000u);  // a tie: rounds to even
+  in[n - 1] = -0.0f;
+  std::vector<bf16> one(n), four(n);
+  cuda_emu::launch({2, 1, 1}, 64, 0, cast_kernel<float, bf16>, n, static_cast<const float*>(in.data()), one.data());
+  cuda_emu::launch({2, 1, 1}, 64, 0, cast_to_bf16_x4_kernel, n, static_cast<const float*>(in.data()), four.data());
+  std::size_t differ = 0, unrounded = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    differ += std::bit_cast<std::uint16_t>(one[i]) != std::bit_cast<std::uint16_t>(four[i]);
+    unrounded += std::bit_cast<std::uint16_t>(four[i]) != std::bit_cast<std::uint16_t>(__float2bfloat16_rn(in[i]));
+  }
+  CHECK(differ == 0);
+  CHECK(unrounded == 0);
+  CHECK(std::bit_cast<std::uint16_t>(four[7]) == 0x3f80);
+}
+
 TEST_CASE("elementwise kernels (emulated): two ranks' shards of the norm give the whole gradient's norm, bit for bit") {
   // Three blocks and a short one, cut at a block boundary as two ranks' shards are.
   const std::size_t block = slurm_train::cuda::kNormBlock, n = 3 * block + 1000;
