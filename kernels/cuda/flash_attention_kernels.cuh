@@ -164,17 +164,20 @@ __device__ inline void rows_by_tile_transposed(const bf16* a, const bf16* b, int
 }
 
 // acc[16 x hs] (fp32, ld flash_ld_float) += p[16 x 64] (bf16, ld kLdP) b[64 x hs] (a bf16 tile).
+// p's four fragments are read once, for every column block of the output.
 __device__ inline void accumulate_rows_by_tile(const bf16* p, const bf16* b, int hs, float* acc) {
   const int ld = flash_ld_half(hs), ldo = flash_ld_float(hs);
+  FragA fa[kFlashTile / 16];
+  FLASH_UNROLL
+  for (int k = 0; k < kFlashTile / 16; ++k) wmma::load_matrix_sync(fa[k], p + k * 16, kLdP);
   for (int d0 = 0; d0 < hs; d0 += 16) {
     FragAcc c;
     wmma::load_matrix_sync(c, acc + d0, ldo, wmma::mem_row_major);
-    for (int k = 0; k < kFlashTile; k += 16) {
-      FragA fa;
-      wmma::load_matrix_sync(fa, p + k, kLdP);
+    FLASH_UNROLL
+    for (int k = 0; k < kFlashTile / 16; ++k) {
       FragBRow fb;
-      wmma::load_matrix_sync(fb, b + k * ld + d0, ld);
-      wmma::mma_sync(c, fa, fb, c);
+      wmma::load_matrix_sync(fb, b + k * 16 * ld + d0, ld);
+      wmma::mma_sync(c, fa[k], fb, c);
     }
     wmma::store_matrix_sync(acc + d0, c, ldo, wmma::mem_row_major);
   }
@@ -250,24 +253,27 @@ __global__ void __launch_bounds__(kFlashThreads)
     __syncthreads();
     rows_by_tile_transposed(q + warp * 16 * ldh, k, hs, ws);
     __syncwarp();
-    {  // online softmax: two lanes a row, 32 keys each
-      const int r = lane / 2, half = lane % 2, row = warp * 16 + r, tq = q0 + row;
-      float* sr = ws + r * kLdS + half * 32;
+    {  // online softmax: two lanes a row, the even and the odd keys. Lane (r, half) reads
+       // column 2 ((c + r / 8) % 32) + half at step c: with S's row stride of 68 floats (4 banks
+       // on) the 32 lanes then read 32 different banks, and a row's two lanes write the two
+       // halves of one 4-byte word of P, 16 words in 16 banks: no bank conflicts.
+      const int r = lane / 2, half = lane % 2, row = warp * 16 + r, tq = q0 + row, rotation = r / 8;
+      const float* sr = ws + r * kLdS;
       const float old_max = row_max[row], old_sum = row_sum[row];
+      const auto scaled = [&](int col) {  // the scaled score, -inf where the causal mask or T cuts it
+        const int tk = k0 + col;
+        return tk <= tq && tk < T ? sr[col] * scale : -INFINITY;
+      };
       float tile_max = -INFINITY;
-      for (int c = 0; c < 32; ++c) {
-        const int tk = k0 + half * 32 + c;
-        const float x = tk <= tq && tk < T ? sr[c] * scale : -INFINITY;
-        sr[c] = x;
-        tile_max = fmaxf(tile_max, x);
-      }
+      for (int c = 0; c < 32; ++c) tile_max = fmaxf(tile_max, scaled(2 * ((c + rotation) % 32) + half));
       tile_max = fmaxf(tile_max, __shfl_xor_sync(kFlashFullMask, tile_max, 1));
       const float new_max = fmaxf(old_max, tile_max);
       float sum = 0.0f;
-      bf16* pr = wp + r * kLdP + half * 32;
+      bf16* pr = wp + r * kLdP;
       for (int c = 0; c < 32; ++c) {
-        const float e = new_max == -INFINITY ? 0.0f : expf(sr[c] - new_max);
-        pr[c] = __float2bfloat16(e);
+        const int col = 2 * ((c + rotation) % 32) + half;
+        const float e = new_max == -INFINITY ? 0.0f : expf(scaled(col) - new_max);
+        pr[col] = __float2bfloat16(e);
         sum += e;
       }
       sum += __shfl_xor_sync(kFlashFullMask, sum, 1);
