@@ -59,6 +59,9 @@ struct CudaGptStep::State {
   // of the head's two backward products (fp32 dlogits is then never allocated), where cuBLASLt
   // takes those products' bf16 operands with the vocabulary as a leading dimension.
   bool half_dlogits = false;
+  // bf16: GELU writes the MLP's activation in bf16 only (fch16; fch is never allocated), where
+  // cuBLASLt takes the two products that read it with bf16 operands.
+  bool half_gelu = false;
   cudaStream_t stream = owned.stream();
   cudaEvent_t loss_ready = owned.event();
   std::unique_ptr<cuda::LtMatmul> lt;
@@ -212,7 +215,7 @@ struct CudaGptStep::State {
       float* r2 = residual2.data() + L * nc;
       float* a2 = ln2.data() + L * nc;
       float* f = fc.data() + L * nc * 4;
-      float* fh = fch.data() + L * nc * 4;
+      float* fh = half_gelu ? nullptr : fch.data() + L * nc * 4;
       cuda::layernorm_forward(BT, C, r, param(block_tensor(l, kLn1W)), param(block_tensor(l, kLn1B)), a1,
                               ln1_mean.data() + L * n, ln1_rstd.data() + L * n, stream);
       product(false, false, BT, 3 * C, C, operand(a1, nc, copy_of(ln1_16, L, nc)), C, weight(block_tensor(l, kAttnW)),
@@ -226,9 +229,16 @@ struct CudaGptStep::State {
                               ln2_mean.data() + L * n, ln2_rstd.data() + L * n, stream);
       product(false, false, BT, 4 * C, C, operand(a2, nc, copy_of(ln2_16, L, nc)), C, weight(block_tensor(l, kFcW)),
               4 * C, f, 4 * C, 0.0f, param(block_tensor(l, kFcB)));
-      cuda::gelu_forward<float>(nc * 4, f, fh, stream);
-      product(false, false, BT, C, 4 * C, operand(fh, nc * 4, copy_of(fch16, L, nc * 4)), 4 * C,
-              weight(block_tensor(l, kMlpProjW)), C, projected.data(), C, 0.0f, param(block_tensor(l, kMlpProjB)));
+      Operand gelu_out;
+      if (half_gelu) {
+        gelu_out = {nullptr, copy_of(fch16, L, nc * 4)};
+        cuda::gelu_forward(nc * 4, f, copy_of(fch16, L, nc * 4), stream);
+      } else {
+        cuda::gelu_forward<float>(nc * 4, f, fh, stream);
+        gelu_out = operand(fh, nc * 4, copy_of(fch16, L, nc * 4));
+      }
+      product(false, false, BT, C, 4 * C, gelu_out, 4 * C, weight(block_tensor(l, kMlpProjW)), C, projected.data(), C,
+              0.0f, param(block_tensor(l, kMlpProjB)));
       add_branch(2 + 2 * L, r2, r + nc);
     }
     const std::size_t ln_f = tensors.size() - 2;
@@ -277,7 +287,7 @@ struct CudaGptStep::State {
       const float* r2 = residual2.data() + L * nc;
       const float* a2 = ln2.data() + L * nc;
       const float* f = fc.data() + L * nc * 4;
-      const float* fh = fch.data() + L * nc * 4;
+      const float* fh = half_gelu ? nullptr : fch.data() + L * nc * 4;
       // The MLP: out = r2 + c_proj(gelu(c_fc(ln_2(r2)))); dres is the gradient of out.
       const Operand dmlp = operand(through_dropout(2 + 2 * L, dres.data(), dbranch.data(), grad(block_tensor(l, kMlpProjB))),
                                    nc, y16);
@@ -450,18 +460,27 @@ CudaGptStep::CudaGptStep(const GptConfig& config, const OptimizerConfig& optimiz
   for (auto* b : {&s.ln1_mean, &s.ln1_rstd, &s.ln2_mean, &s.ln2_rstd}) b->resize(L * bt);
   s.qkv.resize(L * nc * 3);
   s.lse.resize(L * bt * H);
-  s.fc.resize(L * nc * 4), s.fch.resize(L * nc * 4);
+  s.fc.resize(L * nc * 4);
   s.lnf.resize(nc), s.lnf_mean.resize(bt), s.lnf_rstd.resize(bt);
   if (s.half) {
-    // The head's backward products, as backward() runs them, with bf16 operands.
-    const auto bf16_product = [&](bool ta, int m, int k, int lda, int ldb) {
-      MatmulArgs args{ta, false, m, static_cast<int>(C), k, nullptr, lda, nullptr, ldb, nullptr, static_cast<int>(C)};
+    // Products as forward() and backward() run them, with bf16 operands: the head's backward
+    // ones (the vocabulary the leading dimension), and the MLP's projection's that read GELU's
+    // output (4 C), forward and for its weight's gradient.
+    // cuBLASLt's choice depends on the operands' alignment: `a_offset` is the bytes from an
+    // allocation (256-byte aligned) to the least aligned operand, layer 1's part of a per-layer copy.
+    const auto bf16_product = [&](bool ta, int m, int k, int lda, int ldb, std::size_t a_offset) {
+      MatmulArgs args{ta, false, m, static_cast<int>(C), k, reinterpret_cast<const void*>(a_offset), lda, nullptr, ldb,
+                      nullptr, static_cast<int>(C)};
       args.ab_type = DataType::kBF16, args.c_type = DataType::kF32;
       return s.lt->supports(args);
     };
     const int rows_bt = static_cast<int>(bt), vocab = static_cast<int>(V), embd = static_cast<int>(C);
-    s.half_dlogits = bf16_product(false, rows_bt, vocab, vocab, embd) && bf16_product(true, vocab, rows_bt, vocab, embd);
+    const std::size_t layer_part = nc * 4 * sizeof(bf16);
+    s.half_dlogits = bf16_product(false, rows_bt, vocab, vocab, embd, 0) && bf16_product(true, vocab, rows_bt, vocab, embd, 0);
+    s.half_gelu = bf16_product(false, rows_bt, 4 * embd, 4 * embd, embd, layer_part) &&
+                  bf16_product(true, 4 * embd, rows_bt, 4 * embd, embd, layer_part);
   }
+  if (!s.half_gelu) s.fch.resize(L * nc * 4);
   s.logits.resize(bt * V);
   if (!s.half_dlogits) s.dlogits.resize(bt * V);
   for (auto* b : {&s.projected, &s.dres, &s.dres2, &s.dbranch, &s.dln, &s.datty}) b->resize(nc);

@@ -118,6 +118,12 @@ void gelu_forward(std::size_t n, const T* x, T* out, cudaStream_t stream) {
   CUDA_CHECK(cudaGetLastError());
 }
 
+void gelu_forward(std::size_t n, const float* x, bf16* out, cudaStream_t stream) {
+  if (n == 0) return;
+  gelu_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, x, out);
+  CUDA_CHECK(cudaGetLastError());
+}
+
 template <typename T>
 void gelu_backward(std::size_t n, const T* x, const T* dout, T* dx, cudaStream_t stream) {
   if (n == 0) return;

@@ -70,6 +70,8 @@ void residual_forward(std::size_t n, const T* a, const T* b, T* out, cudaStream_
 // elementwise_kernels.h's bias_activation_forward and activation_backward.
 template <typename T>
 void gelu_forward(std::size_t n, const T* x, T* out, cudaStream_t stream);
+// fp32 in, bf16 out: the activation only as the bf16 operand of the next product.
+void gelu_forward(std::size_t n, const float* x, __nv_bfloat16* out, cudaStream_t stream);
 template <typename T>
 void gelu_backward(std::size_t n, const T* x, const T* dout, T* dx, cudaStream_t stream);
 

@@ -223,10 +223,10 @@ __global__ void residual_kernel(std::size_t n, const T* a, const T* b, T* out) {
     out[i] = from_float<T>(to_float(a[i]) + to_float(b[i]));
 }
 
-template <typename T>
-__global__ void gelu_forward_kernel(std::size_t n, const T* x, T* out) {
+template <typename In, typename Out>
+__global__ void gelu_forward_kernel(std::size_t n, const In* x, Out* out) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
-    out[i] = from_float<T>(kernels::gelu(to_float(x[i])));
+    out[i] = from_float<Out>(kernels::gelu(to_float(x[i])));
 }
 
 template <typename T>

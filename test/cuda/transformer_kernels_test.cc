@@ -235,6 +235,16 @@ void check_gelu(double bound) {
   DeviceBuffer<T> d_out(n);
   cuda::gelu_forward(n, d_x.data(), d_out.data(), nullptr);
   CHECK(scaled_error(to_double(to_host(d_out.data(), n)), out) < bound);
+  if constexpr (std::is_same_v<T, float>) {  // fp32 in, bf16 out: the fp32 result rounded, bit for bit
+    DeviceBuffer<bf16> d_out16(n);
+    cuda::gelu_forward(n, d_x.data(), d_out16.data(), nullptr);
+    const auto got = to_host(d_out.data(), n);
+    const auto got16 = to_host(d_out16.data(), n);
+    std::size_t unrounded = 0;
+    for (std::size_t i = 0; i < n; ++i)
+      unrounded += std::bit_cast<std::uint16_t>(got16[i]) != std::bit_cast<std::uint16_t>(__float2bfloat16_rn(got[i]));
+    CHECK(unrounded == 0);
+  }
   cuda::gelu_backward(n, d_x.data(), d_dout.data(), d_dout.data(), nullptr);  // dx = dout, in place
   CHECK(scaled_error(to_double(to_host(d_dout.data(), n)), dx) < bound);
 }
