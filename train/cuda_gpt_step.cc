@@ -486,7 +486,9 @@ CudaGptStep::CudaGptStep(const GptConfig& config, const OptimizerConfig& optimiz
   for (auto* b : {&s.projected, &s.dres, &s.dres2, &s.dbranch, &s.dln, &s.datty}) b->resize(nc);
   if (options.dropout > 0.0f) s.dropped.resize(nc), s.unused_dbias.resize(C);
   s.dwide.resize(nc * 4), s.dqkv.resize(nc * 3);
-  s.attention_scratch.resize(bt * H);
+  s.attention_scratch.resize(s.flash ? cuda::flash_attention_backward_scratch_floats(static_cast<int>(rows),
+                                                                                   static_cast<int>(T), static_cast<int>(H))
+                                     : bt * H);
   s.ln_scratch.resize(cuda::layernorm_backward_scratch_floats(static_cast<int>(bt), static_cast<int>(C)));
   s.sums_scratch.resize(cuda::column_sums_scratch_floats(static_cast<int>(bt), static_cast<int>(4 * C)));
   if (s.half) {

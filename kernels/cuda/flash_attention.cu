@@ -53,7 +53,18 @@ void allow_shared(Kernel kernel, std::size_t bytes) {
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
+// The delta's floats, rounded up to keep the dS tiles after them 256-byte aligned.
+std::size_t delta_floats(int B, int T, int H) {
+  return (static_cast<std::size_t>(B) * H * T + 63) / 64 * 64;
+}
+
 }  // namespace
+
+std::size_t flash_attention_backward_scratch_floats(int B, int T, int H) {
+  if (B <= 0 || T <= 0 || H <= 0) return 0;
+  const std::size_t tiles = static_cast<std::size_t>(B) * H * static_cast<std::size_t>(flash_ds_tiles(T));
+  return delta_floats(B, T, H) + tiles * kFlashTileElements * sizeof(bf16) / sizeof(float);
+}
 
 bool flash_attention_supported(int C, int H) {
   if (H <= 0 || C <= 0 || C % H != 0) return false;
@@ -85,19 +96,23 @@ void flash_attention_backward(int B, int T, int C, int H, const float* qkv, cons
   if (B == 0 || T == 0) return;
   require_aligned("flash_attention_backward", "qkv", qkv);
   require_aligned("flash_attention_backward", "dout", dout);
+  if (reinterpret_cast<std::uintptr_t>(scratch) % 256 != 0)
+    throw std::invalid_argument("flash_attention_backward: scratch is not 256-byte aligned");
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   const long long rows = static_cast<long long>(B) * H * T;
   flash_delta_kernel<<<static_cast<unsigned>((rows + 255) / 256), 256, 0, stream>>>(B, T, C, H, hs, out, dout, scratch);
   CUDA_CHECK(cudaGetLastError());
-  const std::size_t bytes = flash_backward_shared_bytes(hs);
+  bf16* ds_tiles = reinterpret_cast<bf16*>(scratch + delta_floats(B, T, H));
+  const std::size_t bytes = flash_backward_shared_bytes(hs), dq_bytes = flash_dq_shared_bytes(hs);
   const dim3 grid(B * H, (T + kFlashTile - 1) / kFlashTile);
   with_head_size(hs, [&](auto head_size) {
     constexpr int HS = decltype(head_size)::value;
     allow_shared(flash_dkdv_kernel<HS>, bytes);
-    allow_shared(flash_dq_kernel<HS>, bytes);
-    flash_dkdv_kernel<HS><<<grid, kFlashThreads, bytes, stream>>>(T, C, H, scale, qkv, dout, logsumexp, scratch, dqkv);
+    allow_shared(flash_dq_kernel<HS>, dq_bytes);
+    flash_dkdv_kernel<HS><<<grid, kFlashThreads, bytes, stream>>>(T, C, H, scale, qkv, dout, logsumexp, scratch, dqkv,
+                                                                  ds_tiles);
     CUDA_CHECK(cudaGetLastError());
-    flash_dq_kernel<HS><<<grid, kFlashThreads, bytes, stream>>>(T, C, H, scale, qkv, dout, logsumexp, scratch, dqkv);
+    flash_dq_kernel<HS><<<grid, kFlashThreads, dq_bytes, stream>>>(T, C, H, scale, qkv, ds_tiles, dqkv);
     CUDA_CHECK(cudaGetLastError());
   });
 }

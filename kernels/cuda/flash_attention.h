@@ -4,13 +4,15 @@
 // [B*T, C], logsumexp [B*H*T], dqkv += the gradient), which stay the fp32 path and the
 // reference these are checked against: Q, K, V, dO and the probabilities are rounded to bf16 as
 // operands of the products (about 2^-8 relative), while the softmax, its running maximum and
-// sum, and every accumulator are fp32. No T x T matrix is kept: the backward pass recomputes
-// the probabilities from the logsumexp, tile by tile (dK and dV by key tile, dQ by query tile;
-// each output element written by one thread, no atomics). Device code:
-// flash_attention_kernels.cuh.
+// sum, and every accumulator are fp32. The forward pass keeps no T x T matrix: the backward pass
+// recomputes the probabilities from the logsumexp, tile by tile, by key tile for dK and dV,
+// leaving dS (bf16, T x T / 2 a head) in its scratch for dQ = dS K by query tile (each output
+// element written by one thread, no atomics). Device code: flash_attention_kernels.cuh.
 #pragma once
 
 #include <cuda_runtime.h>
+
+#include <cstddef>
 
 namespace slurm_train::cuda {
 
@@ -23,7 +25,12 @@ bool flash_attention_supported(int C, int H);
 void flash_attention_forward(int B, int T, int C, int H, const float* qkv, float* out, float* logsumexp,
                              cudaStream_t stream);
 
-// As attention_backward (scratch: B*H*T floats).
+// The scratch flash_attention_backward needs: B*H*T floats and B*H*n(n+1)/2 bf16 tiles of 64 x
+// 64 (n = T / 64 rounded up): 1.06 MiB a (sequence, head) at T = 1024.
+std::size_t flash_attention_backward_scratch_floats(int B, int T, int H);
+
+// As attention_backward; scratch: flash_attention_backward_scratch_floats(B, T, H), 256-byte
+// aligned (a cudaMalloc'd buffer).
 void flash_attention_backward(int B, int T, int C, int H, const float* qkv, const float* out, const float* dout,
                               const float* logsumexp, float* dqkv, float* scratch, cudaStream_t stream);
 

@@ -10,8 +10,9 @@
 // memory; scores, probabilities, running maxima and sums, and every accumulator are fp32; the
 // probabilities (and dS) are rounded to bf16 only as operands of the next product. Each output
 // element is written by one thread (no atomics): the backward pass is two kernels, dK/dV by key
-// tile over the query tiles and dQ by query tile over the key tiles, both recomputing P from the
-// forward pass's logsumexp. Their accumulators stay in WMMA fragments (registers: the head size
+// tile over the query tiles, recomputing P from the forward pass's logsumexp and writing each
+// tile's dS (bf16, the operand dQ's product reads) to global scratch, then dQ = dS K by query
+// tile over those dS tiles. Their accumulators stay in WMMA fragments (registers: the head size
 // is every kernel's template argument, so that every fragment index and tile loop is a
 // constant) rather than in shared memory, which leaves room for two blocks on a multiprocessor;
 // the forward pass's output is rescaled row by row as the online softmax goes, which needs its
@@ -49,6 +50,7 @@ __host__ __device__ constexpr int flash_ld_float(int hs) { return hs + 4; }
 using bf16 = __nv_bfloat16;
 namespace wmma = nvcuda::wmma;
 using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
+using FragACol = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::col_major>;
 using FragBRow = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
 using FragBCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;
 using FragAcc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
@@ -65,6 +67,23 @@ constexpr std::size_t flash_backward_shared_bytes(int hs) {
   return 2 * (4 * kFlashTile * flash_ld_half(hs) + 2 * kFlashTile * kLdP) + 4 * (2 * kFlashTile * kLdS + 2 * kFlashTile);
 }
 static_assert(kFlashTile * flash_ld_float(128) <= 2 * kFlashTile * kLdS, "the accumulators' staging fits S and dP");
+// The dQ kernel: a bf16 key tile and the fp32 staging of its output.
+constexpr std::size_t flash_dq_shared_bytes(int hs) {
+  return 2 * kFlashTile * flash_ld_half(hs) + 4 * kFlashTile * flash_ld_float(hs);
+}
+
+// The dS tiles the dK/dV kernel leaves for the dQ kernel: per (sequence, head), the tiles
+// (query tile i, key tile j <= i) in the order (0,0), (1,0), (1,1), (2,0)..., each [64 keys][64
+// queries] bf16 (dS^T, as the dK/dV kernel holds it; 8 KiB, so every tile is 256-byte aligned
+// after an aligned start). Rows and columns past T hold 0.
+constexpr int kFlashTileElements = kFlashTile * kFlashTile;
+__host__ __device__ constexpr std::int64_t flash_ds_tiles(int T) {
+  const std::int64_t n = (T + kFlashTile - 1) / kFlashTile;
+  return n * (n + 1) / 2;
+}
+__host__ __device__ constexpr std::int64_t flash_ds_tile_index(int T, int bh, int i, int j) {
+  return static_cast<std::int64_t>(bh) * flash_ds_tiles(T) + static_cast<std::int64_t>(i) * (i + 1) / 2 + j;
+}
 
 // Calls f(std::integral_constant<int, HS>{}) for head size hs: the kernels' template argument. Throws std::invalid_argument for a head size they do not take.
 template <typename F>
@@ -338,7 +357,7 @@ __device__ inline void probabilities_and_ds(bool by_key, int row0, int col0, int
 template <int HS>
 __global__ void __launch_bounds__(kFlashThreads)
     flash_dkdv_kernel(int T, int C, int H, float scale, const float* qkv, const float* dout, const float* logsumexp,
-                      const float* delta, float* dqkv) {
+                      const float* delta, float* dqkv, bf16* ds_tiles) {
   FLASH_DYNAMIC_SHARED(shared);
   constexpr int hs = HS, ldh = flash_ld_half(HS), ldo = flash_ld_float(HS);
   bf16* k = reinterpret_cast<bf16*>(shared);
@@ -390,6 +409,14 @@ __global__ void __launch_bounds__(kFlashThreads)
     __syncwarp();
     probabilities_and_ds(true, k0 + warp * 16, q0, T, scale, lse, dl, q0, ws, wdp, wp, wds);
     __syncwarp();
+    {  // the warp's 16 rows of dS^T into the tile (query tile q0, key tile k0), two values a lane
+      bf16* tile = ds_tiles + flash_ds_tile_index(T, bh, q0 / kFlashTile, k0 / kFlashTile) * kFlashTileElements +
+                   warp * 16 * kFlashTile;
+      const int lane = threadIdx.x % 32;
+      for (int r = 0; r < 16; ++r)
+        reinterpret_cast<__nv_bfloat162*>(tile + r * kFlashTile)[lane] =
+            reinterpret_cast<const __nv_bfloat162*>(wds + r * kLdP)[lane];
+    }
     accumulate_fragments_by_tile<HS>(wp, dout16, dv);  // dV += P^T dO
     accumulate_fragments_by_tile<HS>(wds, q, dk);      // dK += dS^T Q (scaled below)
   }
@@ -413,69 +440,50 @@ __global__ void __launch_bounds__(kFlashThreads)
   add_staged(2 * static_cast<std::int64_t>(C), 1.0f);
 }
 
-// grid (B * H, query tiles): dQ of the block's queries over the key tiles up to its own.
+// grid (B * H, query tiles): dQ of the block's queries, dS K over the key tiles up to its own,
+// dS from the tiles the dK/dV kernel wrote. Each warp reads its 16 queries' columns of a dS^T
+// tile straight from global memory as column-major fragments (dS[q][k] = dS^T[k][q]).
 template <int HS>
 __global__ void __launch_bounds__(kFlashThreads)
-    flash_dq_kernel(int T, int C, int H, float scale, const float* qkv, const float* dout, const float* logsumexp,
-                    const float* delta, float* dqkv) {
+    flash_dq_kernel(int T, int C, int H, float scale, const float* qkv, const bf16* ds_tiles, float* dqkv) {
   FLASH_DYNAMIC_SHARED(shared);
   constexpr int hs = HS, ldh = flash_ld_half(HS), ldo = flash_ld_float(HS);
-  bf16* q = reinterpret_cast<bf16*>(shared);
-  bf16* dout16 = q + kFlashTile * ldh;
-  bf16* k = dout16 + kFlashTile * ldh;
-  bf16* v = k + kFlashTile * ldh;
-  bf16* p16 = v + kFlashTile * ldh;
-  bf16* ds16 = p16 + kFlashTile * kLdP;
-  float* s = reinterpret_cast<float*>(ds16 + kFlashTile * kLdP);
-  float* dp = s + kFlashTile * kLdS;
-  float* lse = dp + kFlashTile * kLdS;
-  float* dl = lse + kFlashTile;
+  bf16* k = reinterpret_cast<bf16*>(shared);
+  float* staging = reinterpret_cast<float*>(k + kFlashTile * ldh);
   // The last query tiles (the most keys) first: the short blocks then fill the grid's tail.
-  const int bh = blockIdx.x, b = bh / H, h = bh % H, q0 = (gridDim.y - 1 - blockIdx.y) * kFlashTile;
+  const int bh = blockIdx.x, b = bh / H, h = bh % H, i = gridDim.y - 1 - blockIdx.y, q0 = i * kFlashTile;
   const int warp = threadIdx.x / 32;
   const std::int64_t stride = 3 * static_cast<std::int64_t>(C);
   const float* rows = qkv + static_cast<std::int64_t>(b) * T * stride;
-  stage_tile<HS>(rows, stride, h * hs, q0, T, q);
-  stage_tile<HS>(dout + static_cast<std::int64_t>(b) * T * C, C, h * hs, q0, T, dout16);
+  const bf16* row_tiles = ds_tiles + flash_ds_tile_index(T, bh, i, 0) * kFlashTileElements + warp * 16;
   FragAcc dq[HS / 16];  // the warp's 16 queries' rows
   FLASH_UNROLL
   for (int j = 0; j < HS / 16; ++j) wmma::fill_fragment(dq[j], 0.0f);
-  for (int r = threadIdx.x; r < kFlashTile; r += kFlashThreads) {
-    const bool in = q0 + r < T;
-    lse[r] = in ? logsumexp[static_cast<std::int64_t>(bh) * T + q0 + r] : 0.0f;
-    dl[r] = in ? delta[static_cast<std::int64_t>(bh) * T + q0 + r] : 0.0f;
-  }
-  float* ws = s + warp * 16 * kLdS;
-  float* wdp = dp + warp * 16 * kLdS;
-  bf16* wp = p16 + warp * 16 * kLdP;
-  bf16* wds = ds16 + warp * 16 * kLdP;
-  const int key_end = q0 + kFlashTile < T ? q0 + kFlashTile : T;
-  NextTile<HS> next_k, next_v;
+  NextTile<HS> next_k;
   next_k.load(rows, stride, C + h * hs, 0, T);
-  next_v.load(rows, stride, 2 * C + h * hs, 0, T);
-  for (int k0 = 0; k0 < key_end; k0 += kFlashTile) {
-    __syncthreads();
+  for (int kt = 0; kt <= i; ++kt) {
+    __syncthreads();  // the previous key tile is no longer read
     next_k.stage(k);
-    next_v.stage(v);
-    if (k0 + kFlashTile < key_end) {
-      next_k.load(rows, stride, C + h * hs, k0 + kFlashTile, T);
-      next_v.load(rows, stride, 2 * C + h * hs, k0 + kFlashTile, T);
-    }
+    if (kt < i) next_k.load(rows, stride, C + h * hs, (kt + 1) * kFlashTile, T);
     __syncthreads();
-    rows_by_tile_transposed(q + warp * 16 * ldh, k, hs, ws);        // S = Q K^T
-    rows_by_tile_transposed(dout16 + warp * 16 * ldh, v, hs, wdp);  // dP = dO V^T
-    __syncwarp();
-    probabilities_and_ds(false, q0 + warp * 16, k0, T, scale, lse, dl, q0, ws, wdp, wp, wds);
-    __syncwarp();
-    accumulate_fragments_by_tile<HS>(wds, k, dq);  // dQ += dS K (scaled below)
+    const bf16* tile = row_tiles + static_cast<std::int64_t>(kt) * kFlashTileElements;
+    FLASH_UNROLL
+    for (int kk = 0; kk < kFlashTile / 16; ++kk) {  // dQ += dS K (scaled below), keys in order
+      FragACol fa;
+      wmma::load_matrix_sync(fa, tile + kk * 16 * kFlashTile, kFlashTile);
+      FLASH_UNROLL
+      for (int j = 0; j < HS / 16; ++j) {
+        FragBRow fb;
+        wmma::load_matrix_sync(fb, k + kk * 16 * ldh + j * 16, ldh);
+        wmma::mma_sync(dq[j], fa, fb, dq[j]);
+      }
+    }
   }
-  float* staging = s;  // out through S and dP's memory
-  __syncthreads();
   stage_fragments<HS>(dq, staging);
   __syncthreads();
-  for (int i = threadIdx.x; i < kFlashTile * hs; i += kFlashThreads) {
-    const int r = i / hs, t = q0 + r;
-    if (t < T) dqkv[(static_cast<std::int64_t>(b) * T + t) * stride + h * hs + i % hs] += scale * staging[r * ldo + i % hs];
+  for (int e = threadIdx.x; e < kFlashTile * hs; e += kFlashThreads) {
+    const int r = e / hs, t = q0 + r;
+    if (t < T) dqkv[(static_cast<std::int64_t>(b) * T + t) * stride + h * hs + e % hs] += scale * staging[r * ldo + e % hs];
   }
 }
 

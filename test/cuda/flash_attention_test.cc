@@ -78,7 +78,8 @@ TEST_CASE("cuda flash attention: forward and backward match the reference, add t
     kernels::attention_backward(s.B, s.T, s.C, s.H, qkv_d.data(), probs.data(), to_double(dout).data(), dqkv.data());
 
     auto d_qkv = to_device(qkv), d_dout = to_device(dout);
-    DeviceBuffer<float> d_out(out.size()), d_lse(heads_rows), scratch(heads_rows);
+    DeviceBuffer<float> d_out(out.size()), d_lse(heads_rows);
+    DeviceBuffer<float> scratch(cuda::flash_attention_backward_scratch_floats(s.B, s.T, s.H));
     cuda::flash_attention_forward(s.B, s.T, s.C, s.H, d_qkv.data(), d_out.data(), d_lse.data(), nullptr);
     CHECK(scaled_error(to_host(d_out.data(), out.size()), out) < 1e-2);
     CHECK(scaled_error(to_host(d_lse.data(), heads_rows), reference_logsumexp(s, qkv_d)) < 5e-3);

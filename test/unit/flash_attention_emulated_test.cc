@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -72,6 +73,12 @@ Result run_emulated(const Shape& s, const std::vector<float>& qkv, const std::ve
   r.lse.assign(static_cast<std::size_t>(s.B) * s.H * s.T, 0.0f);
   r.dqkv = dqkv_start;
   std::vector<float> delta(r.lse.size());
+  // The dS tiles, 256-byte aligned as in a cudaMalloc'd scratch, NaN at the start: the dQ kernel
+  // must read only tiles the dK/dV kernel wrote.
+  const std::size_t ds_count = static_cast<std::size_t>(s.B) * s.H * flash_ds_tiles(s.T) * kFlashTileElements;
+  std::vector<bf16> ds_storage(ds_count + 128, __float2bfloat16(std::numeric_limits<float>::quiet_NaN()));
+  const std::uintptr_t start = reinterpret_cast<std::uintptr_t>(ds_storage.data());
+  bf16* ds_tiles = ds_storage.data() + ((256 - start % 256) % 256) / sizeof(bf16);
   const cuda_emu::Index grid{static_cast<unsigned>(s.B * s.H), static_cast<unsigned>(tiles), 1};
   const unsigned rows = static_cast<unsigned>(s.B * s.H * s.T);
   with_head_size(hs, [&](auto head_size) {
@@ -81,9 +88,9 @@ Result run_emulated(const Shape& s, const std::vector<float>& qkv, const std::ve
     cuda_emu::launch({(rows + 63) / 64, 1, 1}, 64, 0, flash_delta_kernel, s.B, s.T, s.C, s.H, hs, r.out.data(),
                      dout.data(), delta.data());
     cuda_emu::launch(grid, kFlashThreads, flash_backward_shared_bytes(hs), flash_dkdv_kernel<HS>, s.T, s.C, s.H, scale,
-                     qkv.data(), dout.data(), r.lse.data(), delta.data(), r.dqkv.data());
-    cuda_emu::launch(grid, kFlashThreads, flash_backward_shared_bytes(hs), flash_dq_kernel<HS>, s.T, s.C, s.H, scale,
-                     qkv.data(), dout.data(), r.lse.data(), delta.data(), r.dqkv.data());
+                     qkv.data(), dout.data(), r.lse.data(), delta.data(), r.dqkv.data(), ds_tiles);
+    cuda_emu::launch(grid, kFlashThreads, flash_dq_shared_bytes(hs), flash_dq_kernel<HS>, s.T, s.C, s.H, scale,
+                     qkv.data(), static_cast<const bf16*>(ds_tiles), r.dqkv.data());
   });
   return r;
 }
@@ -162,10 +169,27 @@ TEST_CASE("flash attention (emulated): shared memory sizes fit an H100's 227 KiB
     CAPTURE(hs);
     CHECK(flash_forward_shared_bytes(hs) <= 227 * 1024);
     CHECK(flash_backward_shared_bytes(hs) <= 227 * 1024);
+    CHECK(4 * (flash_dq_shared_bytes(hs) + 1024) <= 228 * 1024);  // the dQ kernel: four blocks a multiprocessor
   }
   // GPT-2's head size: the backward kernels' accumulators are in registers so that two blocks
   // (each with the 1 KiB the hardware reserves) share a multiprocessor's 228 KiB.
   CHECK(2 * (flash_backward_shared_bytes(64) + 1024) <= 228 * 1024);
+}
+
+TEST_CASE("flash attention (emulated): the dS tiles: n(n+1)/2 a head, in row order, and the scratch that holds them") {
+  CHECK(flash_ds_tiles(1) == 1);
+  CHECK(flash_ds_tiles(64) == 1);
+  CHECK(flash_ds_tiles(65) == 3);
+  CHECK(flash_ds_tiles(1024) == 136);
+  // (i, j <= i) in the order (0,0), (1,0), (1,1), (2,0): every tile of a head once, heads one after another.
+  const int T = 200, tiles = 4;
+  std::vector<int> seen(static_cast<std::size_t>(2 * flash_ds_tiles(T)), 0);
+  for (int bh = 0; bh < 2; ++bh)
+    for (int i = 0; i < tiles; ++i)
+      for (int j = 0; j <= i; ++j) ++seen.at(static_cast<std::size_t>(flash_ds_tile_index(T, bh, i, j)));
+  CHECK(std::count(seen.begin(), seen.end(), 1) == static_cast<long>(seen.size()));
+  CHECK(flash_ds_tile_index(T, 1, 0, 0) == flash_ds_tiles(T));
+  CHECK(flash_ds_tile_index(T, 0, 2, 1) == 4);
 }
 
 TEST_CASE("flash attention (emulated): the kernels' head sizes are the multiples of 16 up to 128") {
