@@ -40,12 +40,15 @@
 #     --tokens FILE  the GPT's token dataset (default: the bundle's data/fortunes/tokens.h5, or
 #                    `slurm-train data import fortunes` here when the fortunes package is installed)
 #     --skip-bench   without (d) and (e)
+#     --only LIST    only these sections, comma-separated, in the usual order (a short lease):
+#                    kernels, gpt-bench, gpt-vs-cpu, gpt-runs, mlp-step, mlp-runs, mlp-bench
 #     --device cpu   a rehearsal of the script's runs on a machine without a GPU: the runs that
 #                    are the GPU's train on the CPU (their verdicts then say nothing of the GPU)
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PYTHON=${PYTHON:-python3}
-data="" tokens="" skip_bench=0 work="" device=cuda
+data="" tokens="" skip_bench=0 work="" device=cuda only=""
+sections="kernels gpt-bench gpt-vs-cpu gpt-runs mlp-step mlp-runs mlp-bench"
 while [ $# -gt 0 ]; do
   case $1 in
     --data) data=$2; shift 2 ;;
@@ -53,11 +56,20 @@ while [ $# -gt 0 ]; do
     --skip-bench) skip_bench=1; shift ;;
     --work) work=$2; shift 2 ;;
     --device) device=$2; shift 2 ;;
-    *) echo "gpu-check: unknown argument '$1' (expected --data DIR, --tokens FILE, --skip-bench, --work DIR, --device cuda|cpu)" >&2
+    --only) only=$2; shift 2 ;;
+    *) echo "gpu-check: unknown argument '$1' (expected --data DIR, --tokens FILE, --skip-bench, --only LIST, --work DIR, --device cuda|cpu)" >&2
        exit 2 ;;
   esac
 done
 case $device in cuda | cpu) ;; *) echo "gpu-check: --device '$device': expected cuda or cpu" >&2; exit 2 ;; esac
+for section in ${only//,/ }; do
+  case " $sections " in
+    *" $section "*) ;;
+    *) echo "gpu-check: --only: unknown section '$section' (expected some of: ${sections// /, })" >&2; exit 2 ;;
+  esac
+done
+# Whether a section runs: every one, or those --only names.
+wanted() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
 if [ -n "${OUT:-}" ] && [ -d "$OUT" ]; then
   exec > >(tee "$OUT/gpu-check.log") 2>&1
 fi
@@ -501,13 +513,13 @@ check_gpt2_against_cpu() {
 
 # The kernels first, then the GPT (its benchmark, then its runs), then the MLP: if a lease ends the
 # call early, what it cut is what matters least.
-check_kernels
-bench_gpt
-check_gpt2_against_cpu
-check_gpt_runs
-check_mlp_step
-check_mlp_runs
-bench_mlp
+wanted kernels && check_kernels
+wanted gpt-bench && bench_gpt
+wanted gpt-vs-cpu && check_gpt2_against_cpu
+wanted gpt-runs && check_gpt_runs
+wanted mlp-step && check_mlp_step
+wanted mlp-runs && check_mlp_runs
+wanted mlp-bench && bench_mlp
 
 echo
 echo "== gpu-check summary ($((SECONDS - started)) s)"
