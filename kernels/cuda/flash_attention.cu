@@ -100,7 +100,8 @@ void flash_attention_backward(int B, int T, int C, int H, const float* qkv, cons
     throw std::invalid_argument("flash_attention_backward: scratch is not 256-byte aligned");
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   const long long rows = static_cast<long long>(B) * H * T;
-  flash_delta_kernel<<<static_cast<unsigned>((rows + 255) / 256), 256, 0, stream>>>(B, T, C, H, hs, out, dout, scratch);
+  flash_delta_kernel<<<static_cast<unsigned>((rows + kDeltaWarps - 1) / kDeltaWarps), kDeltaWarps * 32, 0, stream>>>(
+      B, T, C, H, hs, out, dout, scratch);
   CUDA_CHECK(cudaGetLastError());
   bf16* ds_tiles = reinterpret_cast<bf16*>(scratch + delta_floats(B, T, H));
   const std::size_t bytes = flash_backward_shared_bytes(hs), dq_bytes = flash_dq_shared_bytes(hs);

@@ -318,15 +318,19 @@ __global__ void __launch_bounds__(kFlashThreads)
     if (q0 + r < T) logsumexp[static_cast<std::int64_t>(bh) * T + q0 + r] = row_max[r] + logf(row_sum[r]);
 }
 
-// D[(b*H + h)*T + t] = sum over head h's columns of dout * out, one thread per (b, h, t).
+// D[(b*H + h)*T + t] = sum over head h's columns of dout * out, one warp per (b, h, t): its
+// lanes read the row's adjacent columns (one thread a row would read 32 rows' columns apart).
+constexpr int kDeltaWarps = 8;
 __global__ void flash_delta_kernel(int B, int T, int C, int H, int hs, const float* out, const float* dout, float* delta) {
-  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= static_cast<std::int64_t>(B) * H * T) return;
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kDeltaWarps + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (i >= static_cast<std::int64_t>(B) * H * T) return;  // the whole warp: i is the warp's
   const int t = static_cast<int>(i % T), bh = static_cast<int>(i / T), b = bh / H, h = bh % H;
   const std::int64_t at = (static_cast<std::int64_t>(b) * T + t) * C + h * hs;
   float sum = 0.0f;
-  for (int d = 0; d < hs; ++d) sum += dout[at + d] * out[at + d];
-  delta[i] = sum;
+  for (int d = lane; d < hs; d += 32) sum += dout[at + d] * out[at + d];
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(kFlashFullMask, sum, offset);
+  if (lane == 0) delta[i] = sum;
 }
 
 // The recomputed probabilities and dS of one warp's 16 rows against a tile of 64, in place:
