@@ -253,16 +253,13 @@ __global__ void cast_kernel(std::size_t n, const From* in, To* out) {
 
 // fp32 to bf16 four values a thread at a time (one 16-byte load, one 8-byte store): in 16-byte
 // and out 8-byte aligned; the last n % 4 one at a time. The same bits as cast_kernel.
-struct alignas(8) Bf16x4 {
-  bf16 v[4];
-};
 __global__ void cast_to_bf16_x4_kernel(std::size_t n, const float* in, bf16* out) {
   const std::size_t quads = n / 4, stride = std::size_t(gridDim.x) * blockDim.x;
   const std::size_t first = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
   for (std::size_t q = first; q < quads; q += stride) {
-    const float4 x = reinterpret_cast<const float4*>(in)[q];
-    reinterpret_cast<Bf16x4*>(out)[q] = {{from_float<bf16>(x.x), from_float<bf16>(x.y), from_float<bf16>(x.z),
-                                          from_float<bf16>(x.w)}};
+    float x[4];
+    load4(in + 4 * q, x);
+    store4(out + 4 * q, x);
   }
   for (std::size_t i = quads * 4 + first; i < n; i += stride) out[i] = from_float<bf16>(in[i]);
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -111,23 +112,36 @@ void residual_forward(std::size_t n, const T* a, const T* b, T* out, cudaStream_
   CUDA_CHECK(cudaGetLastError());
 }
 
+// Whether p starts four values on an aligned boundary (the four-at-a-time kernels' accesses).
 template <typename T>
-void gelu_forward(std::size_t n, const T* x, T* out, cudaStream_t stream) {
+bool aligned4(const T* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % (4 * sizeof(T)) == 0;
+}
+
+template <typename In, typename Out>
+void gelu(std::size_t n, const In* x, Out* out, cudaStream_t stream) {
   if (n == 0) return;
-  gelu_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, x, out);
+  if (aligned4(x) && aligned4(out))
+    gelu_forward_x4_kernel<<<blocks_for((n + 3) / 4), kThreads, 0, stream>>>(n, x, out);
+  else
+    gelu_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, x, out);
   CUDA_CHECK(cudaGetLastError());
 }
 
-void gelu_forward(std::size_t n, const float* x, bf16* out, cudaStream_t stream) {
-  if (n == 0) return;
-  gelu_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, x, out);
-  CUDA_CHECK(cudaGetLastError());
+template <typename T>
+void gelu_forward(std::size_t n, const T* x, T* out, cudaStream_t stream) {
+  gelu(n, x, out, stream);
 }
+
+void gelu_forward(std::size_t n, const float* x, bf16* out, cudaStream_t stream) { gelu(n, x, out, stream); }
 
 template <typename T>
 void gelu_backward(std::size_t n, const T* x, const T* dout, T* dx, cudaStream_t stream) {
   if (n == 0) return;
-  gelu_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, x, dout, dx);
+  if (aligned4(x) && aligned4(dout) && aligned4(dx))
+    gelu_backward_x4_kernel<<<blocks_for((n + 3) / 4), kThreads, 0, stream>>>(n, x, dout, dx);
+  else
+    gelu_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, x, dout, dx);
   CUDA_CHECK(cudaGetLastError());
 }
 

@@ -235,6 +235,34 @@ __global__ void gelu_backward_kernel(std::size_t n, const T* x, const T* dout, T
     dx[i] = from_float<T>(to_float(dout[i]) * kernels::gelu_derivative(to_float(x[i])));
 }
 
+// Four values a thread at a time (load4/store4) where every pointer is aligned to four values,
+// the last n % 4 one at a time: the same bits as above.
+template <typename In, typename Out>
+__global__ void gelu_forward_x4_kernel(std::size_t n, const In* x, Out* out) {
+  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x, first = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
+  for (std::size_t q = first; q < n / 4; q += stride) {
+    float v[4];
+    load4(x + 4 * q, v);
+    for (float& e : v) e = kernels::gelu(e);
+    store4(out + 4 * q, v);
+  }
+  for (std::size_t i = n / 4 * 4 + first; i < n; i += stride) out[i] = from_float<Out>(kernels::gelu(to_float(x[i])));
+}
+
+template <typename T>
+__global__ void gelu_backward_x4_kernel(std::size_t n, const T* x, const T* dout, T* dx) {
+  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x, first = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
+  for (std::size_t q = first; q < n / 4; q += stride) {
+    float v[4], d[4];
+    load4(x + 4 * q, v);
+    load4(dout + 4 * q, d);
+    for (int k = 0; k < 4; ++k) d[k] *= kernels::gelu_derivative(v[k]);
+    store4(dx + 4 * q, d);
+  }
+  for (std::size_t i = n / 4 * 4 + first; i < n; i += stride)
+    dx[i] = from_float<T>(to_float(dout[i]) * kernels::gelu_derivative(to_float(x[i])));
+}
+
 // ---- cross-entropy -------------------------------------------------------------------------------
 
 // A thread's (then a warp's, a block's) share of a row: its maximum, the sum of exp(z - max) over

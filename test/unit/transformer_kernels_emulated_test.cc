@@ -9,6 +9,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -122,6 +123,33 @@ TEST_CASE("transformer kernels (emulated): cross-entropy's loss, gradient and fi
   CHECK(std::isnan(loss[0]));
   CHECK(std::isnan(dz[2]));
   CHECK(hit[0] == 0);
+}
+
+TEST_CASE("transformer kernels (emulated): GELU four values at a time gives the one-at-a-time kernels' bits") {
+  // Whole quads over a grid that strides, and a tail of 2; in place for the gradient, as the step runs it.
+  const std::size_t n = 4 * 250 + 2;
+  const auto x = uniform<float>(n, 21, -6.0f, 6.0f);
+  const auto dout = uniform<float>(n, 22, -1.0f, 1.0f);
+  const auto same16 = [](const std::vector<bf16>& a, const std::vector<bf16>& b) {
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) differ += std::bit_cast<std::uint16_t>(a[i]) != std::bit_cast<std::uint16_t>(b[i]);
+    return differ;
+  };
+  std::vector<float> one(n), four(n);
+  cuda_emu::launch({2, 1, 1}, 64, 0, gelu_forward_kernel<float, float>, n, x.data(), one.data());
+  cuda_emu::launch({2, 1, 1}, 64, 0, gelu_forward_x4_kernel<float, float>, n, x.data(), four.data());
+  CHECK(four == one);
+  std::vector<bf16> one16(n), four16(n);
+  cuda_emu::launch({2, 1, 1}, 64, 0, gelu_forward_kernel<float, bf16>, n, x.data(), one16.data());
+  cuda_emu::launch({2, 1, 1}, 64, 0, gelu_forward_x4_kernel<float, bf16>, n, x.data(), four16.data());
+  CHECK(same16(one16, four16) == 0);
+  std::vector<float> dx_one = dout, dx_four = dout;
+  cuda_emu::launch({2, 1, 1}, 64, 0, gelu_backward_kernel<float>, n, x.data(), static_cast<const float*>(dx_one.data()),
+                   dx_one.data());
+  cuda_emu::launch({2, 1, 1}, 64, 0, gelu_backward_x4_kernel<float>, n, x.data(),
+                   static_cast<const float*>(dx_four.data()), dx_four.data());
+  CHECK(dx_four == dx_one);
+  CHECK(dx_one != dout);
 }
 
 TEST_CASE("transformer kernels (emulated): attention_decode, one query over a cache, head size 24") {
