@@ -20,9 +20,12 @@
 //
 // Precision: fp32 and tf32 (fp32 storage; tf32: the products on TF32 tensor cores); bf16: the
 // products read bf16 copies of their operands (a bf16 working copy of the weights, refreshed by
-// the update; the activations cast as they are read) and accumulate in fp32, and so does the
-// attention's (tensor cores, flash_attention.h); everything else (activations, LayerNorm,
-// softmax, master weights, gradients, optimizer state) is fp32. The parameters keep the packed (checkpoint) layout on the device too.
+// the update; the activations cast once in the forward pass and kept for the backward one;
+// GELU's output and the logits' gradient written in bf16 only, where cuBLASLt takes their
+// products in bf16) and accumulate in fp32, and so does the attention's (tensor cores,
+// flash_attention.h); everything else (activations, LayerNorm, softmax, master weights,
+// gradients, optimizer state) is fp32. The parameters keep the packed (checkpoint) layout on the
+// device too.
 #pragma once
 
 #include <cuda_runtime.h>
