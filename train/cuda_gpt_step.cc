@@ -137,7 +137,8 @@ struct CudaGptStep::State {
     if (half && !lt->supports(args)) {
       // bf16 operands with a leading dimension cuBLASLt takes no kernel for (a vocabulary of
       // 50257): this product in fp32.
-      if (!a.f || !b.f) throw std::logic_error("CUDA gpt step: a bf16-only operand of a product cuBLASLt takes no bf16 kernel for");
+      if (!a.f || !b.f)
+        throw std::logic_error("CUDA gpt step: a bf16-only operand of a product cuBLASLt takes no bf16 kernel for");
       args.a = a.f, args.b = b.f, args.ab_type = DataType::kF32;
     }
     // The bias epilogue wants a 16-byte-aligned bias, which the packed layout gives only when
@@ -245,7 +246,8 @@ struct CudaGptStep::State {
     cuda::layernorm_forward(BT, C, residual.data() + static_cast<std::size_t>(g.layers) * nc, param(ln_f),
                             param(ln_f + 1), lnf.data(), lnf_mean.data(), lnf_rstd.data(), stream);
     // The head is tied to the token embedding: logits = lnf wte^T.
-    product(false, true, BT, V, C, operand(lnf.data(), nc, copy_of(lnf16, 0, nc)), C, weight(kWte), C, logits.data(), V);
+    product(false, true, BT, V, C, operand(lnf.data(), nc, copy_of(lnf16, 0, nc)), C, weight(kWte), C, logits.data(),
+            V);
     last_logits = n * V;
     if (training && half_dlogits)
       cuda::cross_entropy_forward_backward(BT, V, logits.data(), targets.data(), loss_scale, y16.data(), row_loss.data(),

@@ -487,7 +487,8 @@ __global__ void __launch_bounds__(kFlashThreads)
   __syncthreads();
   for (int e = threadIdx.x; e < kFlashTile * hs; e += kFlashThreads) {
     const int r = e / hs, t = q0 + r;
-    if (t < T) dqkv[(static_cast<std::int64_t>(b) * T + t) * stride + h * hs + e % hs] += scale * staging[r * ldo + e % hs];
+    if (t < T)
+      dqkv[(static_cast<std::int64_t>(b) * T + t) * stride + h * hs + e % hs] += scale * staging[r * ldo + e % hs];
   }
 }
 

@@ -28,7 +28,9 @@ __device__ inline void load4(const __nv_bfloat16* p, float (&x)[4]) {
   const Bf16x4 v = *reinterpret_cast<const Bf16x4*>(p);
   for (int k = 0; k < 4; ++k) x[k] = to_float(v.v[k]);
 }
-__device__ inline void store4(float* p, const float (&x)[4]) { *reinterpret_cast<float4*>(p) = {x[0], x[1], x[2], x[3]}; }
+__device__ inline void store4(float* p, const float (&x)[4]) {
+  *reinterpret_cast<float4*>(p) = {x[0], x[1], x[2], x[3]};
+}
 __device__ inline void store4(__nv_bfloat16* p, const float (&x)[4]) {
   *reinterpret_cast<Bf16x4*>(p) = {{from_float<__nv_bfloat16>(x[0]), from_float<__nv_bfloat16>(x[1]),
                                     from_float<__nv_bfloat16>(x[2]), from_float<__nv_bfloat16>(x[3])}};

@@ -80,9 +80,10 @@ void gelu_backward(std::size_t n, const T* x, const T* dout, T* dx, cudaStream_t
 // smoothing and accuracy, is for few classes). row_loss[r] = logsumexp(logits[r]) -
 // logits[r, target], with the row's maximum subtracted first; *loss_sum (device memory) = their
 // sum in double, in a fixed order. When dlogits is not null, dlogits = (softmax - onehot(target)) *
-// grad_scale, in fp32 (it may be logits itself) or in bf16 (the operand of bf16 products). A target outside [0, V) gives its row a NaN loss and NaN
-// gradients (and so a NaN sum) instead of a read out of bounds. With `hits`, the rows whose target
-// is the first index of their maximum (the CPU kernels' `correct`) are counted too.
+// grad_scale, in fp32 (it may be logits itself) or in bf16 (the operand of bf16 products). A
+// target outside [0, V) gives its row a NaN loss and NaN gradients (and so a NaN sum) instead of a
+// read out of bounds. With `hits`, the rows whose target is the first index of their maximum (the
+// CPU kernels' `correct`) are counted too.
 struct ArgmaxHits {
   int* row_hit = nullptr;       // [rows] scratch
   long long* hits = nullptr;    // device memory: their count

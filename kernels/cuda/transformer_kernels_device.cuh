@@ -239,7 +239,8 @@ __global__ void gelu_backward_kernel(std::size_t n, const T* x, const T* dout, T
 // the last n % 4 one at a time: the same bits as above.
 template <typename In, typename Out>
 __global__ void gelu_forward_x4_kernel(std::size_t n, const In* x, Out* out) {
-  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x, first = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
+  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
+  const std::size_t first = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
   for (std::size_t q = first; q < n / 4; q += stride) {
     float v[4];
     load4(x + 4 * q, v);
@@ -251,7 +252,8 @@ __global__ void gelu_forward_x4_kernel(std::size_t n, const In* x, Out* out) {
 
 template <typename T>
 __global__ void gelu_backward_x4_kernel(std::size_t n, const T* x, const T* dout, T* dx) {
-  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x, first = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
+  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
+  const std::size_t first = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
   for (std::size_t q = first; q < n / 4; q += stride) {
     float v[4], d[4];
     load4(x + 4 * q, v);

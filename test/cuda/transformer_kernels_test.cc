@@ -383,8 +383,8 @@ TEST_CASE("cuda transformer: cross_entropy_forward_backward counts the rows whos
   cuda::cross_entropy_forward_backward(0, 5, buffer.data(), target.data(), 1.0f, no_dlogits, buffer.data(), sum.data(),
                                        nullptr, {row_hit.data(), hits.data()});
   CHECK(to_host(hits.data(), 1)[0] == 0);  // no rows: a count of 0, written
-  CHECK_THROWS_AS(cuda::cross_entropy_forward_backward(1, 5, buffer.data(), target.data(), 1.0f, no_dlogits, buffer.data(),
-                                                       sum.data(), nullptr, {nullptr, hits.data()}),
+  CHECK_THROWS_AS(cuda::cross_entropy_forward_backward(1, 5, buffer.data(), target.data(), 1.0f, no_dlogits,
+                                                       buffer.data(), sum.data(), nullptr, {nullptr, hits.data()}),
                   std::invalid_argument);  // a count needs its row scratch
 }
 

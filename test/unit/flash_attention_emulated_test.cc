@@ -85,8 +85,8 @@ Result run_emulated(const Shape& s, const std::vector<float>& qkv, const std::ve
     constexpr int HS = decltype(head_size)::value;
     cuda_emu::launch(grid, kFlashThreads, flash_forward_shared_bytes(hs), flash_forward_kernel<HS>, s.T, s.C, s.H,
                      scale, qkv.data(), r.out.data(), r.lse.data());
-    cuda_emu::launch({(rows + kDeltaWarps - 1) / kDeltaWarps, 1, 1}, kDeltaWarps * 32, 0, flash_delta_kernel, s.B, s.T, s.C, s.H, hs, r.out.data(),
-                     dout.data(), delta.data());
+    cuda_emu::launch({(rows + kDeltaWarps - 1) / kDeltaWarps, 1, 1}, kDeltaWarps * 32, 0, flash_delta_kernel, s.B, s.T,
+                     s.C, s.H, hs, r.out.data(), dout.data(), delta.data());
     cuda_emu::launch(grid, kFlashThreads, flash_backward_shared_bytes(hs), flash_dkdv_kernel<HS>, s.T, s.C, s.H, scale,
                      qkv.data(), dout.data(), r.lse.data(), delta.data(), r.dqkv.data(), ds_tiles);
     cuda_emu::launch(grid, kFlashThreads, flash_dq_shared_bytes(hs), flash_dq_kernel<HS>, s.T, s.C, s.H, scale,

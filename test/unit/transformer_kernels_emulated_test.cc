@@ -132,7 +132,8 @@ TEST_CASE("transformer kernels (emulated): GELU four values at a time gives the 
   const auto dout = uniform<float>(n, 22, -1.0f, 1.0f);
   const auto same16 = [](const std::vector<bf16>& a, const std::vector<bf16>& b) {
     std::size_t differ = 0;
-    for (std::size_t i = 0; i < a.size(); ++i) differ += std::bit_cast<std::uint16_t>(a[i]) != std::bit_cast<std::uint16_t>(b[i]);
+    for (std::size_t i = 0; i < a.size(); ++i)
+      differ += std::bit_cast<std::uint16_t>(a[i]) != std::bit_cast<std::uint16_t>(b[i]);
     return differ;
   };
   std::vector<float> one(n), four(n);
