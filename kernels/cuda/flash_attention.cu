@@ -2,7 +2,6 @@
 #include "kernels/cuda/flash_attention.h"
 
 #include <cuda_bf16.h>
-#include <mma.h>
 
 #include <algorithm>
 #include <cmath>
@@ -80,12 +79,12 @@ void flash_attention_forward(int B, int T, int C, int H, const float* qkv, float
   if (B == 0 || T == 0) return;
   require_aligned("flash_attention_forward", "qkv", qkv);
   const std::size_t bytes = flash_forward_shared_bytes(hs);
-  const dim3 grid(B * H, (T + kFlashTile - 1) / kFlashTile);
+  const dim3 grid(B * H, (T + kFlashQueryRows - 1) / kFlashQueryRows);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   with_head_size(hs, [&](auto head_size) {
     constexpr int HS = decltype(head_size)::value;
     allow_shared(flash_forward_kernel<HS>, bytes);
-    flash_forward_kernel<HS><<<grid, kFlashThreads, bytes, stream>>>(T, C, H, scale, qkv, out, logsumexp);
+    flash_forward_kernel<HS><<<grid, kFlashQueryThreads, bytes, stream>>>(T, C, H, scale, qkv, out, logsumexp);
     CUDA_CHECK(cudaGetLastError());
   });
 }
@@ -105,15 +104,16 @@ void flash_attention_backward(int B, int T, int C, int H, const float* qkv, cons
   CUDA_CHECK(cudaGetLastError());
   bf16* ds_tiles = reinterpret_cast<bf16*>(scratch + delta_floats(B, T, H));
   const std::size_t bytes = flash_backward_shared_bytes(hs), dq_bytes = flash_dq_shared_bytes(hs);
-  const dim3 grid(B * H, (T + kFlashTile - 1) / kFlashTile);
+  const dim3 key_grid(B * H, (T + kFlashTile - 1) / kFlashTile);
+  const dim3 query_grid(B * H, (T + kFlashQueryRows - 1) / kFlashQueryRows);
   with_head_size(hs, [&](auto head_size) {
     constexpr int HS = decltype(head_size)::value;
     allow_shared(flash_dkdv_kernel<HS>, bytes);
     allow_shared(flash_dq_kernel<HS>, dq_bytes);
-    flash_dkdv_kernel<HS><<<grid, kFlashThreads, bytes, stream>>>(T, C, H, scale, qkv, dout, logsumexp, scratch, dqkv,
-                                                                  ds_tiles);
+    flash_dkdv_kernel<HS><<<key_grid, kFlashKeyThreads, bytes, stream>>>(T, C, H, scale, qkv, dout, logsumexp,
+                                                                          scratch, dqkv, ds_tiles);
     CUDA_CHECK(cudaGetLastError());
-    flash_dq_kernel<HS><<<grid, kFlashThreads, dq_bytes, stream>>>(T, C, H, scale, qkv, ds_tiles, dqkv);
+    flash_dq_kernel<HS><<<query_grid, kFlashQueryThreads, dq_bytes, stream>>>(T, C, H, scale, qkv, ds_tiles, dqkv);
     CUDA_CHECK(cudaGetLastError());
   });
 }

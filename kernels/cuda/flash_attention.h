@@ -1,5 +1,5 @@
-// Causal multi-head self-attention on tensor cores: FlashAttention-2's method with WMMA bf16
-// products and fp32 accumulation, for the bf16 path. The same interface and layout as
+// Causal multi-head self-attention on tensor cores: FlashAttention-2's method with mma.sync bf16
+// products and fp32 accumulation, scores and accumulators kept in registers, for the bf16 path. The same interface and layout as
 // transformer_kernels.h's attention_forward and attention_backward (qkv [B*T, 3C] in fp32, out
 // [B*T, C], logsumexp [B*H*T], dqkv += the gradient), which stay the fp32 path and the
 // reference these are checked against: Q, K, V, dO and the probabilities are rounded to bf16 as

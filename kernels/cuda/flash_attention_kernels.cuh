@@ -1,22 +1,20 @@
-// The device code of flash_attention.h: causal self-attention on tensor cores (WMMA, bf16
-// operands, fp32 accumulation), FlashAttention-2's method. Included by flash_attention.cu, and
-// by test/unit/flash_attention_emulated_test.cc, which runs it on a CPU emulation of CUDA's
+// The device code of flash_attention.h: causal self-attention on tensor cores (mma.sync m16n8k16,
+// bf16 operands, fp32 accumulation), FlashAttention-2's method. Included by flash_attention.cu,
+// and by test/unit/flash_attention_emulated_test.cc, which runs it on a CPU emulation of CUDA's
 // execution model (test/unit/cuda_emulation.h); so it uses only what that emulation provides:
-// WMMA through its API (never a fragment's elements), __syncthreads, __syncwarp,
-// __shfl_xor_sync, dynamic shared memory through FLASH_DYNAMIC_SHARED, and no static __shared__.
+// __syncthreads, __shfl_xor_sync, the warp products of warp_mma.cuh, dynamic shared memory through
+// FLASH_DYNAMIC_SHARED, and no static __shared__.
 //
-// A block takes a tile of kFlashTile queries (or keys) of one (sequence, head) and its four warps
-// 16 rows each. Q, K, V and dO are read in fp32 and rounded to bf16 as they are staged in shared
-// memory; scores, probabilities, running maxima and sums, and every accumulator are fp32; the
-// probabilities (and dS) are rounded to bf16 only as operands of the next product. Each output
-// element is written by one thread (no atomics): the backward pass is two kernels, dK/dV by key
-// tile over the query tiles, recomputing P from the forward pass's logsumexp and writing each
-// tile's dS (bf16, the operand dQ's product reads) to global scratch, then dQ = dS K by query
-// tile over those dS tiles. Their accumulators stay in WMMA fragments (registers: the head size
-// is every kernel's template argument, so that every fragment index and tile loop is a
-// constant) rather than in shared memory, which leaves room for two blocks on a multiprocessor;
-// the forward pass's output is rescaled row by row as the online softmax goes, which needs its
-// elements, so it stays in shared memory.
+// Every warp owns 16 rows (queries, or keys in the dK/dV kernel) and keeps their scores, the
+// probabilities, the running maxima and sums and every accumulator in registers: the fragments'
+// layout is PTX's (warp_mma.cuh), so a product's result is masked, exponentiated and rounded in
+// place and becomes the next product's operand without a trip through shared memory. Q, K, V and
+// dO are read in fp32 and rounded to bf16 as they are staged in shared memory, from where ldmatrix
+// loads them as operands; scores, probabilities and accumulators are fp32, the probabilities (and
+// dS) rounded to bf16 only as operands of the next product. Each output element is written by one
+// thread (no atomics): the backward pass is two kernels, dK/dV by key tile over the query tiles,
+// recomputing P from the forward pass's logsumexp and writing each tile's dS (bf16, the operand
+// dQ's product reads) to global scratch, then dQ = dS K by query tile over those dS tiles.
 #pragma once
 
 #include <cstddef>
@@ -24,6 +22,8 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+
+#include "kernels/cuda/warp_mma.cuh"
 
 // `#pragma unroll` for nvcc (fragment arrays indexed by constants stay in registers); nothing for
 // a host compiler (the emulated tests').
@@ -35,41 +35,34 @@
 
 namespace slurm_train::cuda::flash_detail {
 
-constexpr int kFlashTile = 64;                  // rows of a block's tile, keys of a step
-constexpr int kFlashWarps = kFlashTile / 16;    // 16 rows each
-constexpr int kFlashThreads = kFlashWarps * 32;
+// Tiles: the forward and dQ kernels take 128 queries a block (eight warps), so that each staged
+// key tile serves twice the rows it would with 64 (the staging's reads from L2 are what bounds
+// these kernels beside the products); the dK/dV kernel, whose accumulators are twice as many, 64
+// keys (four warps). The tiles they step over, and the dS tiles, are 64 rows.
+constexpr int kFlashTile = 64;
+constexpr int kFlashQueryWarps = 8, kFlashQueryThreads = kFlashQueryWarps * 32, kFlashQueryRows = kFlashQueryWarps * 16;
+constexpr int kFlashKeyWarps = 4, kFlashKeyThreads = kFlashKeyWarps * 32;
 constexpr unsigned kFlashFullMask = 0xffffffffu;
-// Row strides of the shared tiles, padded past a multiple of 128 bytes so that the 16 rows a
-// fragment load reads start in different banks (WMMA still needs 16-byte multiples and 32-byte
-// aligned fragments, which these keep): bf16 [64][hs] tiles hs + 8, bf16 [64][64] tiles 72,
-// fp32 [64][64] tiles 68, fp32 [64][hs] tiles hs + 4.
-constexpr int kLdP = kFlashTile + 8, kLdS = kFlashTile + 4;
+constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
+// Row strides of the bf16 tiles in shared memory, 16 bytes past a multiple of 128 so that the
+// eight 16-byte rows one ldmatrix matrix reads fall in different banks.
 __host__ __device__ constexpr int flash_ld_half(int hs) { return hs + 8; }
-__host__ __device__ constexpr int flash_ld_float(int hs) { return hs + 4; }
+constexpr int kLdDs = kFlashTile + 8;
 
 using bf16 = __nv_bfloat16;
-namespace wmma = nvcuda::wmma;
-using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
-using FragACol = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::col_major>;
-using FragBRow = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
-using FragBCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;
-using FragAcc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
 // Bytes of dynamic shared memory each kernel needs for head size hs.
+// Forward: the block's 128 queries and a tile of keys and of values.
 constexpr std::size_t flash_forward_shared_bytes(int hs) {
-  return 2 * (3 * kFlashTile * flash_ld_half(hs) + kFlashTile * kLdP) +
-         4 * (kFlashTile * kLdS + kFlashTile * flash_ld_float(hs) + 3 * kFlashTile);
+  return 2 * static_cast<std::size_t>(kFlashQueryRows + 2 * kFlashTile) * flash_ld_half(hs);
 }
-// Both backward kernels: four bf16 [64][hs] tiles, P and dS in bf16, S and dP in fp32 (which
-// also stage the accumulators on their way out: [64][hs + 4] fp32 fits in them for hs <= 128),
-// and a query tile's logsumexp and D.
+// dK/dV: the block's keys and values, a query tile's q and dO, and its logsumexp and D.
 constexpr std::size_t flash_backward_shared_bytes(int hs) {
-  return 2 * (4 * kFlashTile * flash_ld_half(hs) + 2 * kFlashTile * kLdP) + 4 * (2 * kFlashTile * kLdS + 2 * kFlashTile);
+  return 2 * static_cast<std::size_t>(4 * kFlashTile) * flash_ld_half(hs) + 4 * 2 * kFlashTile;
 }
-static_assert(kFlashTile * flash_ld_float(128) <= 2 * kFlashTile * kLdS, "the accumulators' staging fits S and dP");
-// The dQ kernel: a bf16 key tile and the fp32 staging of its output.
+// dQ: a key tile, and the two dS tiles of the block's two query tiles against it.
 constexpr std::size_t flash_dq_shared_bytes(int hs) {
-  return 2 * kFlashTile * flash_ld_half(hs) + 4 * kFlashTile * flash_ld_float(hs);
+  return 2 * (static_cast<std::size_t>(kFlashTile) * flash_ld_half(hs) + 2 * kFlashTile * kLdDs);
 }
 
 // The dS tiles the dK/dV kernel leaves for the dQ kernel: per (sequence, head), the tiles
@@ -102,220 +95,229 @@ void with_head_size(int hs, F&& f) {
   }
 }
 
-// rows [row0, row0 + kFlashTile) of one (b, h)'s q, k or v (column offset `part` * C) or of an
-// [B*T, C] tensor (row_stride C, part 0), head h's HS columns, rounded to bf16; rows past T are
-// 0. Four columns a load: the rows and columns are multiples of 16 floats from a 16-byte aligned
-// start (flash_attention.cu checks the pointers).
-template <int HS>
-__device__ inline void stage_tile(const float* rows, std::int64_t row_stride, int column, int row0, int T,
-                                  bf16* tile) {
-  constexpr int ld = flash_ld_half(HS), quads = HS / 4;
-  for (int i = threadIdx.x; i < kFlashTile * quads; i += kFlashThreads) {
-    const int r = i / quads, d = i % quads * 4, t = row0 + r;
-    float4 x{0.0f, 0.0f, 0.0f, 0.0f};
-    if (t < T) x = *reinterpret_cast<const float4*>(rows + static_cast<std::int64_t>(t) * row_stride + column + d);
-    bf16* out = tile + r * ld + d;
-    out[0] = __float2bfloat16(x.x), out[1] = __float2bfloat16(x.y), out[2] = __float2bfloat16(x.z),
-    out[3] = __float2bfloat16(x.w);
-  }
-}
+// ---- Staging: fp32 rows into bf16 tiles in shared memory -------------------------------------
 
-// The next tile of stage_tile's rows, loaded into registers while the current tile's products
-// run, and staged in shared memory once they are done: the loads' latency is hidden behind them
-// (a block's warps otherwise all wait on global memory at every tile). Each thread holds the
-// float4 loads stage_tile would do, HS / 8 of them; over head size 64 the two held tiles would
-// take more registers than a thread has beside the accumulators, so the tile is then read when
-// it is staged, as stage_tile reads it.
-template <int HS>
-struct NextTile {
-  static constexpr bool kHeld = HS <= 64;
-  static constexpr int kQuads = kFlashTile * HS / 4 / kFlashThreads;
-  static_assert(kFlashTile * HS / 4 % kFlashThreads == 0, "a tile's float4 loads spread evenly over the threads");
-  float4 x[kHeld ? kQuads : 1];
-  const float* rows = nullptr;
-  std::int64_t row_stride = 0;
-  int column = 0, row0 = 0, T = 0;
-
-  __device__ void load(const float* rows_, std::int64_t row_stride_, int column_, int row0_, int T_) {
-    rows = rows_, row_stride = row_stride_, column = column_, row0 = row0_, T = T_;
-    if constexpr (kHeld) {
-      constexpr int quads = HS / 4;
-      FLASH_UNROLL
-      for (int j = 0; j < kQuads; ++j) {
-        const int i = threadIdx.x + j * kFlashThreads, r = i / quads, d = i % quads * 4, t = row0 + r;
-        x[j] = t < T ? *reinterpret_cast<const float4*>(rows + static_cast<std::int64_t>(t) * row_stride + column + d)
-                     : float4{0.0f, 0.0f, 0.0f, 0.0f};
-      }
-    }
-  }
-  __device__ void stage(bf16* tile) const {
-    if constexpr (kHeld) {
-      constexpr int ld = flash_ld_half(HS), quads = HS / 4;
-      FLASH_UNROLL
-      for (int j = 0; j < kQuads; ++j) {
-        const int i = threadIdx.x + j * kFlashThreads, r = i / quads, d = i % quads * 4;
-        bf16* out = tile + r * ld + d;
-        out[0] = __float2bfloat16(x[j].x), out[1] = __float2bfloat16(x[j].y), out[2] = __float2bfloat16(x[j].z),
-        out[3] = __float2bfloat16(x[j].w);
-      }
-    } else {
-      stage_tile<HS>(rows, row_stride, column, row0, T, tile);
-    }
-  }
-};
-
-// out[16 x 64] (fp32, ld kLdS) = a[16 x hs] b^T, b [64 x hs] (both bf16 tiles): scores of 16 rows
-// against a tile of 64.
-__device__ inline void rows_by_tile_transposed(const bf16* a, const bf16* b, int hs, float* out) {
-  const int ld = flash_ld_half(hs);
-  FragAcc acc[4];
-  for (int j = 0; j < 4; ++j) wmma::fill_fragment(acc[j], 0.0f);
-  for (int d0 = 0; d0 < hs; d0 += 16) {
-    FragA fa;
-    wmma::load_matrix_sync(fa, a + d0, ld);
-    for (int j = 0; j < 4; ++j) {
-      FragBCol fb;  // b^T's (d, n) is b[n * ld + d]
-      wmma::load_matrix_sync(fb, b + j * 16 * ld + d0, ld);
-      wmma::mma_sync(acc[j], fa, fb, acc[j]);
-    }
-  }
-  for (int j = 0; j < 4; ++j) wmma::store_matrix_sync(out + j * 16, acc[j], kLdS, wmma::mem_row_major);
-}
-
-// acc[16 x hs] (fp32, ld flash_ld_float) += p[16 x 64] (bf16, ld kLdP) b[64 x hs] (a bf16 tile).
-// p's four fragments are read once, for every column block of the output.
-__device__ inline void accumulate_rows_by_tile(const bf16* p, const bf16* b, int hs, float* acc) {
-  const int ld = flash_ld_half(hs), ldo = flash_ld_float(hs);
-  FragA fa[kFlashTile / 16];
+// rows [row0, row0 + ROWS) of one (b, h)'s q, k or v (in qkv, from column 0, C or 2 C) or of an
+// [B*T, C] tensor (row_stride C), head h's HS columns from `column`, rounded to bf16 into `tile`
+// (row stride flash_ld_half(HS)) by THREADS threads; rows past T are 0. Four columns a load: rows and
+// columns are multiples of 16 floats from a 16-byte aligned start (flash_attention.cu checks the
+// pointers). The loads are not held in registers across the products (as a prefetch): the
+// fragments and accumulators take every register a thread has for two blocks a multiprocessor,
+// and the other block's products run while one block's loads wait.
+template <int HS, int ROWS, int THREADS>
+__device__ inline void stage_rows(const float* rows, std::int64_t row_stride, int column, int row0, int T, bf16* tile) {
+  constexpr int quads = HS / 4;
+  static_assert(ROWS * quads % THREADS == 0, "a tile's float4 loads spread evenly over the threads");
   FLASH_UNROLL
-  for (int k = 0; k < kFlashTile / 16; ++k) wmma::load_matrix_sync(fa[k], p + k * 16, kLdP);
-  for (int d0 = 0; d0 < hs; d0 += 16) {
-    FragAcc c;
-    wmma::load_matrix_sync(c, acc + d0, ldo, wmma::mem_row_major);
-    FLASH_UNROLL
-    for (int k = 0; k < kFlashTile / 16; ++k) {
-      FragBRow fb;
-      wmma::load_matrix_sync(fb, b + k * 16 * ld + d0, ld);
-      wmma::mma_sync(c, fa[k], fb, c);
-    }
-    wmma::store_matrix_sync(acc + d0, c, ldo, wmma::mem_row_major);
+  for (int j = 0; j < ROWS * quads / THREADS; ++j) {
+    const int i = threadIdx.x + j * THREADS, r = i / quads, d = i % quads * 4, t = row0 + r;
+    const float* at = rows + static_cast<std::int64_t>(t) * row_stride + column + d;
+    const float4 x = t < T ? *reinterpret_cast<const float4*>(at) : float4{0.0f, 0.0f, 0.0f, 0.0f};
+    *reinterpret_cast<uint2*>(tile + r * flash_ld_half(HS) + d) = {pack_bf16x2(x.x, x.y), pack_bf16x2(x.z, x.w)};
   }
 }
 
-// acc[j] (16 x 16 fragments, together 16 x HS) += p[16 x 64] (bf16, ld kLdP) b[64 x HS] (a bf16
-// tile), each fragment's terms added in k order, as accumulate_rows_by_tile adds them.
-template <int HS>
-__device__ inline void accumulate_fragments_by_tile(const bf16* p, const bf16* b, FragAcc (&acc)[HS / 16]) {
-  constexpr int ld = flash_ld_half(HS);
-  for (int k = 0; k < kFlashTile; k += 16) {
-    FragA fa;
-    wmma::load_matrix_sync(fa, p + k, kLdP);
-    FLASH_UNROLL
-    for (int j = 0; j < HS / 16; ++j) {
-      FragBRow fb;
-      wmma::load_matrix_sync(fb, b + k * ld + j * 16, ld);
-      wmma::mma_sync(acc[j], fa, fb, acc[j]);
-    }
-  }
-}
+// ---- Warp products on fragments (warp_mma.cuh's layouts) -----------------------------------
+// A lane's accumulator of a warp's 16 x N result is float[N / 8][4]: n-tile j holds
+// (g, 8j + 2t..2t+1) and (g + 8, 8j + 2t..2t+1), g = lane / 4, t = lane % 4.
 
-// Each warp's 16 rows of acc into rows warp*16.. of `staging` ([64][HS + 4] fp32).
-template <int HS>
-__device__ inline void stage_fragments(const FragAcc (&acc)[HS / 16], float* staging) {
-  constexpr int ldo = flash_ld_float(HS);
-  const int warp = threadIdx.x / 32;
+__device__ inline int lane_id() { return threadIdx.x % 32; }
+
+// A lane's ldmatrix_x4 row address (shared_address's) for the A fragment rows [m0, m0 + 16) x
+// columns [0, 16) of a row-major tile; columns [k0, k0 + 16) are 2 k0 bytes on.
+__device__ inline std::uint32_t a_rows(const bf16* tile, int ld, int m0) {
+  const int lane = lane_id();
+  return shared_address(tile + (m0 + lane % 16) * ld + lane / 16 * 8);
+}
+// The same A fragment from a tile that holds it transposed ([k][m]), for ldmatrix_x4_trans;
+// rows [k0, k0 + 16) are 2 k0 ld bytes on.
+__device__ inline std::uint32_t a_rows_transposed(const bf16* tile, int ld, int m0) {
+  const int lane = lane_id();
+  return shared_address(tile + (lane / 16 * 8 + lane % 8) * ld + m0 + lane / 8 % 2 * 8);
+}
+// The B fragments of n-tiles [0, 8) and [8, 16) at k-step [0, 16): from a tile stored [n][k]
+// (ldmatrix_x4; n-tile n0's are 2 n0 ld bytes on, k-step k0's 2 k0), or stored [k][n]
+// (ldmatrix_x4_trans; 2 k0 ld and 2 n0 bytes on). Registers 0-1 are the first n-tile's, 2-3 the
+// second's.
+__device__ inline std::uint32_t b_rows_nk(const bf16* tile, int ld) {
+  const int lane = lane_id();
+  return shared_address(tile + (lane / 16 * 8 + lane % 8) * ld + lane / 8 % 2 * 8);
+}
+__device__ inline std::uint32_t b_rows_kn(const bf16* tile, int ld) {
+  const int lane = lane_id();
+  return shared_address(tile + (lane / 8 % 2 * 8 + lane % 8) * ld + lane / 16 * 8);
+}
+constexpr std::uint32_t kBf16Bytes = 2;
+
+// acc[16 x N] += (B[N x K] A[16 x K]^T)^T: rows m0.. of row-major tile a against the N rows of
+// tile b (both [rows][K] bf16): scores of 16 rows against N keys (or queries).
+template <int K, int N>
+__device__ inline void warp_rows_by_rows(const bf16* a, int lda, int m0, const bf16* b, int ldb,
+                                         float (&acc)[N / 8][4]) {
+  static_assert(K % 16 == 0 && N % 16 == 0, "whole fragments");
+  const std::uint32_t a0 = a_rows(a, lda, m0), b0 = b_rows_nk(b, ldb);
   FLASH_UNROLL
-  for (int j = 0; j < HS / 16; ++j)
-    wmma::store_matrix_sync(staging + warp * 16 * ldo + j * 16, acc[j], ldo, wmma::mem_row_major);
+  for (int kk = 0; kk < K / 16; ++kk) {
+    std::uint32_t fa[4];
+    ldmatrix_x4(fa, a0 + kk * 16 * kBf16Bytes);
+    FLASH_UNROLL
+    for (int j = 0; j < N / 8; j += 2) {
+      std::uint32_t fb[4];
+      ldmatrix_x4(fb, b0 + (j * 8 * ldb + kk * 16) * kBf16Bytes);
+      const std::uint32_t first[2] = {fb[0], fb[1]}, second[2] = {fb[2], fb[3]};
+      mma_bf16_16816(acc[j], fa, first);
+      mma_bf16_16816(acc[j + 1], fa, second);
+    }
+  }
 }
 
-// grid (B * H, query tiles). out[B*T, C] = attention, logsumexp[(b*H + h)*T + t] of the scaled
-// scores, as attention_forward.
+// acc[16 x N] += P[16 x K] B[K x N]: P's fragments in registers (k-step kk's in p[kk]), B the K
+// rows of a row-major tile [K][N] (ld ldb).
+template <int K, int N>
+__device__ inline void warp_fragments_by_tile(const std::uint32_t (&p)[K / 16][4], const bf16* b, int ldb,
+                                              float (&acc)[N / 8][4]) {
+  const std::uint32_t b0 = b_rows_kn(b, ldb);
+  FLASH_UNROLL
+  for (int kk = 0; kk < K / 16; ++kk) {
+    FLASH_UNROLL
+    for (int j = 0; j < N / 8; j += 2) {
+      std::uint32_t fb[4];
+      ldmatrix_x4_trans(fb, b0 + (kk * 16 * ldb + j * 8) * kBf16Bytes);
+      const std::uint32_t first[2] = {fb[0], fb[1]}, second[2] = {fb[2], fb[3]};
+      mma_bf16_16816(acc[j], p[kk], first);
+      mma_bf16_16816(acc[j + 1], p[kk], second);
+    }
+  }
+}
+
+// A 16 x N result as the A operand (bf16) of a product over N: k-step kk is n-tiles 2kk, 2kk + 1.
+template <int N>
+__device__ inline void to_operand(const float (&c)[N / 8][4], std::uint32_t (&a)[N / 16][4]) {
+  FLASH_UNROLL
+  for (int kk = 0; kk < N / 16; ++kk) {
+    a[kk][0] = pack_bf16x2(c[2 * kk][0], c[2 * kk][1]);
+    a[kk][1] = pack_bf16x2(c[2 * kk][2], c[2 * kk][3]);
+    a[kk][2] = pack_bf16x2(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+    a[kk][3] = pack_bf16x2(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+  }
+}
+
+template <int N>
+__device__ inline void zero(float (&acc)[N][4]) {
+  FLASH_UNROLL
+  for (int j = 0; j < N; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+}
+
+// dst[row, column..] += factor * a warp's 16 x HS accumulator (rows row0.., those at or past T
+// left out), two adjacent columns at a time; the rows of dst are `stride` floats apart.
 template <int HS>
-__global__ void __launch_bounds__(kFlashThreads)
+__device__ inline void add_rows(float* dst, std::int64_t stride, int row0, int T, float factor,
+                                const float (&acc)[HS / 8][4]) {
+  const int g = lane_id() / 4, t = lane_id() % 4;
+  FLASH_UNROLL
+  for (int half = 0; half < 2; ++half) {
+    const int row = row0 + g + 8 * half;
+    if (row >= T) continue;
+    float* out = dst + static_cast<std::int64_t>(row) * stride + 2 * t;
+    FLASH_UNROLL
+    for (int j = 0; j < HS / 8; ++j) {
+      float2& o = *reinterpret_cast<float2*>(out + 8 * j);
+      o.x += factor * acc[j][2 * half], o.y += factor * acc[j][2 * half + 1];
+    }
+  }
+}
+
+// ---- Forward ---------------------------------------------------------------------------------
+
+// grid (B * H, 128-query tiles). out[B*T, C] = attention, logsumexp[(b*H + h)*T + t] of the
+// scaled scores, as attention_forward.
+template <int HS>
+__global__ void __launch_bounds__(kFlashQueryThreads, 2)
     flash_forward_kernel(int T, int C, int H, float scale, const float* qkv, float* out, float* logsumexp) {
   FLASH_DYNAMIC_SHARED(shared);
-  constexpr int hs = HS, ldh = flash_ld_half(HS), ldo = flash_ld_float(HS);
-  bf16* q = reinterpret_cast<bf16*>(shared);
-  bf16* k = q + kFlashTile * ldh;
-  bf16* v = k + kFlashTile * ldh;
-  bf16* p = v + kFlashTile * ldh;                          // [64][64]
-  float* s = reinterpret_cast<float*>(p + kFlashTile * kLdP);  // [64][64]
-  float* o = s + kFlashTile * kLdS;                        // [64][hs]
-  float* row_max = o + kFlashTile * ldo;
-  float* row_sum = row_max + kFlashTile;
-  float* row_scale = row_sum + kFlashTile;
+  constexpr int ldh = flash_ld_half(HS);
+  bf16* q = reinterpret_cast<bf16*>(shared);  // [128][HS]
+  bf16* k = q + kFlashQueryRows * ldh;        // [64][HS]
+  bf16* v = k + kFlashTile * ldh;             // [64][HS]
   // The last query tiles (the most keys) first: the short blocks then fill the grid's tail.
-  const int bh = blockIdx.x, b = bh / H, h = bh % H, q0 = (gridDim.y - 1 - blockIdx.y) * kFlashTile;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int bh = blockIdx.x, b = bh / H, h = bh % H, q0 = (gridDim.y - 1 - blockIdx.y) * kFlashQueryRows;
+  const int warp = threadIdx.x / 32, g = lane_id() / 4, t = lane_id() % 4, wq0 = q0 + warp * 16;
   const std::int64_t stride = 3 * static_cast<std::int64_t>(C);
   const float* rows = qkv + static_cast<std::int64_t>(b) * T * stride;
-  stage_tile<HS>(rows, stride, h * hs, q0, T, q);
-  for (int i = threadIdx.x; i < kFlashTile * ldo; i += kFlashThreads) o[i] = 0.0f;
-  for (int r = threadIdx.x; r < kFlashTile; r += kFlashThreads) row_max[r] = -INFINITY, row_sum[r] = 0.0f;
-  const int key_end = q0 + kFlashTile < T ? q0 + kFlashTile : T;  // causal: keys up to the tile's last query
-  // Each warp's rows: scores s, probabilities p, output o, and their running max and sum.
-  float* ws = s + warp * 16 * kLdS;
-  bf16* wp = p + warp * 16 * kLdP;
-  float* wo = o + warp * 16 * ldo;
-  NextTile<HS> next_k, next_v;
-  next_k.load(rows, stride, C + h * hs, 0, T);
-  next_v.load(rows, stride, 2 * C + h * hs, 0, T);
+  stage_rows<HS, kFlashQueryRows, kFlashQueryThreads>(rows, stride, h * HS, q0, T, q);
+  const float scale_log2 = scale * kLog2e;  // scores in log2 units: exp2 is one instruction
+  float o[HS / 8][4], row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+  zero(o);
+  const int key_end = q0 + kFlashQueryRows < T ? q0 + kFlashQueryRows : T;  // causal: up to the last query
   for (int k0 = 0; k0 < key_end; k0 += kFlashTile) {
     __syncthreads();  // the previous tile's k and v are no longer read
-    next_k.stage(k);
-    next_v.stage(v);
-    if (k0 + kFlashTile < key_end) {
-      next_k.load(rows, stride, C + h * hs, k0 + kFlashTile, T);
-      next_v.load(rows, stride, 2 * C + h * hs, k0 + kFlashTile, T);
-    }
+    stage_rows<HS, kFlashTile, kFlashQueryThreads>(rows, stride, C + h * HS, k0, T, k);
+    stage_rows<HS, kFlashTile, kFlashQueryThreads>(rows, stride, 2 * C + h * HS, k0, T, v);
     __syncthreads();
-    rows_by_tile_transposed(q + warp * 16 * ldh, k, hs, ws);
-    __syncwarp();
-    {  // online softmax: two lanes a row, the even and the odd keys. Lane (r, half) reads
-       // column 2 ((c + r / 8) % 32) + half at step c: with S's row stride of 68 floats (4 banks
-       // on) the 32 lanes then read 32 different banks, and a row's two lanes write the two
-       // halves of one 4-byte word of P, 16 words in 16 banks: no bank conflicts.
-      const int r = lane / 2, half = lane % 2, row = warp * 16 + r, tq = q0 + row, rotation = r / 8;
-      const float* sr = ws + r * kLdS;
-      const float old_max = row_max[row], old_sum = row_sum[row];
-      const auto scaled = [&](int col) {  // the scaled score, -inf where the causal mask or T cuts it
-        const int tk = k0 + col;
-        return tk <= tq && tk < T ? sr[col] * scale : -INFINITY;
-      };
+    if (k0 > wq0 + 15 || wq0 >= T) continue;  // every key of the tile after the warp's queries
+    float s[kFlashTile / 8][4];
+    zero(s);
+    warp_rows_by_rows<HS, kFlashTile>(q, ldh, warp * 16, k, ldh, s);
+    // Online softmax of the lane's two rows (g and g + 8), whose 64 columns the quad's four lanes
+    // share: the quad's maximum by two shuffles, the sums kept per lane until the end.
+    const bool masked = k0 + kFlashTile - 1 > wq0 || k0 + kFlashTile > T;
+    FLASH_UNROLL
+    for (int half = 0; half < 2; ++half) {
+      const int tq = wq0 + g + 8 * half;
       float tile_max = -INFINITY;
-      for (int c = 0; c < 32; ++c) tile_max = fmaxf(tile_max, scaled(2 * ((c + rotation) % 32) + half));
+      FLASH_UNROLL
+      for (int j = 0; j < kFlashTile / 8; ++j)
+        FLASH_UNROLL
+        for (int e = 0; e < 2; ++e) {
+          const int tk = k0 + 8 * j + 2 * t + e;
+          float& x = s[j][2 * half + e];
+          x = masked && (tk > tq || tk >= T) ? -INFINITY : x * scale_log2;
+          tile_max = fmaxf(tile_max, x);
+        }
       tile_max = fmaxf(tile_max, __shfl_xor_sync(kFlashFullMask, tile_max, 1));
-      const float new_max = fmaxf(old_max, tile_max);
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(kFlashFullMask, tile_max, 2));
+      const float new_max = fmaxf(row_max[half], tile_max);
+      const float base = new_max == -INFINITY ? 0.0f : new_max;  // a row with no key yet: all 0
+      const float rescale = exp2f(row_max[half] - base);
       float sum = 0.0f;
-      bf16* pr = wp + r * kLdP;
-      for (int c = 0; c < 32; ++c) {
-        const int col = 2 * ((c + rotation) % 32) + half;
-        const float e = new_max == -INFINITY ? 0.0f : expf(scaled(col) - new_max);
-        pr[col] = __float2bfloat16(e);
-        sum += e;
-      }
-      sum += __shfl_xor_sync(kFlashFullMask, sum, 1);
-      const float rescale = old_max == -INFINITY ? 0.0f : expf(old_max - new_max);
-      __syncwarp();  // both lanes of a row have read its old max and sum
-      if (half == 0) {
-        row_max[row] = new_max;
-        row_sum[row] = old_sum * rescale + sum;
-        row_scale[row] = rescale;
-      }
+      FLASH_UNROLL
+      for (int j = 0; j < kFlashTile / 8; ++j)
+        FLASH_UNROLL
+        for (int e = 0; e < 2; ++e) {
+          float& x = s[j][2 * half + e];
+          x = exp2f(x - base);
+          sum += x;
+        }
+      row_max[half] = new_max;
+      row_sum[half] = row_sum[half] * rescale + sum;
+      FLASH_UNROLL
+      for (int j = 0; j < HS / 8; ++j) o[j][2 * half] *= rescale, o[j][2 * half + 1] *= rescale;
     }
-    __syncwarp();
-    for (int i = lane; i < 16 * hs; i += 32) wo[(i / hs) * ldo + i % hs] *= row_scale[warp * 16 + i / hs];
-    __syncwarp();
-    accumulate_rows_by_tile(wp, v, hs, wo);
+    std::uint32_t p[kFlashTile / 16][4];
+    to_operand<kFlashTile>(s, p);
+    warp_fragments_by_tile<kFlashTile, HS>(p, v, ldh, o);
   }
-  __syncthreads();
-  for (int i = threadIdx.x; i < kFlashTile * hs; i += kFlashThreads) {
-    const int r = i / hs, t = q0 + r;
-    if (t < T) out[(static_cast<std::int64_t>(b) * T + t) * C + h * hs + i % hs] = o[r * ldo + i % hs] / row_sum[r];
+  if (wq0 >= T) return;
+  FLASH_UNROLL
+  for (int half = 0; half < 2; ++half) {
+    row_sum[half] += __shfl_xor_sync(kFlashFullMask, row_sum[half], 1);
+    row_sum[half] += __shfl_xor_sync(kFlashFullMask, row_sum[half], 2);
+    const int tq = wq0 + g + 8 * half;
+    if (t == 0 && tq < T)
+      logsumexp[static_cast<std::int64_t>(bh) * T + tq] = row_max[half] * kLn2 + logf(row_sum[half]);
+    const float inverse = 1.0f / row_sum[half];
+    FLASH_UNROLL
+    for (int j = 0; j < HS / 8; ++j) o[j][2 * half] *= inverse, o[j][2 * half + 1] *= inverse;
   }
-  for (int r = threadIdx.x; r < kFlashTile; r += kFlashThreads)
-    if (q0 + r < T) logsumexp[static_cast<std::int64_t>(bh) * T + q0 + r] = row_max[r] + logf(row_sum[r]);
+  // out is written, not added to: add_rows onto zeros would read it first.
+  FLASH_UNROLL
+  for (int half = 0; half < 2; ++half) {
+    const int tq = wq0 + g + 8 * half;
+    if (tq >= T) continue;
+    float* row = out + (static_cast<std::int64_t>(b) * T + tq) * C + h * HS + 2 * t;
+    FLASH_UNROLL
+    for (int j = 0; j < HS / 8; ++j) *reinterpret_cast<float2*>(row + 8 * j) = {o[j][2 * half], o[j][2 * half + 1]};
+  }
 }
 
 // D[(b*H + h)*T + t] = sum over head h's columns of dout * out, one warp per (b, h, t): its
@@ -333,163 +335,149 @@ __global__ void flash_delta_kernel(int B, int T, int C, int H, int hs, const flo
   if (lane == 0) delta[i] = sum;
 }
 
-// The recomputed probabilities and dS of one warp's 16 rows against a tile of 64, in place:
-// on entry `ps` holds the scores and `dps` dP (both fp32, ld 64); on exit `p16` holds P and `ds16`
-// dS = P (dP - D) in bf16 (ld kLdP; the fp32 ones kLdS). by_key: the warp's rows are keys (P^T:
-// the 64 columns are queries), else queries. row0/col0: the first row's and column's position;
-// lse and delta are indexed by query position minus q_base. The lanes take a row's adjacent
-// columns, so that their shared-memory accesses fall in different banks.
-__device__ inline void probabilities_and_ds(bool by_key, int row0, int col0, int T, float scale, const float* lse,
-                                            const float* delta, int q_base, float* ps, const float* dps, bf16* p16,
-                                            bf16* ds16) {
-  const int lane = threadIdx.x % 32;
-  for (int e = 0; e < 32; ++e) {
-    const int r = e / 2, col = e % 2 * 32 + lane, i = r * kLdS + col, j = r * kLdP + col;
-    const int row_pos = row0 + r, col_pos = col0 + col;
-    const int tq = by_key ? col_pos : row_pos, tk = by_key ? row_pos : col_pos;
-    float pv = 0.0f, dsv = 0.0f;
-    if (tk <= tq && tq < T && tk < T) {
-      pv = expf(ps[i] * scale - lse[tq - q_base]);
-      dsv = pv * (dps[i] - delta[tq - q_base]);
-    }
-    p16[j] = __float2bfloat16(pv);
-    ds16[j] = __float2bfloat16(dsv);
-  }
-}
+// ---- Backward ----------------------------------------------------------------------------------
 
-// grid (B * H, key tiles): dK and dV of the block's keys over the query tiles from its own on.
+// grid (B * H, 64-key tiles): dK and dV of the block's keys over the query tiles from its own on.
+// A warp's 16 keys are the rows of S^T = K Q^T and dP^T = V dO^T, so that P^T and dS^T are, in
+// registers, the A operands of dV += P^T dO and dK += dS^T Q.
 template <int HS>
-__global__ void __launch_bounds__(kFlashThreads)
+__global__ void __launch_bounds__(kFlashKeyThreads, 2)
     flash_dkdv_kernel(int T, int C, int H, float scale, const float* qkv, const float* dout, const float* logsumexp,
                       const float* delta, float* dqkv, bf16* ds_tiles) {
   FLASH_DYNAMIC_SHARED(shared);
-  constexpr int hs = HS, ldh = flash_ld_half(HS), ldo = flash_ld_float(HS);
+  constexpr int ldh = flash_ld_half(HS);
   bf16* k = reinterpret_cast<bf16*>(shared);
   bf16* v = k + kFlashTile * ldh;
   bf16* q = v + kFlashTile * ldh;
   bf16* dout16 = q + kFlashTile * ldh;
-  bf16* p16 = dout16 + kFlashTile * ldh;                    // [64][64]
-  bf16* ds16 = p16 + kFlashTile * kLdP;                     // [64][64]
-  float* s = reinterpret_cast<float*>(ds16 + kFlashTile * kLdP);  // [64][64]
-  float* dp = s + kFlashTile * kLdS;                        // [64][64]
-  float* lse = dp + kFlashTile * kLdS;                      // [64], this query tile's
-  float* dl = lse + kFlashTile;                             // [64]
+  float* lse2 = reinterpret_cast<float*>(dout16 + kFlashTile * ldh);  // the query tile's, in log2 units
+  float* dl = lse2 + kFlashTile;                                        // and its D
   const int bh = blockIdx.x, b = bh / H, h = bh % H, k0 = blockIdx.y * kFlashTile;
-  const int warp = threadIdx.x / 32;
+  const int warp = threadIdx.x / 32, g = lane_id() / 4, t = lane_id() % 4, wk0 = k0 + warp * 16;
   const std::int64_t stride = 3 * static_cast<std::int64_t>(C);
   const float* rows = qkv + static_cast<std::int64_t>(b) * T * stride;
   const float* drows = dout + static_cast<std::int64_t>(b) * T * C;
-  stage_tile<HS>(rows, stride, C + h * hs, k0, T, k);
-  stage_tile<HS>(rows, stride, 2 * C + h * hs, k0, T, v);
-  FragAcc dk[HS / 16], dv[HS / 16];  // the warp's 16 keys' rows
-  FLASH_UNROLL
-  for (int j = 0; j < HS / 16; ++j) wmma::fill_fragment(dk[j], 0.0f), wmma::fill_fragment(dv[j], 0.0f);
-  float* ws = s + warp * 16 * kLdS;
-  float* wdp = dp + warp * 16 * kLdS;
-  bf16* wp = p16 + warp * 16 * kLdP;
-  bf16* wds = ds16 + warp * 16 * kLdP;
-  // The next query tile's q, dO, logsumexp and D (one row's a thread: kFlashTile <= threads).
-  static_assert(kFlashTile <= kFlashThreads, "a thread loads at most one row's logsumexp and D");
-  NextTile<HS> next_q, next_dout;
-  float next_lse = 0.0f, next_dl = 0.0f;
-  const auto load_query_tile = [&](int at) {
-    next_q.load(rows, stride, h * hs, at, T);
-    next_dout.load(drows, C, h * hs, at, T);
-    const int r = threadIdx.x;
-    const bool in = r < kFlashTile && at + r < T;
-    next_lse = in ? logsumexp[static_cast<std::int64_t>(bh) * T + at + r] : 0.0f;
-    next_dl = in ? delta[static_cast<std::int64_t>(bh) * T + at + r] : 0.0f;
-  };
-  load_query_tile(k0);
+  stage_rows<HS, kFlashTile, kFlashKeyThreads>(rows, stride, C + h * HS, k0, T, k);
+  stage_rows<HS, kFlashTile, kFlashKeyThreads>(rows, stride, 2 * C + h * HS, k0, T, v);
+  const float scale_log2 = scale * kLog2e;
+  float dk[HS / 8][4], dv[HS / 8][4];
+  zero(dk);
+  zero(dv);
+  static_assert(kFlashTile <= kFlashKeyThreads, "a thread stages at most one row's logsumexp and D");
   for (int q0 = k0; q0 < T; q0 += kFlashTile) {
     __syncthreads();  // the previous query tile is no longer read
-    next_q.stage(q);
-    next_dout.stage(dout16);
-    if (threadIdx.x < kFlashTile) lse[threadIdx.x] = next_lse, dl[threadIdx.x] = next_dl;
-    if (q0 + kFlashTile < T) load_query_tile(q0 + kFlashTile);
+    stage_rows<HS, kFlashTile, kFlashKeyThreads>(rows, stride, h * HS, q0, T, q);
+    stage_rows<HS, kFlashTile, kFlashKeyThreads>(drows, C, h * HS, q0, T, dout16);
+    if (threadIdx.x < kFlashTile) {
+      const bool in = q0 + threadIdx.x < T;
+      const std::int64_t at = static_cast<std::int64_t>(bh) * T + q0 + threadIdx.x;
+      lse2[threadIdx.x] = in ? logsumexp[at] * kLog2e : 0.0f;
+      dl[threadIdx.x] = in ? delta[at] : 0.0f;
+    }
     __syncthreads();
-    rows_by_tile_transposed(k + warp * 16 * ldh, q, hs, ws);        // S^T = K Q^T
-    rows_by_tile_transposed(v + warp * 16 * ldh, dout16, hs, wdp);  // dP^T = V dO^T
-    __syncwarp();
-    probabilities_and_ds(true, k0 + warp * 16, q0, T, scale, lse, dl, q0, ws, wdp, wp, wds);
-    __syncwarp();
-    {  // the warp's 16 rows of dS^T into the tile (query tile q0, key tile k0), two values a lane
-      bf16* tile = ds_tiles + flash_ds_tile_index(T, bh, q0 / kFlashTile, k0 / kFlashTile) * kFlashTileElements +
-                   warp * 16 * kFlashTile;
-      const int lane = threadIdx.x % 32;
-      for (int r = 0; r < 16; ++r)
-        reinterpret_cast<__nv_bfloat162*>(tile + r * kFlashTile)[lane] =
-            reinterpret_cast<const __nv_bfloat162*>(wds + r * kLdP)[lane];
+    float s[kFlashTile / 8][4], dp[kFlashTile / 8][4];  // S^T, dP^T: [16 keys][64 queries]
+    zero(s);
+    zero(dp);
+    warp_rows_by_rows<HS, kFlashTile>(k, ldh, warp * 16, q, ldh, s);
+    warp_rows_by_rows<HS, kFlashTile>(v, ldh, warp * 16, dout16, ldh, dp);
+    // P^T = exp(S^T scale - logsumexp) and dS^T = P^T (dP^T - D), 0 where the mask or T cuts.
+    const bool masked = q0 < wk0 + 15 || q0 + kFlashTile > T || wk0 + 16 > T;
+    FLASH_UNROLL
+    for (int j = 0; j < kFlashTile / 8; ++j)
+      FLASH_UNROLL
+      for (int e = 0; e < 4; ++e) {
+        const int col = 8 * j + 2 * t + e % 2, tq = q0 + col, tk = wk0 + g + 8 * (e / 2);
+        const float p = masked && (tk > tq || tq >= T || tk >= T) ? 0.0f : exp2f(s[j][e] * scale_log2 - lse2[col]);
+        s[j][e] = p;
+        dp[j][e] = p * (dp[j][e] - dl[col]);
+      }
+    std::uint32_t p16[kFlashTile / 16][4], ds16[kFlashTile / 16][4];
+    to_operand<kFlashTile>(s, p16);
+    to_operand<kFlashTile>(dp, ds16);
+    {  // the warp's 16 rows of dS^T into the tile (query tile q0, key tile k0), as rounded for dK
+      bf16* tile = ds_tiles + flash_ds_tile_index(T, bh, q0 / kFlashTile, k0 / kFlashTile) * kFlashTileElements;
+      std::uint32_t* top = reinterpret_cast<std::uint32_t*>(tile + (warp * 16 + g) * kFlashTile + 2 * t);
+      std::uint32_t* bottom = top + 8 * kFlashTile / 2;
+      FLASH_UNROLL
+      for (int kk = 0; kk < kFlashTile / 16; ++kk) {
+        top[8 * kk] = ds16[kk][0], bottom[8 * kk] = ds16[kk][1];
+        top[8 * kk + 4] = ds16[kk][2], bottom[8 * kk + 4] = ds16[kk][3];
+      }
     }
-    accumulate_fragments_by_tile<HS>(wp, dout16, dv);  // dV += P^T dO
-    accumulate_fragments_by_tile<HS>(wds, q, dk);      // dK += dS^T Q (scaled below)
+    warp_fragments_by_tile<kFlashTile, HS>(p16, dout16, ldh, dv);  // dV += P^T dO
+    warp_fragments_by_tile<kFlashTile, HS>(ds16, q, ldh, dk);      // dK += dS^T Q (scaled below)
   }
-  // Out through S and dP's memory: dK (its columns C on in dqkv, scaled), then dV (2 C on). Each
-  // array is named, never chosen at run time, so that it stays in registers.
-  float* staging = s;
-  const auto add_staged = [&](std::int64_t column, float factor) {
-    for (int i = threadIdx.x; i < kFlashTile * hs; i += kFlashThreads) {
-      const int r = i / hs, t = k0 + r;
-      if (t < T) dqkv[(static_cast<std::int64_t>(b) * T + t) * stride + column + h * hs + i % hs] +=
-          factor * staging[r * ldo + i % hs];
-    }
-  };
-  __syncthreads();  // every warp is done with S and dP
-  stage_fragments<HS>(dk, staging);
-  __syncthreads();
-  add_staged(C, scale);
-  __syncthreads();  // the staged dK is read
-  stage_fragments<HS>(dv, staging);
-  __syncthreads();
-  add_staged(2 * static_cast<std::int64_t>(C), 1.0f);
+  float* block_rows = dqkv + static_cast<std::int64_t>(b) * T * stride + h * HS;
+  add_rows<HS>(block_rows + C, stride, wk0, T, scale, dk);
+  add_rows<HS>(block_rows + 2 * static_cast<std::int64_t>(C), stride, wk0, T, 1.0f, dv);
 }
 
-// grid (B * H, query tiles): dQ of the block's queries, dS K over the key tiles up to its own,
-// dS from the tiles the dK/dV kernel wrote. Each warp reads its 16 queries' columns of a dS^T
-// tile straight from global memory as column-major fragments (dS[q][k] = dS^T[k][q]).
+// grid (B * H, 128-query tiles): dQ of the block's queries, dS K over the key tiles up to its
+// last query, dS from the tiles the dK/dV kernel wrote (two a key tile: the block's two 64-query
+// tiles), staged in shared memory beside the key tile, from where ldmatrix reads dS^T transposed.
 template <int HS>
-__global__ void __launch_bounds__(kFlashThreads)
+__global__ void __launch_bounds__(kFlashQueryThreads, 2)
     flash_dq_kernel(int T, int C, int H, float scale, const float* qkv, const bf16* ds_tiles, float* dqkv) {
   FLASH_DYNAMIC_SHARED(shared);
-  constexpr int hs = HS, ldh = flash_ld_half(HS), ldo = flash_ld_float(HS);
-  bf16* k = reinterpret_cast<bf16*>(shared);
-  float* staging = reinterpret_cast<float*>(k + kFlashTile * ldh);
+  constexpr int ldh = flash_ld_half(HS);
+  bf16* k = reinterpret_cast<bf16*>(shared);  // [64][HS]
+  bf16* ds = k + kFlashTile * ldh;            // [2][64 keys][64 queries]
   // The last query tiles (the most keys) first: the short blocks then fill the grid's tail.
-  const int bh = blockIdx.x, b = bh / H, h = bh % H, i = gridDim.y - 1 - blockIdx.y, q0 = i * kFlashTile;
-  const int warp = threadIdx.x / 32;
+  const int bh = blockIdx.x, b = bh / H, h = bh % H, q0 = (gridDim.y - 1 - blockIdx.y) * kFlashQueryRows;
+  const int warp = threadIdx.x / 32, wq0 = q0 + warp * 16;
+  const int tiles = (T + kFlashTile - 1) / kFlashTile, first_tile = q0 / kFlashTile;
+  const int last_query = q0 + kFlashQueryRows - 1 < T - 1 ? q0 + kFlashQueryRows - 1 : T - 1;
   const std::int64_t stride = 3 * static_cast<std::int64_t>(C);
   const float* rows = qkv + static_cast<std::int64_t>(b) * T * stride;
-  const bf16* row_tiles = ds_tiles + flash_ds_tile_index(T, bh, i, 0) * kFlashTileElements + warp * 16;
-  FragAcc dq[HS / 16];  // the warp's 16 queries' rows
-  FLASH_UNROLL
-  for (int j = 0; j < HS / 16; ++j) wmma::fill_fragment(dq[j], 0.0f);
-  NextTile<HS> next_k;
-  next_k.load(rows, stride, C + h * hs, 0, T);
-  for (int kt = 0; kt <= i; ++kt) {
-    __syncthreads();  // the previous key tile is no longer read
-    next_k.stage(k);
-    if (kt < i) next_k.load(rows, stride, C + h * hs, (kt + 1) * kFlashTile, T);
+  float dq[HS / 8][4];
+  zero(dq);
+  // The next key tile's dS tiles, held in registers while the products run (they are few: the
+  // key tile itself is staged when it is needed): 16-byte pieces, 8 a row of 64 queries, 2 tiles
+  // of 64 rows over the threads.
+  constexpr int kPieces = 2 * kFlashTile * 8 / kFlashQueryThreads;
+  static_assert(2 * kFlashTile * 8 % kFlashQueryThreads == 0, "the dS pieces spread evenly over the threads");
+  uint4 next_ds[kPieces];
+  const auto load_ds = [&](int kt) {
+    FLASH_UNROLL
+    for (int j = 0; j < kPieces; ++j) {
+      const int i = threadIdx.x + j * kFlashQueryThreads, tile = i / (kFlashTile * 8), qi = first_tile + tile;
+      next_ds[j] = kt <= qi && qi < tiles
+                       ? reinterpret_cast<const uint4*>(ds_tiles + flash_ds_tile_index(T, bh, qi, kt) *
+                                                                       kFlashTileElements)[i % (kFlashTile * 8)]
+                       : uint4{0, 0, 0, 0};
+    }
+  };
+  load_ds(0);
+  const int key_tiles = last_query / kFlashTile + 1;
+  for (int kt = 0; kt < key_tiles; ++kt) {
+    __syncthreads();  // the previous key tile and its dS are no longer read
+    stage_rows<HS, kFlashTile, kFlashQueryThreads>(rows, stride, C + h * HS, kt * kFlashTile, T, k);
+    FLASH_UNROLL
+    for (int j = 0; j < kPieces; ++j) {
+      const int i = threadIdx.x + j * kFlashQueryThreads, tile = i / (kFlashTile * 8), r = i / 8 % kFlashTile;
+      *reinterpret_cast<uint4*>(ds + (tile * kFlashTile + r) * kLdDs + i % 8 * 8) = next_ds[j];
+    }
+    if (kt + 1 < key_tiles) load_ds(kt + 1);
     __syncthreads();
-    const bf16* tile = row_tiles + static_cast<std::int64_t>(kt) * kFlashTileElements;
+    if (kt > wq0 / kFlashTile || wq0 >= T) continue;  // the warp's query tile has no dS against it
+    // The warp's query tile's dS^T, its 16 queries' columns, as dS's A fragments; K as B.
+    const std::uint32_t a0 = a_rows_transposed(ds + warp / 4 * kFlashTile * kLdDs, kLdDs, warp % 4 * 16);
+    const std::uint32_t b0 = b_rows_kn(k, ldh);
     FLASH_UNROLL
     for (int kk = 0; kk < kFlashTile / 16; ++kk) {  // dQ += dS K (scaled below), keys in order
-      FragACol fa;
-      wmma::load_matrix_sync(fa, tile + kk * 16 * kFlashTile, kFlashTile);
+      std::uint32_t fa[4];
+      ldmatrix_x4_trans(fa, a0 + kk * 16 * kLdDs * kBf16Bytes);
       FLASH_UNROLL
-      for (int j = 0; j < HS / 16; ++j) {
-        FragBRow fb;
-        wmma::load_matrix_sync(fb, k + kk * 16 * ldh + j * 16, ldh);
-        wmma::mma_sync(dq[j], fa, fb, dq[j]);
+      for (int j = 0; j < HS / 8; j += 2) {
+        std::uint32_t fb[4];
+        ldmatrix_x4_trans(fb, b0 + (kk * 16 * ldh + j * 8) * kBf16Bytes);
+        const std::uint32_t first[2] = {fb[0], fb[1]}, second[2] = {fb[2], fb[3]};
+        mma_bf16_16816(dq[j], fa, first);
+        mma_bf16_16816(dq[j + 1], fa, second);
       }
     }
   }
-  stage_fragments<HS>(dq, staging);
-  __syncthreads();
-  for (int e = threadIdx.x; e < kFlashTile * hs; e += kFlashThreads) {
-    const int r = e / hs, t = q0 + r;
-    if (t < T)
-      dqkv[(static_cast<std::int64_t>(b) * T + t) * stride + h * hs + e % hs] += scale * staging[r * ldo + e % hs];
-  }
+  add_rows<HS>(dqkv + static_cast<std::int64_t>(b) * T * stride + h * HS, stride, wq0, T, scale, dq);
 }
 
 }  // namespace slurm_train::cuda::flash_detail

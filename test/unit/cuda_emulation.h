@@ -5,13 +5,11 @@
 //
 // Every thread of a block is a std::thread (so a missing barrier can show as a race); blocks run
 // one after another, so a static __shared__ array (a function-local static here) is the running
-// block's. __syncthreads and __syncwarp are barriers of the block's and the warp's
-// threads; __shfl_xor_sync exchanges through a per-warp slot array between two warp barriers.
-// WMMA fragments hold their whole 16 x 16 matrix in every lane (the API never says which lane
-// holds which element, so code that uses it through the API cannot tell); loads check the
-// alignment and leading dimension the hardware requires, stores write from lane 0, and every
-// fragment operation ends with a warp barrier, as the warp-wide operation it is. Dynamic shared
-// memory starts filled with NaNs, so that reading what was never written shows.
+// block's. __syncthreads and __syncwarp are barriers of the block's and the warp's threads;
+// __shfl_xor_sync exchanges through a per-warp slot array between two warp barriers. mma.sync and
+// ldmatrix (warp_mma.cuh) keep PTX's documented fragment layouts lane by lane, check the alignment
+// the hardware requires, and are warp barriers, as the warp-wide operations they are. Dynamic
+// shared memory starts filled with NaNs, so that reading what was never written shows.
 #pragma once
 
 // CUDA's own headers first, before the macros below rename what they declare.
@@ -44,10 +42,12 @@ struct BlockState {
   explicit BlockState(unsigned threads) : all(threads) {
     for (unsigned w = 0; w < threads / 32; ++w) warps.push_back(std::make_unique<std::barrier<>>(32));
     slots.resize(threads);
+    words.resize(threads * 8);
   }
   std::barrier<> all;
   std::vector<std::unique_ptr<std::barrier<>>> warps;
   std::vector<std::uint64_t> slots;  // __shfl_xor_sync's, one per thread
+  std::vector<std::uint32_t> words;  // mma_bf16_16816's operands, eight per thread
   std::atomic<bool> misuse{false};
   std::string what;  // the first misuse
   std::atomic_flag what_taken = ATOMIC_FLAG_INIT;
@@ -55,6 +55,7 @@ struct BlockState {
 
 inline thread_local Index thread_index, block_index, block_dim, grid_dim;
 inline thread_local unsigned char* dynamic_shared = nullptr;
+inline thread_local std::size_t dynamic_shared_bytes = 0;
 inline thread_local BlockState* block_state = nullptr;
 
 inline unsigned linear_thread() { return thread_index.x + thread_index.y * block_dim.x; }
@@ -67,7 +68,7 @@ inline void misuse(const std::string& what) {
 
 // Runs kernel(args...) on a grid of grid.x * grid.y blocks of block.x * block.y threads (a
 // multiple of 32) with `shared_bytes` of dynamic shared memory. Throws std::logic_error naming
-// the first misuse of the API (a misaligned fragment, a bad leading dimension).
+// the first misuse of the API (a misaligned or out-of-bounds ldmatrix row).
 template <typename Kernel, typename... Args>
 void launch(Index grid, Index block, std::size_t shared_bytes, Kernel kernel, Args... args) {
   block.y = std::max(block.y, 1u);
@@ -90,6 +91,7 @@ void launch(Index grid, Index block, std::size_t shared_bytes, Kernel kernel, Ar
           block_dim = {block.x, block.y, 1};
           grid_dim = {grid.x, grid.y, 1};
           dynamic_shared = reinterpret_cast<unsigned char*>(shared.get());
+          dynamic_shared_bytes = shared_bytes;
           block_state = &state;
           kernel(args...);
         });
@@ -124,7 +126,7 @@ void launch(Index grid, unsigned threads, std::size_t shared_bytes, Kernel kerne
 #define __host__
 #define __forceinline__ inline
 #define __shared__ static  // blocks run one at a time: a static is the running block's
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 #define FLASH_DYNAMIC_SHARED(name) unsigned char* name = ::cuda_emu::dynamic_shared
 
 inline void __syncthreads() { ::cuda_emu::block_state->all.arrive_and_wait(); }
@@ -187,86 +189,81 @@ auto max(A a, B b) -> std::common_type_t<A, B> {
   return a < b ? b : a;
 }
 
-namespace nvcuda::wmma {
-
-struct matrix_a {};
-struct matrix_b {};
-struct accumulator {};
-struct row_major {};
-struct col_major {};
-enum layout_t { mem_row_major, mem_col_major };
-
-template <typename Use, int M, int N, int K, typename T, typename Layout = void>
-struct fragment {
-  static_assert(M == 16 && N == 16 && K == 16, "cuda_emu: 16 x 16 x 16 fragments only");
-  float m[16][16];
-};
-
-namespace detail {
-inline float to_float(float x) { return x; }
-inline float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-
-template <typename T>
-void check(const T* p, unsigned ld, const char* op) {
-  // 256-bit aligned pointers, and leading dimensions of a multiple of 16 bytes (CUDA's WMMA rules).
-  if (reinterpret_cast<std::uintptr_t>(p) % 32 != 0)
-    ::cuda_emu::misuse(std::string(op) + ": pointer not 32-byte aligned");
-  if ((ld * sizeof(T)) % 16 != 0) ::cuda_emu::misuse(std::string(op) + ": leading dimension not a multiple of 16 bytes");
-}
-}  // namespace detail
-
-template <typename Use, typename T, typename L, typename V>
-void fill_fragment(fragment<Use, 16, 16, 16, T, L>& f, V value) {
-  for (auto& row : f.m)
-    for (float& x : row) x = static_cast<float>(value);
-  ::cuda_emu::warp_barrier();
+// mma.sync and ldmatrix (kernels/cuda/warp_mma.cuh), with the fragment layouts PTX documents:
+// every lane leaves its operands in the warp's words between two warp barriers and computes its
+// own part of the result from them, so a kernel that puts an element in the wrong lane or
+// register gets a wrong product here as it would on the GPU.
+namespace cuda_emu {
+inline float bf16_half(std::uint32_t word, unsigned half) {
+  const std::uint32_t bits = half == 0 ? word << 16 : word & 0xffff0000u;
+  float x;
+  std::memcpy(&x, &bits, sizeof x);
+  return x;
 }
 
-template <typename T, typename L>
-void load_matrix_sync(fragment<matrix_a, 16, 16, 16, T, L>& f, const T* p, unsigned ld) {
-  detail::check(p, ld, "load_matrix_sync(matrix_a)");
-  for (unsigned i = 0; i < 16; ++i)
-    for (unsigned k = 0; k < 16; ++k)
-      f.m[i][k] = detail::to_float(std::is_same_v<L, row_major> ? p[i * ld + k] : p[k * ld + i]);
-  ::cuda_emu::warp_barrier();
-}
-
-template <typename T, typename L>
-void load_matrix_sync(fragment<matrix_b, 16, 16, 16, T, L>& f, const T* p, unsigned ld) {
-  detail::check(p, ld, "load_matrix_sync(matrix_b)");
-  for (unsigned k = 0; k < 16; ++k)
-    for (unsigned j = 0; j < 16; ++j)
-      f.m[k][j] = detail::to_float(std::is_same_v<L, row_major> ? p[k * ld + j] : p[j * ld + k]);
-  ::cuda_emu::warp_barrier();
-}
-
-inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float>& f, const float* p, unsigned ld, layout_t layout) {
-  detail::check(p, ld, "load_matrix_sync(accumulator)");
-  for (unsigned i = 0; i < 16; ++i)
-    for (unsigned j = 0; j < 16; ++j) f.m[i][j] = layout == mem_row_major ? p[i * ld + j] : p[j * ld + i];
-  ::cuda_emu::warp_barrier();
-}
-
-inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, float>& f, unsigned ld, layout_t layout) {
-  detail::check(p, ld, "store_matrix_sync");
-  if (::cuda_emu::lane() == 0)
-    for (unsigned i = 0; i < 16; ++i)
-      for (unsigned j = 0; j < 16; ++j) (layout == mem_row_major ? p[i * ld + j] : p[j * ld + i]) = f.m[i][j];
-  ::cuda_emu::warp_barrier();
-}
-
-template <typename T, typename LA, typename LB>
-void mma_sync(fragment<accumulator, 16, 16, 16, float>& d, const fragment<matrix_a, 16, 16, 16, T, LA>& a,
-              const fragment<matrix_b, 16, 16, 16, T, LB>& b, const fragment<accumulator, 16, 16, 16, float>& c) {
-  float out[16][16];
-  for (int i = 0; i < 16; ++i)
-    for (int j = 0; j < 16; ++j) {
-      float sum = c.m[i][j];
-      for (int k = 0; k < 16; ++k) sum += a.m[i][k] * b.m[k][j];
-      out[i][j] = sum;
+// r[i] for this lane from the 16-byte row addresses lanes 8i..8i+7 give, transposed or not.
+inline void ldmatrix(std::uint32_t (&r)[4], std::uint32_t address, bool trans, const char* op) {
+  if (address % 16 != 0) misuse(std::string(op) + ": row address not 16-byte aligned");
+  if (address + 16 > dynamic_shared_bytes) {
+    misuse(std::string(op) + ": row outside shared memory");
+    address = 0;
+  }
+  const auto at = reinterpret_cast<std::uintptr_t>(dynamic_shared + address);
+  auto& slots = block_state->slots;
+  const unsigned me = linear_thread(), warp0 = me - lane(), g = lane() / 4, t = lane() % 4;
+  slots[me] = at;
+  warp_barrier();
+  for (unsigned i = 0; i < 4; ++i) {
+    std::uint16_t h[2];
+    for (unsigned e = 0; e < 2; ++e) {
+      // M_i(g, 2t + e) is element 2t + e of row g; transposed, element g of row 2t + e.
+      const auto* p = reinterpret_cast<const std::uint16_t*>(slots[warp0 + 8 * i + (trans ? 2 * t + e : g)]);
+      h[e] = p[trans ? g : 2 * t + e];
     }
-  std::memcpy(d.m, out, sizeof(out));
-  ::cuda_emu::warp_barrier();
+    r[i] = static_cast<std::uint32_t>(h[0]) | static_cast<std::uint32_t>(h[1]) << 16;
+  }
+  warp_barrier();
+}
+}  // namespace cuda_emu
+
+// Addresses in the block's dynamic shared memory are offsets from its start.
+inline std::uint32_t shared_address(const void* p) {
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  const auto shared = reinterpret_cast<std::uintptr_t>(::cuda_emu::dynamic_shared);
+  if (at < shared || at >= shared + ::cuda_emu::dynamic_shared_bytes)
+    ::cuda_emu::misuse("shared_address: not in shared memory");
+  return static_cast<std::uint32_t>(at - shared);
+}
+inline void ldmatrix_x4(std::uint32_t (&r)[4], std::uint32_t address) {
+  ::cuda_emu::ldmatrix(r, address, false, "ldmatrix_x4");
+}
+inline void ldmatrix_x4_trans(std::uint32_t (&r)[4], std::uint32_t address) {
+  ::cuda_emu::ldmatrix(r, address, true, "ldmatrix_x4_trans");
 }
 
-}  // namespace nvcuda::wmma
+// d[16 x 8] += a[16 x 16] b[16 x 8], the terms of each element added in k order in fp32.
+inline void mma_bf16_16816(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2]) {
+  using namespace ::cuda_emu;
+  auto& words = block_state->words;
+  const unsigned me = linear_thread(), warp0 = me - lane(), g = lane() / 4, t = lane() % 4;
+  for (unsigned i = 0; i < 4; ++i) words[8 * me + i] = a[i];
+  words[8 * me + 4] = b[0], words[8 * me + 5] = b[1];
+  warp_barrier();
+  const auto A = [&](unsigned row, unsigned k) {  // in lane (row % 8) * 4 + (k % 8) / 2
+    const unsigned from = warp0 + (row % 8) * 4 + (k % 8) / 2, reg = (row >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0);
+    return bf16_half(words[8 * from + reg], k % 2);
+  };
+  const auto B = [&](unsigned k, unsigned n) {  // in lane n * 4 + (k % 8) / 2
+    const unsigned from = warp0 + n * 4 + (k % 8) / 2;
+    return bf16_half(words[8 * from + 4 + (k >= 8 ? 1 : 0)], k % 2);
+  };
+  float out[4];
+  for (unsigned e = 0; e < 4; ++e) {
+    const unsigned row = g + (e >= 2 ? 8 : 0), col = 2 * t + e % 2;
+    float sum = d[e];
+    for (unsigned k = 0; k < 16; ++k) sum += A(row, k) * B(k, col);
+    out[e] = sum;
+  }
+  warp_barrier();
+  for (unsigned e = 0; e < 4; ++e) d[e] = out[e];
+}
