@@ -40,10 +40,11 @@ int head_size(const char* name, int B, int T, int C, int H) {
   return C / H;
 }
 
-// The tiles are read four floats at a time (stage_tile).
-void require_aligned(const char* name, const char* what, const float* p) {
-  if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0)
-    throw std::invalid_argument(std::string(name) + ": " + what + " is not 16-byte aligned");
+// The inputs are read four floats at a time (stage_rows), the outputs written two at a time.
+void require_aligned(const char* name, const char* what, const float* p, unsigned bytes) {
+  if (reinterpret_cast<std::uintptr_t>(p) % bytes != 0)
+    throw std::invalid_argument(std::string(name) + ": " + what + " is not " + std::to_string(bytes) +
+                                "-byte aligned");
 }
 
 // Opts the kernel in to more than 48 KiB of dynamic shared memory (cheap: an attribute).
@@ -77,7 +78,8 @@ void flash_attention_forward(int B, int T, int C, int H, const float* qkv, float
                              cudaStream_t stream) {
   const int hs = head_size("flash_attention_forward", B, T, C, H);
   if (B == 0 || T == 0) return;
-  require_aligned("flash_attention_forward", "qkv", qkv);
+  require_aligned("flash_attention_forward", "qkv", qkv, 16);
+  require_aligned("flash_attention_forward", "out", out, 8);
   const std::size_t bytes = flash_forward_shared_bytes(hs);
   const dim3 grid(B * H, (T + kFlashQueryRows - 1) / kFlashQueryRows);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
@@ -93,8 +95,9 @@ void flash_attention_backward(int B, int T, int C, int H, const float* qkv, cons
                               const float* logsumexp, float* dqkv, float* scratch, cudaStream_t stream) {
   const int hs = head_size("flash_attention_backward", B, T, C, H);
   if (B == 0 || T == 0) return;
-  require_aligned("flash_attention_backward", "qkv", qkv);
-  require_aligned("flash_attention_backward", "dout", dout);
+  require_aligned("flash_attention_backward", "qkv", qkv, 16);
+  require_aligned("flash_attention_backward", "dout", dout, 16);
+  require_aligned("flash_attention_backward", "dqkv", dqkv, 8);
   if (reinterpret_cast<std::uintptr_t>(scratch) % 256 != 0)
     throw std::invalid_argument("flash_attention_backward: scratch is not 256-byte aligned");
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));

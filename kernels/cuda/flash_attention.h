@@ -21,7 +21,8 @@ namespace slurm_train::cuda {
 bool flash_attention_supported(int C, int H);
 
 // As attention_forward; throws std::invalid_argument for a shape flash_attention_supported refuses,
-// and for qkv (backward: or dout) not 16-byte aligned (a cudaMalloc'd buffer, at a multiple of 4 floats).
+// for qkv (backward: or dout) not 16-byte aligned (a cudaMalloc'd buffer, at a multiple of 4
+// floats), and for out (backward: dqkv) not 8-byte aligned.
 void flash_attention_forward(int B, int T, int C, int H, const float* qkv, float* out, float* logsumexp,
                              cudaStream_t stream);
 

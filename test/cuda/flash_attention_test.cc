@@ -105,3 +105,20 @@ TEST_CASE("cuda flash attention: head sizes it does not take are refused, and sa
   CHECK_THROWS_AS(cuda::flash_attention_forward(1, 4, 40, 8, buffer.data(), buffer.data(), buffer.data(), nullptr),
                   std::invalid_argument);
 }
+
+TEST_CASE("cuda flash attention: misaligned tensors are refused, and named" * doctest::skip(no_gpu())) {
+  const int B = 1, T = 8, C = 64, H = 4;
+  DeviceBuffer<float> qkv(B * T * 3 * C + 4), out(B * T * C + 4), lse(B * H * T);
+  DeviceBuffer<float> scratch(cuda::flash_attention_backward_scratch_floats(B, T, H));
+  // One float on: 4-byte aligned, neither 8 nor 16.
+  CHECK_THROWS_WITH_AS(cuda::flash_attention_forward(B, T, C, H, qkv.data() + 1, out.data(), lse.data(), nullptr),
+                       "flash_attention_forward: qkv is not 16-byte aligned", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(cuda::flash_attention_forward(B, T, C, H, qkv.data(), out.data() + 1, lse.data(), nullptr),
+                       "flash_attention_forward: out is not 8-byte aligned", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(cuda::flash_attention_backward(B, T, C, H, qkv.data(), out.data(), out.data() + 1, lse.data(),
+                                                      qkv.data(), scratch.data(), nullptr),
+                       "flash_attention_backward: dout is not 16-byte aligned", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(cuda::flash_attention_backward(B, T, C, H, qkv.data(), out.data(), out.data(), lse.data(),
+                                                      qkv.data() + 1, scratch.data(), nullptr),
+                       "flash_attention_backward: dqkv is not 8-byte aligned", std::invalid_argument);
+}
