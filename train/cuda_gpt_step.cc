@@ -159,15 +159,21 @@ struct CudaGptStep::State {
     return {dropout, kernels::mix64(o.dropout_seed + 0x9e37 * (site + 1)), first_window * static_cast<std::uint64_t>(g.block)};
   }
 
-  // d, or the gradient through site's dropout (into out); dbias = its column sums.
-  float* through_dropout(std::size_t site, float* d, float* out, float* dbias) {
+  // x [rows, cols] (a gradient) as a product's operand, its column sums (a bias's gradient) into
+  // sums: one pass over x, which also writes the operand's bf16 copy into y16.
+  Operand summed_operand(int rows, int cols, const float* x, float* sums) {
+    bf16* copy = half ? y16.data() : nullptr;
+    cuda::column_sums(rows, cols, x, sums, sums_scratch.data(), stream, copy);
+    return {x, copy};
+  }
+
+  // The gradient d of site's branch through its dropout (into out) as a product's operand;
+  // dbias = its column sums.
+  Operand through_dropout(std::size_t site, float* d, float* out, float* dbias) {
     const int rows = static_cast<int>(bt()), C = g.embd;
-    if (dropout <= 0.0f) {
-      cuda::column_sums(rows, C, d, dbias, sums_scratch.data(), stream);
-      return d;
-    }
+    if (dropout <= 0.0f) return summed_operand(rows, C, d, dbias);
     cuda::activation_backward<float>(Activation::kIdentity, rows, C, d, d, out, dbias, dropout_at(site), stream);
-    return out;
+    return operand(out, bt() * static_cast<std::size_t>(C), y16);
   }
 
   void upload_batch(const StepBatch& batch) {
@@ -291,16 +297,14 @@ struct CudaGptStep::State {
       const float* f = fc.data() + L * nc * 4;
       const float* fh = half_gelu ? nullptr : fch.data() + L * nc * 4;
       // The MLP: out = r2 + c_proj(gelu(c_fc(ln_2(r2)))); dres is the gradient of out.
-      const Operand dmlp = operand(through_dropout(2 + 2 * L, dres.data(), dbranch.data(), grad(block_tensor(l, kMlpProjB))),
-                                   nc, y16);
+      const Operand dmlp = through_dropout(2 + 2 * L, dres.data(), dbranch.data(), grad(block_tensor(l, kMlpProjB)));
       product(true, false, 4 * C, C, BT, kept(fh, copy_of(fch16, L, nc * 4)), 4 * C, dmlp, C,
               grad(block_tensor(l, kMlpProjW)), C);
       product(false, true, BT, 4 * C, C, dmlp, C, weight(block_tensor(l, kMlpProjW)), C, dwide.data(), 4 * C);
       // GELU's gradient over every element, then the bias gradient chunk-parallel (one
       // activation_backward walks each column serially: a few dozen blocks at this width).
       cuda::gelu_backward<float>(nc * 4, f, dwide.data(), dwide.data(), stream);
-      cuda::column_sums(BT, 4 * C, dwide.data(), grad(block_tensor(l, kFcB)), sums_scratch.data(), stream);
-      const Operand dw = operand(dwide.data(), nc * 4, y16);
+      const Operand dw = summed_operand(BT, 4 * C, dwide.data(), grad(block_tensor(l, kFcB)));
       product(true, false, C, 4 * C, BT, kept(a2, copy_of(ln2_16, L, nc)), C, dw, 4 * C, grad(block_tensor(l, kFcW)),
               4 * C);
       product(false, true, BT, C, 4 * C, dw, 4 * C, weight(block_tensor(l, kFcW)), 4 * C, dln.data(), C);
@@ -309,8 +313,7 @@ struct CudaGptStep::State {
                                ln2_rstd.data() + L * n, dln.data(), dres2.data(), grad(block_tensor(l, kLn2W)),
                                grad(block_tensor(l, kLn2B)), ln_scratch.data(), stream);
       // Attention: r2 = r + c_proj(attention(c_attn(ln_1(r)))).
-      const Operand dattn =
-          operand(through_dropout(1 + 2 * L, dres2.data(), dbranch.data(), grad(block_tensor(l, kAttnProjB))), nc, y16);
+      const Operand dattn = through_dropout(1 + 2 * L, dres2.data(), dbranch.data(), grad(block_tensor(l, kAttnProjB)));
       product(true, false, C, C, BT, kept(y, copy_of(atty16, L, nc)), C, dattn, C, grad(block_tensor(l, kAttnProjW)), C);
       product(false, true, BT, C, C, dattn, C, weight(block_tensor(l, kAttnProjW)), C, datty.data(), C);
       CUDA_CHECK(cudaMemsetAsync(dqkv.data(), 0, bytes(nc * 3), stream));
@@ -320,8 +323,7 @@ struct CudaGptStep::State {
       else
         cuda::attention_backward(B, T, C, H, q, y, datty.data(), lse.data() + L * n * H, dqkv.data(),
                                  attention_scratch.data(), stream);
-      cuda::column_sums(BT, 3 * C, dqkv.data(), grad(block_tensor(l, kAttnB)), sums_scratch.data(), stream);
-      const Operand dq = operand(dqkv.data(), nc * 3, y16);
+      const Operand dq = summed_operand(BT, 3 * C, dqkv.data(), grad(block_tensor(l, kAttnB)));
       product(true, false, C, 3 * C, BT, kept(a1, copy_of(ln1_16, L, nc)), C, dq, 3 * C, grad(block_tensor(l, kAttnW)),
               3 * C);
       product(false, true, BT, C, 3 * C, dq, 3 * C, weight(block_tensor(l, kAttnW)), 3 * C, dln.data(), C);

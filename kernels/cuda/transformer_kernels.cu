@@ -89,7 +89,8 @@ void layernorm_backward(int rows, int C, const float* x, const float* weight, co
   CUDA_CHECK(cudaGetLastError());
 }
 
-void column_sums(int rows, int cols, const float* x, float* out, float* scratch, cudaStream_t stream) {
+void column_sums(int rows, int cols, const float* x, float* out, float* scratch, cudaStream_t stream,
+                 __nv_bfloat16* copy) {
   require(rows >= 0 && cols >= 0, "column_sums: rows=" + std::to_string(rows) + ", cols=" + std::to_string(cols));
   if (cols == 0) return;
   if (rows == 0) {
@@ -98,7 +99,8 @@ void column_sums(int rows, int cols, const float* x, float* out, float* scratch,
   }
   const unsigned chunks = ceil_div(rows, kColumnSumChunkRows);
   require(chunks <= 65535, "column_sums: more than 65535 chunks of rows");
-  column_partials_kernel<<<dim3(ceil_div(cols, kThreads), chunks), kThreads, 0, stream>>>(rows, cols, x, scratch);
+  column_partials_kernel<<<dim3(ceil_div(cols, kThreads), chunks), kThreads, 0, stream>>>(rows, cols, x, scratch,
+                                                                                         copy);
   CUDA_CHECK(cudaGetLastError());
   column_chunk_sums_kernel<<<ceil_div(cols, kThreads), kThreads, 0, stream>>>(static_cast<int>(chunks), cols, scratch,
                                                                              out);

@@ -52,14 +52,16 @@ void layernorm_backward(int rows, int C, const float* x, const float* weight, co
                         const float* dout, float* dx, float* dweight, float* dbias, float* scratch,
                         cudaStream_t stream);
 
-// out[cols] = the column sums of x[rows, cols] (a bias gradient), overwritten. Deterministic
+// out[cols] = the column sums of x[rows, cols] (a bias gradient), overwritten; where copy is given,
+// copy[rows, cols] = x rounded to bf16 (as cast does), in the same pass over x. Deterministic
 // and parallel over rows as well as columns: each thread sums one column over a chunk of
 // kColumnSumChunkRows rows into scratch, then a second kernel adds the chunks in order.
 constexpr int kColumnSumChunkRows = 128;
 constexpr std::size_t column_sums_scratch_floats(int rows, int cols) {
   return static_cast<std::size_t>(cols) * static_cast<std::size_t>((rows + kColumnSumChunkRows - 1) / kColumnSumChunkRows);
 }
-void column_sums(int rows, int cols, const float* x, float* out, float* scratch, cudaStream_t stream);
+void column_sums(int rows, int cols, const float* x, float* out, float* scratch, cudaStream_t stream,
+                 __nv_bfloat16* copy = nullptr);
 
 // out = a + b over n elements (out may be a or b).
 template <typename T>

@@ -31,6 +31,7 @@
 
 #include "kernels/cpu/reference_kernels.h"
 #include "kernels/cpu/transformer_ops.h"
+#include "kernels/cuda/elementwise_kernels.h"
 #include "kernels/cuda/transformer_kernels.h"
 #include "test/cuda/cuda_test_support.h"
 
@@ -62,8 +63,9 @@ std::vector<double> doubled(const std::vector<float>& x) {
   for (std::size_t i = 0; i < x.size(); ++i) out[i] = 2.0 * x[i];
   return out;
 }
-bool bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+template <typename T>
+bool bit_identical(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 std::vector<std::int32_t> random_tokens(std::size_t n, int V, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -518,5 +520,12 @@ TEST_CASE("cuda transformer: column_sums matches double sums, overwrites, and re
     CHECK(scaled_error(first, want) < 1e-5);
     cuda::column_sums(s.rows, s.cols, d_x.data(), out.data(), scratch.data(), nullptr);
     CHECK(bit_identical(to_host(out.data(), s.cols), first));
+    // With the bf16 copy: the same sums, and the copy cast writes.
+    const std::size_t n = std::size_t(s.rows) * s.cols;
+    DeviceBuffer<__nv_bfloat16> copy(n), cast(n);
+    cuda::column_sums(s.rows, s.cols, d_x.data(), out.data(), scratch.data(), nullptr, copy.data());
+    cuda::cast(n, d_x.data(), cast.data(), nullptr);
+    CHECK(bit_identical(to_host(out.data(), s.cols), first));
+    CHECK(bit_identical(to_host(copy.data(), n), to_host(cast.data(), n)));
   }
 }

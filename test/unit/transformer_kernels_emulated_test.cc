@@ -12,6 +12,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -181,19 +182,32 @@ TEST_CASE("transformer kernels (emulated): attention_decode, one query over a ca
   CHECK(scaled_error(out, want) < 1e-5);
 }
 
-TEST_CASE("transformer kernels (emulated): column sums over chunks of rows, a partial last chunk") {
+TEST_CASE("transformer kernels (emulated): column sums over chunks of rows, a partial last chunk, with and without "
+          "the bf16 copy") {
   const int rows = 300, cols = 70;
-  const auto x = uniform<float>(std::size_t(rows) * cols, 4);
+  const std::size_t n = std::size_t(rows) * cols;
+  const auto x = uniform<float>(n, 4);
   const unsigned chunks = blocks(rows, kColumnSumChunkRows);
-  std::vector<float> partial(std::size_t(chunks) * cols), out(cols, 1e30f);
-  cuda_emu::launch({blocks(cols, kThreads), chunks, 1}, kThreads, 0, column_partials_kernel, rows, cols, x.data(),
-                   partial.data());
-  cuda_emu::launch({blocks(cols, kThreads), 1, 1}, kThreads, 0, column_chunk_sums_kernel, static_cast<int>(chunks), cols,
-                   static_cast<const float*>(partial.data()), out.data());
   std::vector<double> want(cols, 0.0);
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < cols; ++c) want[c] += x[std::size_t(r) * cols + c];
-  CHECK(scaled_error(out, want) < 1e-5);
+  for (const bool with_copy : {false, true}) {
+    CAPTURE(with_copy);
+    std::vector<float> partial(std::size_t(chunks) * cols), out(cols, 1e30f);
+    std::vector<__nv_bfloat16> copy(n, __float2bfloat16(-7.0f));
+    cuda_emu::launch({blocks(cols, kThreads), chunks, 1}, kThreads, 0, column_partials_kernel, rows, cols, x.data(),
+                     partial.data(), with_copy ? copy.data() : nullptr);
+    cuda_emu::launch({blocks(cols, kThreads), 1, 1}, kThreads, 0, column_chunk_sums_kernel, static_cast<int>(chunks),
+                     cols, static_cast<const float*>(partial.data()), out.data());
+    CHECK(scaled_error(out, want) < 1e-5);
+    // The copy: every value rounded to nearest even, as cast writes it; untouched without one.
+    std::size_t same = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const __nv_bfloat16 expected = with_copy ? __float2bfloat16_rn(x[i]) : __float2bfloat16(-7.0f);
+      same += std::memcmp(&copy[i], &expected, sizeof expected) == 0;
+    }
+    CHECK(same == n);
+  }
 }
 
 TEST_CASE("transformer kernels (emulated): LayerNorm forward and backward") {
