@@ -316,13 +316,14 @@ struct CudaGptStep::State {
       const Operand dattn = through_dropout(1 + 2 * L, dres2.data(), dbranch.data(), grad(block_tensor(l, kAttnProjB)));
       product(true, false, C, C, BT, kept(y, copy_of(atty16, L, nc)), C, dattn, C, grad(block_tensor(l, kAttnProjW)), C);
       product(false, true, BT, C, C, dattn, C, weight(block_tensor(l, kAttnProjW)), C, datty.data(), C);
-      CUDA_CHECK(cudaMemsetAsync(dqkv.data(), 0, bytes(nc * 3), stream));
-      if (flash)
+      if (flash) {  // writes all of dqkv
         cuda::flash_attention_backward(B, T, C, H, q, y, datty.data(), lse.data() + L * n * H, dqkv.data(),
                                        attention_scratch.data(), stream);
-      else
+      } else {  // adds to it
+        CUDA_CHECK(cudaMemsetAsync(dqkv.data(), 0, bytes(nc * 3), stream));
         cuda::attention_backward(B, T, C, H, q, y, datty.data(), lse.data() + L * n * H, dqkv.data(),
                                  attention_scratch.data(), stream);
+      }
       const Operand dq = summed_operand(BT, 3 * C, dqkv.data(), grad(block_tensor(l, kAttnB)));
       product(true, false, C, 3 * C, BT, kept(a1, copy_of(ln1_16, L, nc)), C, dq, 3 * C, grad(block_tensor(l, kAttnW)),
               3 * C);

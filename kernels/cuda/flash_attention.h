@@ -1,13 +1,14 @@
 // Causal multi-head self-attention on tensor cores: FlashAttention-2's method with mma.sync bf16
-// products and fp32 accumulation, scores and accumulators kept in registers, for the bf16 path. The same interface and layout as
-// transformer_kernels.h's attention_forward and attention_backward (qkv [B*T, 3C] in fp32, out
-// [B*T, C], logsumexp [B*H*T], dqkv += the gradient), which stay the fp32 path and the
-// reference these are checked against: Q, K, V, dO and the probabilities are rounded to bf16 as
-// operands of the products (about 2^-8 relative), while the softmax, its running maximum and
-// sum, and every accumulator are fp32. The forward pass keeps no T x T matrix: the backward pass
-// recomputes the probabilities from the logsumexp, tile by tile, by key tile for dK and dV,
-// leaving dS (bf16, T x T / 2 a head) in its scratch for dQ = dS K by query tile (each output
-// element written by one thread, no atomics). Device code: flash_attention_kernels.cuh.
+// products and fp32 accumulation, scores and accumulators kept in registers, for the bf16 path.
+// The same layout as transformer_kernels.h's attention_forward and attention_backward (qkv [B*T,
+// 3C] in fp32, out [B*T, C], logsumexp [B*H*T]), which stay the fp32 path and the reference
+// these are checked against, except that the backward pass writes dqkv instead of adding to it.
+// Q, K, V, dO and the probabilities are rounded to bf16 as operands of the products (about 2^-8
+// relative), while the softmax, its running maximum and sum, and every accumulator are fp32. The
+// forward pass keeps no T x T matrix: the backward pass recomputes the probabilities from the
+// logsumexp, tile by tile, by key tile for dK and dV, leaving dS (bf16, T x T / 2 a head) in its
+// scratch for dQ = dS K by query tile (each output element written by one thread, no atomics).
+// Device code: flash_attention_kernels.cuh.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -30,8 +31,9 @@ void flash_attention_forward(int B, int T, int C, int H, const float* qkv, float
 // 64 (n = T / 64 rounded up): 1.06 MiB a (sequence, head) at T = 1024.
 std::size_t flash_attention_backward_scratch_floats(int B, int T, int H);
 
-// As attention_backward; scratch: flash_attention_backward_scratch_floats(B, T, H), 256-byte
-// aligned (a cudaMalloc'd buffer).
+// As attention_backward, but dqkv = the gradient: every element is written, none is read (no
+// clearing first). scratch: flash_attention_backward_scratch_floats(B, T, H), 256-byte aligned (a
+// cudaMalloc'd buffer).
 void flash_attention_backward(int B, int T, int C, int H, const float* qkv, const float* out, const float* dout,
                               const float* logsumexp, float* dqkv, float* scratch, cudaStream_t stream);
 

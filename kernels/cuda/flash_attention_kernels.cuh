@@ -14,7 +14,8 @@
 // dS) rounded to bf16 only as operands of the next product. Each output element is written by one
 // thread (no atomics): the backward pass is two kernels, dK/dV by key tile over the query tiles,
 // recomputing P from the forward pass's logsumexp and writing each tile's dS (bf16, the operand
-// dQ's product reads) to global scratch, then dQ = dS K by query tile over those dS tiles.
+// dQ's product reads) to global scratch, then dQ = dS K by query tile over those dS tiles. So
+// dqkv is written, not added to: nothing need clear it first.
 #pragma once
 
 #include <cstddef>
@@ -208,11 +209,11 @@ __device__ inline void zero(float (&acc)[N][4]) {
   for (int j = 0; j < N; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 }
 
-// dst[row, column..] += factor * a warp's 16 x HS accumulator (rows row0.., those at or past T
-// left out), two adjacent columns at a time; the rows of dst are `stride` floats apart.
+// dst[row, 0..HS) = factor * a warp's 16 x HS accumulator (rows row0.., those at or past T left
+// out), two adjacent columns at a time; the rows of dst are `stride` floats apart.
 template <int HS>
-__device__ inline void add_rows(float* dst, std::int64_t stride, int row0, int T, float factor,
-                                const float (&acc)[HS / 8][4]) {
+__device__ inline void store_rows(float* dst, std::int64_t stride, int row0, int T, float factor,
+                                  const float (&acc)[HS / 8][4]) {
   const int g = lane_id() / 4, t = lane_id() % 4;
   FLASH_UNROLL
   for (int half = 0; half < 2; ++half) {
@@ -220,10 +221,8 @@ __device__ inline void add_rows(float* dst, std::int64_t stride, int row0, int T
     if (row >= T) continue;
     float* out = dst + static_cast<std::int64_t>(row) * stride + 2 * t;
     FLASH_UNROLL
-    for (int j = 0; j < HS / 8; ++j) {
-      float2& o = *reinterpret_cast<float2*>(out + 8 * j);
-      o.x += factor * acc[j][2 * half], o.y += factor * acc[j][2 * half + 1];
-    }
+    for (int j = 0; j < HS / 8; ++j)
+      *reinterpret_cast<float2*>(out + 8 * j) = {factor * acc[j][2 * half], factor * acc[j][2 * half + 1]};
   }
 }
 
@@ -309,15 +308,7 @@ __global__ void __launch_bounds__(kFlashQueryThreads, 2)
     FLASH_UNROLL
     for (int j = 0; j < HS / 8; ++j) o[j][2 * half] *= inverse, o[j][2 * half + 1] *= inverse;
   }
-  // out is written, not added to: add_rows onto zeros would read it first.
-  FLASH_UNROLL
-  for (int half = 0; half < 2; ++half) {
-    const int tq = wq0 + g + 8 * half;
-    if (tq >= T) continue;
-    float* row = out + (static_cast<std::int64_t>(b) * T + tq) * C + h * HS + 2 * t;
-    FLASH_UNROLL
-    for (int j = 0; j < HS / 8; ++j) *reinterpret_cast<float2*>(row + 8 * j) = {o[j][2 * half], o[j][2 * half + 1]};
-  }
+  store_rows<HS>(out + static_cast<std::int64_t>(b) * T * C + h * HS, C, wq0, T, 1.0f, o);
 }
 
 // D[(b*H + h)*T + t] = sum over head h's columns of dout * out, one warp per (b, h, t): its
@@ -408,8 +399,8 @@ __global__ void __launch_bounds__(kFlashKeyThreads, 2)
     warp_fragments_by_tile<kFlashTile, HS>(ds16, q, ldh, dk);      // dK += dS^T Q (scaled below)
   }
   float* block_rows = dqkv + static_cast<std::int64_t>(b) * T * stride + h * HS;
-  add_rows<HS>(block_rows + C, stride, wk0, T, scale, dk);
-  add_rows<HS>(block_rows + 2 * static_cast<std::int64_t>(C), stride, wk0, T, 1.0f, dv);
+  store_rows<HS>(block_rows + C, stride, wk0, T, scale, dk);
+  store_rows<HS>(block_rows + 2 * static_cast<std::int64_t>(C), stride, wk0, T, 1.0f, dv);
 }
 
 // grid (B * H, 128-query tiles): dQ of the block's queries, dS K over the key tiles up to its
@@ -477,7 +468,7 @@ __global__ void __launch_bounds__(kFlashQueryThreads, 2)
       }
     }
   }
-  add_rows<HS>(dqkv + static_cast<std::int64_t>(b) * T * stride + h * HS, stride, wq0, T, scale, dq);
+  store_rows<HS>(dqkv + static_cast<std::int64_t>(b) * T * stride + h * HS, stride, wq0, T, scale, dq);
 }
 
 }  // namespace slurm_train::cuda::flash_detail
