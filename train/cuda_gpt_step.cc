@@ -73,7 +73,7 @@ struct CudaGptStep::State {
   DeviceBuffer<float> residual, ln1, ln1_mean, ln1_rstd, qkv, atty, lse, residual2, ln2, ln2_mean, ln2_rstd, fc, fch,
       lnf, lnf_mean, lnf_rstd, logits, dlogits;
   // Scratch of one pass.
-  DeviceBuffer<float> projected, dropped, dres, dres2, dbranch, dln, datty, dwide, dqkv, attention_scratch, ln_scratch,
+  DeviceBuffer<float> projected, dropped, dres, dbranch, dln, datty, dwide, dqkv, attention_scratch, ln_scratch,
       sums_scratch, unused_dbias;
   // bf16: the activations' copies the forward products read, kept for the backward products
   // (cast once a step, not twice), as ln1, atty, ln2, fch and lnf; y16: a gradient's copy.
@@ -308,12 +308,12 @@ struct CudaGptStep::State {
       product(true, false, C, 4 * C, BT, kept(a2, copy_of(ln2_16, L, nc)), C, dw, 4 * C, grad(block_tensor(l, kFcW)),
               4 * C);
       product(false, true, BT, C, 4 * C, dw, 4 * C, weight(block_tensor(l, kFcW)), 4 * C, dln.data(), C);
-      CUDA_CHECK(cudaMemcpyAsync(dres2.data(), dres.data(), bytes(nc), cudaMemcpyDeviceToDevice, stream));
+      // dres += ln_2's part: the gradient of r2, through both its uses.
       cuda::layernorm_backward(BT, C, r2, param(block_tensor(l, kLn2W)), ln2_mean.data() + L * n,
-                               ln2_rstd.data() + L * n, dln.data(), dres2.data(), grad(block_tensor(l, kLn2W)),
+                               ln2_rstd.data() + L * n, dln.data(), dres.data(), grad(block_tensor(l, kLn2W)),
                                grad(block_tensor(l, kLn2B)), ln_scratch.data(), stream);
       // Attention: r2 = r + c_proj(attention(c_attn(ln_1(r)))).
-      const Operand dattn = through_dropout(1 + 2 * L, dres2.data(), dbranch.data(), grad(block_tensor(l, kAttnProjB)));
+      const Operand dattn = through_dropout(1 + 2 * L, dres.data(), dbranch.data(), grad(block_tensor(l, kAttnProjB)));
       product(true, false, C, C, BT, kept(y, copy_of(atty16, L, nc)), C, dattn, C, grad(block_tensor(l, kAttnProjW)), C);
       product(false, true, BT, C, C, dattn, C, weight(block_tensor(l, kAttnProjW)), C, datty.data(), C);
       if (flash) {  // writes all of dqkv
@@ -328,7 +328,6 @@ struct CudaGptStep::State {
       product(true, false, C, 3 * C, BT, kept(a1, copy_of(ln1_16, L, nc)), C, dq, 3 * C, grad(block_tensor(l, kAttnW)),
               3 * C);
       product(false, true, BT, C, 3 * C, dq, 3 * C, weight(block_tensor(l, kAttnW)), 3 * C, dln.data(), C);
-      CUDA_CHECK(cudaMemcpyAsync(dres.data(), dres2.data(), bytes(nc), cudaMemcpyDeviceToDevice, stream));
       cuda::layernorm_backward(BT, C, r, param(block_tensor(l, kLn1W)), ln1_mean.data() + L * n,
                                ln1_rstd.data() + L * n, dln.data(), dres.data(), grad(block_tensor(l, kLn1W)),
                                grad(block_tensor(l, kLn1B)), ln_scratch.data(), stream);
@@ -488,7 +487,7 @@ CudaGptStep::CudaGptStep(const GptConfig& config, const OptimizerConfig& optimiz
   if (!s.half_gelu) s.fch.resize(L * nc * 4);
   s.logits.resize(bt * V);
   if (!s.half_dlogits) s.dlogits.resize(bt * V);
-  for (auto* b : {&s.projected, &s.dres, &s.dres2, &s.dbranch, &s.dln, &s.datty}) b->resize(nc);
+  for (auto* b : {&s.projected, &s.dres, &s.dbranch, &s.dln, &s.datty}) b->resize(nc);
   if (options.dropout > 0.0f) s.dropped.resize(nc), s.unused_dbias.resize(C);
   s.dwide.resize(nc * 4), s.dqkv.resize(nc * 3);
   s.attention_scratch.resize(s.flash ? cuda::flash_attention_backward_scratch_floats(static_cast<int>(rows),
