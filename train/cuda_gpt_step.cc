@@ -160,10 +160,12 @@ struct CudaGptStep::State {
   }
 
   // x [rows, cols] (a gradient) as a product's operand, its column sums (a bias's gradient) into
-  // sums: one pass over x, which also writes the operand's bf16 copy into y16.
-  Operand summed_operand(int rows, int cols, const float* x, float* sums) {
+  // sums: one pass over x, which also writes the operand's bf16 copy into y16. With gelu_input,
+  // x is first taken through GELU's backward pass (in place), in the same pass.
+  Operand summed_operand(int rows, int cols, float* x, float* sums, const float* gelu_input = nullptr) {
     bf16* copy = half ? y16.data() : nullptr;
-    cuda::column_sums(rows, cols, x, sums, sums_scratch.data(), stream, copy);
+    if (gelu_input) cuda::gelu_backward_sums(rows, cols, gelu_input, x, x, sums, sums_scratch.data(), stream, copy);
+    else cuda::column_sums(rows, cols, x, sums, sums_scratch.data(), stream, copy);
     return {x, copy};
   }
 
@@ -301,10 +303,9 @@ struct CudaGptStep::State {
       product(true, false, 4 * C, C, BT, kept(fh, copy_of(fch16, L, nc * 4)), 4 * C, dmlp, C,
               grad(block_tensor(l, kMlpProjW)), C);
       product(false, true, BT, 4 * C, C, dmlp, C, weight(block_tensor(l, kMlpProjW)), C, dwide.data(), 4 * C);
-      // GELU's gradient over every element, then the bias gradient chunk-parallel (one
-      // activation_backward walks each column serially: a few dozen blocks at this width).
-      cuda::gelu_backward<float>(nc * 4, f, dwide.data(), dwide.data(), stream);
-      const Operand dw = summed_operand(BT, 4 * C, dwide.data(), grad(block_tensor(l, kFcB)));
+      // GELU's gradient and the bias gradient, chunk-parallel (one activation_backward walks each
+      // column serially: a few dozen blocks at this width).
+      const Operand dw = summed_operand(BT, 4 * C, dwide.data(), grad(block_tensor(l, kFcB)), f);
       product(true, false, C, 4 * C, BT, kept(a2, copy_of(ln2_16, L, nc)), C, dw, 4 * C, grad(block_tensor(l, kFcW)),
               4 * C);
       product(false, true, BT, C, 4 * C, dw, 4 * C, weight(block_tensor(l, kFcW)), 4 * C, dln.data(), C);

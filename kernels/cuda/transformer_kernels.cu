@@ -89,22 +89,41 @@ void layernorm_backward(int rows, int C, const float* x, const float* weight, co
   CUDA_CHECK(cudaGetLastError());
 }
 
-void column_sums(int rows, int cols, const float* x, float* out, float* scratch, cudaStream_t stream,
-                 __nv_bfloat16* copy) {
-  require(rows >= 0 && cols >= 0, "column_sums: rows=" + std::to_string(rows) + ", cols=" + std::to_string(cols));
+namespace {
+
+// column_sums, or with gelu_input gelu_backward_sums.
+void sums_of_columns(const char* name, int rows, int cols, const float* x, const float* gelu_input, float* dx,
+                     float* out, float* scratch, cudaStream_t stream, __nv_bfloat16* copy) {
+  require(rows >= 0 && cols >= 0,
+          std::string(name) + ": rows=" + std::to_string(rows) + ", cols=" + std::to_string(cols));
   if (cols == 0) return;
   if (rows == 0) {
     CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<std::size_t>(cols) * sizeof(float), stream));
     return;
   }
   const unsigned chunks = ceil_div(rows, kColumnSumChunkRows);
-  require(chunks <= 65535, "column_sums: more than 65535 chunks of rows");
-  column_partials_kernel<<<dim3(ceil_div(cols, kThreads), chunks), kThreads, 0, stream>>>(rows, cols, x, scratch,
-                                                                                         copy);
+  require(chunks <= 65535, std::string(name) + ": more than 65535 chunks of rows");
+  const dim3 grid(ceil_div(cols, kThreads), chunks);
+  if (gelu_input)
+    column_partials_kernel<true><<<grid, kThreads, 0, stream>>>(rows, cols, x, gelu_input, dx, scratch, copy);
+  else
+    column_partials_kernel<false><<<grid, kThreads, 0, stream>>>(rows, cols, x, nullptr, nullptr, scratch, copy);
   CUDA_CHECK(cudaGetLastError());
   column_chunk_sums_kernel<<<ceil_div(cols, kThreads), kThreads, 0, stream>>>(static_cast<int>(chunks), cols, scratch,
                                                                              out);
   CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void column_sums(int rows, int cols, const float* x, float* out, float* scratch, cudaStream_t stream,
+                 __nv_bfloat16* copy) {
+  sums_of_columns("column_sums", rows, cols, x, nullptr, nullptr, out, scratch, stream, copy);
+}
+
+void gelu_backward_sums(int rows, int cols, const float* x, const float* dout, float* dx, float* out, float* scratch,
+                        cudaStream_t stream, __nv_bfloat16* copy) {
+  sums_of_columns("gelu_backward_sums", rows, cols, dout, x, dx, out, scratch, stream, copy);
 }
 
 template <typename T>

@@ -62,6 +62,11 @@ constexpr std::size_t column_sums_scratch_floats(int rows, int cols) {
 }
 void column_sums(int rows, int cols, const float* x, float* out, float* scratch, cudaStream_t stream,
                  __nv_bfloat16* copy = nullptr);
+// gelu_backward over x, dout, dx [rows, cols] (dx may be dout), then column_sums of dx (the
+// bias's gradient into out, and dx's bf16 copy where copy is given), in one pass over the
+// data: the same bits as the two calls.
+void gelu_backward_sums(int rows, int cols, const float* x, const float* dout, float* dx, float* out, float* scratch,
+                        cudaStream_t stream, __nv_bfloat16* copy = nullptr);
 
 // out = a + b over n elements (out may be a or b).
 template <typename T>

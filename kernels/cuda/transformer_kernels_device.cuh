@@ -198,15 +198,23 @@ __global__ void layernorm_param_sums_kernel(int chunks, int C, const float* part
 
 // Thread (column, chunk): the column's sum over the chunk's rows, in row order (adjacent threads
 // read adjacent columns: coalesced). Where copy is given, each value is also written there in
-// bf16, so that a gradient that is both a bias's and a product's operand is read once.
-__global__ void column_partials_kernel(int rows, int cols, const float* x, float* partial, __nv_bfloat16* copy) {
+// bf16, so that a gradient that is both a bias's and a product's operand is read once. With
+// kGelu, the values summed are first x * gelu'(gelu_input), written to dx (which may be x): GELU's
+// backward pass, as gelu_backward_kernel computes it, in the same pass.
+template <bool kGelu>
+__global__ void column_partials_kernel(int rows, int cols, const float* x, const float* gelu_input, float* dx,
+                                       float* partial, __nv_bfloat16* copy) {
   const int col = blockIdx.x * blockDim.x + threadIdx.x, chunk = blockIdx.y;
   if (col >= cols) return;
   const int end = min(rows, (chunk + 1) * kColumnSumChunkRows);
   float sum = 0.0f;
   for (int r = chunk * kColumnSumChunkRows; r < end; ++r) {
     const std::int64_t at = static_cast<std::int64_t>(r) * cols + col;
-    const float v = x[at];
+    float v = x[at];
+    if constexpr (kGelu) {
+      v *= kernels::gelu_derivative(gelu_input[at]);
+      dx[at] = v;
+    }
     sum += v;
     if (copy) copy[at] = from_float<__nv_bfloat16>(v);
   }

@@ -529,3 +529,29 @@ TEST_CASE("cuda transformer: column_sums matches double sums, overwrites, and re
     CHECK(bit_identical(to_host(copy.data(), n), to_host(cast.data(), n)));
   }
 }
+
+TEST_CASE("cuda transformer: gelu_backward_sums gives the bits of gelu_backward then column_sums" *
+          doctest::skip(no_gpu())) {
+  struct Shape {
+    int rows, cols;
+  };
+  // A partial chunk of rows; GPT-2's MLP at 8 x 1024 tokens.
+  for (const Shape s : {Shape{300, 70}, Shape{8192, 3072}}) {
+    const std::uint64_t seed = fresh_seed();
+    CAPTURE(seed);
+    CAPTURE(s.rows);
+    const std::size_t n = std::size_t(s.rows) * s.cols;
+    auto d_x = to_device(uniform<float>(n, seed, -4, 4)), d_dout = to_device(uniform<float>(n, seed + 1));
+    DeviceBuffer<float> dx_two(n), sums_two(s.cols), sums_one(s.cols);
+    DeviceBuffer<float> scratch(cuda::column_sums_scratch_floats(s.rows, s.cols));
+    DeviceBuffer<__nv_bfloat16> copy_two(n), copy_one(n);
+    cuda::gelu_backward<float>(n, d_x.data(), d_dout.data(), dx_two.data(), nullptr);
+    cuda::column_sums(s.rows, s.cols, dx_two.data(), sums_two.data(), scratch.data(), nullptr, copy_two.data());
+    // In place, as the GPT step runs it: dx is dout.
+    cuda::gelu_backward_sums(s.rows, s.cols, d_x.data(), d_dout.data(), d_dout.data(), sums_one.data(), scratch.data(),
+                             nullptr, copy_one.data());
+    CHECK(bit_identical(to_host(d_dout.data(), n), to_host(dx_two.data(), n)));
+    CHECK(bit_identical(to_host(sums_one.data(), s.cols), to_host(sums_two.data(), s.cols)));
+    CHECK(bit_identical(to_host(copy_one.data(), n), to_host(copy_two.data(), n)));
+  }
+}

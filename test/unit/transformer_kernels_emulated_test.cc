@@ -195,8 +195,9 @@ TEST_CASE("transformer kernels (emulated): column sums over chunks of rows, a pa
     CAPTURE(with_copy);
     std::vector<float> partial(std::size_t(chunks) * cols), out(cols, 1e30f);
     std::vector<__nv_bfloat16> copy(n, __float2bfloat16(-7.0f));
-    cuda_emu::launch({blocks(cols, kThreads), chunks, 1}, kThreads, 0, column_partials_kernel, rows, cols, x.data(),
-                     partial.data(), with_copy ? copy.data() : nullptr);
+    cuda_emu::launch({blocks(cols, kThreads), chunks, 1}, kThreads, 0, column_partials_kernel<false>, rows, cols,
+                     x.data(), static_cast<const float*>(nullptr), static_cast<float*>(nullptr), partial.data(),
+                     with_copy ? copy.data() : nullptr);
     cuda_emu::launch({blocks(cols, kThreads), 1, 1}, kThreads, 0, column_chunk_sums_kernel, static_cast<int>(chunks),
                      cols, static_cast<const float*>(partial.data()), out.data());
     CHECK(scaled_error(out, want) < 1e-5);
@@ -207,6 +208,39 @@ TEST_CASE("transformer kernels (emulated): column sums over chunks of rows, a pa
       same += std::memcmp(&copy[i], &expected, sizeof expected) == 0;
     }
     CHECK(same == n);
+  }
+}
+
+TEST_CASE("transformer kernels (emulated): GELU's backward pass with the column sums: the bits of the two passes") {
+  const int rows = 300, cols = 70;
+  const std::size_t n = std::size_t(rows) * cols;
+  const auto x = uniform<float>(n, 8, -4, 4), dout = uniform<float>(n, 9);
+  const unsigned chunks = blocks(rows, kColumnSumChunkRows);
+  const cuda_emu::Index grid{blocks(cols, kThreads), chunks, 1}, one_row{blocks(cols, kThreads), 1, 1};
+  // Two passes: gelu_backward_kernel, then the column sums with the copy.
+  std::vector<float> dx_two(n), partial(std::size_t(chunks) * cols), sums_two(cols);
+  std::vector<__nv_bfloat16> copy_two(n);
+  cuda_emu::launch({4, 1, 1}, 64, 0, gelu_backward_kernel<float>, n, x.data(), dout.data(), dx_two.data());
+  cuda_emu::launch(grid, kThreads, 0, column_partials_kernel<false>, rows, cols,
+                   static_cast<const float*>(dx_two.data()), static_cast<const float*>(nullptr),
+                   static_cast<float*>(nullptr), partial.data(), copy_two.data());
+  cuda_emu::launch(one_row, kThreads, 0, column_chunk_sums_kernel, static_cast<int>(chunks), cols,
+                   static_cast<const float*>(partial.data()), sums_two.data());
+  // One, in place (dx is dout), as the GPT step runs it.
+  std::vector<float> dx_one = dout, sums_one(cols);
+  std::vector<__nv_bfloat16> copy_one(n);
+  cuda_emu::launch(grid, kThreads, 0, column_partials_kernel<true>, rows, cols,
+                   static_cast<const float*>(dx_one.data()), x.data(), dx_one.data(), partial.data(), copy_one.data());
+  cuda_emu::launch(one_row, kThreads, 0, column_chunk_sums_kernel, static_cast<int>(chunks), cols,
+                   static_cast<const float*>(partial.data()), sums_one.data());
+  CHECK(std::memcmp(dx_one.data(), dx_two.data(), n * sizeof(float)) == 0);
+  CHECK(std::memcmp(sums_one.data(), sums_two.data(), cols * sizeof(float)) == 0);
+  CHECK(std::memcmp(copy_one.data(), copy_two.data(), n * sizeof(__nv_bfloat16)) == 0);
+  // And the gradient is GELU's: against the reference's derivative in double, at a few points.
+  for (const std::size_t i : {std::size_t{0}, n / 3, n - 1}) {
+    const double xi = x[i], cdf = 0.5 * (1 + std::erf(xi / std::sqrt(2.0)));
+    const double pdf = std::exp(-0.5 * xi * xi) / std::sqrt(2 * std::acos(-1.0));
+    CHECK(dx_one[i] == doctest::Approx(dout[i] * (cdf + xi * pdf)).epsilon(1e-5));
   }
 }
 
