@@ -226,18 +226,18 @@ struct CudaGptStep::State {
       float* f = fc.data() + L * nc * 4;
       float* fh = half_gelu ? nullptr : fch.data() + L * nc * 4;
       cuda::layernorm_forward(BT, C, r, param(block_tensor(l, kLn1W)), param(block_tensor(l, kLn1B)), a1,
-                              ln1_mean.data() + L * n, ln1_rstd.data() + L * n, stream);
-      product(false, false, BT, 3 * C, C, operand(a1, nc, copy_of(ln1_16, L, nc)), C, weight(block_tensor(l, kAttnW)),
-              3 * C, q, 3 * C, 0.0f, param(block_tensor(l, kAttnB)));
+                              ln1_mean.data() + L * n, ln1_rstd.data() + L * n, stream, copy_of(ln1_16, L, nc));
+      product(false, false, BT, 3 * C, C, kept(a1, copy_of(ln1_16, L, nc)), C, weight(block_tensor(l, kAttnW)), 3 * C,
+              q, 3 * C, 0.0f, param(block_tensor(l, kAttnB)));
       if (flash) cuda::flash_attention_forward(B, T, C, H, q, y, lse.data() + L * n * H, stream);
       else cuda::attention_forward(B, T, C, H, q, y, lse.data() + L * n * H, stream);
       product(false, false, BT, C, C, operand(y, nc, copy_of(atty16, L, nc)), C, weight(block_tensor(l, kAttnProjW)), C,
               projected.data(), C, 0.0f, param(block_tensor(l, kAttnProjB)));
       add_branch(1 + 2 * L, r, r2);
       cuda::layernorm_forward(BT, C, r2, param(block_tensor(l, kLn2W)), param(block_tensor(l, kLn2B)), a2,
-                              ln2_mean.data() + L * n, ln2_rstd.data() + L * n, stream);
-      product(false, false, BT, 4 * C, C, operand(a2, nc, copy_of(ln2_16, L, nc)), C, weight(block_tensor(l, kFcW)),
-              4 * C, f, 4 * C, 0.0f, param(block_tensor(l, kFcB)));
+                              ln2_mean.data() + L * n, ln2_rstd.data() + L * n, stream, copy_of(ln2_16, L, nc));
+      product(false, false, BT, 4 * C, C, kept(a2, copy_of(ln2_16, L, nc)), C, weight(block_tensor(l, kFcW)), 4 * C, f,
+              4 * C, 0.0f, param(block_tensor(l, kFcB)));
       Operand gelu_out;
       if (half_gelu) {
         gelu_out = {nullptr, copy_of(fch16, L, nc * 4)};
@@ -252,10 +252,10 @@ struct CudaGptStep::State {
     }
     const std::size_t ln_f = tensors.size() - 2;
     cuda::layernorm_forward(BT, C, residual.data() + static_cast<std::size_t>(g.layers) * nc, param(ln_f),
-                            param(ln_f + 1), lnf.data(), lnf_mean.data(), lnf_rstd.data(), stream);
+                            param(ln_f + 1), lnf.data(), lnf_mean.data(), lnf_rstd.data(), stream,
+                            copy_of(lnf16, 0, nc));
     // The head is tied to the token embedding: logits = lnf wte^T.
-    product(false, true, BT, V, C, operand(lnf.data(), nc, copy_of(lnf16, 0, nc)), C, weight(kWte), C, logits.data(),
-            V);
+    product(false, true, BT, V, C, kept(lnf.data(), copy_of(lnf16, 0, nc)), C, weight(kWte), C, logits.data(), V);
     last_logits = n * V;
     if (training && half_dlogits)
       cuda::cross_entropy_forward_backward(BT, V, logits.data(), targets.data(), loss_scale, y16.data(), row_loss.data(),

@@ -34,9 +34,10 @@ void embedding_backward(int B, int T, int C, int V, const std::int32_t* tokens, 
                         float* dwpe, cudaStream_t stream);
 
 // out = (x - mean) * rstd * weight + bias over each row of C, with the biased variance and eps
-// 1e-5 as torch.nn.LayerNorm; mean[rows] and rstd[rows] are kept for the backward pass.
+// 1e-5 as torch.nn.LayerNorm; mean[rows] and rstd[rows] are kept for the backward pass. Where
+// copy is given, copy = out in bf16 (as cast rounds it), written in the same pass.
 void layernorm_forward(int rows, int C, const float* x, const float* weight, const float* bias, float* out,
-                       float* mean, float* rstd, cudaStream_t stream);
+                       float* mean, float* rstd, cudaStream_t stream, __nv_bfloat16* copy = nullptr);
 
 // The floats of scratch layernorm_backward needs for (rows, C): a partial dweight and dbias row
 // per chunk of kLayerNormChunkRows rows.

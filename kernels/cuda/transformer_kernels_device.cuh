@@ -117,9 +117,9 @@ __global__ void embedding_dwpe_kernel(int B, int T, int C, const float* dout, fl
 
 // ---- LayerNorm -----------------------------------------------------------------------------------
 
-// One warp per row.
+// One warp per row; where copy is given, out again in bf16 (a product's operand).
 __global__ void layernorm_forward_kernel(int rows, int C, const float* x, const float* weight, const float* bias,
-                                         float* out, float* mean, float* rstd) {
+                                         float* out, float* mean, float* rstd, __nv_bfloat16* copy) {
   const int row = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (row >= rows) return;
   const float* xr = x + static_cast<std::int64_t>(row) * C;
@@ -129,8 +129,12 @@ __global__ void layernorm_forward_kernel(int rows, int C, const float* x, const 
   float squares = 0.0f;  // two passes: the variance of x - m, which loses nothing to cancellation
   for (int c = lane; c < C; c += 32) squares += (xr[c] - m) * (xr[c] - m);
   const float s = 1.0f / sqrtf(warp_sum(squares) / C + kLayerNormEps);
-  float* o = out + static_cast<std::int64_t>(row) * C;
-  for (int c = lane; c < C; c += 32) o[c] = (xr[c] - m) * s * weight[c] + bias[c];
+  const std::int64_t at = static_cast<std::int64_t>(row) * C;
+  for (int c = lane; c < C; c += 32) {
+    const float v = (xr[c] - m) * s * weight[c] + bias[c];
+    out[at + c] = v;
+    if (copy) copy[at + c] = from_float<__nv_bfloat16>(v);
+  }
   if (lane == 0) mean[row] = m, rstd[row] = s;
 }
 

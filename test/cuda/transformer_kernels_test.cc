@@ -139,6 +139,14 @@ TEST_CASE("cuda transformer: layernorm_forward matches the reference (out, mean,
     CHECK(scaled_error(to_host(d_out.data(), n), out) < kFp32Bound);
     CHECK(scaled_error(to_host(d_mean.data(), s.rows), mean) < kFp32Bound);
     CHECK(scaled_error(to_host(d_rstd.data(), s.rows), rstd) < kFp32Bound);
+    // With the bf16 copy: the same out, and the copy cast writes of it.
+    DeviceBuffer<float> d_out2(n);
+    DeviceBuffer<__nv_bfloat16> copy(n), cast(n);
+    cuda::layernorm_forward(s.rows, s.C, d_x.data(), d_weight.data(), d_bias.data(), d_out2.data(), d_mean.data(),
+                            d_rstd.data(), nullptr, copy.data());
+    cuda::cast(n, d_out.data(), cast.data(), nullptr);
+    CHECK(bit_identical(to_host(d_out2.data(), n), to_host(d_out.data(), n)));
+    CHECK(bit_identical(to_host(copy.data(), n), to_host(cast.data(), n)));
   }
 }
 

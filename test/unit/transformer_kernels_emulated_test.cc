@@ -249,8 +249,15 @@ TEST_CASE("transformer kernels (emulated): LayerNorm forward and backward") {
   const auto x = uniform<float>(std::size_t(rows) * C, 5, -3, 3), w = uniform<float>(C, 6, 0.5f, 1.5f), b = uniform<float>(C, 7),
              dout = uniform<float>(std::size_t(rows) * C, 8);
   std::vector<float> out(x.size()), mean(rows), rstd(rows), dx(x.size(), 0.0f), dw(C, 0.0f), db(C, 0.0f);
+  std::vector<__nv_bfloat16> copy(x.size());
   cuda_emu::launch({blocks(rows, kWarps), 1, 1}, kThreads, 0, layernorm_forward_kernel, rows, C, x.data(), w.data(),
-                   b.data(), out.data(), mean.data(), rstd.data());
+                   b.data(), out.data(), mean.data(), rstd.data(), copy.data());
+  std::size_t copied = 0;  // the bf16 copy: out, rounded to nearest even
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const __nv_bfloat16 expected = __float2bfloat16_rn(out[i]);
+    copied += std::memcmp(&copy[i], &expected, sizeof expected) == 0;
+  }
+  CHECK(copied == out.size());
   cuda_emu::launch({blocks(rows, kWarps), 1, 1}, kThreads, 0, layernorm_dx_kernel, rows, C, x.data(), w.data(),
                    static_cast<const float*>(mean.data()), static_cast<const float*>(rstd.data()), dout.data(), dx.data());
   const unsigned chunks = blocks(rows, kLayerNormChunkRows);
