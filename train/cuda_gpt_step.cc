@@ -229,10 +229,16 @@ struct CudaGptStep::State {
                               ln1_mean.data() + L * n, ln1_rstd.data() + L * n, stream, copy_of(ln1_16, L, nc));
       product(false, false, BT, 3 * C, C, kept(a1, copy_of(ln1_16, L, nc)), C, weight(block_tensor(l, kAttnW)), 3 * C,
               q, 3 * C, 0.0f, param(block_tensor(l, kAttnB)));
-      if (flash) cuda::flash_attention_forward(B, T, C, H, q, y, lse.data() + L * n * H, stream);
-      else cuda::attention_forward(B, T, C, H, q, y, lse.data() + L * n * H, stream);
-      product(false, false, BT, C, C, operand(y, nc, copy_of(atty16, L, nc)), C, weight(block_tensor(l, kAttnProjW)), C,
-              projected.data(), C, 0.0f, param(block_tensor(l, kAttnProjB)));
+      Operand attended;
+      if (flash) {  // writes its bf16 copy too
+        cuda::flash_attention_forward(B, T, C, H, q, y, lse.data() + L * n * H, stream, copy_of(atty16, L, nc));
+        attended = kept(y, copy_of(atty16, L, nc));
+      } else {
+        cuda::attention_forward(B, T, C, H, q, y, lse.data() + L * n * H, stream);
+        attended = operand(y, nc, copy_of(atty16, L, nc));
+      }
+      product(false, false, BT, C, C, attended, C, weight(block_tensor(l, kAttnProjW)), C, projected.data(), C, 0.0f,
+              param(block_tensor(l, kAttnProjB)));
       add_branch(1 + 2 * L, r, r2);
       cuda::layernorm_forward(BT, C, r2, param(block_tensor(l, kLn2W)), param(block_tensor(l, kLn2B)), a2,
                               ln2_mean.data() + L * n, ln2_rstd.data() + L * n, stream, copy_of(ln2_16, L, nc));

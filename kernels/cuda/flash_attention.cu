@@ -75,18 +75,21 @@ bool flash_attention_supported(int C, int H) {
 }
 
 void flash_attention_forward(int B, int T, int C, int H, const float* qkv, float* out, float* logsumexp,
-                             cudaStream_t stream) {
+                             cudaStream_t stream, __nv_bfloat16* out_copy) {
   const int hs = head_size("flash_attention_forward", B, T, C, H);
   if (B == 0 || T == 0) return;
   require_aligned("flash_attention_forward", "qkv", qkv, 16);
   require_aligned("flash_attention_forward", "out", out, 8);
+  if (reinterpret_cast<std::uintptr_t>(out_copy) % 4 != 0)
+    throw std::invalid_argument("flash_attention_forward: out_copy is not 4-byte aligned");
   const std::size_t bytes = flash_forward_shared_bytes(hs);
   const dim3 grid(B * H, (T + kFlashQueryRows - 1) / kFlashQueryRows);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   with_head_size(hs, [&](auto head_size) {
     constexpr int HS = decltype(head_size)::value;
     allow_shared(flash_forward_kernel<HS>, bytes);
-    flash_forward_kernel<HS><<<grid, kFlashQueryThreads, bytes, stream>>>(T, C, H, scale, qkv, out, logsumexp);
+    flash_forward_kernel<HS><<<grid, kFlashQueryThreads, bytes, stream>>>(T, C, H, scale, qkv, out, logsumexp,
+                                                                          out_copy);
     CUDA_CHECK(cudaGetLastError());
   });
 }

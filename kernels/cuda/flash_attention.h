@@ -11,6 +11,7 @@
 // Device code: flash_attention_kernels.cuh.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -21,11 +22,13 @@ namespace slurm_train::cuda {
 // memory the current device gives a block (H100/H200: every such head size).
 bool flash_attention_supported(int C, int H);
 
-// As attention_forward; throws std::invalid_argument for a shape flash_attention_supported refuses,
-// for qkv (backward: or dout) not 16-byte aligned (a cudaMalloc'd buffer, at a multiple of 4
-// floats), and for out (backward: dqkv) not 8-byte aligned.
+// As attention_forward, and where out_copy is given, out_copy = out in bf16 (rounded as cast
+// rounds it: a product's operand), written in the same pass. Throws std::invalid_argument for a
+// shape flash_attention_supported refuses, for qkv (backward: or dout) not 16-byte aligned (a
+// cudaMalloc'd buffer, at a multiple of 4 floats), for out (backward: dqkv) not 8-byte aligned,
+// and for out_copy not 4-byte aligned.
 void flash_attention_forward(int B, int T, int C, int H, const float* qkv, float* out, float* logsumexp,
-                             cudaStream_t stream);
+                             cudaStream_t stream, __nv_bfloat16* out_copy = nullptr);
 
 // The scratch flash_attention_backward needs: B*H*T floats and B*H*n(n+1)/2 bf16 tiles of 64 x
 // 64 (n = T / 64 rounded up): 1.06 MiB a (sequence, head) at T = 1024.

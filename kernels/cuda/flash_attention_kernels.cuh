@@ -210,29 +210,34 @@ __device__ inline void zero(float (&acc)[N][4]) {
 }
 
 // dst[row, 0..HS) = factor * a warp's 16 x HS accumulator (rows row0.., those at or past T left
-// out), two adjacent columns at a time; the rows of dst are `stride` floats apart.
+// out), two adjacent columns at a time; the rows of dst are `stride` floats apart. Where copy is
+// given (laid out as dst), the values again in bf16.
 template <int HS>
 __device__ inline void store_rows(float* dst, std::int64_t stride, int row0, int T, float factor,
-                                  const float (&acc)[HS / 8][4]) {
+                                  const float (&acc)[HS / 8][4], bf16* copy = nullptr) {
   const int g = lane_id() / 4, t = lane_id() % 4;
   FLASH_UNROLL
   for (int half = 0; half < 2; ++half) {
     const int row = row0 + g + 8 * half;
     if (row >= T) continue;
-    float* out = dst + static_cast<std::int64_t>(row) * stride + 2 * t;
+    const std::int64_t at = static_cast<std::int64_t>(row) * stride + 2 * t;
     FLASH_UNROLL
-    for (int j = 0; j < HS / 8; ++j)
-      *reinterpret_cast<float2*>(out + 8 * j) = {factor * acc[j][2 * half], factor * acc[j][2 * half + 1]};
+    for (int j = 0; j < HS / 8; ++j) {
+      const float x = factor * acc[j][2 * half], y = factor * acc[j][2 * half + 1];
+      *reinterpret_cast<float2*>(dst + at + 8 * j) = {x, y};
+      if (copy) *reinterpret_cast<std::uint32_t*>(copy + at + 8 * j) = pack_bf16x2(x, y);
+    }
   }
 }
 
 // ---- Forward ---------------------------------------------------------------------------------
 
 // grid (B * H, 128-query tiles). out[B*T, C] = attention, logsumexp[(b*H + h)*T + t] of the
-// scaled scores, as attention_forward.
+// scaled scores, as attention_forward; out_copy (where given) = out in bf16.
 template <int HS>
 __global__ void __launch_bounds__(kFlashQueryThreads, 2)
-    flash_forward_kernel(int T, int C, int H, float scale, const float* qkv, float* out, float* logsumexp) {
+    flash_forward_kernel(int T, int C, int H, float scale, const float* qkv, float* out, float* logsumexp,
+                         bf16* out_copy) {
   FLASH_DYNAMIC_SHARED(shared);
   constexpr int ldh = flash_ld_half(HS);
   bf16* q = reinterpret_cast<bf16*>(shared);  // [128][HS]
@@ -308,7 +313,8 @@ __global__ void __launch_bounds__(kFlashQueryThreads, 2)
     FLASH_UNROLL
     for (int j = 0; j < HS / 8; ++j) o[j][2 * half] *= inverse, o[j][2 * half + 1] *= inverse;
   }
-  store_rows<HS>(out + static_cast<std::int64_t>(b) * T * C + h * HS, C, wq0, T, 1.0f, o);
+  const std::int64_t first = static_cast<std::int64_t>(b) * T * C + h * HS;
+  store_rows<HS>(out + first, C, wq0, T, 1.0f, o, out_copy ? out_copy + first : nullptr);
 }
 
 // D[(b*H + h)*T + t] = sum over head h's columns of dout * out, one warp per (b, h, t): its

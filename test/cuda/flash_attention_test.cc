@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/cpu/transformer_ops.h"
+#include "kernels/cuda/elementwise_kernels.h"
 #include "kernels/cuda/flash_attention.h"
 #include "test/cuda/cuda_test_support.h"
 
@@ -81,8 +82,17 @@ TEST_CASE("cuda flash attention: forward and backward match the reference, write
     auto d_qkv = to_device(qkv), d_dout = to_device(dout);
     DeviceBuffer<float> d_out(out.size()), d_lse(heads_rows);
     DeviceBuffer<float> scratch(cuda::flash_attention_backward_scratch_floats(s.B, s.T, s.H));
-    cuda::flash_attention_forward(s.B, s.T, s.C, s.H, d_qkv.data(), d_out.data(), d_lse.data(), nullptr);
-    CHECK(scaled_error(to_host(d_out.data(), out.size()), out) < 1e-2);
+    DeviceBuffer<__nv_bfloat16> out_copy(out.size());
+    cuda::flash_attention_forward(s.B, s.T, s.C, s.H, d_qkv.data(), d_out.data(), d_lse.data(), nullptr,
+                                  out_copy.data());
+    const auto got_out = to_host(d_out.data(), out.size());
+    CHECK(scaled_error(got_out, out) < 1e-2);
+    {  // the bf16 copy: out, rounded as cast rounds it
+      DeviceBuffer<__nv_bfloat16> cast(out.size());
+      cuda::cast(out.size(), d_out.data(), cast.data(), nullptr);
+      const auto a = to_host(out_copy.data(), out.size()), c = to_host(cast.data(), out.size());
+      CHECK(std::memcmp(a.data(), c.data(), a.size() * sizeof(__nv_bfloat16)) == 0);
+    }
     CHECK(scaled_error(to_host(d_lse.data(), heads_rows), reference_logsumexp(s, qkv_d)) < 5e-3);
     const auto backward = [&] {
       auto d_dqkv = to_device(start);

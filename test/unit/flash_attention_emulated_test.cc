@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <stdexcept>
@@ -62,10 +63,11 @@ std::vector<double> reference_logsumexp(const Shape& s, const std::vector<double
 
 struct Result {
   std::vector<float> out, lse, dqkv;
+  std::vector<bf16> out_copy;
 };
 
-// The forward pass, D and the backward pass. dqkv starts as NaNs: the backward pass must write
-// every element and read none.
+// The forward pass (with out's bf16 copy), D and the backward pass. dqkv starts as NaNs: the
+// backward pass must write every element and read none.
 Result run_emulated(const Shape& s, const std::vector<float>& qkv, const std::vector<float>& dout) {
   const int hs = s.C / s.H, key_tiles = (s.T + kFlashTile - 1) / kFlashTile;
   const int query_tiles = (s.T + kFlashQueryRows - 1) / kFlashQueryRows;
@@ -73,6 +75,7 @@ Result run_emulated(const Shape& s, const std::vector<float>& qkv, const std::ve
   Result r;
   r.out.assign(static_cast<std::size_t>(s.B) * s.T * s.C, 0.0f);
   r.lse.assign(static_cast<std::size_t>(s.B) * s.H * s.T, 0.0f);
+  r.out_copy.assign(r.out.size(), __float2bfloat16(0.0f));
   r.dqkv.assign(qkv.size(), std::numeric_limits<float>::quiet_NaN());
   std::vector<float> delta(r.lse.size());
   // The dS tiles, 256-byte aligned as in a cudaMalloc'd scratch, NaN at the start: the dQ kernel
@@ -87,7 +90,7 @@ Result run_emulated(const Shape& s, const std::vector<float>& qkv, const std::ve
   with_head_size(hs, [&](auto head_size) {
     constexpr int HS = decltype(head_size)::value;
     cuda_emu::launch(query_grid, kFlashQueryThreads, flash_forward_shared_bytes(hs), flash_forward_kernel<HS>, s.T,
-                     s.C, s.H, scale, qkv.data(), r.out.data(), r.lse.data());
+                     s.C, s.H, scale, qkv.data(), r.out.data(), r.lse.data(), r.out_copy.data());
     cuda_emu::launch({(rows + kDeltaWarps - 1) / kDeltaWarps, 1, 1}, kDeltaWarps * 32, 0, flash_delta_kernel, s.B, s.T,
                      s.C, s.H, hs, r.out.data(), dout.data(), delta.data());
     cuda_emu::launch(key_grid, kFlashKeyThreads, flash_backward_shared_bytes(hs), flash_dkdv_kernel<HS>, s.T, s.C, s.H,
@@ -123,6 +126,12 @@ TEST_CASE("flash attention (emulated): forward and backward against the referenc
     slurm_train::kernels::attention_backward(s.B, s.T, s.C, s.H, qkv_d.data(), probs.data(), to_double(dout).data(),
                                              dqkv.data());
     CHECK(scaled_error(got.out, out) < 1e-2);
+    std::size_t copied = 0;  // out's bf16 copy: out rounded to nearest even
+    for (std::size_t i = 0; i < got.out.size(); ++i) {
+      const bf16 expected = __float2bfloat16_rn(got.out[i]);
+      copied += std::memcmp(&got.out_copy[i], &expected, sizeof expected) == 0;
+    }
+    CHECK(copied == got.out.size());
     // The logsumexp feeds the recomputed probabilities: bf16 scores are within 2^-8 of the exact.
     CHECK(scaled_error(got.lse, reference_logsumexp(s, qkv_d)) < 5e-3);
     // q, k and v parts together.
