@@ -2,15 +2,15 @@
 // bf16 operands, fp32 accumulation), FlashAttention-2's method. Included by flash_attention.cu,
 // and by test/unit/flash_attention_emulated_test.cc, which runs it on a CPU emulation of CUDA's
 // execution model (test/unit/cuda_emulation.h); so it uses only what that emulation provides:
-// __syncthreads, __shfl_xor_sync, the warp products of warp_mma.cuh, dynamic shared memory through
-// FLASH_DYNAMIC_SHARED, and no static __shared__.
+// __syncthreads, __shfl_xor_sync, the warp products of warp_mma.cuh, the copies of async_copy.cuh,
+// dynamic shared memory through FLASH_DYNAMIC_SHARED, and no static __shared__.
 //
 // Every warp owns 16 rows (queries, or keys in the dK/dV kernel) and keeps their scores, the
 // probabilities, the running maxima and sums and every accumulator in registers: the fragments'
 // layout is PTX's (warp_mma.cuh), so a product's result is masked, exponentiated and rounded in
 // place and becomes the next product's operand without a trip through shared memory. Q, K, V and
-// dO are read in fp32 and rounded to bf16 as they are staged in shared memory, from where ldmatrix
-// loads them as operands; scores, probabilities and accumulators are fp32, the probabilities (and
+// dO are read in fp32 (the next tile's copied ahead with cp.async while the products run) and
+// rounded to bf16 as they are staged in shared memory, from where ldmatrix loads them as operands; scores, probabilities and accumulators are fp32, the probabilities (and
 // dS) rounded to bf16 only as operands of the next product. Each output element is written by one
 // thread (no atomics): the backward pass is two kernels, dK/dV by key tile over the query tiles,
 // recomputing P from the forward pass's logsumexp and writing each tile's dS (bf16, the operand
@@ -24,6 +24,7 @@
 #include <string>
 #include <type_traits>
 
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/warp_mma.cuh"
 
 // `#pragma unroll` for nvcc (fragment arrays indexed by constants stay in registers); nothing for
@@ -52,18 +53,24 @@ constexpr int kLdDs = kFlashTile + 8;
 
 using bf16 = __nv_bfloat16;
 
-// Bytes of dynamic shared memory each kernel needs for head size hs.
-// Forward: the block's 128 queries and a tile of keys and of values.
+// Bytes of dynamic shared memory each kernel needs for head size hs: bf16 tiles, and the fp32
+// staging (TileStager) of the next tiles' rows, 64 x hs floats each.
+constexpr std::size_t flash_staging_bytes(int hs) { return 4 * static_cast<std::size_t>(kFlashTile) * hs; }
+// Forward: the block's 128 queries and a tile of keys and of values; the next keys and values.
 constexpr std::size_t flash_forward_shared_bytes(int hs) {
-  return 2 * static_cast<std::size_t>(kFlashQueryRows + 2 * kFlashTile) * flash_ld_half(hs);
+  return 2 * static_cast<std::size_t>(kFlashQueryRows + 2 * kFlashTile) * flash_ld_half(hs) +
+         2 * flash_staging_bytes(hs);
 }
-// dK/dV: the block's keys and values, a query tile's q and dO, and its logsumexp and D.
+// dK/dV: the block's keys and values, a query tile's q and dO, and its logsumexp and D; the next
+// q and dO.
 constexpr std::size_t flash_backward_shared_bytes(int hs) {
-  return 2 * static_cast<std::size_t>(4 * kFlashTile) * flash_ld_half(hs) + 4 * 2 * kFlashTile;
+  return 2 * static_cast<std::size_t>(4 * kFlashTile) * flash_ld_half(hs) + 4 * 2 * kFlashTile +
+         2 * flash_staging_bytes(hs);
 }
-// dQ: a key tile, and the two dS tiles of the block's two query tiles against it.
+// dQ: a key tile, and the two dS tiles of the block's two query tiles against it; the next keys.
 constexpr std::size_t flash_dq_shared_bytes(int hs) {
-  return 2 * (static_cast<std::size_t>(kFlashTile) * flash_ld_half(hs) + 2 * kFlashTile * kLdDs);
+  return 2 * (static_cast<std::size_t>(kFlashTile) * flash_ld_half(hs) + 2 * kFlashTile * kLdDs) +
+         flash_staging_bytes(hs);
 }
 
 // The dS tiles the dK/dV kernel leaves for the dQ kernel: per (sequence, head), the tiles
@@ -102,9 +109,8 @@ void with_head_size(int hs, F&& f) {
 // [B*T, C] tensor (row_stride C), head h's HS columns from `column`, rounded to bf16 into `tile`
 // (row stride flash_ld_half(HS)) by THREADS threads; rows past T are 0. Four columns a load: rows and
 // columns are multiples of 16 floats from a 16-byte aligned start (flash_attention.cu checks the
-// pointers). The loads are not held in registers across the products (as a prefetch): the
-// fragments and accumulators take every register a thread has for two blocks a multiprocessor,
-// and the other block's products run while one block's loads wait.
+// pointers). For the block's own rows, read once; the tiles it steps over come through
+// TileStager.
 template <int HS, int ROWS, int THREADS>
 __device__ inline void stage_rows(const float* rows, std::int64_t row_stride, int column, int row0, int T, bf16* tile) {
   constexpr int quads = HS / 4;
@@ -117,6 +123,41 @@ __device__ inline void stage_rows(const float* rows, std::int64_t row_stride, in
     *reinterpret_cast<uint2*>(tile + r * flash_ld_half(HS) + d) = {pack_bf16x2(x.x, x.y), pack_bf16x2(x.z, x.w)};
   }
 }
+
+// The next tile of stage_rows' rows, copied ahead with cp.async while the current tile's products
+// run, so that they do not wait for it (in registers, as a prefetch, it would take registers the
+// fragments and accumulators need). issue() starts this thread's copies of the rows into
+// `staging` (shared memory, 64 x HS floats in the threads' copying order); land() waits for them
+// and writes the values, rounded to bf16, into a tile as stage_rows does. Each thread converts
+// what it copied itself, so land() needs no barrier before it; other threads' reads of the tile
+// need one after it, and issue() one after land() (staging must have been read).
+template <int HS, int THREADS>
+struct TileStager {
+  static constexpr int kQuads = kFlashTile * HS / 4 / THREADS;
+  static_assert(kFlashTile * HS / 4 % THREADS == 0, "a tile's 16-byte copies spread evenly over the threads");
+  float* staging;
+
+  __device__ void issue(const float* rows, std::int64_t row_stride, int column, int row0, int T) const {
+    constexpr int quads = HS / 4;
+    FLASH_UNROLL
+    for (int j = 0; j < kQuads; ++j) {
+      const int i = threadIdx.x + j * THREADS, r = i / quads, d = i % quads * 4, t = row0 + r;
+      const bool in = t < T;  // past T: zeros, from row 0's (valid) address
+      cp_async_16(staging + 4 * i, rows + static_cast<std::int64_t>(in ? t : 0) * row_stride + column + d, in);
+    }
+    cp_async_commit();
+  }
+  __device__ void land(bf16* tile) const {
+    constexpr int quads = HS / 4;
+    cp_async_wait_all();
+    FLASH_UNROLL
+    for (int j = 0; j < kQuads; ++j) {
+      const int i = threadIdx.x + j * THREADS, r = i / quads, d = i % quads * 4;
+      const float4 x = *reinterpret_cast<const float4*>(staging + 4 * i);
+      *reinterpret_cast<uint2*>(tile + r * flash_ld_half(HS) + d) = {pack_bf16x2(x.x, x.y), pack_bf16x2(x.z, x.w)};
+    }
+  }
+};
 
 // ---- Warp products on fragments (warp_mma.cuh's layouts) -----------------------------------
 // A lane's accumulator of a warp's 16 x N result is float[N / 8][4]: n-tile j holds
@@ -243,11 +284,15 @@ __global__ void __launch_bounds__(kFlashQueryThreads, 2)
   bf16* q = reinterpret_cast<bf16*>(shared);  // [128][HS]
   bf16* k = q + kFlashQueryRows * ldh;        // [64][HS]
   bf16* v = k + kFlashTile * ldh;             // [64][HS]
+  float* staging = reinterpret_cast<float*>(v + kFlashTile * ldh);
+  const TileStager<HS, kFlashQueryThreads> next_k{staging}, next_v{staging + kFlashTile * HS};
   // The last query tiles (the most keys) first: the short blocks then fill the grid's tail.
   const int bh = blockIdx.x, b = bh / H, h = bh % H, q0 = (gridDim.y - 1 - blockIdx.y) * kFlashQueryRows;
   const int warp = threadIdx.x / 32, g = lane_id() / 4, t = lane_id() % 4, wq0 = q0 + warp * 16;
   const std::int64_t stride = 3 * static_cast<std::int64_t>(C);
   const float* rows = qkv + static_cast<std::int64_t>(b) * T * stride;
+  next_k.issue(rows, stride, C + h * HS, 0, T);
+  next_v.issue(rows, stride, 2 * C + h * HS, 0, T);
   stage_rows<HS, kFlashQueryRows, kFlashQueryThreads>(rows, stride, h * HS, q0, T, q);
   const float scale_log2 = scale * kLog2e;  // scores in log2 units: exp2 is one instruction
   float o[HS / 8][4], row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
@@ -255,9 +300,13 @@ __global__ void __launch_bounds__(kFlashQueryThreads, 2)
   const int key_end = q0 + kFlashQueryRows < T ? q0 + kFlashQueryRows : T;  // causal: up to the last query
   for (int k0 = 0; k0 < key_end; k0 += kFlashTile) {
     __syncthreads();  // the previous tile's k and v are no longer read
-    stage_rows<HS, kFlashTile, kFlashQueryThreads>(rows, stride, C + h * HS, k0, T, k);
-    stage_rows<HS, kFlashTile, kFlashQueryThreads>(rows, stride, 2 * C + h * HS, k0, T, v);
+    next_k.land(k);
+    next_v.land(v);
     __syncthreads();
+    if (k0 + kFlashTile < key_end) {
+      next_k.issue(rows, stride, C + h * HS, k0 + kFlashTile, T);
+      next_v.issue(rows, stride, 2 * C + h * HS, k0 + kFlashTile, T);
+    }
     if (k0 > wq0 + 15 || wq0 >= T) continue;  // every key of the tile after the warp's queries
     float s[kFlashTile / 8][4];
     zero(s);
@@ -349,6 +398,7 @@ __global__ void __launch_bounds__(kFlashKeyThreads, 2)
   bf16* dout16 = q + kFlashTile * ldh;
   float* lse2 = reinterpret_cast<float*>(dout16 + kFlashTile * ldh);  // the query tile's, in log2 units
   float* dl = lse2 + kFlashTile;                                        // and its D
+  const TileStager<HS, kFlashKeyThreads> next_q{dl + kFlashTile}, next_dout{dl + kFlashTile + kFlashTile * HS};
   const int bh = blockIdx.x, b = bh / H, h = bh % H, k0 = blockIdx.y * kFlashTile;
   const int warp = threadIdx.x / 32, g = lane_id() / 4, t = lane_id() % 4, wk0 = k0 + warp * 16;
   const std::int64_t stride = 3 * static_cast<std::int64_t>(C);
@@ -361,10 +411,12 @@ __global__ void __launch_bounds__(kFlashKeyThreads, 2)
   zero(dk);
   zero(dv);
   static_assert(kFlashTile <= kFlashKeyThreads, "a thread stages at most one row's logsumexp and D");
+  next_q.issue(rows, stride, h * HS, k0, T);
+  next_dout.issue(drows, C, h * HS, k0, T);
   for (int q0 = k0; q0 < T; q0 += kFlashTile) {
     __syncthreads();  // the previous query tile is no longer read
-    stage_rows<HS, kFlashTile, kFlashKeyThreads>(rows, stride, h * HS, q0, T, q);
-    stage_rows<HS, kFlashTile, kFlashKeyThreads>(drows, C, h * HS, q0, T, dout16);
+    next_q.land(q);
+    next_dout.land(dout16);
     if (threadIdx.x < kFlashTile) {
       const bool in = q0 + threadIdx.x < T;
       const std::int64_t at = static_cast<std::int64_t>(bh) * T + q0 + threadIdx.x;
@@ -372,6 +424,10 @@ __global__ void __launch_bounds__(kFlashKeyThreads, 2)
       dl[threadIdx.x] = in ? delta[at] : 0.0f;
     }
     __syncthreads();
+    if (q0 + kFlashTile < T) {
+      next_q.issue(rows, stride, h * HS, q0 + kFlashTile, T);
+      next_dout.issue(drows, C, h * HS, q0 + kFlashTile, T);
+    }
     float s[kFlashTile / 8][4], dp[kFlashTile / 8][4];  // S^T, dP^T: [16 keys][64 queries]
     zero(s);
     zero(dp);
@@ -419,6 +475,7 @@ __global__ void __launch_bounds__(kFlashQueryThreads, 2)
   constexpr int ldh = flash_ld_half(HS);
   bf16* k = reinterpret_cast<bf16*>(shared);  // [64][HS]
   bf16* ds = k + kFlashTile * ldh;            // [2][64 keys][64 queries]
+  const TileStager<HS, kFlashQueryThreads> next_k{reinterpret_cast<float*>(ds + 2 * kFlashTile * kLdDs)};
   // The last query tiles (the most keys) first: the short blocks then fill the grid's tail.
   const int bh = blockIdx.x, b = bh / H, h = bh % H, q0 = (gridDim.y - 1 - blockIdx.y) * kFlashQueryRows;
   const int warp = threadIdx.x / 32, wq0 = q0 + warp * 16;
@@ -428,9 +485,9 @@ __global__ void __launch_bounds__(kFlashQueryThreads, 2)
   const float* rows = qkv + static_cast<std::int64_t>(b) * T * stride;
   float dq[HS / 8][4];
   zero(dq);
-  // The next key tile's dS tiles, held in registers while the products run (they are few: the
-  // key tile itself is staged when it is needed): 16-byte pieces, 8 a row of 64 queries, 2 tiles
-  // of 64 rows over the threads.
+  // The next key tile's dS tiles, held in registers while the products run (they are few; the
+  // keys come through next_k): 16-byte pieces, 8 a row of 64 queries, 2 tiles of 64 rows over the
+  // threads.
   constexpr int kPieces = 2 * kFlashTile * 8 / kFlashQueryThreads;
   static_assert(2 * kFlashTile * 8 % kFlashQueryThreads == 0, "the dS pieces spread evenly over the threads");
   uint4 next_ds[kPieces];
@@ -445,17 +502,21 @@ __global__ void __launch_bounds__(kFlashQueryThreads, 2)
     }
   };
   load_ds(0);
+  next_k.issue(rows, stride, C + h * HS, 0, T);
   const int key_tiles = last_query / kFlashTile + 1;
   for (int kt = 0; kt < key_tiles; ++kt) {
     __syncthreads();  // the previous key tile and its dS are no longer read
-    stage_rows<HS, kFlashTile, kFlashQueryThreads>(rows, stride, C + h * HS, kt * kFlashTile, T, k);
+    next_k.land(k);
     FLASH_UNROLL
     for (int j = 0; j < kPieces; ++j) {
       const int i = threadIdx.x + j * kFlashQueryThreads, tile = i / (kFlashTile * 8), r = i / 8 % kFlashTile;
       *reinterpret_cast<uint4*>(ds + (tile * kFlashTile + r) * kLdDs + i % 8 * 8) = next_ds[j];
     }
-    if (kt + 1 < key_tiles) load_ds(kt + 1);
     __syncthreads();
+    if (kt + 1 < key_tiles) {
+      load_ds(kt + 1);
+      next_k.issue(rows, stride, C + h * HS, (kt + 1) * kFlashTile, T);
+    }
     if (kt > wq0 / kFlashTile || wq0 >= T) continue;  // the warp's query tile has no dS against it
     // The warp's query tile's dS^T, its 16 queries' columns, as dS's A fragments; K as B.
     const std::uint32_t a0 = a_rows_transposed(ds + warp / 4 * kFlashTile * kLdDs, kLdDs, warp % 4 * 16);

@@ -8,8 +8,9 @@
 // block's. __syncthreads and __syncwarp are barriers of the block's and the warp's threads;
 // __shfl_xor_sync exchanges through a per-warp slot array between two warp barriers. mma.sync and
 // ldmatrix (warp_mma.cuh) keep PTX's documented fragment layouts lane by lane, check the alignment
-// the hardware requires, and are warp barriers, as the warp-wide operations they are. Dynamic
-// shared memory starts filled with NaNs, so that reading what was never written shows.
+// the hardware requires, and are warp barriers, as the warp-wide operations they are. cp.async's
+// copies land at the issuing thread's wait. Dynamic shared memory starts filled with NaNs, so that
+// reading what was never written shows.
 #pragma once
 
 // CUDA's own headers first, before the macros below rename what they declare.
@@ -57,6 +58,14 @@ inline thread_local Index thread_index, block_index, block_dim, grid_dim;
 inline thread_local unsigned char* dynamic_shared = nullptr;
 inline thread_local std::size_t dynamic_shared_bytes = 0;
 inline thread_local BlockState* block_state = nullptr;
+// cp_async_16's copies, held back until the thread's cp_async_wait_all: shared memory it reads
+// before then still holds what was there (NaNs at first).
+struct PendingCopy {
+  void* shared;
+  const void* global;
+  bool valid;
+};
+inline thread_local std::vector<PendingCopy> pending_copies;
 
 inline unsigned linear_thread() { return thread_index.x + thread_index.y * block_dim.x; }
 inline unsigned lane() { return linear_thread() % 32; }
@@ -93,7 +102,9 @@ void launch(Index grid, Index block, std::size_t shared_bytes, Kernel kernel, Ar
           dynamic_shared = reinterpret_cast<unsigned char*>(shared.get());
           dynamic_shared_bytes = shared_bytes;
           block_state = &state;
+          pending_copies.clear();
           kernel(args...);
+          if (!pending_copies.empty()) misuse("cp.async copies never waited for");
         });
       for (auto& t : pool) t.join();
       if (state.misuse) throw std::logic_error("cuda_emu: " + state.what);
@@ -266,4 +277,25 @@ inline void mma_bf16_16816(float (&d)[4], const std::uint32_t (&a)[4], const std
   }
   warp_barrier();
   for (unsigned e = 0; e < 4; ++e) d[e] = out[e];
+}
+
+// cp.async (kernels/cuda/async_copy.cuh): a copy lands at the issuing thread's wait, not before.
+inline void cp_async_16(void* shared, const void* global, bool valid) {
+  using namespace ::cuda_emu;
+  const auto at = reinterpret_cast<std::uintptr_t>(shared), start = reinterpret_cast<std::uintptr_t>(dynamic_shared);
+  if (at % 16 != 0 || reinterpret_cast<std::uintptr_t>(global) % 16 != 0)
+    misuse("cp_async_16: an address not 16-byte aligned");
+  if (at < start || at + 16 > start + dynamic_shared_bytes) {
+    misuse("cp_async_16: a destination outside shared memory");
+    return;
+  }
+  pending_copies.push_back({shared, global, valid});
+}
+inline void cp_async_commit() {}
+inline void cp_async_wait_all() {
+  for (const auto& c : ::cuda_emu::pending_copies) {
+    if (c.valid) std::memcpy(c.shared, c.global, 16);
+    else std::memset(c.shared, 0, 16);
+  }
+  ::cuda_emu::pending_copies.clear();
 }
