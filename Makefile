@@ -78,7 +78,7 @@ ENGINE_SRC   := $(wildcard train/*.cc kernels/cpu/*.cc)
 LAUNCHER_SRC := $(filter-out launcher/main.cc,$(wildcard launcher/*.cc))
 CUDA_SRC     := $(if $(NVCC),$(wildcard kernels/cuda/*.cu))
 UNIT_SRC     := $(wildcard test/unit/*.cc)
-CUDA_TEST_SRC := $(if $(CUDA_SRC),$(wildcard test/cuda/*.cc))
+CUDA_TEST_SRC := $(if $(CUDA_SRC),$(wildcard test/cuda/*.cc test/cuda/*.cu))
 TESTPROG_SRC := $(wildcard test/integration/*.cc)
 BENCH_SRC    := $(wildcard bench/*.cc)
 
