@@ -8,37 +8,27 @@
 #if defined(SLURM_TRAIN_WITH_CUDA)
 #include <doctest/doctest.h>
 
-#include <cmath>
 #include <cstdint>
 #include <vector>
 
-#include "test/cuda/cuda_test_support.h"
 #include "test/unit/cuda_emulation.h"
 #include "kernels/cuda/warp_mma.cuh"
 #include "test/cuda/warp_mma_probe.cuh"
+#include "test/cuda/warp_mma_probe.h"
 
 using namespace slurm_train::cuda_test;
 using slurm_train::cuda::pack_bf16x2;
 
 TEST_CASE("warp mma (emulated): ldmatrix operands, stored either way, give the plain product") {
-  // Values exact in bf16 (multiples of 1/8 up to 2), so the product is exact in fp32.
-  auto exact = [](std::vector<float> v) {
-    for (float& x : v) x = std::round(x * 8.0f) / 8.0f;
-    return v;
-  };
-  const auto a = exact(uniform<float>(256, 3, -2.0, 2.0)), b = exact(uniform<float>(256, 4, -2.0, 2.0));
-  std::vector<float> want(256, 0.0f);
-  for (int i = 0; i < 16; ++i)
-    for (int j = 0; j < 16; ++j)
-      for (int k = 0; k < 16; ++k) want[i * 16 + j] += a[i * 16 + k] * b[k * 16 + j];
+  const WarpMmaProbeCase c = warp_mma_probe_case();
   for (const bool a_transposed : {false, true})
     for (const bool b_kn : {false, true}) {
       CAPTURE(a_transposed);
       CAPTURE(b_kn);
       std::vector<float> d(256, -1.0f);
-      cuda_emu::launch({1, 1, 1}, 32, kWarpMmaProbeSharedBytes, warp_mma_probe_kernel, a.data(), b.data(),
+      cuda_emu::launch({1, 1, 1}, 32, kWarpMmaProbeSharedBytes, warp_mma_probe_kernel, c.a.data(), c.b.data(),
                        a_transposed, b_kn, d.data());
-      CHECK(d == want);
+      CHECK(d == c.want);
     }
 }
 
