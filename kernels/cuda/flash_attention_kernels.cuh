@@ -37,10 +37,10 @@
 
 namespace slurm_train::cuda::flash_detail {
 
-// Tiles: the forward and dQ kernels take 128 queries a block (eight warps), so that each staged
-// key tile serves twice the rows it would with 64 (the staging's reads from L2 are what bounds
-// these kernels beside the products); the dK/dV kernel, whose accumulators are twice as many, 64
-// keys (four warps). The tiles they step over, and the dS tiles, are 64 rows.
+// Tiles: the forward and dQ kernels take 128 queries a block (eight warps), so that each key tile
+// a block reads from global memory serves twice the rows it would with 64 (half the reads a
+// query); the dK/dV kernel, whose accumulators are twice as many, 64 keys (four warps). The tiles
+// they step over, and the dS tiles, are 64 rows.
 constexpr int kFlashTile = 64;
 constexpr int kFlashQueryWarps = 8, kFlashQueryThreads = kFlashQueryWarps * 32, kFlashQueryRows = kFlashQueryWarps * 16;
 constexpr int kFlashKeyWarps = 4, kFlashKeyThreads = kFlashKeyWarps * 32;
