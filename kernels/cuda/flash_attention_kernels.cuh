@@ -10,8 +10,9 @@
 // layout is PTX's (warp_mma.cuh), so a product's result is masked, exponentiated and rounded in
 // place and becomes the next product's operand without a trip through shared memory. Q, K, V and
 // dO are read in fp32 (the next tile's copied ahead with cp.async while the products run) and
-// rounded to bf16 as they are staged in shared memory, from where ldmatrix loads them as operands; scores, probabilities and accumulators are fp32, the probabilities (and
-// dS) rounded to bf16 only as operands of the next product. Each output element is written by one
+// rounded to bf16 as they are staged in shared memory, from where ldmatrix loads them as
+// operands; scores, probabilities and accumulators are fp32, the probabilities (and dS) rounded
+// to bf16 only as operands of the next product. Each output element is written by one
 // thread (no atomics): the backward pass is two kernels, dK/dV by key tile over the query tiles,
 // recomputing P from the forward pass's logsumexp and writing each tile's dS (bf16, the operand
 // dQ's product reads) to global scratch, then dQ = dS K by query tile over those dS tiles. So
@@ -191,6 +192,27 @@ __device__ inline std::uint32_t b_rows_kn(const bf16* tile, int ld) {
 }
 constexpr std::uint32_t kBf16Bytes = 2;
 
+// first += a b(n-tile 0), second += a b(n-tile 1): fb is one ldmatrix_x4 of two n-tiles' B
+// fragments (b_rows_nk's or b_rows_kn's), registers 0-1 the first's, 2-3 the second's.
+__device__ inline void mma_pair(const std::uint32_t (&a)[4], const std::uint32_t (&fb)[4], float (&first)[4],
+                                float (&second)[4]) {
+  const std::uint32_t b0[2] = {fb[0], fb[1]}, b1[2] = {fb[2], fb[3]};
+  mma_bf16_16816(first, a, b0);
+  mma_bf16_16816(second, a, b1);
+}
+
+// acc[16 x N] += a b: a one k-step's A fragment, b that k-step's 16 rows of a tile stored [k][n]
+// (b_kstep: b_rows_kn's address of its first row).
+template <int N>
+__device__ inline void fragment_by_rows(const std::uint32_t (&a)[4], std::uint32_t b_kstep, float (&acc)[N / 8][4]) {
+  FLASH_UNROLL
+  for (int j = 0; j < N / 8; j += 2) {
+    std::uint32_t fb[4];
+    ldmatrix_x4_trans(fb, b_kstep + j * 8 * kBf16Bytes);
+    mma_pair(a, fb, acc[j], acc[j + 1]);
+  }
+}
+
 // acc[16 x N] += (B[N x K] A[16 x K]^T)^T: rows m0.. of row-major tile a against the N rows of
 // tile b (both [rows][K] bf16): scores of 16 rows against N keys (or queries).
 template <int K, int N>
@@ -206,9 +228,7 @@ __device__ inline void warp_rows_by_rows(const bf16* a, int lda, int m0, const b
     for (int j = 0; j < N / 8; j += 2) {
       std::uint32_t fb[4];
       ldmatrix_x4(fb, b0 + (j * 8 * ldb + kk * 16) * kBf16Bytes);
-      const std::uint32_t first[2] = {fb[0], fb[1]}, second[2] = {fb[2], fb[3]};
-      mma_bf16_16816(acc[j], fa, first);
-      mma_bf16_16816(acc[j + 1], fa, second);
+      mma_pair(fa, fb, acc[j], acc[j + 1]);
     }
   }
 }
@@ -220,16 +240,7 @@ __device__ inline void warp_fragments_by_tile(const std::uint32_t (&p)[K / 16][4
                                               float (&acc)[N / 8][4]) {
   const std::uint32_t b0 = b_rows_kn(b, ldb);
   FLASH_UNROLL
-  for (int kk = 0; kk < K / 16; ++kk) {
-    FLASH_UNROLL
-    for (int j = 0; j < N / 8; j += 2) {
-      std::uint32_t fb[4];
-      ldmatrix_x4_trans(fb, b0 + (kk * 16 * ldb + j * 8) * kBf16Bytes);
-      const std::uint32_t first[2] = {fb[0], fb[1]}, second[2] = {fb[2], fb[3]};
-      mma_bf16_16816(acc[j], p[kk], first);
-      mma_bf16_16816(acc[j + 1], p[kk], second);
-    }
-  }
+  for (int kk = 0; kk < K / 16; ++kk) fragment_by_rows<N>(p[kk], b0 + kk * 16 * ldb * kBf16Bytes, acc);
 }
 
 // A 16 x N result as the A operand (bf16) of a product over N: k-step kk is n-tiles 2kk, 2kk + 1.
@@ -525,14 +536,7 @@ __global__ void __launch_bounds__(kFlashQueryThreads, 2)
     for (int kk = 0; kk < kFlashTile / 16; ++kk) {  // dQ += dS K (scaled below), keys in order
       std::uint32_t fa[4];
       ldmatrix_x4_trans(fa, a0 + kk * 16 * kLdDs * kBf16Bytes);
-      FLASH_UNROLL
-      for (int j = 0; j < HS / 8; j += 2) {
-        std::uint32_t fb[4];
-        ldmatrix_x4_trans(fb, b0 + (kk * 16 * ldh + j * 8) * kBf16Bytes);
-        const std::uint32_t first[2] = {fb[0], fb[1]}, second[2] = {fb[2], fb[3]};
-        mma_bf16_16816(dq[j], fa, first);
-        mma_bf16_16816(dq[j + 1], fa, second);
-      }
+      fragment_by_rows<HS>(fa, b0 + kk * 16 * ldh * kBf16Bytes, dq);
     }
   }
   store_rows<HS>(dqkv + static_cast<std::int64_t>(b) * T * stride + h * HS, stride, wq0, T, scale, dq);
