@@ -2,9 +2,12 @@
 // backward pass on a random batch, everything written for gpt_oracle.py to redo in PyTorch:
 // /model/<name> (parameters), /tokens and /targets uint8 [B, T], /logits [B*T, V], the loss
 // (attribute), /grad/<name>; the configuration as attributes. Then three AdamW steps on the
-// same batch (lr 1e-3, betas 0.9 and 0.95, weight decay 0.1 on matrices only): /adamw/<name>.
+// same batch (lr 1e-3, betas 0.9 and 0.95, weight decay 0.1 on matrices only), each after
+// clipping the gradients to half the first gradient's global norm, as the trainer clips them:
+// /adamw/<name>, the clip norm and each step's norm before clipping as attributes.
 #include <hdf5.h>
 
+#include <cmath>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -67,11 +70,16 @@ int main(int argc, char** argv) {
     adamw.eps = 1e-8f;
     adamw.weight_decay = 0.1f;
     Optimizer optimizer(adamw, gpt_decay_layout(gpt.layout()), gpt.params().size());
+    // Half the first norm: the clip binds on the first step at least, whatever the batch.
+    const auto clip_norm = static_cast<float>(0.5 * std::sqrt(kernels->sum_of_squares(gpt.grads().size(), gpt.grads().data())));
+    h5::write_double_attribute(file, "clip_norm", clip_norm, path);
     for (std::uint64_t step = 0; step < 3; ++step) {
       if (step > 0) {
         gpt.forward(tokens.data(), targets.data(), B, T);
         gpt.backward();
       }
+      const double norm = clip_by_global_norm(*kernels, gpt.grads(), clip_norm);
+      h5::write_double_attribute(file, "grad_norm_" + std::to_string(step), norm, path);
       optimizer.update(*kernels, gpt.params(), gpt.grads(), adamw.lr, step);
     }
     const hid_t g = H5Gcreate2(file, "/adamw", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);

@@ -1,6 +1,7 @@
 """The PyTorch oracle for train/gpt.h: GPT-2's architecture written here in plain torch (not our
-code), loaded with the parameters gpt-oracle wrote, run on the same batch; the logits, the loss
-and every parameter's gradient must match ours within a relative error of 1e-5 (fp32).
+code), loaded with the parameters gpt-oracle wrote, run on the same batch; the logits, the loss,
+every parameter's gradient, and three clipped AdamW steps must match ours within a relative error
+of 1e-5 (fp32).
 
     gpt_oracle.py FILE.h5      (written by build/test/gpt_oracle)
 """
@@ -50,13 +51,16 @@ def main(path):
     checks = [("logits", relative_error(torch.tensor(f["logits"][()]), logits.detach().view(-1, vocab))),
               ("loss", abs(float(f.attrs["loss"]) - loss.item()) / abs(loss.item()))]
     checks += [(f"grad {name}", relative_error(torch.tensor(f["grad"][name][()]), p[name].grad)) for name in sorted(p)]
-    # Three AdamW steps on the same batch, decay on matrices only: each parameter's change from
-    # its initial value must match (the change, not the value, which would hide a wrong update).
+    # Three AdamW steps on the same batch, decay on matrices only, the gradients clipped first as
+    # torch.nn.utils.clip_grad_norm_ clips them: each step's norm before clipping must match, and
+    # each parameter's change from its initial value (the change, not the value, which would hide
+    # a wrong update).
     initial = {name: t.detach().clone() for name, t in p.items()}
     decay = [t for t in p.values() if t.dim() >= 2]
     no_decay = [t for t in p.values() if t.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=1e-3, betas=(0.9, 0.95), eps=1e-8)
+    clip_norm, bound = float(f.attrs["clip_norm"]), 0
     for step in range(3):
         if step > 0:
             opt.zero_grad()
@@ -65,6 +69,9 @@ def main(path):
                 x = block(x, p, n, heads)
             x = F.layer_norm(x, (embd,), p["ln_f.weight"], p["ln_f.bias"], eps=1e-5)
             F.cross_entropy((x @ p["wte"].T).view(-1, vocab), targets.view(-1)).backward()
+        norm = torch.nn.utils.clip_grad_norm_(list(p.values()), clip_norm).item()
+        bound += norm > clip_norm
+        checks.append((f"clip step {step} norm", abs(float(f.attrs[f"grad_norm_{step}"]) - norm) / norm))
         opt.step()
     for name in sorted(p):
         ours, theirs = torch.tensor(f["adamw"][name][()]) - initial[name], p[name].detach() - initial[name]
@@ -74,6 +81,9 @@ def main(path):
             # step of lr either way. Its query and value thirds are compared.
             ours, theirs = torch.cat([ours[:embd], ours[2 * embd:]]), torch.cat([theirs[:embd], theirs[2 * embd:]])
         checks.append((f"adamw {name}", relative_error(ours, theirs)))
+    if not bound:
+        print(f"the clip norm {clip_norm} bound on none of the three steps: the test would not see a wrong clip")
+        return 1
     worst = max(err for _, err in checks)
     for name, err in checks:
         print(f"{name:32s} relative error {err:.2e}{'' if err <= 1e-5 else '  > 1e-5'}")
