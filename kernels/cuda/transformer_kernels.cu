@@ -22,6 +22,7 @@ unsigned blocks_for(std::size_t n) {
 }
 
 unsigned ceil_div(long long n, int d) { return static_cast<unsigned>((n + d - 1) / d); }
+const dim3 kSumBlock(32, kSumGroups);  // the column sums' blocks
 
 void require(bool ok, const std::string& what) {
   if (!ok) throw std::invalid_argument(what);
@@ -81,12 +82,11 @@ void layernorm_backward(int rows, int C, const float* x, const float* weight, co
   CUDA_CHECK(cudaGetLastError());
   float* partial_dweight = scratch;
   float* partial_dbias = scratch + static_cast<std::size_t>(chunks) * C;
-  layernorm_param_partials_kernel<<<dim3(ceil_div(C, 32), chunks), dim3(32, 8), 0, stream>>>(
+  layernorm_param_partials_kernel<<<dim3(ceil_div(C, 32), chunks), kSumBlock, 0, stream>>>(
       rows, C, x, mean, rstd, dout, partial_dweight, partial_dbias);
   CUDA_CHECK(cudaGetLastError());
-  layernorm_param_sums_kernel<<<ceil_div(C, kThreads), kThreads, 0, stream>>>(static_cast<int>(chunks), C,
-                                                                              partial_dweight, partial_dbias, dweight,
-                                                                              dbias);
+  layernorm_param_sums_kernel<<<ceil_div(C, 32), kSumBlock, 0, stream>>>(static_cast<int>(chunks), C, partial_dweight,
+                                                                         partial_dbias, dweight, dbias);
   CUDA_CHECK(cudaGetLastError());
 }
 
@@ -104,14 +104,13 @@ void sums_of_columns(const char* name, int rows, int cols, const float* x, const
   }
   const unsigned chunks = ceil_div(rows, kColumnSumChunkRows);
   require(chunks <= 65535, std::string(name) + ": more than 65535 chunks of rows");
-  const dim3 grid(ceil_div(cols, kThreads), chunks);
+  const dim3 grid(ceil_div(cols, 32), chunks);
   if (gelu_input)
-    column_partials_kernel<true><<<grid, kThreads, 0, stream>>>(rows, cols, x, gelu_input, dx, scratch, copy);
+    column_partials_kernel<true><<<grid, kSumBlock, 0, stream>>>(rows, cols, x, gelu_input, dx, scratch, copy);
   else
-    column_partials_kernel<false><<<grid, kThreads, 0, stream>>>(rows, cols, x, nullptr, nullptr, scratch, copy);
+    column_partials_kernel<false><<<grid, kSumBlock, 0, stream>>>(rows, cols, x, nullptr, nullptr, scratch, copy);
   CUDA_CHECK(cudaGetLastError());
-  column_chunk_sums_kernel<<<ceil_div(cols, kThreads), kThreads, 0, stream>>>(static_cast<int>(chunks), cols, scratch,
-                                                                             out);
+  column_chunk_sums_kernel<<<ceil_div(cols, 32), kSumBlock, 0, stream>>>(static_cast<int>(chunks), cols, scratch, out);
   CUDA_CHECK(cudaGetLastError());
 }
 

@@ -55,17 +55,18 @@ void layernorm_backward(int rows, int C, const float* x, const float* weight, co
 
 // out[cols] = the column sums of x[rows, cols] (a bias gradient), overwritten; where copy is given,
 // copy[rows, cols] = x rounded to bf16 (as cast does), in the same pass over x. Deterministic
-// and parallel over rows as well as columns: each thread sums one column over a chunk of
-// kColumnSumChunkRows rows into scratch, then a second kernel adds the chunks in order.
+// and parallel over rows as well as columns: each block sums 32 columns over a chunk of
+// kColumnSumChunkRows rows into scratch (eight row groups, added in order), then a second kernel
+// adds the chunks in a fixed order.
 constexpr int kColumnSumChunkRows = 128;
 constexpr std::size_t column_sums_scratch_floats(int rows, int cols) {
   return static_cast<std::size_t>(cols) * static_cast<std::size_t>((rows + kColumnSumChunkRows - 1) / kColumnSumChunkRows);
 }
 void column_sums(int rows, int cols, const float* x, float* out, float* scratch, cudaStream_t stream,
                  __nv_bfloat16* copy = nullptr);
-// gelu_backward over x, dout, dx [rows, cols] (dx may be dout), then column_sums of dx (the
-// bias's gradient into out, and dx's bf16 copy where copy is given), in one pass over the
-// data: the same bits as the two calls.
+// gelu_backward over x, dout, dx [rows, cols] (dx may be dout, or null where the bf16 copy is all
+// that is wanted), then column_sums of dx (the bias's gradient into out, and dx's bf16 copy where
+// copy is given), in one pass over the data: the same bits as the two calls.
 void gelu_backward_sums(int rows, int cols, const float* x, const float* dout, float* dx, float* out, float* scratch,
                         cudaStream_t stream, __nv_bfloat16* copy = nullptr);
 

@@ -161,76 +161,102 @@ __global__ void layernorm_dx_kernel(int rows, int C, const float* x, const float
   }
 }
 
-// Block (32 columns, 8 row groups) of chunk blockIdx.y: each thread walks its column over every
-// 8th row of the chunk, then the 8 partial sums of a column are added in order.
+// Column sums run in blocks of (32 columns, kSumGroups row groups): a warp reads 32 adjacent
+// columns of a row (coalesced), and eight warps a block keep enough loads in flight that a sum over
+// a few hundred columns is not bound by latency. Each group sums every kSumGroups-th row, and the
+// groups' sums are added in group order: the same bits on every run.
+constexpr int kSumGroups = 8;
+
+// The sum of the block's kSumGroups partial sums of its thread's column (threadIdx.y the group),
+// added in group order, for every thread. All of the block's threads must call it.
+__device__ inline float sum_over_groups(float part, float (&parts)[kSumGroups][33]) {
+  parts[threadIdx.y][threadIdx.x] = part;
+  __syncthreads();
+  float sum = parts[0][threadIdx.x];
+  for (int g = 1; g < kSumGroups; ++g) sum += parts[g][threadIdx.x];
+  return sum;
+}
+
+// Block (32, kSumGroups) of chunk blockIdx.y: the chunk's partial dweight and dbias of 32 columns.
 __global__ void layernorm_param_partials_kernel(int rows, int C, const float* x, const float* mean, const float* rstd,
                                                 const float* dout, float* partial_dweight, float* partial_dbias) {
-  __shared__ float dweight_part[8][33], dbias_part[8][33];
+  __shared__ float dweight_parts[kSumGroups][33], dbias_parts[kSumGroups][33];
   const int col = blockIdx.x * 32 + threadIdx.x, chunk = blockIdx.y;
   const int end = min(rows, (chunk + 1) * kLayerNormChunkRows);
   float dweight = 0.0f, dbias = 0.0f;
   if (col < C) {
-    for (int r = chunk * kLayerNormChunkRows + threadIdx.y; r < end; r += 8) {
+    for (int r = chunk * kLayerNormChunkRows + threadIdx.y; r < end; r += kSumGroups) {
       const std::int64_t i = static_cast<std::int64_t>(r) * C + col;
       dweight += dout[i] * ((x[i] - mean[r]) * rstd[r]);
       dbias += dout[i];
     }
   }
-  dweight_part[threadIdx.y][threadIdx.x] = dweight;
-  dbias_part[threadIdx.y][threadIdx.x] = dbias;
-  __syncthreads();
+  dweight = sum_over_groups(dweight, dweight_parts);
+  dbias = sum_over_groups(dbias, dbias_parts);
   if (threadIdx.y != 0 || col >= C) return;
-  for (int g = 1; g < 8; ++g) dweight += dweight_part[g][threadIdx.x], dbias += dbias_part[g][threadIdx.x];
   partial_dweight[static_cast<std::int64_t>(chunk) * C + col] = dweight;
   partial_dbias[static_cast<std::int64_t>(chunk) * C + col] = dbias;
 }
 
+// Block (32, kSumGroups): dweight and dbias += the chunks' partials of 32 columns.
 __global__ void layernorm_param_sums_kernel(int chunks, int C, const float* partial_dweight,
                                             const float* partial_dbias, float* dweight, float* dbias) {
-  const int col = blockIdx.x * blockDim.x + threadIdx.x;
-  if (col >= C) return;
+  __shared__ float dweight_parts[kSumGroups][33], dbias_parts[kSumGroups][33];
+  const int col = blockIdx.x * 32 + threadIdx.x;
   float sum_dweight = 0.0f, sum_dbias = 0.0f;
-  for (int chunk = 0; chunk < chunks; ++chunk) {
-    sum_dweight += partial_dweight[static_cast<std::int64_t>(chunk) * C + col];
-    sum_dbias += partial_dbias[static_cast<std::int64_t>(chunk) * C + col];
+  if (col < C) {
+    for (int chunk = threadIdx.y; chunk < chunks; chunk += kSumGroups) {
+      sum_dweight += partial_dweight[static_cast<std::int64_t>(chunk) * C + col];
+      sum_dbias += partial_dbias[static_cast<std::int64_t>(chunk) * C + col];
+    }
   }
+  sum_dweight = sum_over_groups(sum_dweight, dweight_parts);
+  sum_dbias = sum_over_groups(sum_dbias, dbias_parts);
+  if (threadIdx.y != 0 || col >= C) return;
   dweight[col] += sum_dweight;
   dbias[col] += sum_dbias;
 }
 
 // ---- column sums -------------------------------------------------------------------------------
 
-// Thread (column, chunk): the column's sum over the chunk's rows, in row order (adjacent threads
-// read adjacent columns: coalesced). Where copy is given, each value is also written there in
-// bf16, so that a gradient that is both a bias's and a product's operand is read once. With
-// kGelu, the values summed are first x * gelu'(gelu_input), written to dx (which may be x): GELU's
-// backward pass, as gelu_backward_kernel computes it, in the same pass.
+// Block (32, kSumGroups) of chunk blockIdx.y: 32 columns' sums over the chunk's rows. Where copy is
+// given, each value is also written there in bf16, so that a gradient that is both a bias's and a
+// product's operand is read once. With kGelu, the values summed are first x * gelu'(gelu_input),
+// GELU's backward pass as gelu_backward_kernel computes it, in the same pass; they are written to
+// dx (which may be x) where dx is given (not where the bf16 copy is all the products read).
 template <bool kGelu>
 __global__ void column_partials_kernel(int rows, int cols, const float* x, const float* gelu_input, float* dx,
                                        float* partial, __nv_bfloat16* copy) {
-  const int col = blockIdx.x * blockDim.x + threadIdx.x, chunk = blockIdx.y;
-  if (col >= cols) return;
+  __shared__ float parts[kSumGroups][33];
+  const int col = blockIdx.x * 32 + threadIdx.x, chunk = blockIdx.y;
   const int end = min(rows, (chunk + 1) * kColumnSumChunkRows);
   float sum = 0.0f;
-  for (int r = chunk * kColumnSumChunkRows; r < end; ++r) {
-    const std::int64_t at = static_cast<std::int64_t>(r) * cols + col;
-    float v = x[at];
-    if constexpr (kGelu) {
-      v *= kernels::gelu_derivative(gelu_input[at]);
-      dx[at] = v;
+  if (col < cols) {
+    for (int r = chunk * kColumnSumChunkRows + threadIdx.y; r < end; r += kSumGroups) {
+      const std::int64_t at = static_cast<std::int64_t>(r) * cols + col;
+      float v = x[at];
+      if constexpr (kGelu) {
+        v *= kernels::gelu_derivative(gelu_input[at]);
+        if (dx) dx[at] = v;
+      }
+      sum += v;
+      if (copy) copy[at] = from_float<__nv_bfloat16>(v);
     }
-    sum += v;
-    if (copy) copy[at] = from_float<__nv_bfloat16>(v);
   }
-  partial[static_cast<std::int64_t>(chunk) * cols + col] = sum;
+  sum = sum_over_groups(sum, parts);
+  if (threadIdx.y == 0 && col < cols) partial[static_cast<std::int64_t>(chunk) * cols + col] = sum;
 }
 
+// Block (32, kSumGroups): out = the chunks' partial sums of 32 columns.
 __global__ void column_chunk_sums_kernel(int chunks, int cols, const float* partial, float* out) {
-  const int col = blockIdx.x * blockDim.x + threadIdx.x;
-  if (col >= cols) return;
+  __shared__ float parts[kSumGroups][33];
+  const int col = blockIdx.x * 32 + threadIdx.x;
   float sum = 0.0f;
-  for (int chunk = 0; chunk < chunks; ++chunk) sum += partial[static_cast<std::int64_t>(chunk) * cols + col];
-  out[col] = sum;
+  if (col < cols)
+    for (int chunk = threadIdx.y; chunk < chunks; chunk += kSumGroups)
+      sum += partial[static_cast<std::int64_t>(chunk) * cols + col];
+  sum = sum_over_groups(sum, parts);
+  if (threadIdx.y == 0 && col < cols) out[col] = sum;
 }
 
 // ---- residual and GELU ---------------------------------------------------------------------------

@@ -28,6 +28,9 @@ using namespace slurm_train::cuda::transformer_detail;
 using slurm_train::cuda::kColumnSumChunkRows;
 using slurm_train::cuda::kLayerNormChunkRows;
 
+// The column sums' blocks: 32 columns, kSumGroups row groups.
+const cuda_emu::Index kSumBlock{32, kSumGroups, 1};
+
 std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 
 unsigned blocks(long long n, int per) { return static_cast<unsigned>((n + per - 1) / per); }
@@ -184,7 +187,7 @@ TEST_CASE("transformer kernels (emulated): attention_decode, one query over a ca
 
 TEST_CASE("transformer kernels (emulated): column sums over chunks of rows, a partial last chunk, with and without "
           "the bf16 copy") {
-  const int rows = 300, cols = 70;
+  const int rows = 9 * kColumnSumChunkRows + 5, cols = 40;  // more chunks than row groups, a partial block of columns
   const std::size_t n = std::size_t(rows) * cols;
   const auto x = uniform<float>(n, 4);
   const unsigned chunks = blocks(rows, kColumnSumChunkRows);
@@ -195,10 +198,10 @@ TEST_CASE("transformer kernels (emulated): column sums over chunks of rows, a pa
     CAPTURE(with_copy);
     std::vector<float> partial(std::size_t(chunks) * cols), out(cols, 1e30f);
     std::vector<__nv_bfloat16> copy(n, __float2bfloat16(-7.0f));
-    cuda_emu::launch({blocks(cols, kThreads), chunks, 1}, kThreads, 0, column_partials_kernel<false>, rows, cols,
+    cuda_emu::launch({blocks(cols, 32), chunks, 1}, kSumBlock, 0, column_partials_kernel<false>, rows, cols,
                      x.data(), static_cast<const float*>(nullptr), static_cast<float*>(nullptr), partial.data(),
                      with_copy ? copy.data() : nullptr);
-    cuda_emu::launch({blocks(cols, kThreads), 1, 1}, kThreads, 0, column_chunk_sums_kernel, static_cast<int>(chunks),
+    cuda_emu::launch({blocks(cols, 32), 1, 1}, kSumBlock, 0, column_chunk_sums_kernel, static_cast<int>(chunks),
                      cols, static_cast<const float*>(partial.data()), out.data());
     CHECK(scaled_error(out, want) < 1e-5);
     // The copy: every value rounded to nearest even, as cast writes it; untouched without one.
@@ -212,36 +215,61 @@ TEST_CASE("transformer kernels (emulated): column sums over chunks of rows, a pa
 }
 
 TEST_CASE("transformer kernels (emulated): GELU's backward pass with the column sums: the bits of the two passes") {
-  const int rows = 300, cols = 70;
+  const int rows = 9 * kColumnSumChunkRows + 5, cols = 40;
   const std::size_t n = std::size_t(rows) * cols;
   const auto x = uniform<float>(n, 8, -4, 4), dout = uniform<float>(n, 9);
   const unsigned chunks = blocks(rows, kColumnSumChunkRows);
-  const cuda_emu::Index grid{blocks(cols, kThreads), chunks, 1}, one_row{blocks(cols, kThreads), 1, 1};
+  const cuda_emu::Index grid{blocks(cols, 32), chunks, 1}, one_row{blocks(cols, 32), 1, 1};
   // Two passes: gelu_backward_kernel, then the column sums with the copy.
   std::vector<float> dx_two(n), partial(std::size_t(chunks) * cols), sums_two(cols);
   std::vector<__nv_bfloat16> copy_two(n);
   cuda_emu::launch({4, 1, 1}, 64, 0, gelu_backward_kernel<float>, n, x.data(), dout.data(), dx_two.data());
-  cuda_emu::launch(grid, kThreads, 0, column_partials_kernel<false>, rows, cols,
+  cuda_emu::launch(grid, kSumBlock, 0, column_partials_kernel<false>, rows, cols,
                    static_cast<const float*>(dx_two.data()), static_cast<const float*>(nullptr),
                    static_cast<float*>(nullptr), partial.data(), copy_two.data());
-  cuda_emu::launch(one_row, kThreads, 0, column_chunk_sums_kernel, static_cast<int>(chunks), cols,
+  cuda_emu::launch(one_row, kSumBlock, 0, column_chunk_sums_kernel, static_cast<int>(chunks), cols,
                    static_cast<const float*>(partial.data()), sums_two.data());
   // One, in place (dx is dout), as the GPT step runs it.
   std::vector<float> dx_one = dout, sums_one(cols);
   std::vector<__nv_bfloat16> copy_one(n);
-  cuda_emu::launch(grid, kThreads, 0, column_partials_kernel<true>, rows, cols,
+  cuda_emu::launch(grid, kSumBlock, 0, column_partials_kernel<true>, rows, cols,
                    static_cast<const float*>(dx_one.data()), x.data(), dx_one.data(), partial.data(), copy_one.data());
-  cuda_emu::launch(one_row, kThreads, 0, column_chunk_sums_kernel, static_cast<int>(chunks), cols,
+  cuda_emu::launch(one_row, kSumBlock, 0, column_chunk_sums_kernel, static_cast<int>(chunks), cols,
                    static_cast<const float*>(partial.data()), sums_one.data());
   CHECK(std::memcmp(dx_one.data(), dx_two.data(), n * sizeof(float)) == 0);
   CHECK(std::memcmp(sums_one.data(), sums_two.data(), cols * sizeof(float)) == 0);
   CHECK(std::memcmp(copy_one.data(), copy_two.data(), n * sizeof(__nv_bfloat16)) == 0);
+  // Without dx (the bf16 copy all the products read): dout untouched, the same sums and copy.
+  std::vector<float> dout_kept = dout, sums_bare(cols);
+  std::vector<__nv_bfloat16> copy_bare(n);
+  cuda_emu::launch(grid, kSumBlock, 0, column_partials_kernel<true>, rows, cols,
+                   static_cast<const float*>(dout_kept.data()), x.data(), static_cast<float*>(nullptr), partial.data(),
+                   copy_bare.data());
+  cuda_emu::launch(one_row, kSumBlock, 0, column_chunk_sums_kernel, static_cast<int>(chunks), cols,
+                   static_cast<const float*>(partial.data()), sums_bare.data());
+  CHECK(std::memcmp(dout_kept.data(), dout.data(), n * sizeof(float)) == 0);
+  CHECK(std::memcmp(sums_bare.data(), sums_two.data(), cols * sizeof(float)) == 0);
+  CHECK(std::memcmp(copy_bare.data(), copy_two.data(), n * sizeof(__nv_bfloat16)) == 0);
   // And the gradient is GELU's: against the reference's derivative in double, at a few points.
   for (const std::size_t i : {std::size_t{0}, n / 3, n - 1}) {
     const double xi = x[i], cdf = 0.5 * (1 + std::erf(xi / std::sqrt(2.0)));
     const double pdf = std::exp(-0.5 * xi * xi) / std::sqrt(2 * std::acos(-1.0));
     CHECK(dx_one[i] == doctest::Approx(dout[i] * (cdf + xi * pdf)).epsilon(1e-5));
   }
+}
+
+TEST_CASE("transformer kernels (emulated): LayerNorm's weight gradients over more chunks than row groups, added to "
+          "what is there") {
+  const int chunks = 2 * kSumGroups + 3, C = 40;
+  const auto pw = uniform<float>(std::size_t(chunks) * C, 11), pb = uniform<float>(std::size_t(chunks) * C, 12);
+  std::vector<float> dw(C, 0.5f), db(C, -0.25f);
+  cuda_emu::launch({blocks(C, 32), 1, 1}, kSumBlock, 0, layernorm_param_sums_kernel, chunks, C, pw.data(), pb.data(),
+                   dw.data(), db.data());
+  std::vector<double> want_w(C, 0.5), want_b(C, -0.25);
+  for (int k = 0; k < chunks; ++k)
+    for (int c = 0; c < C; ++c) want_w[c] += pw[std::size_t(k) * C + c], want_b[c] += pb[std::size_t(k) * C + c];
+  CHECK(scaled_error(dw, want_w) < 1e-6);
+  CHECK(scaled_error(db, want_b) < 1e-6);
 }
 
 TEST_CASE("transformer kernels (emulated): LayerNorm forward and backward") {
@@ -262,10 +290,10 @@ TEST_CASE("transformer kernels (emulated): LayerNorm forward and backward") {
                    static_cast<const float*>(mean.data()), static_cast<const float*>(rstd.data()), dout.data(), dx.data());
   const unsigned chunks = blocks(rows, kLayerNormChunkRows);
   std::vector<float> pw(std::size_t(chunks) * C), pb(std::size_t(chunks) * C);
-  cuda_emu::launch({blocks(C, 32), chunks, 1}, cuda_emu::Index{32, 8, 1}, 0, layernorm_param_partials_kernel, rows, C,
+  cuda_emu::launch({blocks(C, 32), chunks, 1}, kSumBlock, 0, layernorm_param_partials_kernel, rows, C,
                    x.data(), static_cast<const float*>(mean.data()), static_cast<const float*>(rstd.data()), dout.data(),
                    pw.data(), pb.data());
-  cuda_emu::launch({blocks(C, kThreads), 1, 1}, kThreads, 0, layernorm_param_sums_kernel, static_cast<int>(chunks), C,
+  cuda_emu::launch({blocks(C, 32), 1, 1}, kSumBlock, 0, layernorm_param_sums_kernel, static_cast<int>(chunks), C,
                    static_cast<const float*>(pw.data()), static_cast<const float*>(pb.data()), dw.data(), db.data());
   const auto xd = to_double(x), wd = to_double(w), bd = to_double(b);
   std::vector<double> o(x.size()), m(rows), s(rows), ddx(x.size(), 0.0), ddw(C, 0.0), ddb(C, 0.0);
