@@ -62,6 +62,12 @@ struct CudaGptStep::State {
   // bf16: GELU writes the MLP's activation in bf16 only (fch16; fch is never allocated), where
   // cuBLASLt takes the two products that read it with bf16 operands.
   bool half_gelu = false;
+  // bf16: the LayerNorms write their outputs in bf16 only (ln1_16, ln2_16, lnf16; ln1, ln2 and lnf
+  // are never allocated), where cuBLASLt takes every product that reads them with bf16 operands.
+  bool half_ln = false;
+  // bf16: GELU's backward pass writes the MLP's gradient in bf16 only (into y16, not back into
+  // dwide), where cuBLASLt takes the two products that read it with bf16 operands.
+  bool half_dwide = false;
   cudaStream_t stream = owned.stream();
   cudaEvent_t loss_ready = owned.event();
   std::unique_ptr<cuda::LtMatmul> lt;
@@ -162,11 +168,16 @@ struct CudaGptStep::State {
   // x [rows, cols] (a gradient) as a product's operand, its column sums (a bias's gradient) into
   // sums: one pass over x, which also writes the operand's bf16 copy into y16. With gelu_input,
   // x is first taken through GELU's backward pass (in place), in the same pass.
+  // Where half_dwide, GELU's gradient is written to the copy only (x keeps the gradient of its output).
   Operand summed_operand(int rows, int cols, float* x, float* sums, const float* gelu_input = nullptr) {
     bf16* copy = half ? y16.data() : nullptr;
-    if (gelu_input) cuda::gelu_backward_sums(rows, cols, gelu_input, x, x, sums, sums_scratch.data(), stream, copy);
-    else cuda::column_sums(rows, cols, x, sums, sums_scratch.data(), stream, copy);
-    return {x, copy};
+    if (!gelu_input) {
+      cuda::column_sums(rows, cols, x, sums, sums_scratch.data(), stream, copy);
+      return {x, copy};
+    }
+    float* dx = half_dwide ? nullptr : x;
+    cuda::gelu_backward_sums(rows, cols, gelu_input, x, dx, sums, sums_scratch.data(), stream, copy);
+    return {dx, copy};
   }
 
   // The gradient d of site's branch through its dropout (into out) as a product's operand;
@@ -218,11 +229,11 @@ struct CudaGptStep::State {
     for (int l = 0; l < g.layers; ++l) {
       const std::size_t L = static_cast<std::size_t>(l);
       float* r = residual.data() + L * nc;
-      float* a1 = ln1.data() + L * nc;
+      float* a1 = half_ln ? nullptr : ln1.data() + L * nc;
       float* q = qkv.data() + L * nc * 3;
       float* y = atty.data() + L * nc;
       float* r2 = residual2.data() + L * nc;
-      float* a2 = ln2.data() + L * nc;
+      float* a2 = half_ln ? nullptr : ln2.data() + L * nc;
       float* f = fc.data() + L * nc * 4;
       float* fh = half_gelu ? nullptr : fch.data() + L * nc * 4;
       cuda::layernorm_forward(BT, C, r, param(block_tensor(l, kLn1W)), param(block_tensor(l, kLn1B)), a1,
@@ -257,11 +268,12 @@ struct CudaGptStep::State {
       add_branch(2 + 2 * L, r2, r + nc);
     }
     const std::size_t ln_f = tensors.size() - 2;
+    float* final_norm = half_ln ? nullptr : lnf.data();
     cuda::layernorm_forward(BT, C, residual.data() + static_cast<std::size_t>(g.layers) * nc, param(ln_f),
-                            param(ln_f + 1), lnf.data(), lnf_mean.data(), lnf_rstd.data(), stream,
+                            param(ln_f + 1), final_norm, lnf_mean.data(), lnf_rstd.data(), stream,
                             copy_of(lnf16, 0, nc));
     // The head is tied to the token embedding: logits = lnf wte^T.
-    product(false, true, BT, V, C, kept(lnf.data(), copy_of(lnf16, 0, nc)), C, weight(kWte), C, logits.data(), V);
+    product(false, true, BT, V, C, kept(final_norm, copy_of(lnf16, 0, nc)), C, weight(kWte), C, logits.data(), V);
     last_logits = n * V;
     if (training && half_dlogits)
       cuda::cross_entropy_forward_backward(BT, V, logits.data(), targets.data(), loss_scale, y16.data(), row_loss.data(),
@@ -289,7 +301,7 @@ struct CudaGptStep::State {
     // Through the tied head and the final LayerNorm (which adds into dres).
     const Operand dz = half_dlogits ? Operand{nullptr, y16.data()} : operand(dlogits.data(), n * V, y16);
     product(false, false, BT, C, V, dz, V, weight(kWte), C, dln.data(), C);
-    product(true, false, V, C, BT, dz, V, kept(lnf.data(), copy_of(lnf16, 0, nc)), C, grad(kWte), C);
+    product(true, false, V, C, BT, dz, V, kept(half_ln ? nullptr : lnf.data(), copy_of(lnf16, 0, nc)), C, grad(kWte), C);
     cuda::layernorm_backward(BT, C, residual.data() + static_cast<std::size_t>(g.layers) * nc, param(ln_f),
                              lnf_mean.data(), lnf_rstd.data(), dln.data(), dres.data(), grad(ln_f), grad(ln_f + 1),
                              ln_scratch.data(), stream);
@@ -297,11 +309,11 @@ struct CudaGptStep::State {
     for (int l = g.layers - 1; l >= 0; --l) {
       const std::size_t L = static_cast<std::size_t>(l);
       const float* r = residual.data() + L * nc;
-      const float* a1 = ln1.data() + L * nc;
+      const float* a1 = half_ln ? nullptr : ln1.data() + L * nc;
       const float* q = qkv.data() + L * nc * 3;
       const float* y = atty.data() + L * nc;
       const float* r2 = residual2.data() + L * nc;
-      const float* a2 = ln2.data() + L * nc;
+      const float* a2 = half_ln ? nullptr : ln2.data() + L * nc;
       const float* f = fc.data() + L * nc * 4;
       const float* fh = half_gelu ? nullptr : fch.data() + L * nc * 4;
       // The MLP: out = r2 + c_proj(gelu(c_fc(ln_2(r2)))); dres is the gradient of out.
@@ -466,31 +478,54 @@ CudaGptStep::CudaGptStep(const GptConfig& config, const OptimizerConfig& optimiz
                     H = static_cast<std::size_t>(config.heads), V = static_cast<std::size_t>(config.vocab);
   const std::size_t bt = rows * T, nc = bt * C;
   s.tokens.resize(bt), s.targets.resize(bt);
+  if (s.half) {
+    // Products as forward() and backward() run them, with bf16 operands, where an fp32 copy of an
+    // operand can be spared if cuBLASLt takes them all: the head's (the vocabulary the leading
+    // dimension), those that read the LayerNorms' outputs, GELU's output (4 C) and its gradient.
+    // cuBLASLt's choice depends on the operands' alignment: `a_offset` and `b_offset` are the bytes
+    // from an allocation (256-byte aligned) to the operands, for a per-layer copy layer 1's part,
+    // its least aligned; a weight is checked at every layer's offset.
+    const auto bf16_product = [&](bool ta, bool tb, int m, int n, int k, int lda, int ldb, std::size_t a_offset,
+                                  std::size_t b_offset) {
+      MatmulArgs args{ta, tb, m, n, k, reinterpret_cast<const void*>(a_offset), lda,
+                      reinterpret_cast<const void*>(b_offset), ldb, nullptr, n};
+      args.ab_type = DataType::kBF16, args.c_type = DataType::kF32;
+      return s.lt->supports(args);
+    };
+    const auto every_layer = [&](Block weight, const auto& product_with_weight_at) {
+      for (int l = 0; l < config.layers; ++l)
+        if (!product_with_weight_at(s.tensors[block_tensor(l, weight)].offset * sizeof(bf16))) return false;
+      return true;
+    };
+    const int BT = static_cast<int>(bt), Vi = static_cast<int>(V), Ci = static_cast<int>(C);
+    const std::size_t part = nc * sizeof(bf16), wide_part = 4 * part;  // layer 1's part of a per-layer copy
+    const bool head_grad = bf16_product(true, false, Vi, Ci, BT, Vi, Ci, 0, 0);  // dz^T lnf
+    s.half_dlogits = head_grad && bf16_product(false, false, BT, Ci, Vi, Vi, Ci, 0, 0);  // dz wte
+    s.half_gelu = bf16_product(true, false, 4 * Ci, Ci, BT, 4 * Ci, Ci, wide_part, 0) &&
+                  every_layer(kMlpProjW, [&](std::size_t w) {
+                    return bf16_product(false, false, BT, Ci, 4 * Ci, 4 * Ci, Ci, wide_part, w);
+                  });
+    const bool fc_grad = bf16_product(true, false, Ci, 4 * Ci, BT, Ci, 4 * Ci, part, 0);  // ln_2^T dw
+    s.half_ln = head_grad && fc_grad && bf16_product(false, true, BT, Vi, Ci, Ci, Ci, 0, 0) &&
+                bf16_product(true, false, Ci, 3 * Ci, BT, Ci, 3 * Ci, part, 0) &&
+                every_layer(kAttnW, [&](std::size_t w) {
+                  return bf16_product(false, false, BT, 3 * Ci, Ci, Ci, 3 * Ci, part, w);
+                }) &&
+                every_layer(kFcW, [&](std::size_t w) {
+                  return bf16_product(false, false, BT, 4 * Ci, Ci, Ci, 4 * Ci, part, w);
+                });
+    s.half_dwide = fc_grad && every_layer(kFcW, [&](std::size_t w) {
+      return bf16_product(false, true, BT, Ci, 4 * Ci, 4 * Ci, 4 * Ci, 0, w);
+    });
+  }
   s.residual.resize((L + 1) * nc);
-  for (auto* b : {&s.ln1, &s.atty, &s.residual2, &s.ln2}) b->resize(L * nc);
+  for (auto* b : {&s.atty, &s.residual2}) b->resize(L * nc);
+  if (!s.half_ln) s.ln1.resize(L * nc), s.ln2.resize(L * nc), s.lnf.resize(nc);
   for (auto* b : {&s.ln1_mean, &s.ln1_rstd, &s.ln2_mean, &s.ln2_rstd}) b->resize(L * bt);
   s.qkv.resize(L * nc * 3);
   s.lse.resize(L * bt * H);
   s.fc.resize(L * nc * 4);
-  s.lnf.resize(nc), s.lnf_mean.resize(bt), s.lnf_rstd.resize(bt);
-  if (s.half) {
-    // Products as forward() and backward() run them, with bf16 operands: the head's backward
-    // ones (the vocabulary the leading dimension), and the MLP's projection's that read GELU's
-    // output (4 C), forward and for its weight's gradient.
-    // cuBLASLt's choice depends on the operands' alignment: `a_offset` is the bytes from an
-    // allocation (256-byte aligned) to the least aligned operand, layer 1's part of a per-layer copy.
-    const auto bf16_product = [&](bool ta, int m, int k, int lda, int ldb, std::size_t a_offset) {
-      MatmulArgs args{ta, false, m, static_cast<int>(C), k, reinterpret_cast<const void*>(a_offset), lda, nullptr, ldb,
-                      nullptr, static_cast<int>(C)};
-      args.ab_type = DataType::kBF16, args.c_type = DataType::kF32;
-      return s.lt->supports(args);
-    };
-    const int rows_bt = static_cast<int>(bt), vocab = static_cast<int>(V), embd = static_cast<int>(C);
-    const std::size_t layer_part = nc * 4 * sizeof(bf16);
-    s.half_dlogits = bf16_product(false, rows_bt, vocab, vocab, embd, 0) && bf16_product(true, vocab, rows_bt, vocab, embd, 0);
-    s.half_gelu = bf16_product(false, rows_bt, 4 * embd, 4 * embd, embd, layer_part) &&
-                  bf16_product(true, 4 * embd, rows_bt, 4 * embd, embd, layer_part);
-  }
+  s.lnf_mean.resize(bt), s.lnf_rstd.resize(bt);
   if (!s.half_gelu) s.fch.resize(L * nc * 4);
   s.logits.resize(bt * V);
   if (!s.half_dlogits) s.dlogits.resize(bt * V);

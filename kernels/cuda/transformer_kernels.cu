@@ -66,6 +66,7 @@ void embedding_backward(int B, int T, int C, int V, const std::int32_t* tokens, 
 
 void layernorm_forward(int rows, int C, const float* x, const float* weight, const float* bias, float* out,
                        float* mean, float* rstd, cudaStream_t stream, __nv_bfloat16* copy) {
+  require(out || copy, "layernorm_forward: neither out nor its bf16 copy given");
   if (rows <= 0) return;
   layernorm_forward_kernel<<<ceil_div(rows, kWarps), kThreads, 0, stream>>>(rows, C, x, weight, bias, out, mean, rstd,
                                                                             copy);

@@ -35,7 +35,9 @@ void embedding_backward(int B, int T, int C, int V, const std::int32_t* tokens, 
 
 // out = (x - mean) * rstd * weight + bias over each row of C, with the biased variance and eps
 // 1e-5 as torch.nn.LayerNorm; mean[rows] and rstd[rows] are kept for the backward pass. Where
-// copy is given, copy = out in bf16 (as cast rounds it), written in the same pass.
+// copy is given, copy = out in bf16 (as cast rounds it), written in the same pass; out may then
+// be null, where the bf16 copy is all the products read (the backward pass needs only x, mean
+// and rstd).
 void layernorm_forward(int rows, int C, const float* x, const float* weight, const float* bias, float* out,
                        float* mean, float* rstd, cudaStream_t stream, __nv_bfloat16* copy = nullptr);
 

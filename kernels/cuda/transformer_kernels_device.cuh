@@ -132,7 +132,7 @@ __global__ void layernorm_forward_kernel(int rows, int C, const float* x, const 
   const std::int64_t at = static_cast<std::int64_t>(row) * C;
   for (int c = lane; c < C; c += 32) {
     const float v = (xr[c] - m) * s * weight[c] + bias[c];
-    out[at + c] = v;
+    if (out) out[at + c] = v;
     if (copy) copy[at + c] = from_float<__nv_bfloat16>(v);
   }
   if (lane == 0) mean[row] = m, rstd[row] = s;

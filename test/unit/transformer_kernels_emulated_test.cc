@@ -286,6 +286,15 @@ TEST_CASE("transformer kernels (emulated): LayerNorm forward and backward") {
     copied += std::memcmp(&copy[i], &expected, sizeof expected) == 0;
   }
   CHECK(copied == out.size());
+  {  // The copy alone: the same bits, mean and rstd
+    std::vector<float> mean_bare(rows), rstd_bare(rows);
+    std::vector<__nv_bfloat16> copy_bare(x.size());
+    cuda_emu::launch({blocks(rows, kWarps), 1, 1}, kThreads, 0, layernorm_forward_kernel, rows, C, x.data(), w.data(),
+                     b.data(), static_cast<float*>(nullptr), mean_bare.data(), rstd_bare.data(), copy_bare.data());
+    CHECK(std::memcmp(copy_bare.data(), copy.data(), copy.size() * sizeof(__nv_bfloat16)) == 0);
+    CHECK(mean_bare == mean);
+    CHECK(rstd_bare == rstd);
+  }
   cuda_emu::launch({blocks(rows, kWarps), 1, 1}, kThreads, 0, layernorm_dx_kernel, rows, C, x.data(), w.data(),
                    static_cast<const float*>(mean.data()), static_cast<const float*>(rstd.data()), dout.data(), dx.data());
   const unsigned chunks = blocks(rows, kLayerNormChunkRows);
