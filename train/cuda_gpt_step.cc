@@ -14,6 +14,7 @@
 #include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/owned_stream.h"
 #include "kernels/cuda/transformer_kernels.h"
+#include "kernels/positions_by_token.h"
 #include "train/decay_runs.h"
 #include "train/gradient_buckets.h"
 #include "train/model_layout.h"
@@ -75,6 +76,11 @@ struct CudaGptStep::State {
   DeviceBuffer<float> params, grads, m, v;
   DeviceBuffer<bf16> working;  // bf16: the weights the products read
   DeviceBuffer<std::int32_t> tokens, targets;
+  // The batch's positions grouped by token, for the embedding's backward pass: built on the host
+  // as each batch comes, then uploaded.
+  kernels::PositionsByToken by_token;
+  std::vector<std::int32_t> token_counts;
+  DeviceBuffer<std::int32_t> token_list, token_starts, token_positions;
   // Activations of the last forward pass, per layer and for the ends (as Gpt's).
   DeviceBuffer<float> residual, ln1, ln1_mean, ln1_rstd, qkv, atty, lse, residual2, ln2, ln2_mean, ln2_rstd, fc, fch,
       lnf, lnf_mean, lnf_rstd, logits, dlogits;
@@ -204,6 +210,14 @@ struct CudaGptStep::State {
                                                 i, g.vocab));
     CUDA_CHECK(cudaMemcpyAsync(tokens.data(), batch.tokens, n * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream));
     CUDA_CHECK(cudaMemcpyAsync(targets.data(), batch.y, n * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream));
+    kernels::group_positions_by_token(batch.tokens, n, g.vocab, by_token, token_counts);
+    const auto upload = [&](const std::vector<std::int32_t>& from, DeviceBuffer<std::int32_t>& to) {
+      CUDA_CHECK(cudaMemcpyAsync(to.data(), from.data(), from.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice,
+                                 stream));
+    };
+    upload(by_token.tokens, token_list);
+    upload(by_token.starts, token_starts);
+    upload(by_token.positions, token_positions);
     B = batch.rows;
   }
 
@@ -301,7 +315,8 @@ struct CudaGptStep::State {
     // Through the tied head and the final LayerNorm (which adds into dres).
     const Operand dz = half_dlogits ? Operand{nullptr, y16.data()} : operand(dlogits.data(), n * V, y16);
     product(false, false, BT, C, V, dz, V, weight(kWte), C, dln.data(), C);
-    product(true, false, V, C, BT, dz, V, kept(half_ln ? nullptr : lnf.data(), copy_of(lnf16, 0, nc)), C, grad(kWte), C);
+    const float* final_norm = half_ln ? nullptr : lnf.data();
+    product(true, false, V, C, BT, dz, V, kept(final_norm, copy_of(lnf16, 0, nc)), C, grad(kWte), C);
     cuda::layernorm_backward(BT, C, residual.data() + static_cast<std::size_t>(g.layers) * nc, param(ln_f),
                              lnf_mean.data(), lnf_rstd.data(), dln.data(), dres.data(), grad(ln_f), grad(ln_f + 1),
                              ln_scratch.data(), stream);
@@ -355,7 +370,9 @@ struct CudaGptStep::State {
     if (dropout > 0.0f)
       cuda::activation_backward<float>(Activation::kIdentity, BT, C, dres.data(), dres.data(), dres.data(),
                                        unused_dbias.data(), dropout_at(0), stream);
-    cuda::embedding_backward(B, T, C, V, tokens.data(), dres.data(), grad(kWte), grad(kWpe), stream);
+    const cuda::TokenPositions positions{token_list.data(), token_starts.data(), token_positions.data(),
+                                         static_cast<int>(by_token.tokens.size())};
+    cuda::embedding_backward(B, T, C, positions, dres.data(), grad(kWte), grad(kWpe), stream);
     done(kWte, kWpe);
   }
 
@@ -478,6 +495,7 @@ CudaGptStep::CudaGptStep(const GptConfig& config, const OptimizerConfig& optimiz
                     H = static_cast<std::size_t>(config.heads), V = static_cast<std::size_t>(config.vocab);
   const std::size_t bt = rows * T, nc = bt * C;
   s.tokens.resize(bt), s.targets.resize(bt);
+  s.token_list.resize(bt), s.token_starts.resize(bt + 1), s.token_positions.resize(bt);
   if (s.half) {
     // Products as forward() and backward() run them, with bf16 operands, where an fp32 copy of an
     // operand can be spared if cuBLASLt takes them all: the head's (the vocabulary the leading

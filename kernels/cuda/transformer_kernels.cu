@@ -51,13 +51,17 @@ void embedding_forward(int B, int T, int C, const std::int32_t* tokens, const fl
   CUDA_CHECK(cudaGetLastError());
 }
 
-void embedding_backward(int B, int T, int C, int V, const std::int32_t* tokens, const float* dout, float* dwte,
+void embedding_backward(int B, int T, int C, const TokenPositions& by_token, const float* dout, float* dwte,
                         float* dwpe, cudaStream_t stream) {
   const std::size_t positions = static_cast<std::size_t>(B) * T;
   require(positions <= 0x7fffffffu, "embedding_backward: B*T above 2^31 - 1");
+  require(by_token.count >= 0 && static_cast<std::size_t>(by_token.count) <= positions,
+          "embedding_backward: " + std::to_string(by_token.count) + " distinct tokens in " +
+              std::to_string(positions) + " positions");
   if (positions == 0 || C == 0) return;
-  if (V > 0) {
-    embedding_dwte_kernel<<<V, kThreads, 0, stream>>>(static_cast<int>(positions), C, tokens, dout, dwte);
+  if (by_token.count > 0) {
+    embedding_dwte_kernel<<<dim3(static_cast<unsigned>(by_token.count), ceil_div(C, kThreads)), kThreads, 0, stream>>>(
+        C, by_token.tokens, by_token.starts, by_token.positions, dout, dwte);
     CUDA_CHECK(cudaGetLastError());
   }
   embedding_dwpe_kernel<<<blocks_for(static_cast<std::size_t>(T) * C), kThreads, 0, stream>>>(B, T, C, dout, dwpe);

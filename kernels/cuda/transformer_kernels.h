@@ -25,12 +25,21 @@ namespace slurm_train::cuda {
 void embedding_forward(int B, int T, int C, const std::int32_t* tokens, const float* wte, const float* wpe,
                        float* out, cudaStream_t stream);
 
+// A batch's positions grouped by token (kernels/positions_by_token.h builds them on the host), in
+// device memory: count distinct tokens, count + 1 starts into positions.
+struct TokenPositions {
+  const std::int32_t* tokens = nullptr;
+  const std::int32_t* starts = nullptr;
+  const std::int32_t* positions = nullptr;
+  int count = 0;
+};
+
 // dwte[V,C] += the rows of dout[B*T,C] gathered by token, dwpe[T,C] += dout summed over b. One
-// thread block per vocabulary row scans all B*T tokens and adds the matching rows in position
+// thread block per token present (and chunk of columns) adds its positions' rows in position
 // order (the reference's order, so the result is bit-identical to it in fp32); no row is written
-// by two blocks, so there are no atomics and no sort (each block reads all B*T tokens, which
-// stay in L2). A token outside [0, V) matches no row.
-void embedding_backward(int B, int T, int C, int V, const std::int32_t* tokens, const float* dout, float* dwte,
+// by two blocks, so there are no atomics. The tokens must be those of the batch dout is the
+// gradient of, each in [0, V), as group_positions_by_token checks them.
+void embedding_backward(int B, int T, int C, const TokenPositions& by_token, const float* dout, float* dwte,
                         float* dwpe, cudaStream_t stream);
 
 // out = (x - mean) * rstd * weight + bias over each row of C, with the biased variance and eps

@@ -73,36 +73,17 @@ __global__ void embedding_forward_kernel(int T, int C, std::size_t n, const std:
   }
 }
 
-// Block v owns row v of dwte. It walks the tokens kThreads at a time, compacts the positions that
-// hold v (in position order: warp order, then lane order), and adds their dout rows in that order.
-__global__ void embedding_dwte_kernel(int positions, int C, const std::int32_t* tokens, const float* dout,
-                                      float* dwte) {
-  __shared__ int matches[kThreads];
-  __shared__ int warp_counts[kWarps];
-  const int v = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  float* row = dwte + static_cast<std::int64_t>(v) * C;
-  for (int first = 0; first < positions; first += kThreads) {
-    const int position = first + threadIdx.x;
-    const bool hit = position < positions && tokens[position] == v;
-    const unsigned ballot = __ballot_sync(kFullMask, hit);
-    if (lane == 0) warp_counts[warp] = __popc(ballot);
-    __syncthreads();
-    int offset = 0, count = 0;
-    for (int w = 0; w < kWarps; ++w) {
-      if (w < warp) offset += warp_counts[w];
-      count += warp_counts[w];
-    }
-    if (hit) matches[offset + __popc(ballot & ((1u << lane) - 1u))] = position;
-    __syncthreads();
-    if (count > 0) {
-      for (int c = threadIdx.x; c < C; c += kThreads) {
-        float sum = row[c];
-        for (int k = 0; k < count; ++k) sum += dout[static_cast<std::int64_t>(matches[k]) * C + c];
-        row[c] = sum;
-      }
-    }
-    __syncthreads();  // before the next chunk overwrites matches and warp_counts
-  }
+// Block (i, column chunk): row tokens[i] of dwte += the dout rows of the positions that hold it,
+// in position order (the reference's).
+__global__ void embedding_dwte_kernel(int C, const std::int32_t* tokens, const std::int32_t* starts,
+                                      const std::int32_t* positions, const float* dout, float* dwte) {
+  const int i = blockIdx.x, c = blockIdx.y * kThreads + threadIdx.x;
+  if (c >= C) return;
+  float* row = dwte + static_cast<std::int64_t>(tokens[i]) * C;
+  float sum = row[c];
+  const int end = starts[i + 1];
+  for (int k = starts[i]; k < end; ++k) sum += dout[static_cast<std::int64_t>(positions[k]) * C + c];
+  row[c] = sum;
 }
 
 // One thread per (t, c) of dwpe, adding over b in order.

@@ -33,6 +33,7 @@
 #include "kernels/cpu/transformer_ops.h"
 #include "kernels/cuda/elementwise_kernels.h"
 #include "kernels/cuda/transformer_kernels.h"
+#include "kernels/positions_by_token.h"
 #include "test/cuda/cuda_test_support.h"
 
 namespace {
@@ -99,8 +100,14 @@ TEST_CASE("cuda transformer: embedding forward and backward are bit-identical to
     auto d_dwte = to_device(dwte), d_dwpe = to_device(dwpe);
     DeviceBuffer<float> d_out(rows * s.C);
     cuda::embedding_forward(s.B, s.T, s.C, d_tokens.data(), d_wte.data(), d_wpe.data(), d_out.data(), nullptr);
-    cuda::embedding_backward(s.B, s.T, s.C, s.V, d_tokens.data(), d_dout.data(), d_dwte.data(), d_dwpe.data(),
-                             nullptr);
+    kernels::PositionsByToken by_token;
+    std::vector<std::int32_t> counts;
+    kernels::group_positions_by_token(tokens.data(), tokens.size(), s.V, by_token, counts);
+    auto d_list = to_device(by_token.tokens), d_starts = to_device(by_token.starts),
+         d_positions = to_device(by_token.positions);
+    const cuda::TokenPositions positions{d_list.data(), d_starts.data(), d_positions.data(),
+                                         static_cast<int>(by_token.tokens.size())};
+    cuda::embedding_backward(s.B, s.T, s.C, positions, d_dout.data(), d_dwte.data(), d_dwpe.data(), nullptr);
     std::vector<float> out(rows * s.C);
     kernels::embedding_forward(s.B, s.T, s.C, tokens.data(), wte.data(), wpe.data(), out.data());
     kernels::embedding_backward(s.B, s.T, s.C, tokens.data(), dout.data(), dwte.data(), dwpe.data());

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kernels/cpu/transformer_ops.h"
+#include "kernels/positions_by_token.h"
 #include "test/cuda/cuda_test_support.h"
 #include "test/unit/cuda_emulation.h"
 #include "kernels/cuda/transformer_kernels_device.cuh"
@@ -38,17 +39,22 @@ unsigned blocks(long long n, int per) { return static_cast<unsigned>((n + per - 
 }  // namespace
 
 TEST_CASE("transformer kernels (emulated): embedding forward and backward, as the float reference bit for bit") {
-  const int B = 3, T = 70, C = 20, V = 9;  // 210 positions: a partial last chunk of kThreads tokens
+  const int B = 3, T = 70, C = 20, V = 11;  // 210 positions; tokens 9 and 10 are in none of them
   std::vector<std::int32_t> tokens(std::size_t(B) * T);
-  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<std::int32_t>((i * 7 + i / 5) % V);
+  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<std::int32_t>((i * 7 + i / 5) % (V - 2));
   const auto wte = uniform<float>(std::size_t(V) * C, 11), wpe = uniform<float>(std::size_t(T) * C, 12),
              dout = uniform<float>(tokens.size() * C, 13), dwte0 = uniform<float>(std::size_t(V) * C, 14), dwpe0 = uniform<float>(std::size_t(T) * C, 15);
   const std::size_t n = tokens.size() * C;
   std::vector<float> out(n), dwte = dwte0, dwpe = dwpe0;
   cuda_emu::launch({3, 1, 1}, kThreads, 0, embedding_forward_kernel, T, C, n, tokens.data(), wte.data(), wpe.data(),
                    out.data());
-  cuda_emu::launch({V, 1, 1}, kThreads, 0, embedding_dwte_kernel, static_cast<int>(tokens.size()), C, tokens.data(),
-                   dout.data(), dwte.data());
+  slurm_train::kernels::PositionsByToken by_token;
+  std::vector<std::int32_t> counts;
+  slurm_train::kernels::group_positions_by_token(tokens.data(), tokens.size(), V, by_token, counts);
+  cuda_emu::launch({static_cast<unsigned>(by_token.tokens.size()), 1, 1}, kThreads, 0, embedding_dwte_kernel, C,
+                   static_cast<const std::int32_t*>(by_token.tokens.data()),
+                   static_cast<const std::int32_t*>(by_token.starts.data()),
+                   static_cast<const std::int32_t*>(by_token.positions.data()), dout.data(), dwte.data());
   cuda_emu::launch({2, 1, 1}, kThreads, 0, embedding_dwpe_kernel, B, T, C, dout.data(), dwpe.data());
   std::vector<float> want(n), want_dwte = dwte0, want_dwpe = dwpe0;
   slurm_train::kernels::embedding_forward(B, T, C, tokens.data(), wte.data(), wpe.data(), want.data());
