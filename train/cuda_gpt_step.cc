@@ -501,8 +501,10 @@ CudaGptStep::CudaGptStep(const GptConfig& config, const OptimizerConfig& optimiz
     // operand can be spared if cuBLASLt takes them all: the head's (the vocabulary the leading
     // dimension), those that read the LayerNorms' outputs, GELU's output (4 C) and its gradient.
     // cuBLASLt's choice depends on the operands' alignment: `a_offset` and `b_offset` are the bytes
-    // from an allocation (256-byte aligned) to the operands, for a per-layer copy layer 1's part,
-    // its least aligned; a weight is checked at every layer's offset.
+    // from an allocation (256-byte aligned) to the operands. A per-layer copy's layer l part starts
+    // l B T C values on, for the B windows of the pass (fewer than max_rows in an evaluation's
+    // last slice): T C values (layer 1, one window) is the least aligned of them. A weight is
+    // checked at every layer's offset.
     const auto bf16_product = [&](bool ta, bool tb, int m, int n, int k, int lda, int ldb, std::size_t a_offset,
                                   std::size_t b_offset) {
       MatmulArgs args{ta, tb, m, n, k, reinterpret_cast<const void*>(a_offset), lda,
@@ -516,7 +518,7 @@ CudaGptStep::CudaGptStep(const GptConfig& config, const OptimizerConfig& optimiz
       return true;
     };
     const int BT = static_cast<int>(bt), Vi = static_cast<int>(V), Ci = static_cast<int>(C);
-    const std::size_t part = nc * sizeof(bf16), wide_part = 4 * part;  // layer 1's part of a per-layer copy
+    const std::size_t part = T * C * sizeof(bf16), wide_part = 4 * part;
     const bool head_grad = bf16_product(true, false, Vi, Ci, BT, Vi, Ci, 0, 0);  // dz^T lnf
     s.half_dlogits = head_grad && bf16_product(false, false, BT, Ci, Vi, Vi, Ci, 0, 0);  // dz wte
     s.half_gelu = bf16_product(true, false, 4 * Ci, Ci, BT, 4 * Ci, Ci, wide_part, 0) &&
