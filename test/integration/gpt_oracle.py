@@ -11,6 +11,7 @@ import sys
 import h5py
 import torch
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 
 def block(x, p, n, heads):
@@ -21,12 +22,24 @@ def block(x, p, n, heads):
     q, k, v = qkv.split(C, dim=2)
     q, k, v = (t.view(B, T, heads, C // heads).transpose(1, 2) for t in (q, k, v))
     att = (q @ k.transpose(-2, -1)) / math.sqrt(C // heads)
-    att = att.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf")).softmax(dim=-1)
+    att = att.masked_fill(torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1), float("-inf")).softmax(dim=-1)
     y = (att @ v).transpose(1, 2).reshape(B, T, C)
     x = x + y @ p[f"h.{n}.attn.c_proj.weight"] + p[f"h.{n}.attn.c_proj.bias"]
     h = F.layer_norm(x, (C,), p[f"h.{n}.ln_2.weight"], p[f"h.{n}.ln_2.bias"], eps=1e-5)
     h = F.gelu(h @ p[f"h.{n}.mlp.c_fc.weight"] + p[f"h.{n}.mlp.c_fc.bias"])
     return x + h @ p[f"h.{n}.mlp.c_proj.weight"] + p[f"h.{n}.mlp.c_proj.bias"]
+
+
+def logits_and_loss(p, tokens, targets, layers, heads, recompute=False):
+    """The model on tokens [B, T]: the logits [B*T, V] and the mean cross-entropy against targets.
+    With recompute, each block's activations are recomputed in the backward pass (less memory)."""
+    vocab, embd = p["wte"].shape
+    x = p["wte"][tokens] + p["wpe"][: tokens.shape[1]]
+    for n in range(layers):
+        x = checkpoint(block, x, p, n, heads, use_reentrant=False) if recompute else block(x, p, n, heads)
+    x = F.layer_norm(x, (embd,), p["ln_f.weight"], p["ln_f.bias"], eps=1e-5)
+    logits = (x @ p["wte"].T).view(-1, vocab)
+    return logits, F.cross_entropy(logits, targets.reshape(-1))
 
 
 def relative_error(ours, theirs):
@@ -40,13 +53,7 @@ def main(path):
     p = {name: torch.tensor(f["model"][name][()], requires_grad=True) for name in f["model"]}
     tokens = torch.tensor(f["tokens"][()].astype("int64"))
     targets = torch.tensor(f["targets"][()].astype("int64"))
-    B, T = tokens.shape
-    x = p["wte"][tokens] + p["wpe"][:T]
-    for n in range(layers):
-        x = block(x, p, n, heads)
-    x = F.layer_norm(x, (embd,), p["ln_f.weight"], p["ln_f.bias"], eps=1e-5)
-    logits = x @ p["wte"].T
-    loss = F.cross_entropy(logits.view(-1, vocab), targets.view(-1))
+    logits, loss = logits_and_loss(p, tokens, targets, layers, heads)
     loss.backward()
     checks = [("logits", relative_error(torch.tensor(f["logits"][()]), logits.detach().view(-1, vocab))),
               ("loss", abs(float(f.attrs["loss"]) - loss.item()) / abs(loss.item()))]
@@ -64,11 +71,7 @@ def main(path):
     for step in range(3):
         if step > 0:
             opt.zero_grad()
-            x = p["wte"][tokens] + p["wpe"][:T]
-            for n in range(layers):
-                x = block(x, p, n, heads)
-            x = F.layer_norm(x, (embd,), p["ln_f.weight"], p["ln_f.bias"], eps=1e-5)
-            F.cross_entropy((x @ p["wte"].T).view(-1, vocab), targets.view(-1)).backward()
+            logits_and_loss(p, tokens, targets, layers, heads)[1].backward()
         norm = torch.nn.utils.clip_grad_norm_(list(p.values()), clip_norm).item()
         bound += norm > clip_norm
         checks.append((f"clip step {step} norm", abs(float(f.attrs[f"grad_norm_{step}"]) - norm) / norm))
