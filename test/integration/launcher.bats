@@ -31,11 +31,11 @@ pid_of_rank() {
   done
 }
 
-# kill_rank_and_time LOGDIR RANK PID_OF_LAUNCHER [TEXT]: SIGKILLs the rank once it trains (once
-# its log holds TEXT), then waits for the launcher; prints the seconds it took to end.
+# kill_rank_and_time LOGDIR RANK PID_OF_LAUNCHER: SIGKILLs the rank once it trains, then waits
+# for the launcher; prints the seconds it took to end.
 kill_rank_and_time() {
   local pid
-  pid=$(pid_of_rank "$1" "$2" "${4:-}") || { echo "rank $2 never started training"; return 1; }
+  pid=$(pid_of_rank "$1" "$2") || { echo "rank $2 never started training"; return 1; }
   local t0=$SECONDS
   kill -KILL "$pid"
   wait "$3" || true
