@@ -52,11 +52,8 @@ int main(int argc, char** argv) {
     h5::write_uint8(file, "/targets", {B, T}, targets8.data(), path);
     h5::write_float32(file, "/logits", {static_cast<hsize_t>(B * T), static_cast<hsize_t>(config.vocab)},
                       gpt.logits().data(), path);
-    for (const char* group : {"/model", "/grad"}) {
-      const hid_t g = H5Gcreate2(file, group, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-      if (g < 0) throw std::runtime_error(std::string("H5Gcreate2 ") + group);
-      H5Gclose(g);
-    }
+    for (const char* group : {"/model", "/grad"})
+      h5::Handle(H5_CHECK(H5Gcreate2(file, group, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), path + ":" + group));
     for (const auto& t : gpt.layout()) {
       const std::vector<hsize_t> shape(t.shape.begin(), t.shape.end());
       h5::write_float32(file, "/model/" + t.name, shape, gpt.params().data() + t.offset, path);
@@ -82,9 +79,7 @@ int main(int argc, char** argv) {
       h5::write_double_attribute(file, "grad_norm_" + std::to_string(step), norm, path);
       optimizer.update(*kernels, gpt.params(), gpt.grads(), adamw.lr, step);
     }
-    const hid_t g = H5Gcreate2(file, "/adamw", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    if (g < 0) throw std::runtime_error("H5Gcreate2 /adamw");
-    H5Gclose(g);
+    h5::Handle(H5_CHECK(H5Gcreate2(file, "/adamw", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), path + ":/adamw"));
     for (const auto& t : gpt.layout()) {
       const std::vector<hsize_t> shape(t.shape.begin(), t.shape.end());
       h5::write_float32(file, "/adamw/" + t.name, shape, gpt.params().data() + t.offset, path);

@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <exception>
 #include <random>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -49,9 +48,7 @@ int run(const Options& o) {
 
   h5::Handle file = h5::create_file(o.out);
   h5::write_int64_list_attribute(file, "config", {g.vocab, g.block, g.layers, g.heads, g.embd}, o.out);
-  const hid_t group = H5Gcreate2(file, "/model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-  if (group < 0) throw std::runtime_error("H5Gcreate2 /model in " + o.out);
-  H5Gclose(group);
+  h5::Handle(H5_CHECK(H5Gcreate2(file, "/model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), o.out + ":/model"));
   const std::vector<float>& params = *step.host_state().params;
   for (const auto& t : gpt_layout(g))
     h5::write_float32(file, "/model/" + t.name, std::vector<hsize_t>(t.shape.begin(), t.shape.end()),
