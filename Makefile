@@ -33,7 +33,9 @@ ifeq ($(HAVE_PKG_CONFIG),yes)
   MISSING := $(if $(call pc_ok,ompi-c),,libopenmpi-dev) \
              $(if $(call pc_ok,hdf5-openmpi),,libhdf5-openmpi-dev) \
              $(if $(call pc_ok,openblas),,libopenblas-dev) \
-             $(if $(call pc_ok,fmt),,libfmt-dev)
+             $(if $(call pc_ok,fmt),,libfmt-dev) \
+             $(if $(call pc_ok,libcrypto),,libssl-dev) \
+             $(if $(call pc_ok,munge),,libmunge-dev)
 else
   MISSING := pkg-config
 endif
@@ -49,7 +51,9 @@ NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/c
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 
 # ---- flags ----------------------------------------------------------------------------------
-PKGS := ompi-c hdf5-openmpi openblas fmt
+# libcrypto (HMAC-SHA-256 of the watchdog's frames) is OpenSSL's, which HDF5 already loads;
+# libmunge proves a task's user to task 0 (launcher/munge_auth.h).
+PKGS := ompi-c hdf5-openmpi openblas fmt libcrypto munge
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 

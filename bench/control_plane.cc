@@ -1,8 +1,12 @@
 // control-plane: the watchdog's star at many ranks on one machine. Rank 0 is the real watchdog
 // (launcher/watchdog.h, in a process of its own); the other N - 1 ranks are simulated by one
 // process holding N - 1 connections that speak the watchdog's wire (launcher/watchdog_wire.h):
-// a hello each, then a beat with a growing step every member_beat_seconds(N), as ranks in steady
-// training send them (all at once: a worse burst than real ranks, whose beats spread).
+// each joins as a rank does (launcher/control_handshake.h: rank 0's challenge, a hello with its
+// proof, the sealed welcome; 8 at a time, as the tasks of a node knock together), then sends a
+// sealed beat with a growing step every member_beat_seconds(N), as ranks in steady training send
+// them (all at once: a worse burst than real ranks, whose beats spread).
+// --auth secret: `run`'s proof (a secret shared over MPI); --auth munge: `exec`'s (a munge
+// credential per rank, encoded and decoded by the munged at --munge-socket, on this machine).
 // For each N it prints one line of key=value pairs:
 //   connect_s    from the start of rank 0 until every rank has its welcome
 //   rank0_cpu    rank 0's CPU time per second of wall time over --steady seconds of training
@@ -21,12 +25,18 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "launcher/control_auth.h"
+#include "launcher/control_handshake.h"
+#include "launcher/munge_auth.h"
 #include "launcher/rank_log.h"
 #include "launcher/rank_status.h"
 #include "launcher/watchdog.h"
@@ -54,16 +64,27 @@ void raise_open_files(int needed) {
   }
 }
 
+struct AuthChoice {
+  std::string kind = "secret";  // or "munge"
+  std::string secret;           // drawn once, before the fork: both processes hold it
+  std::string munge_socket;
+  std::unique_ptr<ControlAuth> make(bool root) const {
+    if (kind == "munge") return std::make_unique<MungeAuth>(1, 0, munge_socket, root);
+    return std::make_unique<SharedSecretAuth>(secret);
+  }
+};
+
 // Rank 0: the real watchdog. Reports "connected S" and "cpu F" lines on `out`, then waits to be
 // ended by its own watchdog (a simulated rank dies).
-[[noreturn]] void run_rank0(int ranks, int port, double steady, int out) {
+[[noreturn]] void run_rank0(int ranks, int port, double steady, int out, const AuthChoice& auth) {
   raise_open_files(ranks + 64);
   RankLog log;
   WatchdogOptions options;
   options.hang_timeout = 0;
   options.connect_timeout = 1e6;
   const auto started = Clock::now();
-  Watchdog watchdog(WatchdogRendezvous{0, ranks, "127.0.0.1", port, 42}, {"127.0.0.1", getpid(), "0", "-"}, options, log);
+  Watchdog watchdog(WatchdogRendezvous{0, ranks, "127.0.0.1", port}, auth.make(true), {"127.0.0.1", getpid(), "0", "-"},
+                    options, log);
   watchdog.wait_for_all_ranks();
   const std::string connected = fmt::format("connected {:.3f}\n", seconds_since(started));
   [[maybe_unused]] auto n = write(out, connected.data(), connected.size());
@@ -78,29 +99,41 @@ void raise_open_files(int needed) {
 
 // The other ranks: one connection each. Prints "connected S" (all welcomed), then beats for
 // `steady` + 1 s, then closes rank 1's connection and measures until the others hear of it.
-int run_members(int ranks, int port, double steady, double limit) {
+int run_members(int ranks, int port, double steady, double limit, const AuthChoice& choice) {
   raise_open_files(ranks + 64);
   const auto started = Clock::now();
   std::vector<int> fds(static_cast<std::size_t>(ranks), -1);
+  std::vector<SessionKey> keys(static_cast<std::size_t>(ranks));
   std::vector<std::string> in(static_cast<std::size_t>(ranks));
-  for (int r = 1; r < ranks; ++r) {
-    int fd = -1;
-    while ((fd = connect_to("127.0.0.1", port, 2000)) < 0) {
-      if (seconds_since(started) > limit) return 1;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    WatchdogFrame hello;
-    hello.kind = WatchdogFrame::kHello;
-    hello.rank = r;
-    hello.pid = r;
-    hello.counter = 42;
-    hello.set_text(fmt::format("sim{}\t{}\t-", r / 8, r % 8));
-    if (!send_frame(fd, hello)) return 1;
-    fds[static_cast<std::size_t>(r)] = fd;
-  }
-  // Wait for every welcome (and keep draining rank 0's beats from then on).
-  std::vector<bool> welcomed(static_cast<std::size_t>(ranks), false);
-  int missing = ranks - 1;
+  // Joiners in parallel, each with its own proof maker (a munge context is one thread's).
+  constexpr int kJoiners = 8;
+  std::atomic<int> next{1};
+  std::atomic<bool> gave_up{false};
+  std::vector<std::thread> joiners;
+  for (int j = 0; j < kJoiners; ++j)
+    joiners.emplace_back([&] {
+      const auto auth = choice.make(false);
+      for (int r; (r = next++) < ranks && !gave_up;) {
+        WatchdogFrame hello;
+        hello.rank = r;
+        hello.pid = r;
+        hello.set_text(fmt::format("sim{}\t{}\t-", r / 8, r % 8));
+        std::optional<MemberSession> s;
+        while (!(s = join_control_plane("127.0.0.1", port, hello, *auth, 15000))) {
+          if (seconds_since(started) > limit) {
+            gave_up = true;
+            return;
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        fds[static_cast<std::size_t>(r)] = s->fd;
+        keys[static_cast<std::size_t>(r)] = s->key;
+        in[static_cast<std::size_t>(r)] = std::move(s->in);
+      }
+    });
+  for (auto& t : joiners) t.join();
+  if (gave_up) return 1;
+  std::vector<std::uint64_t> seq(static_cast<std::size_t>(ranks), 1);
   std::vector<pollfd> polled;
   auto poll_all = [&](int timeout_ms) {
     polled.clear();
@@ -110,21 +143,6 @@ int run_members(int ranks, int port, double steady, double limit) {
   };
   std::vector<int> rank_of_fd(static_cast<std::size_t>(ranks) + 65536, -1);
   for (int r = 1; r < ranks; ++r) rank_of_fd[static_cast<std::size_t>(fds[static_cast<std::size_t>(r)])] = r;
-  while (missing > 0) {
-    if (seconds_since(started) > limit) return 1;
-    poll_all(200);
-    for (const auto& p : polled) {
-      if (!(p.revents & POLLIN)) continue;
-      const int r = rank_of_fd[static_cast<std::size_t>(p.fd)];
-      drain(p.fd, in[static_cast<std::size_t>(r)]);
-      WatchdogFrame f;
-      while (next_frame(in[static_cast<std::size_t>(r)], f))
-        if (f.kind == WatchdogFrame::kWelcome && !welcomed[static_cast<std::size_t>(r)]) {
-          welcomed[static_cast<std::size_t>(r)] = true;
-          --missing;
-        }
-    }
-  }
   std::printf("members_connected %.3f\n", seconds_since(started));
   std::fflush(stdout);
   // Steady training: a beat from every rank every member_beat_seconds, its step growing.
@@ -143,6 +161,7 @@ int run_members(int ranks, int port, double steady, double limit) {
         beat.pid = r;
         beat.step = step;
         beat.counter = step;
+        seal_frame(beat, keys[static_cast<std::size_t>(r)], FrameDirection::kToRoot, seq[static_cast<std::size_t>(r)]++);
         send_frame(fds[static_cast<std::size_t>(r)], beat);
       }
     }
@@ -208,12 +227,18 @@ int main(int argc, char** argv) {
   std::vector<int> sizes{1024, 4096, 16384};
   double steady = 15, limit = 120;  // steady: three beats of the largest job
   int port = 0;
+  AuthChoice auth;
   CLI::App app{"the watchdog's control plane at N simulated ranks", "control-plane"};
   app.add_option("--ranks", sizes, "rank counts to simulate")->capture_default_str();
   app.add_option("--steady", steady, "seconds of steady training to measure rank 0's CPU over")->capture_default_str();
   app.add_option("--limit", limit, "seconds a phase may take before the run is given up")->capture_default_str();
   app.add_option("--port", port, "rank 0's port (default: a free one)");
+  app.add_option("--auth", auth.kind, "how the ranks prove themselves: secret (run's) or munge (exec's)")
+      ->check(CLI::IsMember({"secret", "munge"}))
+      ->capture_default_str();
+  app.add_option("--munge-socket", auth.munge_socket, "munged's socket for --auth munge (default: munge's own)");
   CLI11_PARSE(app, argc, argv);
+  auth.secret = SharedSecretAuth::new_secret();
   signal(SIGPIPE, SIG_IGN);
   for (const int ranks : sizes) {
     int p = port;
@@ -229,7 +254,7 @@ int main(int argc, char** argv) {
       close(report[0]);
       const int null = open("/dev/null", O_WRONLY);
       dup2(null, 2);  // its verdict on the dead rank: measured, not shown
-      run_rank0(ranks, p, steady, report[1]);
+      run_rank0(ranks, p, steady, report[1], auth);
     }
     close(report[1]);
     std::fflush(stdout);
@@ -239,7 +264,7 @@ int main(int argc, char** argv) {
     if (members == 0) {
       close(member_out[0]);
       dup2(member_out[1], 1);
-      _exit(run_members(ranks, p, steady, limit));
+      _exit(run_members(ranks, p, steady, limit, auth));
     }
     close(member_out[1]);
     std::string rank0_text, member_text;
@@ -256,7 +281,7 @@ int main(int argc, char** argv) {
     double connected = -1, cpu = -1, death = -1;
     std::sscanf(rank0_text.c_str(), "connected %lf\ncpu %lf", &connected, &cpu);
     if (const auto at = member_text.find("death "); at != std::string::npos) std::sscanf(member_text.c_str() + at, "death %lf", &death);
-    std::printf("ranks=%d finished=%d connect_s=%.3f rank0_cpu=%.4f death_s=%.3f table_ms=%.1f\n", ranks, finished ? 1 : 0,
+    std::printf("auth=%s ranks=%d finished=%d connect_s=%.3f rank0_cpu=%.4f death_s=%.3f table_ms=%.1f\n", auth.kind.c_str(), ranks, finished ? 1 : 0,
                 connected, cpu, death, table_ms(ranks));
     std::fflush(stdout);
   }

@@ -26,6 +26,7 @@
 #include "launcher/exit_codes.h"
 #include "launcher/heartbeat_file.h"
 #include "launcher/memory_cgroup.h"
+#include "launcher/munge_auth.h"
 #include "launcher/output_relay.h"
 #include "launcher/preempt_signals.h"
 #include "launcher/rank_log.h"
@@ -125,13 +126,6 @@ void add_rendezvous(Environment& child, const Environment& env, const ExecTask& 
   child[env_names::kNodeRank] = "0";
   child[env_names::kMasterAddr] = "127.0.0.1";
   child[env_names::kMasterPort] = std::to_string(free_port());
-}
-
-std::uint64_t job_token(const TaskFacts& f) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over "exec", the job and the step
-  for (const std::uint64_t part : {std::uint64_t{0x65786563}, std::uint64_t{f.job_id}, std::uint64_t{f.step_id}})
-    for (int i = 0; i < 8; ++i) h = (h ^ ((part >> (8 * i)) & 0xff)) * 0x100000001b3ULL;
-  return h;
 }
 
 void write_all(int fd, std::string_view text) {
@@ -277,12 +271,15 @@ void Supervisor::start_watchdog() {
   WatchdogRendezvous where;
   where.rank = rank_;
   where.size = size_;
-  if (task_.in_step) {
+  std::unique_ptr<ControlAuth> auth;
+  if (task_.in_step && size_ > 1) {
     where.root_host = master_addr(task_.facts.step_nodelist);
     where.port = control_port(task_.facts.job_id, task_.facts.step_id, PortRange{});
-    where.token = job_token(task_.facts);
+    // Anyone can compute the port from squeue: a munge credential proves a task is the job's.
+    // Task 0 checks munged first, so that a dead one is named before any rank knocks.
+    auth = std::make_unique<MungeAuth>(task_.facts.job_id, task_.facts.step_id, munge_socket_for(env_), rank_ == 0);
   }
-  watchdog_ = std::make_unique<Watchdog>(where, me, options, log_);
+  watchdog_ = std::make_unique<Watchdog>(where, std::move(auth), me, options, log_);
 }
 
 int Supervisor::supervise() {

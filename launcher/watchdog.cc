@@ -13,10 +13,11 @@
 #include <chrono>
 #include <limits>
 #include <cstring>
-#include <random>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 
+#include "launcher/control_handshake.h"
 #include "launcher/exit_codes.h"
 #include "launcher/rank_log.h"
 #include "launcher/watchdog_wire.h"
@@ -25,7 +26,13 @@ namespace slurm_train {
 
 struct Watchdog::Conn {
   int fd = -1;
-  int rank = -1;  // -1 until its hello
+  int rank = -1;  // -1 until its hello is proved
+  std::string source;  // the peer's address
+  bool pending = false;  // counted by admission_ until it is let in or closed
+  std::chrono::steady_clock::time_point accepted_at;
+  Nonce challenge{};
+  SessionKey key{};
+  std::uint64_t seq_in = 1, seq_out = 1;  // the hello and the welcome were frame 0 each way
   std::string in;
   std::string tail;  // the text of kTail frames, for the kFail that follows
   int closed_fd = -1;  // the fd it had, once closed
@@ -54,20 +61,44 @@ void write_stderr(const std::string& text) {
   }
 }
 
-// Rank 0 holds one connection per rank: the soft open-files limit (often 1024) is raised within
-// the hard one, and a hard limit too low for the job is an error that says so.
-void ensure_open_files(int ranks) {
+// Rank 0 holds one connection per rank, and some for connections still proving themselves: the
+// soft open-files limit (often 1024) is raised within the hard one, and a hard limit too low for
+// the job's ranks is an error that says so. Returns how many connections may wait to prove
+// themselves within the limit now in force (at most `wanted_pending`).
+std::size_t ensure_open_files(int ranks, std::size_t wanted_pending) {
   const rlim_t needed = static_cast<rlim_t>(ranks) + 256;
   rlimit l{};
-  if (::getrlimit(RLIMIT_NOFILE, &l) != 0 || l.rlim_cur >= needed) return;
+  if (::getrlimit(RLIMIT_NOFILE, &l) != 0) return 16;
   if (l.rlim_max != RLIM_INFINITY && l.rlim_max < needed)
     throw std::runtime_error(fmt::format(
         "watchdog: rank 0 needs about {} open files for the connections of {} ranks, but the hard limit is {} "
         "(ulimit -Hn; raise it for the job, e.g. LimitNOFILE= for slurmd or /etc/security/limits.conf)",
         needed, ranks, l.rlim_max));
-  l.rlim_cur = needed;
-  if (::setrlimit(RLIMIT_NOFILE, &l) != 0)
-    throw std::runtime_error(fmt::format("watchdog: setrlimit(RLIMIT_NOFILE, {}): {}", needed, std::strerror(errno)));
+  const rlim_t wanted = needed + static_cast<rlim_t>(wanted_pending);
+  const rlim_t target = l.rlim_max == RLIM_INFINITY ? wanted : std::min(l.rlim_max, wanted);
+  if (l.rlim_cur < target) {
+    l.rlim_cur = target;
+    if (::setrlimit(RLIMIT_NOFILE, &l) != 0)
+      throw std::runtime_error(fmt::format("watchdog: setrlimit(RLIMIT_NOFILE, {}): {}", target, std::strerror(errno)));
+  }
+  return std::clamp<std::size_t>(static_cast<std::size_t>(l.rlim_cur - needed), 16, wanted_pending);
+}
+
+// How long a wrong listener may keep a rank waiting at each turn of the handshake; rank 0 itself
+// answers within milliseconds (a munge credential's decode takes 0.1 ms; 16k of them 1.4 s).
+constexpr int kAnswerMs = 15000;
+
+std::string hex(std::string_view bytes) {
+  std::string out;
+  for (const unsigned char b : bytes) out += fmt::format("{:02x}", b);
+  return out;
+}
+
+std::string unhex(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i + 1 < text.size(); i += 2)
+    out += static_cast<char>(std::stoi(std::string(text.substr(i, 2)), nullptr, 16));
+  return out;
 }
 
 }  // namespace
@@ -92,84 +123,93 @@ Watchdog::Watchdog(Comm& comm, const RankIdentity& me, const WatchdogOptions& op
     thread_ = std::thread([this] { run_root(); });
     return;
   }
-  // Rank 0 listens before it says where; the token tells its listener from any other.
+  // Rank 0 listens before it says where, and draws the secret that proves a rank is the job's:
+  // the broadcast reaches the job's processes only.
   char address[1024] = {};
   if (rank_ == 0) {
-    ensure_open_files(size_);
+    ControlAdmission::Limits limits;
+    limits.pending = ensure_open_files(size_, limits.pending);
+    limits.per_source = std::min(limits.per_source, limits.pending);
+    admission_ = ControlAdmission(limits);
     const Listener listener = listen_on_any_port();
     listen_fd_ = listener.fd;
-    std::random_device random;
-    token_ = (static_cast<std::uint64_t>(random()) << 32) ^ random() ^ static_cast<std::uint64_t>(::getpid());
-    std::string text = fmt::format("{} {}", token_, listener.port);
+    const std::string secret = SharedSecretAuth::new_secret();
+    auth_ = std::make_unique<SharedSecretAuth>(secret);
+    std::string text = fmt::format("{} {}", hex(secret), listener.port);
     for (const auto& a : local_addresses(me.host)) text += " " + a;
     std::snprintf(address, sizeof address, "%s", text.c_str());
+    log_.line(fmt::format("watchdog: listening on port {} for the job's {} ranks (proof: {})", listener.port, size_, auth_->name()));
     thread_ = std::thread([this] { run_root(); });
   }
   comm.broadcast(address, sizeof address, 0);
   if (rank_ == 0) return;
-  connect_to_root(address);
+  // "SECRET PORT ADDRESS...": where rank 0 listens, and how to prove this rank is the job's.
+  std::istringstream words(address);
+  std::string secret;
+  int port = 0;
+  words >> secret >> port;
+  auth_ = std::make_unique<SharedSecretAuth>(unhex(secret));
+  std::vector<std::string> addresses;
+  for (std::string a; words >> a;) addresses.push_back(a);
+  connect_to_root(port, addresses);
 }
 
-Watchdog::Watchdog(const WatchdogRendezvous& rendezvous, const RankIdentity& me, const WatchdogOptions& options,
-                   RankLog& log)
-    : me_(me), options_(options), log_(log), rank_(rendezvous.rank), size_(rendezvous.size) {
+Watchdog::Watchdog(const WatchdogRendezvous& rendezvous, std::unique_ptr<ControlAuth> auth, const RankIdentity& me,
+                   const WatchdogOptions& options, RankLog& log)
+    : me_(me), options_(options), log_(log), rank_(rendezvous.rank), size_(rendezvous.size), auth_(std::move(auth)) {
   if (size_ < 1 || rank_ < 0 || rank_ >= size_)
     throw std::runtime_error(fmt::format("watchdog: rank {} of {} is not a rank of the job", rank_, size_));
+  if (size_ > 1 && !auth_) throw std::logic_error("watchdog: a job of several ranks needs a way to prove them");
   init_table(me);
-  token_ = rendezvous.token;
   if (rank_ == 0) {
     if (size_ > 1) {
-      ensure_open_files(size_);
+      ControlAdmission::Limits limits;
+      limits.pending = ensure_open_files(size_, limits.pending);
+      limits.per_source = std::min(limits.per_source, limits.pending);
+      admission_ = ControlAdmission(limits);
       try {
         listen_fd_ = listen_on_port(rendezvous.port).fd;
       } catch (const std::runtime_error& e) {
         throw std::runtime_error(fmt::format("{} (the port is derived from the job and step ids; is another job's "
                                              "task 0 on this node using it?)", e.what()));
       }
+      log_.line(fmt::format("watchdog: listening on port {} for the job's {} ranks (proof: {})", rendezvous.port, size_,
+                            auth_->name()));
     }
     thread_ = std::thread([this] { run_root(); });
     return;
   }
-  std::string text = fmt::format("{} {}", token_, rendezvous.port);
   const auto addresses = host_addresses(rendezvous.root_host);
   if (addresses.empty())
     throw std::runtime_error(fmt::format("watchdog: the host of task 0, '{}' (the step's first node), does not "
                                          "resolve to an IPv4 address on {}", rendezvous.root_host, me.host));
-  for (const auto& a : addresses) text += " " + a;
-  connect_to_root(text);
+  connect_to_root(rendezvous.port, addresses);
 }
 
-// The others: "TOKEN PORT ADDRESS..." says where rank 0 listens; try each address until rank 0
-// welcomes this rank with the token.
-void Watchdog::connect_to_root(const std::string& address_text) {
-  std::istringstream words(address_text);
-  int port = 0;
-  words >> token_ >> port;
-  std::vector<std::string> addresses;
-  for (std::string a; words >> a;) addresses.push_back(a);
+// The others: try each of rank 0's addresses until rank 0 welcomes this rank with a seal that
+// only the job's rank 0 can make.
+void Watchdog::connect_to_root(int port, const std::vector<std::string>& addresses) {
   const auto deadline = Clock::now() + std::chrono::duration<double>(options_.connect_timeout);
   // Rank 0 may not listen yet: retry soon at first (a job's start-up waits on this), then less often.
   auto pause = std::chrono::milliseconds(10);
+  WatchdogFrame hello;
+  hello.rank = rank_;
+  hello.pid = me_.pid;
+  hello.set_text(me_.host + "\t" + me_.cpus + "\t" + me_.device);
   while (root_fd_ < 0) {
     for (const auto& a : addresses) {
-      const int fd = connect_to(a, port, 2000);
-      if (fd < 0) continue;
-      WatchdogFrame hello;
-      hello.kind = WatchdogFrame::kHello;
-      hello.rank = rank_;
-      hello.pid = me_.pid;
-      hello.counter = token_;
-      hello.set_text(me_.host + "\t" + me_.cpus + "\t" + me_.device);
-      std::string in;
-      WatchdogFrame reply;
-      pollfd p{fd, POLLIN, 0};
-      if (send_frame(fd, hello) && ::poll(&p, 1, 3000) == 1 && drain(fd, in) && next_frame(in, reply) &&
-          reply.magic == WatchdogFrame::kMagic && reply.kind == WatchdogFrame::kWelcome && reply.counter == token_) {
-        root_fd_ = fd;
-        root_address_ = fmt::format("{}:{}", a, port);
-        break;
+      std::optional<MemberSession> session;
+      try {
+        session = join_control_plane(a, port, hello, *auth_, kAnswerMs);
+      } catch (const std::runtime_error& e) {
+        throw std::runtime_error(fmt::format("watchdog: cannot prove to rank 0 that this is rank {} of the job: {}", rank_, e.what()));
       }
-      ::close(fd);
+      if (!session) continue;
+      root_fd_ = session->fd;
+      root_key_ = session->key;
+      root_in_ = std::move(session->in);
+      root_address_ = fmt::format("{}:{}", a, port);
+      break;
     }
     if (root_fd_ >= 0) break;
     if (Clock::now() > deadline) {
@@ -261,6 +301,10 @@ void Watchdog::say_bye(int code) noexcept {
   f.pid = pid_;
   f.code = code;
   send_to_peers(f);
+  if (rank_ == 0) {
+    std::lock_guard lock(mutex_);
+    log_refusals();
+  }
 }
 
 void Watchdog::finish(int code) noexcept {
@@ -296,9 +340,14 @@ void Watchdog::send_to_peers(const WatchdogFrame& f) {
     std::lock_guard lock(mutex_);
     send_all(f);
   } else if (root_fd_ >= 0) {
-    std::lock_guard lock(send_mutex_);
-    send_frame(root_fd_, f);
+    send_to_root(f);
   }
+}
+
+bool Watchdog::send_to_root(WatchdogFrame f) {
+  std::lock_guard lock(send_mutex_);
+  seal_frame(f, root_key_, FrameDirection::kToRoot, root_seq_out_++);
+  return send_frame(root_fd_, f);
 }
 
 void Watchdog::stop_thread() {
@@ -308,8 +357,12 @@ void Watchdog::stop_thread() {
 }
 
 void Watchdog::send_all(const WatchdogFrame& f) {
-  for (const auto& c : conns_)
-    if (c->rank >= 0) send_frame(c->fd, f);
+  for (const auto& c : conns_) {
+    if (c->rank < 0 || c->fd < 0) continue;
+    WatchdogFrame sealed = f;
+    seal_frame(sealed, c->key, FrameDirection::kToMember, c->seq_out++);
+    send_frame(c->fd, sealed);
+  }
 }
 
 void Watchdog::end_job(int exit_code, const std::string& message, bool print) {
@@ -323,8 +376,14 @@ void Watchdog::end_job(int exit_code, const std::string& message, bool print) {
     f.set_text(message);
     std::lock_guard lock(mutex_);
     send_all(f);
+    log_refusals();
   }
   exit_process(own_exit_code_ != 0 ? own_exit_code_.load() : exit_code);
+}
+
+void Watchdog::log_refusals() {
+  if (const std::string summary = admission_.summary(); !summary.empty())
+    log_.line(fmt::format("watchdog: {} (each kind was logged once, when it first happened)", summary));
 }
 
 void Watchdog::exit_process(int exit_code) {
@@ -358,17 +417,30 @@ void Watchdog::run_root() {
     if (stop_) break;
     const auto now = Clock::now();
     std::vector<Conn*> readable;
+    bool listener_ready = false;
     for (int i = 0; i < n; ++i) {
       const int fd = ready[static_cast<std::size_t>(i)].data.fd;
-      if (fd == listen_fd_) accept_ranks();
+      if (fd == listen_fd_) listener_ready = true;
       else if (fd != wake_[0]) readable.push_back(conn_by_fd_[fd]);
     }
     std::unique_lock lock(mutex_);
+    if (listener_ready) accept_ranks(now);
     bool closed = false;
     for (Conn* c : readable) {
       if (!c || c->fd < 0) continue;
       read_rank(*c, now, lock);
       closed = closed || c->fd < 0;
+    }
+    if (admission_.pending() > 0 && seconds_between(last_judged, now) >= 0.1) {
+      close_silent(now);
+      closed = true;
+    }
+    // Paused while too many strangers wait, or the process has no file left: resumed here.
+    if (!accepting_ && listen_fd_ >= 0 && admission_.accepting() && now >= accept_paused_until_) {
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.fd = listen_fd_;
+      if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev) == 0) accepting_ = true;
     }
     if (closed) {
       for (const auto& c : conns_)
@@ -393,48 +465,140 @@ void Watchdog::run_root() {
   }
 }
 
-// Every connection waiting on the listener (thousands arrive at once when a job starts).
-void Watchdog::accept_ranks() {
+// Every connection waiting on the listener (thousands arrive at once when a job starts), each
+// challenged at once; with mutex_ held.
+void Watchdog::accept_ranks(TimePoint now) {
   for (;;) {
-    const int fd = accept_peer(listen_fd_);
-    if (fd < 0) return;
+    if (!admission_.accepting()) return pause_accepting(now);
+    std::string source;
+    const int fd = accept_peer(listen_fd_, source);
+    if (fd < 0) {
+      // Out of files: the listener would stay readable and the loop spin.
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+        pause_accepting(now + std::chrono::milliseconds(100));
+      return;
+    }
+    if (!admission_.admit(source)) {
+      ::close(fd);
+      note_refusal(ControlRefusal::kTooMany, source,
+                   fmt::format("{} are waiting already", admission_.limits().per_source));
+      continue;
+    }
     auto conn = std::make_unique<Conn>();
     conn->fd = fd;
+    conn->source = source;
+    conn->pending = true;
+    conn->accepted_at = now;
+    try {
+      random_bytes(conn->challenge.data(), conn->challenge.size());
+    } catch (const std::runtime_error&) {
+      admission_.settled(source);
+      continue;  // no challenge, no way in (getrandom fails only without entropy at boot)
+    }
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.fd = fd;
-    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) continue;  // Conn's destructor closes it
-    std::lock_guard lock(mutex_);
+    // A new socket's buffer is empty: the challenge does not block.
+    if (!send_frame(fd, challenge_frame(conn->challenge)) || ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      admission_.settled(source);
+      continue;  // Conn's destructor closes it
+    }
     conn_by_fd_[fd] = conn.get();
     conns_.push_back(std::move(conn));
   }
 }
 
-// A connection's frames: its hello (with this job's token, or it is a stranger), beats, bye or
-// failure; a connection that closes while its rank runs ends the job.
+void Watchdog::pause_accepting(TimePoint until) {
+  accept_paused_until_ = until;
+  if (accepting_ && ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr) == 0) accepting_ = false;
+}
+
+void Watchdog::note_refusal(ControlRefusal kind, const std::string& source, const std::string& why) {
+  if (!admission_.refuse(kind)) return;
+  log_.line(fmt::format("watchdog: refused a connection from {}: {}{}; the job goes on (refusals of this kind are "
+                        "counted from now on, not logged)",
+                        source, describe(kind), why.empty() ? "" : " (" + why + ")"));
+}
+
+void Watchdog::close_conn(Conn& c) {
+  if (c.pending) admission_.settled(c.source);
+  c.pending = false;
+  if (c.fd >= 0) ::close(c.fd);
+  c.closed_fd = c.fd;
+  c.fd = -1;
+}
+
+void Watchdog::refuse(Conn& c, ControlRefusal kind, const std::string& why) {
+  note_refusal(kind, c.source, why);
+  close_conn(c);
+}
+
+void Watchdog::close_silent(TimePoint now) {
+  const auto limit = std::chrono::duration<double>(admission_.limits().hello_seconds);
+  for (const auto& c : conns_)
+    if (c->pending && c->fd >= 0 && now - c->accepted_at > limit)
+      refuse(*c, ControlRefusal::kSilent, fmt::format("{:.0f} s", admission_.limits().hello_seconds));
+}
+
+// A pending connection's hello, when it is whole: a rank of the job not yet connected, and its
+// proof. Then the rank is in, and rank 0 welcomes it. False when it was refused (and closed).
+bool Watchdog::admit_rank(Conn& c, TimePoint now) {
+  Hello hello = take_hello(c.in, size_);
+  if (hello.state == HelloState::kIncomplete) return true;
+  if (hello.state == HelloState::kMalformed) {
+    refuse(c, ControlRefusal::kNotAHello, "");
+    return false;
+  }
+  const int rank = hello.frame.rank;
+  RankStatus& s = table_[static_cast<std::size_t>(rank)];
+  // Before the proof, which costs rank 0 a munged round trip: a rank speaks once.
+  if (s.state != RankState::kConnecting) {
+    refuse(c, ControlRefusal::kDuplicateRank, fmt::format("rank {}", rank));
+    return false;
+  }
+  const ProofCheck proof = check_hello(hello, c.challenge, *auth_);
+  if (!proof.key) {
+    refuse(c, proof.refusal, fmt::format("as rank {}: {}", rank, proof.why));
+    return false;
+  }
+  admission_.settled(c.source);
+  c.pending = false;
+  c.rank = rank;
+  c.key = *proof.key;
+  std::istringstream parts(hello.frame.get_text());
+  std::getline(parts, s.host, '\t');
+  std::getline(parts, s.cpus, '\t');
+  std::getline(parts, s.device, '\t');
+  s.pid = hello.frame.pid;
+  s.state = RankState::kRunning;
+  last_progress_[static_cast<std::size_t>(rank)] = now;
+  send_frame(c.fd, welcome_frame(c.key));
+  if (++connected_ >= size_) all_connected_.notify_all();
+  return true;
+}
+
+// A connection's frames: its hello (proved, or it is a stranger and closed), then beats, bye or
+// failure, each sealed with its key and in order, and always its own rank's; a connection that
+// closes while its rank runs ends the job.
 void Watchdog::read_rank(Conn& c, TimePoint now, std::unique_lock<std::mutex>& lock) {
   const bool alive = drain(c.fd, c.in);
+  if (c.rank < 0) {
+    if (!admit_rank(c, now)) return;
+    if (c.rank < 0) {
+      if (!alive) refuse(c, ControlRefusal::kSilent, "it closed first");
+      return;
+    }
+  }
+  // A tail longer than a failure sends is cut to its end.
+  constexpr std::size_t kMaxTail = 16 * (sizeof(WatchdogFrame::text) - 1);
+  bool sealed = true;
   WatchdogFrame f;
   while (next_frame(c.in, f)) {
-    if (f.magic != WatchdogFrame::kMagic) break;
-    if (c.rank < 0) {
-      if (f.kind != WatchdogFrame::kHello || f.counter != token_ || f.rank <= 0 || f.rank >= size_) break;
-      c.rank = f.rank;
-      RankStatus& s = table_[static_cast<std::size_t>(f.rank)];
-      std::istringstream parts(f.get_text());
-      std::getline(parts, s.host, '\t');
-      std::getline(parts, s.cpus, '\t');
-      std::getline(parts, s.device, '\t');
-      s.pid = f.pid;
-      s.state = RankState::kRunning;
-      last_progress_[static_cast<std::size_t>(f.rank)] = now;
-      WatchdogFrame welcome;
-      welcome.kind = WatchdogFrame::kWelcome;
-      welcome.counter = token_;
-      send_frame(c.fd, welcome);
-      if (++connected_ >= size_) all_connected_.notify_all();
-      continue;
+    if (f.magic != WatchdogFrame::kMagic || !frame_is_sealed(f, c.key, FrameDirection::kToRoot, c.seq_in)) {
+      sealed = false;
+      break;
     }
+    ++c.seq_in;
     RankStatus& s = table_[static_cast<std::size_t>(c.rank)];
     if (f.kind == WatchdogFrame::kBeat) {
       if (f.pid != 0) s.pid = f.pid;
@@ -448,6 +612,7 @@ void Watchdog::read_rank(Conn& c, TimePoint now, std::unique_lock<std::mutex>& l
       all_finished_.notify_all();
     } else if (f.kind == WatchdogFrame::kTail) {
       c.tail += f.get_text();
+      if (c.tail.size() > kMaxTail) c.tail.erase(0, c.tail.size() - kMaxTail);
     } else if (f.kind == WatchdogFrame::kFail) {
       s.state = RankState::kFailed;
       if (f.pid != 0) s.pid = f.pid;
@@ -455,20 +620,20 @@ void Watchdog::read_rank(Conn& c, TimePoint now, std::unique_lock<std::mutex>& l
       // Judged at once or after the gathering time, in judge().
     }
   }
-  if (!alive && c.rank > 0 && table_[static_cast<std::size_t>(c.rank)].state == RankState::kRunning) {
+  if ((!alive || !sealed) && table_[static_cast<std::size_t>(c.rank)].state == RankState::kRunning) {
     const RankStatus s = table_[static_cast<std::size_t>(c.rank)];
     lock.unlock();
     end_job(kExitFailed,
-            fmt::format("rank {} (host {}, pid {}) is gone: its connection to rank 0 closed without a word (killed? out "
-                        "of memory? its node lost?); its last report: the {} phase after step {}; ending the job",
-                        s.rank, s.host, s.pid, phase_name(s.phase), s.step),
+            sealed ? fmt::format("rank {} (host {}, pid {}) is gone: its connection to rank 0 closed without a word "
+                                 "(killed? out of memory? its node lost?); its last report: the {} phase after step "
+                                 "{}; ending the job",
+                                 s.rank, s.host, s.pid, phase_name(s.phase), s.step)
+                   : fmt::format("rank {} (host {}, pid {}): its connection to rank 0 carried a frame without its seal "
+                                 "(someone else wrote into it?); ending the job",
+                                 s.rank, s.host, s.pid),
             true);
   }
-  if (!alive) {
-    ::close(c.fd);
-    c.closed_fd = c.fd;
-    c.fd = -1;
-  }
+  if (!alive || !sealed) close_conn(c);
 }
 
 // Rank 0's own row, then the verdicts: failures reported, ranks that never connected, a hang.
@@ -526,40 +691,45 @@ void Watchdog::run_member() {
   const double beat_seconds = member_beat_seconds(size_);
   std::uint64_t seen_counter = progress_.counter();
   auto last_change = Clock::now();
-  std::string in;
+  // What came with the welcome is read first.
+  std::string in = std::move(root_in_);
   const double silence_limit = (options_.hang_timeout > 0 ? options_.hang_timeout : 600) + 30;
   while (!stop_) {
     pollfd fds[2] = {{wake_[0], POLLIN, 0}, {root_fd_, POLLIN, 0}};
-    ::poll(fds, 2, kPollMs);
+    if (in.size() < sizeof(WatchdogFrame)) ::poll(fds, 2, kPollMs);
     if (stop_) break;
     const auto now = Clock::now();
-    if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) {
-      const bool alive = drain(root_fd_, in);
-      WatchdogFrame f;
-      while (next_frame(in, f)) {
-        if (f.magic != WatchdogFrame::kMagic) continue;
-        last_heard = now;
-        if (f.kind == WatchdogFrame::kAbort) {
-          log_.line(fmt::format("rank 0 ends the job (exit {}): {}", f.code, f.get_text()));
-          exit_process(f.code);
-        }
-        if (f.kind == WatchdogFrame::kBye) {
-          stop_ = true;  // rank 0 is done; nothing more to watch
-          std::lock_guard lock(mutex_);
-          root_said_bye_ = true;
-          root_code_ = f.code;
-          root_finished_.notify_all();
-          return;
-        }
-      }
-      if (!alive)
-        // Every rank sees this; rank 1 says it for them all (the rest only log it).
+    const bool alive = !(fds[1].revents & (POLLIN | POLLHUP | POLLERR)) || drain(root_fd_, in);
+    WatchdogFrame f;
+    while (next_frame(in, f)) {
+      if (f.magic != WatchdogFrame::kMagic || !frame_is_sealed(f, root_key_, FrameDirection::kToMember, root_seq_in_))
         end_job(kExitFailed,
-                fmt::format("rank 0 is gone: its watchdog connection ({}) closed without a word (killed? out of "
-                            "memory? its node lost?); ending rank {}",
+                fmt::format("rank 0's watchdog connection ({}) carried a frame without rank 0's seal (someone else "
+                            "wrote into it?); ending rank {}",
                             root_address_, rank_),
                 rank_ == 1);
+      ++root_seq_in_;
+      last_heard = now;
+      if (f.kind == WatchdogFrame::kAbort) {
+        log_.line(fmt::format("rank 0 ends the job (exit {}): {}", f.code, f.get_text()));
+        exit_process(f.code);
+      }
+      if (f.kind == WatchdogFrame::kBye) {
+        stop_ = true;  // rank 0 is done; nothing more to watch
+        std::lock_guard lock(mutex_);
+        root_said_bye_ = true;
+        root_code_ = f.code;
+        root_finished_.notify_all();
+        return;
+      }
     }
+    if (!alive)
+      // Every rank sees this; rank 1 says it for them all (the rest only log it).
+      end_job(kExitFailed,
+              fmt::format("rank 0 is gone: its watchdog connection ({}) closed without a word (killed? out of "
+                          "memory? its node lost?); ending rank {}",
+                          root_address_, rank_),
+              rank_ == 1);
     if (seconds_between(last_heard, now) > silence_limit)
       end_job(kExitHang,
               fmt::format("rank 0's watchdog sent nothing for {:.0f} s (stopped? its node unreachable?); ending rank {}",
@@ -577,12 +747,7 @@ void Watchdog::run_member() {
       beat.counter = counter;
       beat.idle_ms = static_cast<std::uint32_t>(
           std::min<double>(1e3 * seconds_between(last_change, now), std::numeric_limits<std::uint32_t>::max()));
-      bool sent;
-      {
-        std::lock_guard lock(send_mutex_);
-        sent = send_frame(root_fd_, beat);
-      }
-      if (!sent && !stop_)
+      if (!send_to_root(beat) && !stop_)
         end_job(kExitFailed, fmt::format("rank 0 is gone: cannot send to its watchdog ({}); ending rank {}", root_address_, rank_),
                 rank_ == 1);
       last_beat = now;

@@ -11,6 +11,10 @@
 // job by telling every rank over its connection and calling _exit.
 // Two ways to find rank 0: `run` broadcasts its address through MPI; `exec`, which runs no MPI,
 // derives it from the job's facts (the step's first node, a port from job and step).
+// Only the job's own ranks get in: each proves it (launcher/control_auth.h: `run` with a secret
+// broadcast over MPI, `exec` with a munge credential), every later frame is sealed with its
+// connection's key and speaks for that connection's rank only, and strangers are closed without
+// any effect on the job (launcher/control_admission.h bounds them and logs each kind once).
 #pragma once
 
 #include <poll.h>
@@ -27,14 +31,16 @@
 #include <unordered_map>
 #include <vector>
 
+#include "launcher/control_admission.h"
+#include "launcher/control_auth.h"
 #include "launcher/rank_status.h"
+#include "launcher/watchdog_wire.h"
 #include "train/comm.h"
 #include "train/train_phase.h"
 
 namespace slurm_train {
 
 class RankLog;
-struct WatchdogFrame;
 
 // Written by the training loop, read by the watchdog thread.
 class TrainProgress {
@@ -79,7 +85,6 @@ struct WatchdogRendezvous {
   int rank = 0, size = 1;
   std::string root_host;    // the host task 0 runs on (the step's first node)
   int port = 0;             // rank 0 listens on it
-  std::uint64_t token = 0;  // tells this job's rank 0 from any other listener on that port
 };
 
 class Watchdog {
@@ -87,9 +92,11 @@ class Watchdog {
   // Collective over `comm` (rank 0 broadcasts its address). Throws std::runtime_error when this
   // rank cannot reach rank 0.
   Watchdog(Comm& comm, const RankIdentity& me, const WatchdogOptions& options, RankLog& log);
-  // Without MPI: rank 0 listens on rendezvous.port, the others connect to root_host. Throws
-  // std::runtime_error when rank 0 cannot listen there or this rank cannot reach rank 0.
-  Watchdog(const WatchdogRendezvous& rendezvous, const RankIdentity& me, const WatchdogOptions& options, RankLog& log);
+  // Without MPI: rank 0 listens on rendezvous.port, the others connect to root_host and prove
+  // themselves with `auth` (unused in a job of one rank). Throws std::runtime_error when rank 0
+  // cannot listen there or this rank cannot reach rank 0.
+  Watchdog(const WatchdogRendezvous& rendezvous, std::unique_ptr<ControlAuth> auth, const RankIdentity& me,
+           const WatchdogOptions& options, RankLog& log);
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
@@ -130,15 +137,23 @@ class Watchdog {
   using TimePoint = std::chrono::steady_clock::time_point;
 
   void run_root();
-  void accept_ranks();
+  void accept_ranks(TimePoint now);
+  void pause_accepting(TimePoint until);
   void read_rank(Conn& c, TimePoint now, std::unique_lock<std::mutex>& lock);
+  bool admit_rank(Conn& c, TimePoint now);                 // with mutex_ held: false when refused
+  void refuse(Conn& c, ControlRefusal kind, const std::string& why);  // with mutex_ held
+  void note_refusal(ControlRefusal kind, const std::string& source, const std::string& why);
+  void close_silent(TimePoint now);                       // with mutex_ held
+  void close_conn(Conn& c);
+  void log_refusals();                                    // rank 0, at its end
   void judge(TimePoint started, TimePoint now, std::unique_lock<std::mutex>& lock);
   void init_table(const RankIdentity& me);
-  void connect_to_root(const std::string& address_text);
+  void connect_to_root(int port, const std::vector<std::string>& addresses);
+  bool send_to_root(WatchdogFrame f);  // a member: sealed, under send_mutex_; false when it failed
   void run_member();
   [[noreturn]] void end_job(int exit_code, const std::string& message, bool print);
   [[noreturn]] void exit_process(int exit_code);
-  void send_all(const WatchdogFrame& f);      // rank 0, with mutex_ held
+  void send_all(const WatchdogFrame& f);      // rank 0, with mutex_ held: sealed for each
   void send_to_peers(const WatchdogFrame& f);  // rank 0: to all; the others: to rank 0
   void stop_thread();
   void say_bye(int code) noexcept;  // once: kBye with `code` to the peers
@@ -157,8 +172,16 @@ class Watchdog {
   int rank_ = 0, size_ = 1;
   int listen_fd_ = -1, root_fd_ = -1, epoll_fd_ = -1;
   int wake_[2] = {-1, -1};
-  std::uint64_t token_ = 0;
+  std::unique_ptr<ControlAuth> auth_;
+  // A member's end of its connection: the key, the frame numbers each way, what came unread.
+  SessionKey root_key_{};
+  std::uint64_t root_seq_out_ = 1, root_seq_in_ = 1;
+  std::string root_in_;
   std::string root_address_;
+  // Rank 0's thread only (and rank 0's end, with mutex_ held): strangers and the listener.
+  ControlAdmission admission_;
+  bool accepting_ = true;
+  TimePoint accept_paused_until_{};
   std::atomic<bool> stop_{false};
   std::atomic<bool> finished_{false};
   std::atomic<int> pid_{0};

@@ -1,9 +1,11 @@
-// The watchdog's wire: fixed-size frames over TCP between every rank and rank 0, and the
-// sockets that carry them (a listener on any port, a connect with a timeout, non-blocking
-// reads). What the frames mean and when to end a job is launcher/watchdog.h's.
+// The watchdog's wire: fixed-size frames over TCP between every rank and rank 0, each after the
+// hello sealed with its connection's key, and the sockets that carry them (a listener on any
+// port, a connect with a timeout, non-blocking reads). Who may connect is
+// launcher/control_auth.h's; what the frames mean and when to end a job, launcher/watchdog.h's.
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -11,6 +13,12 @@
 #include <vector>
 
 namespace slurm_train {
+
+// A connection's own key: every frame on it after the hello is sealed with it (HMAC-SHA-256,
+// launcher/control_auth.h says how the two ends agree on it).
+using SessionKey = std::array<unsigned char, 32>;
+// Rank 0's challenge to a new connection, bound into its proof: a proof is good once.
+using Nonce = std::array<unsigned char, 16>;
 
 // One fixed-size message; every rank runs the same binary on the same architecture.
 struct WatchdogFrame {
@@ -20,14 +28,19 @@ struct WatchdogFrame {
   std::int32_t pid = 0;
   std::uint32_t phase = 0;
   std::int32_t code = 0;
-  std::uint64_t step = 0;
-  std::uint64_t counter = 0;  // progress counter; in a hello, the job's token
   std::uint32_t idle_ms = 0;  // in a member's beat: milliseconds since its progress last changed
-  char text[212] = {};
+  std::uint32_t length = 0;   // in a hello: the bytes of proof that follow the frame
+  std::uint64_t step = 0;
+  std::uint64_t counter = 0;  // progress counter
+  std::uint64_t seq = 0;      // the frame's number in its direction on its connection (the hello's is 0)
+  char text[184] = {};        // in a challenge: the nonce
+  unsigned char mac[16] = {};  // the seal: HMAC-SHA-256 of the direction and the bytes above, cut to 16
 
-  static constexpr std::uint32_t kMagic = 0x53545744;  // "STWD"
-  // kTail: a piece of the text a kFail brings (the last lines of a program's output).
-  enum Kind : std::uint32_t { kHello = 1, kWelcome, kBeat, kBye, kFail, kAbort, kTail };
+  // The protocol's version is in it: a peer of another version is refused as a stranger.
+  static constexpr std::uint32_t kMagic = 0x32575453;  // "STW2"
+  // kChallenge: rank 0's first frame on a connection, unsealed (the nonce). kTail: a piece of the
+  // text a kFail brings (the last lines of a program's output).
+  enum Kind : std::uint32_t { kHello = 1, kWelcome, kBeat, kBye, kFail, kAbort, kTail, kChallenge };
 
   void set_text(std::string_view s) {
     const std::size_t n = std::min(s.size(), sizeof text - 1);
@@ -37,6 +50,15 @@ struct WatchdogFrame {
   std::string get_text() const { return std::string(text, strnlen(text, sizeof text)); }
 };
 static_assert(sizeof(WatchdogFrame) == 256);
+// The largest proof a hello may carry (a munge credential of launcher/munge_auth.h is about 300).
+constexpr std::uint32_t kMaxProofBytes = 1024;
+
+// Which way a frame goes: part of its seal, so that a frame cannot be sent back to its sender.
+enum class FrameDirection : unsigned char { kToRoot = 1, kToMember = 2 };
+// Seals `f` as frame number `seq` of its direction on a connection with `key`.
+void seal_frame(WatchdogFrame& f, const SessionKey& key, FrameDirection direction, std::uint64_t seq);
+// True when `f` is sealed with `key` as frame number `seq` of `direction` (compared in constant time).
+bool frame_is_sealed(const WatchdogFrame& f, const SessionKey& key, FrameDirection direction, std::uint64_t seq);
 
 // How often a rank reports to rank 0: every second in jobs of up to 2,000 ranks, less often in
 // larger ones (5 s from 10,000 ranks), so that rank 0 reads at most about 2,000 beats a second
@@ -62,12 +84,13 @@ Listener listen_on_any_port();
 // The same on a given port (SO_REUSEADDR: a requeued job's rank 0 listens on the port its last
 // run left in TIME_WAIT). Throws std::runtime_error naming the port when it is taken.
 Listener listen_on_port(int port);
-// Accepts a waiting connection, with the watchdog's socket options; -1 when none could be.
-int accept_peer(int listen_fd);
+// Accepts a waiting connection, with the watchdog's socket options; -1 when none could be (errno
+// says why). `source` gets the peer's IPv4 address.
+int accept_peer(int listen_fd, std::string& source);
 
 // This host's IPv4 addresses, the one its host name resolves to first and loopback last: a
 // peer tries them in turn (an address such as docker0's exists on every node and leads
-// elsewhere; the token in the hello tells a wrong listener from rank 0).
+// elsewhere; rank 0's sealed welcome tells a wrong listener from rank 0).
 std::vector<std::string> local_addresses(const std::string& host);
 // The IPv4 addresses `host` resolves to (how the others find rank 0 without MPI); empty when
 // it does not resolve.

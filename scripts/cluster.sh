@@ -232,9 +232,11 @@ EOF
 }
 
 # ---- daemons --------------------------------------------------------------------------------
+# Every user may reach munged's socket, as on a real cluster (tasks prove their user to task 0
+# with a credential); only the key is private.
 start_munge() {
   mkdir -p "$dir/munge"
-  chmod 700 "$dir/munge"
+  chmod 755 "$dir/munge"
   [ -f "$dir/munge/munge.key" ] || dd if=/dev/urandom of="$dir/munge/munge.key" bs=1024 count=1 status=none
   chmod 600 "$dir/munge/munge.key"
   munged --foreground --force --socket="$dir/munge/munge.socket" \

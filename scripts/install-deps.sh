@@ -12,6 +12,7 @@ set -euo pipefail
 readonly PROJECT_PACKAGES=(
   g++ make pkg-config                                      # build
   slurmctld slurmd slurm-client libslurm-dev munge         # local cluster, SPANK plugin
+  libmunge-dev libssl-dev                                  # the watchdog's proofs and seals
   libopenmpi-dev openmpi-bin libpmix-dev                   # MPI, srun --mpi=pmix
   libhdf5-openmpi-dev hdf5-tools zlib1g-dev                # datasets, checkpoints (HDF5 with MPI-IO)
   libopenblas-dev                                          # CPU matrix products

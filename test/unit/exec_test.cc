@@ -258,11 +258,12 @@ TEST_CASE("exec: the watchdog's bootstrap without MPI: a fixed port, rank 0 by i
   options.hang_timeout = 0;
   options.connect_timeout = 10;
   const RankIdentity me0{"127.0.0.1", 100, "0", "-"}, me1{"127.0.0.1", 101, "1", "-"};
-  Watchdog root(WatchdogRendezvous{0, 2, "localhost", port, 77}, me0, options, log0);
+  const std::string secret = SharedSecretAuth::new_secret();
+  Watchdog root(WatchdogRendezvous{0, 2, "localhost", port}, std::make_unique<SharedSecretAuth>(secret), me0, options, log0);
   std::optional<int> member_code;
   std::promise<void> table_read;
   std::thread member([&] {
-    Watchdog w(WatchdogRendezvous{1, 2, "localhost", port, 77}, me1, options, log1);
+    Watchdog w(WatchdogRendezvous{1, 2, "localhost", port}, std::make_unique<SharedSecretAuth>(secret), me1, options, log1);
     table_read.get_future().wait();  // the hello's pid first, then the program's
     w.set_pid(4321);
     member_code = w.finish_and_wait_for_rank0(6);
@@ -280,15 +281,19 @@ TEST_CASE("exec: the watchdog's bootstrap without MPI: a fixed port, rank 0 by i
   CHECK(member_code == 5);
 }
 
-TEST_CASE("exec: a member with the wrong token is not let in") {
+TEST_CASE("exec: a member without the job's secret is not let in") {
   RankLog log0, log1;
   const int port = 20001 + ::getpid() % 20000;
   WatchdogOptions root_options, options;
   root_options.connect_timeout = 30;
   options.connect_timeout = 1;
-  Watchdog root(WatchdogRendezvous{0, 2, "localhost", port, 77}, {"127.0.0.1", 1, "0", "-"}, root_options, log0);
+  Watchdog root(WatchdogRendezvous{0, 2, "localhost", port}, std::make_unique<SharedSecretAuth>(SharedSecretAuth::new_secret()),
+                {"127.0.0.1", 1, "0", "-"}, root_options, log0);
   check_refused<std::runtime_error>(
-      [&] { Watchdog w(WatchdogRendezvous{1, 2, "localhost", port, 78}, {"127.0.0.1", 2, "0", "-"}, options, log1); },
+      [&] {
+        Watchdog w(WatchdogRendezvous{1, 2, "localhost", port}, std::make_unique<SharedSecretAuth>(SharedSecretAuth::new_secret()),
+                   {"127.0.0.1", 2, "0", "-"}, options, log1);
+      },
       "cannot reach rank 0's watchdog on port");
   root.report_failure(1, "test over");  // let the root's thread end without waiting for rank 1
 }
