@@ -10,9 +10,10 @@ export OMPI_MCA_btl_vader_single_copy_mechanism=none
 # Rank logs of the runs under test go under the build tree, not into the working folder.
 export SLURM_TRAIN_LOG_DIR=${SLURM_TRAIN_LOG_DIR:-$BUILD/test/logs}
 
-# start_test_cluster [cluster.sh start options]: one cluster per test file, under the build tree.
+# start_test_cluster [cluster.sh start options]: one cluster per test file, under the build tree
+# (in $TEST_CLUSTER_IN instead when the test file sets it).
 start_test_cluster() {
-  export TEST_CLUSTER_DIR=$BUILD/test/clusters/$(basename "$BATS_TEST_FILENAME" .bats)
+  export TEST_CLUSTER_DIR=${TEST_CLUSTER_IN:-$BUILD/test/clusters/$(basename "$BATS_TEST_FILENAME" .bats)}
   # The plugin of this build (never sanitized, see the Makefile), or none when it is not built;
   # exported, so that the tests' own cluster.sh calls name the same one.
   export SLURM_TRAIN_CLUSTER_PLUGIN=$BUILD/lib/spank_train.so
