@@ -15,6 +15,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "launcher/folder_trust.h"
 #include "launcher/subprocess.h"
 #include "spank/jobenv/host.h"
 #include "train/durable_file.h"
@@ -67,7 +68,7 @@ std::optional<CheckpointOwner> read_owner(const std::string& path, std::string& 
 std::string write_own_record(const std::string& dir, const CheckpointOwner& me) {
   const std::string path = temporary_path_for(dir + "/owner");
   const std::string text = format_checkpoint_owner(me);
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) throw std::runtime_error(fmt::format("cannot create '{}': {}", path, std::strerror(errno)));
   const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
   const int err = errno;
@@ -143,6 +144,7 @@ FolderClaim claim_checkpoint_folder(const std::string& dir, const CheckpointOwne
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw std::runtime_error(fmt::format("cannot create the checkpoint folder '{}': {}", dir, ec.message()));
+  require_trusted_folder(fmt::format("the checkpoint folder '{}'", dir), dir);
   const std::string mine = write_own_record(dir, me), owner_path = dir + "/owner";
   FolderClaim claim;
   std::string took_over;

@@ -232,7 +232,7 @@ int Supervisor::run() {
   try {
     const std::string tmp = env_value(env_, "TMPDIR");
     heartbeat_ = std::make_unique<HeartbeatFile>(
-        fmt::format("{}/slurm-train-heartbeat.{}.{}.{}", tmp.empty() ? "/tmp" : tmp, task_.job, task_.facts.step_id, rank_));
+        fmt::format("{}/slurm-train-heartbeat.{}.{}.{}.", tmp.empty() ? "/tmp" : tmp, task_.job, task_.facts.step_id, rank_));
     start_watchdog();
   } catch (const std::exception& e) {
     write_all(2, fmt::format("slurm-train: error: {}: {}\n", who(), e.what()));
@@ -264,7 +264,7 @@ void Supervisor::start_watchdog() {
       log_.line(fmt::format("ending the program (pid {}): SIGTERM, then SIGKILL after {:.0f} s", child->pid(), o_.kill_grace));
       child->end(o_.kill_grace);
     }
-    ::unlink(heartbeat_->path().c_str());  // _exit skips its destructor
+    heartbeat_->remove();  // _exit skips its destructor
   };
   std::string device = env_value(env_, "CUDA_VISIBLE_DEVICES");
   const RankIdentity me{host_, static_cast<int>(::getpid()), allowed_cpus(), device.empty() ? "-" : "gpu " + device};

@@ -22,16 +22,28 @@ std::optional<std::uint64_t> parse_heartbeat_step(std::string_view text) {
   return step;
 }
 
-HeartbeatFile::HeartbeatFile(std::string path) : path_(std::move(path)) {
-  const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw std::runtime_error(fmt::format("cannot create the heartbeat file '{}': {}", path_, std::strerror(errno)));
+HeartbeatFile::HeartbeatFile(const std::string& prefix) {
+  std::string folder = prefix + "XXXXXX";
+  if (!::mkdtemp(folder.data()))
+    throw std::runtime_error(fmt::format("cannot create a folder for the heartbeat file, '{}': {}", folder, std::strerror(errno)));
+  folder_ = folder;
+  path_ = folder_ + "/heartbeat";
+  const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    const int err = errno;
+    ::rmdir(folder_.c_str());
+    throw std::runtime_error(fmt::format("cannot create the heartbeat file '{}': {}", path_, std::strerror(err)));
+  }
   struct stat st {};
   ::fstat(fd, &st);
   mtime_ = st.st_mtim;
   ::close(fd);
 }
 
-HeartbeatFile::~HeartbeatFile() { ::unlink(path_.c_str()); }
+void HeartbeatFile::remove() noexcept {
+  ::unlink(path_.c_str());
+  ::rmdir(folder_.c_str());
+}
 
 bool HeartbeatFile::changed() {
   struct stat st {};

@@ -20,20 +20,24 @@ std::optional<std::uint64_t> parse_heartbeat_step(std::string_view text);
 
 class HeartbeatFile {
  public:
-  // Creates (or empties) the file at `path`; throws std::runtime_error naming it when it cannot.
-  explicit HeartbeatFile(std::string path);
-  ~HeartbeatFile();  // removes the file
+  // Creates the file "heartbeat" in a new folder of its own, `prefix` followed by six random
+  // characters (mkdtemp, mode 0700): no other user can foresee its name, make it first, see it
+  // or touch it, which would hide a hang. Throws std::runtime_error naming it when it cannot.
+  explicit HeartbeatFile(const std::string& prefix);
+  ~HeartbeatFile() { remove(); }
   HeartbeatFile(const HeartbeatFile&) = delete;
   HeartbeatFile& operator=(const HeartbeatFile&) = delete;
 
   const std::string& path() const { return path_; }
+  // Removes the file and its folder (also from the watchdog's thread, before _exit).
+  void remove() noexcept;
   // True when the file changed (time or size) since the last look; step() then holds the step
   // it says, if it says one.
   bool changed();
   std::optional<std::uint64_t> step() const { return step_; }
 
  private:
-  std::string path_;
+  std::string folder_, path_;
   timespec mtime_{};
   off_t size_ = 0;
   std::optional<std::uint64_t> step_;

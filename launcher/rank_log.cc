@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "launcher/folder_trust.h"
+
 namespace slurm_train {
 
 std::string log_job_id(const Environment& env) {
@@ -40,7 +42,9 @@ void RankLog::open(const std::string& path, int rank) {
   const auto parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   if (ec) throw std::runtime_error(fmt::format("cannot create the log folder '{}': {}", parent.string(), ec.message()));
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  // The job's folder also holds its restart record; a link in place of a log is not followed.
+  if (!parent.empty()) require_trusted_folder(fmt::format("the log folder '{}'", parent.string()), parent.string());
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) throw std::runtime_error(fmt::format("cannot open the rank log '{}': {}", path, std::strerror(errno)));
   std::lock_guard lock(mutex_);
   if (fd_ >= 0) ::close(fd_);

@@ -22,6 +22,7 @@
 #include "launcher/config_options.h"
 #include "launcher/console.h"
 #include "launcher/exit_codes.h"
+#include "launcher/folder_trust.h"
 #include "launcher/fault_injection.h"
 #include "launcher/launch_position.h"
 #include "launcher/login_node.h"
@@ -99,6 +100,8 @@ FolderVerdict agreed_folder_claim(const std::string& dir, const CheckpointOwner&
     try {
       const FolderClaim claim = claim_checkpoint_folder(dir, me, slurm_job_active);
       verdict = {claim.granted ? kExitOk : kExitCheckpointDirBusy, claim.message};
+    } catch (const UntrustedFolder& e) {
+      verdict = {kExitUsage, e.what()};
     } catch (const std::runtime_error& e) {
       verdict = {kExitCheckpointWrite, e.what()};
     }

@@ -90,7 +90,8 @@ void write_file_durably(const std::string& path, const std::function<void(const 
 
 void write_file_durably(const std::string& path, const std::string& text) {
   write_file_durably(path, [&](const std::string& tmp) {
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    // Not through a link another user left at the name (a shared textfile-collector folder).
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) fail("cannot create", tmp, errno);
     std::size_t done = 0;
     while (done < text.size()) {

@@ -1,5 +1,8 @@
 #include "train/metrics.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -22,7 +25,10 @@ MetricsWriter::MetricsWriter(const std::string& path, const std::string& run) : 
   const auto folder = std::filesystem::path(path).parent_path();
   std::error_code ec;
   if (!folder.empty()) std::filesystem::create_directories(folder, ec);  // fopen names the problem
-  file_ = std::fopen(path.c_str(), "a");
+  // A link in its place is not followed: in a folder others can write, it could point anywhere.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
+  file_ = fd < 0 ? nullptr : ::fdopen(fd, "a");
+  if (!file_ && fd >= 0) ::close(fd);
   if (!file_) throw std::runtime_error(fmt::format("cannot open the metrics file '{}': {}", path, std::strerror(errno)));
 }
 

@@ -63,6 +63,22 @@ PY
   [ "$status" -eq 0 ]
 }
 
+@test "a checkpoint folder another user could change is refused before anything is read there (exit 2)" {
+  d=$BATS_TEST_TMPDIR/shared
+  mkdir -p "$d"
+  chmod 1777 "$d"
+  run --separate-stderr small_run --train.steps 4 --ckpt.dir "$d" --train.metrics ""
+  echo "$stderr"
+  [ "$status" -eq 2 ]
+  [[ $stderr == *"the checkpoint folder '$d' can be written by every user (mode 1777): anyone could plant or replace what the job reads there"* ]]
+  [ ! -e "$d/owner" ]
+  chown nobody "$d"
+  chmod 755 "$d"
+  run --separate-stderr small_run --train.steps 4 --ckpt.dir "$d" --train.metrics ""
+  [ "$status" -eq 2 ]
+  [[ $stderr == *"the checkpoint folder '$d' belongs to uid "*" (nobody), not to this job's user"* ]]
+}
+
 @test "a checkpoint records the device it was written on; one from the GPU resumes on the CPU and says so" {
   d=$BATS_TEST_TMPDIR
   run small_run --train.steps 20 --train.stop_after 10 --ckpt.dir "$d/ck" --train.metrics ""

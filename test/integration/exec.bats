@@ -72,10 +72,13 @@ pid_in_log() {
     [ "$world" = 4 ]
     [ "$addr" = node1 ]
   done <<<"$derived"
-  # The heartbeat file is node-local and per rank.
-  run srun -N1 -n1 "$ST" exec --log-dir= -- bash -c 'test -f "$SLURM_TRAIN_HEARTBEAT" && echo "$SLURM_TRAIN_HEARTBEAT"'
+  # The heartbeat file is node-local and per rank, in a folder of its own that only the job's user
+  # may enter (another user who could touch it would hide a hang).
+  run srun -N1 -n1 "$ST" exec --log-dir= -- bash -c \
+    'test -f "$SLURM_TRAIN_HEARTBEAT" && echo "$SLURM_TRAIN_HEARTBEAT" && stat -c "%a %U" "$(dirname "$SLURM_TRAIN_HEARTBEAT")"'
   [ "$status" -eq 0 ]
-  [[ $output == *"/slurm-train-heartbeat."* ]]
+  [[ $output == *"/slurm-train-heartbeat."*"/heartbeat"* ]]
+  [[ $output == *"700 $(id -un)"* ]]
 }
 
 @test "exec: SIGKILL of one rank's Python process ends the job within 10 s, task 0 naming rank, host, pid, signal and its last lines" {

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 
 #include "launcher/child_process.h"
 #include "launcher/exec_command.h"
+#include "launcher/folder_trust.h"
 #include "launcher/heartbeat_file.h"
 #include "launcher/memory_cgroup.h"
 #include "launcher/output_relay.h"
@@ -108,9 +110,10 @@ TEST_CASE("exec: the heartbeat file's step, and a file only touched") {
   CHECK_FALSE(parse_heartbeat_step("-1"));
   CHECK_FALSE(parse_heartbeat_step("3.5"));
 
-  const auto path = std::filesystem::temp_directory_path() / ("heartbeat-test-" + std::to_string(::getpid()));
+  std::filesystem::path path;
   {
-    HeartbeatFile hb(path.string());
+    HeartbeatFile hb((std::filesystem::temp_directory_path() / "heartbeat-test.").string());
+    path = hb.path();
     CHECK_FALSE(hb.changed());
     std::ofstream(path) << "12\n";
     CHECK(hb.changed());
@@ -121,6 +124,45 @@ TEST_CASE("exec: the heartbeat file's step, and a file only touched") {
     CHECK(hb.step() == 12u);
   }
   CHECK_FALSE(std::filesystem::exists(path));
+  CHECK_FALSE(std::filesystem::exists(path.parent_path()));
+}
+
+TEST_CASE("exec: the heartbeat file is in a folder of its own that only its user may enter, under a name no one foresees") {
+  const std::string prefix = (std::filesystem::temp_directory_path() / "heartbeat-test.").string();
+  HeartbeatFile a(prefix), b(prefix);
+  CHECK(a.path() != b.path());
+  const auto folder = std::filesystem::path(a.path()).parent_path();
+  CHECK(folder.string().starts_with(prefix));
+  struct stat st {};
+  REQUIRE(::stat(folder.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0700);
+  CHECK(st.st_uid == ::getuid());
+  REQUIRE(::lstat(a.path().c_str(), &st) == 0);
+  CHECK(S_ISREG(st.st_mode));
+  CHECK((st.st_mode & 0777) == 0600);
+}
+
+TEST_CASE("folders of a job's state: trusted when its user's or root's and not writable by every user") {
+  CHECK_FALSE(folder_trust_problem("the log folder 'x'", 1000, S_IFDIR | 0755, 1000));
+  CHECK_FALSE(folder_trust_problem("the log folder 'x'", 0, S_IFDIR | 0755, 1000));
+  CHECK_FALSE(folder_trust_problem("the log folder 'x'", 1000, S_IFDIR | 0775, 1000));  // its group: the user's choice
+  const auto other = folder_trust_problem("the checkpoint folder 'c'", 1001, S_IFDIR | 0700, 1000);
+  REQUIRE(other);
+  CHECK(other->find("the checkpoint folder 'c' belongs to uid 1001") == 0);
+  const auto everyone = folder_trust_problem("the checkpoint folder 'c'", 0, S_IFDIR | 01777, 1000);
+  REQUIRE(everyone);
+  CHECK(everyone->find("can be written by every user (mode 1777)") != std::string::npos);
+  slurm_train::testing::TempDir dir;
+  ::chmod(dir.path.c_str(), 0777);
+  slurm_train::testing::check_refused<UntrustedFolder>([&] { require_trusted_folder("the log folder", dir.path); },
+                                                       "can be written by every user (mode 0777)");
+  RankLog log;
+  slurm_train::testing::check_refused<UntrustedFolder>([&] { log.open(dir.path + "/rank-0.log", 0); },
+                                                       "the log folder '" + dir.path + "' can be written by every user");
+  ::chmod(dir.path.c_str(), 0755);
+  // A link in place of the log is not followed.
+  REQUIRE(::symlink("/etc/hostname", (dir.path + "/rank-1.log").c_str()) == 0);
+  slurm_train::testing::check_refused<std::runtime_error>([&] { log.open(dir.path + "/rank-1.log", 1); }, "cannot open the rank log");
 }
 
 TEST_CASE("exec: a preempted run makes progress by its reported step, or by a minute of running") {
