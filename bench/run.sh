@@ -24,8 +24,10 @@
 #   8. Sharded checkpoints (bench/checkpoint_parallel.sh): on the local cluster, 4 ranks on 2
 #      nodes write a 256 MB checkpoint of sharded state together, against rank 0's serial write.
 #   7. The watchdog's control plane (build/bench/control_plane): rank 0's real watchdog against
-#      1k, 4k and 16k simulated ranks on this machine: time until all are connected, rank 0's
-#      CPU in steady training, time until every rank knows of a dead one, the hang table's cost.
+#      1k, 4k and 16k simulated ranks on this machine, each proving itself as `run`'s ranks do
+#      (and 16k as `exec`'s do, with a munge credential from a munged started here): time until
+#      all are connected, rank 0's CPU in steady training, time until every rank knows of a dead
+#      one, the hang table's cost.
 # The machine is shared and its timings noisy: every program reports the best of several timed
 # runs, and the whole set is repeated BENCH_ROUNDS times (default 3), engine and peers
 # interleaved within each round; the table shows the best of all rounds for each entry.
@@ -124,6 +126,16 @@ echo "   checkpoints: write and cold read against dd on the same filesystem, sta
 checkpoint_rows=$(CKPT_BENCH_ROWS=1 BUILD=$BUILD "$ROOT/bench/checkpoint.sh")
 echo "   control plane: the watchdog's rank 0 against 1k, 4k and 16k simulated ranks"
 control_rows=$("$BUILD/bench/control_plane" --ranks 1024 --ranks 4096 --ranks 16384 --steady 15 --limit 150)
+# exec's proof (a munge credential per rank) from a munged of its own, as a node has one.
+munge_dir=$(mktemp -d)
+dd if=/dev/urandom of="$munge_dir/key" bs=1024 count=1 status=none
+chmod 600 "$munge_dir/key"
+munged --force --socket="$munge_dir/socket" --key-file="$munge_dir/key" --pid-file="$munge_dir/pid" \
+  --log-file="$munge_dir/log" --seed-file="$munge_dir/seed" || die "munged did not start (see $munge_dir/log)"
+control_rows+=$'\n'$("$BUILD/bench/control_plane" --ranks 16384 --steady 15 --limit 150 --auth munge \
+  --munge-socket "$munge_dir/socket")
+kill "$(cat "$munge_dir/pid")" 2>/dev/null || true
+rm -rf "$munge_dir"
 echo "   sharded optimizer state: what rank 0 holds on 2 and 4 ranks, against the whole state"
 declare -A SHARD_MIB
 for n in 2 4; do
@@ -168,7 +180,7 @@ done
 echo "$checkpoint_rows"
 echo "$startup_rows"
 while read -r line; do
-  printf '%-52s %12s %12s %8s %8s  %s\n' "control plane, $(field ranks "$line") ranks: connect s / rank 0 CPU" \
+  printf '%-52s %12s %12s %8s %8s  %s\n' "control plane, $(field ranks "$line") ranks, $(field auth "$line"): connect s / rank 0 CPU" \
     "$(field connect_s "$line")" "$(field rank0_cpu "$line")" "-" "10 s/5%" \
     "(dead rank known in $(field death_s "$line") s, target 2; hang table $(field table_ms "$line") ms)"
 done <<<"$control_rows"
