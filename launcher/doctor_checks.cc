@@ -9,9 +9,9 @@
 #include <cstring>
 #include <filesystem>
 
+#include "launcher/munge_auth.h"
 #include "spank/jobenv/env_names.h"
 #include "spank/jobenv/nccl_profile.h"
-
 
 namespace slurm_train {
 
@@ -41,6 +41,19 @@ Check check_slurm(const Environment& env) {
   return {Verdict::kOk, "Slurm",
           fmt::format("job {} step {}: task {} of {} on {} (nodes {})", job, step, env_value(env, "SLURM_PROCID"),
                       env_value(env, "SLURM_NTASKS"), env_value(env, "SLURMD_NODENAME"), env_value(env, "SLURM_STEP_NODELIST"))};
+}
+
+Check check_munge(const Environment& env) {
+  const std::string socket = munge_socket_for(env);
+  const std::string where = socket.empty() ? "munge's default socket" : socket;
+  try {
+    MungeAuth probe(0, 0, socket, true);
+    return {Verdict::kOk, "munge", fmt::format("munged at {} vouches for this user (exec's supervisors prove "
+                                               "themselves to task 0 with it)", where)};
+  } catch (const std::exception& e) {
+    return {Verdict::kWarn, "munge",
+            fmt::format("exec on several tasks cannot start: {} (run does not need munge)", e.what())};
+  }
 }
 
 Check check_plugin(const Environment& env) {

@@ -31,6 +31,10 @@ Check check_gpus(const Environment& env, bool cuda_built);
 // The NCCL_* variables; NCCL_SOCKET_IFNAME against this node's interfaces.
 Check check_nccl(const Environment& env, const std::string& node, const std::vector<std::string>& interfaces);
 
+// munged, with which `exec`'s supervisors prove to task 0 that they run as the job's user: a
+// credential encoded and decoded there. A warning when it fails (`run` does not need it).
+Check check_munge(const Environment& env);
+
 // A folder's filesystem by statfs magic: "nfs", "lustre", "gpfs", "beegfs", "ext4", ... or "unknown".
 std::string filesystem_name(long magic);
 // Shared filesystems on which HDF5's file locking often fails or hangs.

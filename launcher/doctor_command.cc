@@ -52,6 +52,7 @@ std::vector<Check> run_checks(const DoctorOptions& o, const Environment& env, Co
   checks.push_back(check_gpus(env, false));
 #endif
   checks.push_back(check_nccl(env, host_name(), interfaces()));
+  checks.push_back(check_munge(env));
   if (!o.config->file.empty() || !o.config->overrides.empty()) {
     try {
       for (Check& c : check_configuration(load_run_config(*o.config, env), env)) checks.push_back(std::move(c));

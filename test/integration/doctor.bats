@@ -31,6 +31,7 @@ teardown_file() {
   [[ $output =~ OK\ \ \ \ Slurm\ +job\ [0-9]+\ step\ 0:\ task\ 0\ of\ 4\ on\ node1 ]]
   [[ $output == *"OK    plugin       spank_train "*"bind=soft"*"RANK=0 LOCAL_RANK=0 MASTER_ADDR=node1:"* ]]
   [[ $output == *"OK    MPI          4 rank(s), 2 on this node; an all-reduce agreed"* ]]
+  [[ $output == *"OK    munge        munged at $TEST_CLUSTER_DIR/munge/munge.socket vouches for this user"* ]]
   [ "$(grep -cE '^rank +[0-3]  node[12] ' <<<"$output")" -eq 4 ]
   [[ $output =~ rank\ +1\ +node1\ +local\ +1\ +CPUs\ [0-9,-]+\ +GPUs\ 1,0 ]]
 }

@@ -39,3 +39,10 @@ TEST_CASE("doctor: shared filesystems get the HDF5 locking warning") {
   CHECK(any_failed({{Verdict::kOk, "a", ""}, {Verdict::kFail, "b", ""}}));
   CHECK_FALSE(any_failed({{Verdict::kWarn, "a", ""}}));
 }
+
+TEST_CASE("doctor: a munged that cannot be reached is a warning naming its socket (run does not need it)") {
+  const Check c = check_munge({{"SLURM_TRAIN_MUNGE_SOCKET", "/nonexistent/munge.socket"}});
+  CHECK(c.verdict == Verdict::kWarn);
+  CHECK(c.what == "munge");
+  CHECK(c.detail.find("exec on several tasks cannot start: munge_encode via /nonexistent/munge.socket") == 0);
+}
