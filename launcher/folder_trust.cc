@@ -1,6 +1,5 @@
 #include "launcher/folder_trust.h"
 
-#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,24 +8,15 @@
 #include <cerrno>
 #include <cstring>
 
+#include "launcher/user_name.h"
+
 namespace slurm_train {
-
-namespace {
-
-std::string user_text(uid_t uid) {
-  passwd pw{}, *found = nullptr;
-  char buffer[1024];
-  if (getpwuid_r(uid, &pw, buffer, sizeof buffer, &found) == 0 && found) return fmt::format("uid {} ({})", uid, pw.pw_name);
-  return fmt::format("uid {}", uid);
-}
-
-}  // namespace
 
 std::optional<std::string> folder_trust_problem(const std::string& what, uid_t owner, mode_t mode, uid_t me) {
   if (owner != me && owner != 0)
     return fmt::format("{} belongs to {}, not to this job's user ({}): they could change what the job reads there. "
                        "Use a folder of your own",
-                       what, user_text(owner), user_text(me));
+                       what, describe_user(owner), describe_user(me));
   if (mode & S_IWOTH)
     return fmt::format("{} can be written by every user (mode {:04o}): anyone could plant or replace what the job "
                        "reads there. Use a folder of your own, or chmod o-w it",

@@ -1,7 +1,6 @@
 #include "launcher/munge_auth.h"
 
 #include <munge.h>
-#include <pwd.h>
 #include <strings.h>
 #include <unistd.h>
 
@@ -13,6 +12,8 @@
 #include <memory>
 #include <sstream>
 #include <stdexcept>
+
+#include "launcher/user_name.h"
 
 namespace slurm_train {
 
@@ -45,13 +46,6 @@ std::unique_ptr<MungeCtx> context_for(const std::string& socket) {
   if (!socket.empty() && munge_ctx_set(c->ctx, MUNGE_OPT_SOCKET, socket.c_str()) != EMUNGE_SUCCESS)
     throw std::runtime_error(fmt::format("munge_ctx_set(MUNGE_OPT_SOCKET, {}): {}", socket, munge_ctx_strerror(c->ctx)));
   return c;
-}
-
-std::string user_text(uid_t uid) {
-  passwd pw{}, *found = nullptr;
-  char buffer[1024];
-  if (getpwuid_r(uid, &pw, buffer, sizeof buffer, &found) == 0 && found) return fmt::format("uid {} ({})", uid, pw.pw_name);
-  return fmt::format("uid {}", uid);
 }
 
 }  // namespace
@@ -183,7 +177,7 @@ ProofCheck MungeAuth::check(int rank, const Nonce& challenge, std::string_view p
   }
   if (uid != ::getuid()) {
     result.refusal = ControlRefusal::kOtherUser;
-    result.why = fmt::format("a credential of {}; the job runs as {}", user_text(uid), user_text(::getuid()));
+    result.why = fmt::format("a credential of {}; the job runs as {}", describe_user(uid), describe_user(::getuid()));
     return result;
   }
   const auto payload = parse_munge_payload(payload_bytes);

@@ -45,6 +45,30 @@ wait_for_line() {
   done
 }
 
+# beats_and_idle TARGET...: forged beats for rank 1 over 8 s and, meanwhile, 1,000 idle
+# connections for 7 s, at TARGET (--port P, or --job J --step S); each must be closed.
+beats_and_idle() {
+  as_attacker beats "$@" --rank 1 --seconds 8 >"$BATS_TEST_TMPDIR/beats" 2>&1 &
+  local beats=$!
+  run as_attacker idle "$@" --count 1000 --seconds 7
+  echo "$output"
+  [ "$output" = "idle: 0 of 1000 connections still open after 7 s" ]
+  wait $beats || true
+  cat "$BATS_TEST_TMPDIR/beats"
+  grep -q "^beats: closed by rank 0 after" "$BATS_TEST_TMPDIR/beats"
+}
+
+# ended_with_the_hang PID OUTPUT TEXT: the job (its srun, PID) exited 4 naming the hang as TEXT
+# in OUTPUT, without a word of the attacker's.
+ended_with_the_hang() {
+  local status=0
+  wait "$1" || status=$?
+  cat "$2"
+  [ "$status" -eq 4 ]
+  grep -q -- "$3" "$2"
+  [ "$(grep -c 'evil\|4242\|forged' "$2")" -eq 0 ]
+}
+
 # refusals_logged_once LOG KIND_TEXT...: each refusal text stands exactly once in rank 0's log.
 refusals_logged_once() {
   local log=$1 text n
@@ -86,16 +110,9 @@ EOF
   # After it: its hello again (the attacker's credential), its beats over its hang, idle connections.
   run as_attacker hello --job "$job" --step 0 --rank 1 --munge-socket "$MUNGE"
   echo "$output"; [[ $output == "hello: closed by rank 0 after "* ]]
-  as_attacker beats --job "$job" --step 0 --rank 1 --seconds 8 >"$BATS_TEST_TMPDIR/beats" 2>&1 &
-  run as_attacker idle --job "$job" --step 0 --count 1000 --seconds 7
-  echo "$output"; [ "$output" = "idle: 0 of 1000 connections still open after 7 s" ]
-  wait $! || true
-  cat "$BATS_TEST_TMPDIR/beats"; grep -q "^beats: closed by rank 0 after" "$BATS_TEST_TMPDIR/beats"
-  wait $job_pid && status=0 || status=$?
-  cat "$BATS_TEST_TMPDIR/err"
-  [ "$status" -eq 4 ]
-  grep -q "hang: rank 1 (node2, pid [0-9]*) made no progress for 8 s in the program phase of step 39" "$BATS_TEST_TMPDIR/err"
-  ! grep -q "evil\|4242\|forged" "$BATS_TEST_TMPDIR/err"
+  beats_and_idle --job "$job" --step 0
+  ended_with_the_hang $job_pid "$BATS_TEST_TMPDIR/err" \
+    "hang: rank 1 (node2, pid [0-9]*) made no progress for 8 s in the program phase of step 39"
   log=$(ls "$LOGS"/*/rank-0.log)
   refusals_logged_once "$log" "its credential is another user's than the job's" \
     "its hello carried no valid proof" "it did not open with a hello of this protocol" \
@@ -120,16 +137,9 @@ EOF
   echo "$output"; [[ $output == "hello: closed by rank 0 after "* ]]
   run as_attacker fail --port "$port" --rank 1
   echo "$output"; [[ $output == "fail: closed by rank 0 after "* ]]
-  as_attacker beats --port "$port" --rank 1 --seconds 8 >"$BATS_TEST_TMPDIR/beats" 2>&1 &
-  run as_attacker idle --port "$port" --count 1000 --seconds 7
-  echo "$output"; [ "$output" = "idle: 0 of 1000 connections still open after 7 s" ]
-  wait $! || true
-  cat "$BATS_TEST_TMPDIR/beats"; grep -q "^beats: closed by rank 0 after" "$BATS_TEST_TMPDIR/beats"
-  wait $job_pid && status=0 || status=$?
-  cat "$BATS_TEST_TMPDIR/out"
-  [ "$status" -eq 4 ]
-  grep -q "hang: rank 1 (node2, pid [0-9]*) made no progress for 8 s in the forward phase of step 150" "$BATS_TEST_TMPDIR/out"
-  ! grep -q "evil\|4242\|forged" "$BATS_TEST_TMPDIR/out"
+  beats_and_idle --port "$port"
+  ended_with_the_hang $job_pid "$BATS_TEST_TMPDIR/out" \
+    "hang: rank 1 (node2, pid [0-9]*) made no progress for 8 s in the forward phase of step 150"
   log=$(ls "$LOGS"/*/rank-0.log)
   refusals_logged_once "$log" "it did not open with a hello of this protocol" \
     "it said hello for a rank that is already connected" "it sent no whole hello within the time allowed" \
