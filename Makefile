@@ -11,6 +11,8 @@
 #   make fuzz [FUZZ_SECONDS=300] [FUZZ_RUNS=N FUZZ_SEED=S]  every libFuzzer target (each parser of
 #                             outside input) so long each; runs and seed make it repeatable
 #   SANITIZE=1                AddressSanitizer + UndefinedBehaviorSanitizer, in build/sanitize
+#   V=1                       every compiler and linker command in full (default: one short line
+#                             a file, "CXX launcher/watchdog.cc")
 SHELL := /bin/bash
 .DEFAULT_GOAL := all
 .DELETE_ON_ERROR:
@@ -25,6 +27,16 @@ else
 endif
 PREFIX ?= /usr/local
 DESTDIR ?=
+
+# One short line per file built, as kbuild and CMake print; V=1 for the whole command lines.
+V ?= 0
+ifeq ($(V),1)
+  Q :=
+  say :=
+else
+  Q := @
+  say = @printf '  %-6s %s\n' $(1) $(2);
+endif
 
 # ---- dependencies: each missing one is named with the Debian package that brings it ----------
 pc_ok = $(shell pkg-config --exists $(1) 2>/dev/null && echo yes)
@@ -148,8 +160,9 @@ test: deps
 	@$(SUBMAKE) all
 	@BUILD=$(BUILD) SANITIZE=$(SANITIZE) test/run-tests.sh
 
+# The demo runs the launcher on a cluster with the plugin: it builds those two, no test program.
 demo: deps
-	@$(SUBMAKE) all
+	@$(SUBMAKE) $(LAUNCHER) $(PLUGIN)
 	@BUILD=$(BUILD) scripts/demo.sh
 
 bench: deps
@@ -158,11 +171,11 @@ bench: deps
 
 $(BUILD)/obj/%.o: %.cc Makefile | check-deps
 	@mkdir -p $(@D)
-	$(CXX) $(ALL_CXXFLAGS) -MMD -MP -c $< -o $@
+	$(call say,CXX,$<)$(CXX) $(ALL_CXXFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/obj/%.cu.o: %.cu Makefile | check-deps
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+	$(call say,NVCC,$<)$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/obj/launcher/build_info.o: VERSION
 
@@ -177,12 +190,12 @@ $(patsubst %,$(BUILD)/obj/%.o,$(VECTOR_LOOPS)): ALL_CXXFLAGS += -O3 -ffp-contrac
 
 $(LIB):
 	@mkdir -p $(@D)
-	rm -f $@
-	$(AR) rcs $@ $^
+	$(Q)rm -f $@
+	$(call say,AR,$@)$(AR) rcs $@ $^
 
 $(LAUNCHER): $(BUILD)/obj/launcher/main.o $(LIB)
 	@mkdir -p $(@D)
-	$(CXX) $(ALL_LDFLAGS) $^ -o $@ $(LIBS)
+	$(call say,LINK,$@)$(CXX) $(ALL_LDFLAGS) $^ -o $@ $(LIBS)
 
 # The plugin exports only the SPANK symbols (version script) and links no MPI or HDF5. It is
 # never sanitized, not even under SANITIZE=1: slurmstepd cannot load an ASan-instrumented
@@ -192,11 +205,11 @@ PLUGIN_OBJ := $(patsubst %.cc,$(BUILD)/plugin-obj/%.o,$(PLUGIN_SRC) $(JOBENV_SRC
 
 $(BUILD)/plugin-obj/%.o: %.cc Makefile | check-deps
 	@mkdir -p $(@D)
-	$(CXX) $(PLUGIN_CXXFLAGS) -MMD -MP -c $< -o $@
+	$(call say,CXX,$<)$(CXX) $(PLUGIN_CXXFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/lib/spank_train.so: $(PLUGIN_OBJ) spank/spank_train.map
 	@mkdir -p $(@D)
-	$(CXX) -shared -pthread -Wl,-z,relro,-z,now $(LDFLAGS) -Wl,--version-script=spank/spank_train.map \
+	$(call say,LINK,$@)$(CXX) -shared -pthread -Wl,-z,relro,-z,now $(LDFLAGS) -Wl,--version-script=spank/spank_train.map \
 	  $(filter %.o,$^) -o $@
 
 # The plugin's pure files (all of spank/ but the Slurm dispatch) are unit-tested too.
@@ -204,21 +217,21 @@ PLUGIN_PURE_SRC := $(filter-out spank/plugin.cc,$(PLUGIN_SRC))
 
 $(BUILD)/test/unit-tests: $(call obj,$(UNIT_SRC) $(filter-out $(PLUGIN_OPTIONS_SRC),$(PLUGIN_PURE_SRC))) $(LIB)
 	@mkdir -p $(@D)
-	$(CXX) $(ALL_LDFLAGS) $^ -o $@ $(LIBS)
+	$(call say,LINK,$@)$(CXX) $(ALL_LDFLAGS) $^ -o $@ $(LIBS)
 
 # The CUDA kernels against the CPU reference kernels (each test reports itself skipped, with the
 # reason, on a machine without a usable GPU).
 $(BUILD)/test/cuda-tests: $(call obj,$(CUDA_TEST_SRC)) $(LIB)
 	@mkdir -p $(@D)
-	$(CXX) $(ALL_LDFLAGS) $^ -o $@ $(LIBS)
+	$(call say,LINK,$@)$(CXX) $(ALL_LDFLAGS) $^ -o $@ $(LIBS)
 
 $(BUILD)/test/%: $(BUILD)/obj/test/integration/%.o $(LIB)
 	@mkdir -p $(@D)
-	$(CXX) $(ALL_LDFLAGS) $^ -o $@ $(LIBS)
+	$(call say,LINK,$@)$(CXX) $(ALL_LDFLAGS) $^ -o $@ $(LIBS)
 
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
 	@mkdir -p $(@D)
-	$(CXX) $(ALL_LDFLAGS) $^ -o $@ $(LIBS)
+	$(call say,LINK,$@)$(CXX) $(ALL_LDFLAGS) $^ -o $@ $(LIBS)
 
 # ---- fuzzing: every parser of outside input under libFuzzer + ASan + UBSan (clang) ------------
 # One target per parser (test/fuzz/*_fuzz.cc), each with its seed corpus of real files in
@@ -253,15 +266,15 @@ endef
 $(BUILD)/fuzz/obj/%.o: %.cc Makefile | check-deps
 	$(need_clang)
 	@mkdir -p $(@D)
-	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+	$(call say,CXX,$<)$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
 
 $(FUZZ_LIB): $(patsubst %.cc,$(BUILD)/fuzz/obj/%.o,$(FUZZ_LIB_SRC))
 	@mkdir -p $(@D)
-	rm -f $@
-	$(AR) rcs $@ $^
+	$(Q)rm -f $@
+	$(call say,AR,$@)$(AR) rcs $@ $^
 
 $(BUILD)/fuzz/%_fuzz: $(BUILD)/fuzz/obj/test/fuzz/%_fuzz.o $(FUZZ_LIB)
-	$(FUZZ_CXX) $(FUZZ_SAN) -fsanitize=fuzzer -pthread $^ -o $@ $(PKG_LIBS) -lz
+	$(call say,LINK,$@)$(FUZZ_CXX) $(FUZZ_SAN) -fsanitize=fuzzer -pthread $^ -o $@ $(PKG_LIBS) -lz
 
 .PHONY: fuzz fuzz-build
 fuzz-build: $(FUZZERS)
@@ -293,11 +306,11 @@ gpu-bundle: deps
 # Man pages: the version filled in.
 $(BUILD)/share/man/man1/%: docs/%.in VERSION
 	@mkdir -p $(@D)
-	sed 's|@VERSION@|$(VERSION)|g' $< >$@
+	$(call say,GEN,$@)sed 's|@VERSION@|$(VERSION)|g' $< >$@
 
 $(BUILD)/share/man/man8/%: docs/%.in VERSION
 	@mkdir -p $(@D)
-	sed 's|@VERSION@|$(VERSION)|g' $< >$@
+	$(call say,GEN,$@)sed 's|@VERSION@|$(VERSION)|g' $< >$@
 
 install: all
 	scripts/install.sh install $(BUILD) $(PREFIX) $(DESTDIR)
