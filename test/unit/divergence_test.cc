@@ -24,6 +24,12 @@ TEST_CASE("divergence: a NaN or infinite loss or gradient norm names the step, t
   REQUIRE(inf_norm);
   CHECK(inf_norm->find("at step 2: the gradient norm is inf (loss 0.5)") != std::string::npos);
   CHECK(inf_norm->find("or a lower train.clip_norm (now 5)") != std::string::npos);
+  const auto inf_loss = non_finite_step(7, -std::numeric_limits<double>::infinity(), 3.0, 0.01, 0);
+  REQUIRE(inf_loss);
+  CHECK(inf_loss->find("training diverged at step 7: the loss is -inf (gradient norm 3)") != std::string::npos);
+  const auto nan_norm = non_finite_step(9, 0.25, std::nan(""), 0.01, 0);
+  REQUIRE(nan_norm);
+  CHECK(nan_norm->find("at step 9: the gradient norm is nan (loss 0.25)") != std::string::npos);
 }
 
 TEST_CASE("divergence: the first non-finite parameter of a state about to be saved is named") {
