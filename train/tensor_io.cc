@@ -1,6 +1,7 @@
 #include "train/tensor_io.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <future>
 #include <stdexcept>
@@ -16,8 +18,104 @@
 #include <thread>
 
 #include "train/crc32.h"
+#include "train/huge_pages.h"
 
 namespace slurm_train {
+
+namespace {
+
+// Direct I/O moves whole blocks of this size at offsets and addresses aligned to it; 4096 covers
+// the logical block size of disks and the page size that Lustre's and GPFS's O_DIRECT ask for.
+constexpr std::size_t kDirectBlock = 4096;
+// One staged write: the largest request virtio-blk and many NVMe drives take whole (4 MiB).
+constexpr std::size_t kStageBytes = std::size_t{4} << 20;
+
+std::uint64_t round_up(std::uint64_t v, std::uint64_t to) { return (v + to - 1) / to * to; }
+std::uint64_t round_down(std::uint64_t v, std::uint64_t to) { return v / to * to; }
+
+// Writes all `n` bytes at `offset`; 0 or the errno of the call that failed (a short write that
+// makes no progress is ENOSPC).
+int pwrite_all(int fd, const unsigned char* data, std::size_t n, std::uint64_t offset) {
+  for (std::size_t done = 0; done < n;) {
+    const ssize_t w = ::pwrite(fd, data + done, n - done, static_cast<off_t>(offset + done));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return w < 0 ? errno : ENOSPC;
+    done += static_cast<std::size_t>(w);
+  }
+  return 0;
+}
+
+// Two aligned staging buffers, each filled while the other is being written.
+struct Stages {
+  void* memory = MAP_FAILED;
+  Stages() {
+    memory = ::mmap(nullptr, 2 * kStageBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (memory != MAP_FAILED) advise_huge_pages(memory, 2 * kStageBytes);
+  }
+  ~Stages() {
+    if (memory != MAP_FAILED) ::munmap(memory, 2 * kStageBytes);
+  }
+  Stages(const Stages&) = delete;
+  Stages& operator=(const Stages&) = delete;
+  unsigned char* stage(int i) const { return static_cast<unsigned char*>(memory) + i * kStageBytes; }
+};
+
+// The pieces' bytes written through `direct` (opened O_DIRECT) wherever they cover whole aligned
+// blocks, the rest of each piece (its first and last partial block, which it may share with HDF5's
+// metadata or another piece) through `buffered`. Each block run is copied to a staging buffer and
+// written from there while the next is copied. Returns 0 or the errno of the call that failed;
+// EINVAL from a direct write (a file system that takes no direct I/O at this alignment) is the
+// caller's to retry through the page cache.
+int write_pieces_direct(int direct, int buffered, const std::vector<TensorPiece>& pieces) {
+  Stages stages;
+  if (stages.memory == MAP_FAILED) return EINVAL;
+  std::future<int> in_flight;
+  int err = 0, next = 0;
+  auto finish_in_flight = [&] {
+    if (!in_flight.valid()) return;
+    const int e = in_flight.get();
+    if (err == 0) err = e;
+  };
+  for (const TensorPiece& piece : pieces) {
+    const auto* data = static_cast<const unsigned char*>(piece.data);
+    const std::uint64_t begin = piece.offset, end = piece.offset + piece.bytes;
+    const std::uint64_t first_block = std::min(round_up(begin, kDirectBlock), end);
+    const std::uint64_t last_block = std::max(round_down(end, kDirectBlock), first_block);
+    if (err == 0) err = pwrite_all(buffered, data, first_block - begin, begin);
+    if (err == 0) err = pwrite_all(buffered, data + (last_block - begin), end - last_block, last_block);
+    for (std::uint64_t at = first_block; at < last_block && err == 0; at += kStageBytes) {
+      const std::size_t n = std::min<std::uint64_t>(kStageBytes, last_block - at);
+      unsigned char* stage = stages.stage(next);
+      std::memcpy(stage, data + (at - begin), n);
+      finish_in_flight();
+      in_flight = std::async(std::launch::async, [=] { return pwrite_all(direct, stage, n, at); });
+      next ^= 1;
+    }
+  }
+  finish_in_flight();
+  return err;
+}
+
+// The pieces through the page cache in 8 MiB calls, writeback started as each is written (64 MiB
+// calls measured 2-3x slower here, throttled by dirty-page balancing); slow_ms > 0 writes 64 KiB
+// at a time with a pause after each.
+int write_pieces_buffered(int fd, const std::vector<TensorPiece>& pieces, unsigned slow_ms) {
+  const std::size_t most = slow_ms > 0 ? std::size_t{64} << 10 : std::size_t{8} << 20;
+  for (const auto& piece : pieces) {
+    const auto* data = static_cast<const unsigned char*>(piece.data);
+    for (std::size_t done = 0; done < piece.bytes;) {
+      const std::size_t n = std::min(most, piece.bytes - done);
+      if (const int err = pwrite_all(fd, data + done, n, piece.offset + done); err != 0) return err;
+      // Advice only: the fsync that makes the file durable reports errors.
+      ::sync_file_range(fd, static_cast<off_t>(piece.offset + done), static_cast<off_t>(n), SYNC_FILE_RANGE_WRITE);
+      done += n;
+      if (slow_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
+    }
+  }
+  return 0;
+}
+
+}  // namespace
 
 std::vector<std::uint32_t> write_tensor_pieces(const std::string& path, const std::vector<TensorPiece>& pieces,
                                                unsigned slow_ms) {
@@ -32,28 +130,20 @@ std::vector<std::uint32_t> write_tensor_pieces(const std::string& path, const st
     checksums.wait();
     throw std::system_error(err, std::generic_category(), "open");
   }
-  // 8 MiB calls: the kernel starts writing back while later pieces are copied (64 MiB calls
-  // measured 2-3x slower here, throttled by dirty-page balancing).
-  const std::size_t most = slow_ms > 0 ? std::size_t{64} << 10 : std::size_t{8} << 20;
+  // Direct I/O where the file system takes it (not every FUSE or tmpfs): fresh page-cache pages
+  // cost more than the disk where memory is a VM's that its host takes back while free (a write
+  // through the page cache ran at half the speed, see docs/performance.md), and the process that
+  // writes a checkpoint does not read it again.
   int err = 0;
-  const char* call = "pwrite";
-  for (const auto& piece : pieces) {
-    const auto* data = static_cast<const unsigned char*>(piece.data);
-    for (std::size_t done = 0; done < piece.bytes && err == 0;) {
-      const ssize_t n = ::pwrite(fd, data + done, std::min(most, piece.bytes - done), static_cast<off_t>(piece.offset + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        err = n < 0 ? errno : ENOSPC;
-        break;
-      }
-      // Start writing these pages back now, while the next ones are copied, rather than all at
-      // the fsync; advice only (the fsync that makes the file durable reports errors).
-      ::sync_file_range(fd, static_cast<off_t>(piece.offset + done), n, SYNC_FILE_RANGE_WRITE);
-      done += static_cast<std::size_t>(n);
-      if (slow_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
-    }
-    if (err != 0) break;
+  const int direct = slow_ms > 0 ? -1 : ::open(path.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+  if (direct >= 0) {
+    err = write_pieces_direct(direct, fd, pieces);
+    ::close(direct);
+    if (err == EINVAL) err = write_pieces_buffered(fd, pieces, 0);
+  } else {
+    err = write_pieces_buffered(fd, pieces, slow_ms);
   }
+  const char* call = "pwrite";
   if (::close(fd) != 0 && err == 0) {
     err = errno;
     call = "close";
@@ -76,6 +166,17 @@ std::uint32_t pread_with_crc(int fd, std::uint64_t offset, unsigned char* into, 
       got += static_cast<std::size_t>(r);
     }
     crc = crc32_update(crc, into + done, n);
+    done += n;
+  }
+  return crc;
+}
+
+std::uint32_t crc_of_range(int fd, std::uint64_t offset, std::size_t bytes, std::vector<unsigned char>& buffer) {
+  buffer.resize(std::size_t{1} << 20);
+  std::uint32_t crc = 0;
+  for (std::size_t done = 0; done < bytes;) {
+    const std::size_t n = std::min(buffer.size(), bytes - done);
+    crc = crc32_combine_bytes(crc, pread_with_crc(fd, offset + done, buffer.data(), n), n);
     done += n;
   }
   return crc;

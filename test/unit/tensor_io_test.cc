@@ -1,0 +1,106 @@
+// Tensor bytes between memory and a file: the direct-I/O write puts every piece's bytes at its
+// offset, whatever their alignment, and leaves the bytes around them alone; reads and checks
+// give the CRC-32 zlib gives; buffers grown in huge pages keep their contents.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <doctest/doctest.h>
+#include <zlib.h>
+
+#include <cstdint>
+#include <fstream>
+#include <iterator>
+#include <vector>
+
+#include "test/unit/test_support.h"
+#include "train/huge_pages.h"
+#include "train/tensor_io.h"
+
+using namespace slurm_train;
+using testing::TempDir;
+
+namespace {
+
+std::vector<unsigned char> pattern(std::size_t n, std::uint32_t seed) {
+  std::vector<unsigned char> v(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    seed = seed * 1664525u + 1013904223u;
+    v[i] = static_cast<unsigned char>(seed >> 24);
+  }
+  return v;
+}
+
+std::vector<unsigned char> file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::uint32_t zlib_crc(const unsigned char* p, std::size_t n) {
+  return static_cast<std::uint32_t>(crc32(0, p, static_cast<uInt>(n)));
+}
+
+}  // namespace
+
+TEST_CASE("tensor io: pieces at any offset are written byte for byte, the bytes between them untouched") {
+  TempDir dir;
+  const std::string path = dir.path + "/pieces.bin";
+  // The file as HDF5 leaves it: metadata (here a pattern) around the places of the tensors.
+  const std::size_t size = (std::size_t{9} << 20) + 12345;
+  const std::vector<unsigned char> before = pattern(size, 1);
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(before.data()), static_cast<std::streamsize>(size));
+  // Unaligned starts and ends, a piece inside one block, two adjacent pieces, one larger than the
+  // staging buffers (4 MiB), one empty, and the last reaching the file's end.
+  const std::vector<std::pair<std::uint64_t, std::size_t>> places = {
+      {100, 3 * 4096 + 10}, {3 * 4096 + 110, 5000}, {40000, 300}, {65536, (std::size_t{5} << 20) + 7},
+      {(std::size_t{6} << 20) + 1, 0}, {(std::size_t{7} << 20) + 3, size - (std::size_t{7} << 20) - 3}};
+  std::vector<std::vector<unsigned char>> data;
+  std::vector<TensorPiece> pieces;
+  for (std::size_t i = 0; i < places.size(); ++i) data.push_back(pattern(places[i].second, 100 + static_cast<std::uint32_t>(i)));
+  for (std::size_t i = 0; i < places.size(); ++i)
+    pieces.push_back({"piece" + std::to_string(i), places[i].first, data[i].data(), data[i].size()});
+
+  const std::vector<std::uint32_t> crcs = write_tensor_pieces(path, pieces, 0);
+  std::vector<unsigned char> expected = before;
+  for (std::size_t i = 0; i < places.size(); ++i) {
+    std::copy(data[i].begin(), data[i].end(), expected.begin() + static_cast<std::ptrdiff_t>(places[i].first));
+    CHECK(crcs[i] == zlib_crc(data[i].data(), data[i].size()));
+  }
+  CHECK(file_bytes(path) == expected);
+}
+
+TEST_CASE("tensor io: the slow testing write gives the same file") {
+  TempDir dir;
+  const std::string path = dir.path + "/slow.bin";
+  const std::vector<unsigned char> before = pattern(300000, 2), data = pattern(200000, 3);
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(before.data()), 300000);
+  write_tensor_pieces(path, {{"piece", 4097, data.data(), data.size()}}, 1);
+  std::vector<unsigned char> expected = before;
+  std::copy(data.begin(), data.end(), expected.begin() + 4097);
+  CHECK(file_bytes(path) == expected);
+}
+
+TEST_CASE("tensor io: a range's CRC-32, read whole or through a small buffer, is zlib's") {
+  TempDir dir;
+  const std::string path = dir.path + "/range.bin";
+  const std::vector<unsigned char> bytes = pattern((std::size_t{3} << 20) + 999, 4);
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  std::vector<unsigned char> buffer, into(bytes.size() - 13);
+  CHECK(crc_of_range(fd, 13, bytes.size() - 13, buffer) == zlib_crc(bytes.data() + 13, bytes.size() - 13));
+  CHECK(buffer.size() == std::size_t{1} << 20);  // the buffer, not the range, is what was allocated
+  CHECK(pread_with_crc(fd, 13, into.data(), into.size()) == zlib_crc(bytes.data() + 13, bytes.size() - 13));
+  CHECK(std::equal(into.begin(), into.end(), bytes.begin() + 13));
+  ::close(fd);
+}
+
+TEST_CASE("huge pages: a buffer grown in huge pages keeps its contents and zeroes the new elements") {
+  std::vector<float> v = {1.5f, 2.5f};
+  resize_in_huge_pages(v, std::size_t{3} << 20);
+  REQUIRE(v.size() == std::size_t{3} << 20);
+  CHECK(v[0] == 1.5f);
+  CHECK(v[1] == 2.5f);
+  CHECK(v.back() == 0.0f);
+  resize_in_huge_pages(v, 5);  // shrinking keeps the capacity and the first elements
+  CHECK(v == std::vector<float>{1.5f, 2.5f, 0, 0, 0});
+}
