@@ -20,6 +20,7 @@
 #include "train/crash_contained.h"
 #include "train/crc32.h"
 #include "train/h5.h"
+#include "train/huge_pages.h"
 #include "train/tensor_io.h"
 
 namespace slurm_train {
@@ -290,41 +291,94 @@ struct RawDataset {
   std::vector<unsigned char> bytes;
 };
 
+// The checks of a dataset's bytes: each part's CRC-32 against its shard_crc32 (a bad part names
+// the rank that wrote it), then the whole's against crc32. `part_crcs` are the parts' CRC-32s in
+// order (one per part; none for a dataset written whole), `actual` the whole's.
+void require_checksums(hid_t set, const std::vector<ShardChecksum>& parts, const std::vector<std::uint32_t>& part_crcs,
+                       std::uint32_t actual, const std::string& where) {
+  std::vector<std::string> bad;
+  for (std::size_t k = 0; k < parts.size(); ++k) {
+    const ShardChecksum& p = parts[k];
+    if (part_crcs[k] != p.crc)
+      bad.push_back(fmt::format("part {} of {} (elements {} to {}, written by rank {}) fails its checksum (shard_crc32 "
+                                "stored {:08x}, data {:08x})",
+                                k + 1, parts.size(), p.first, p.first + p.count - 1, p.rank, p.crc, part_crcs[k]));
+  }
+  if (!bad.empty()) throw CheckpointError(fmt::format("{}: {}", where, fmt::join(bad, "; ")));
+  const std::uint32_t stored = read_crc_attribute(set, where);
+  if (stored != actual)
+    throw CheckpointError(fmt::format("{}: checksum mismatch (crc32 stored {:08x}, data {:08x})", where, stored, actual));
+}
+
+// A dataset opened for its bytes to be checked, after its type, dataspace and stored size were:
+// its parts and its whole size in bytes.
+struct CheckedDataset {
+  h5::Handle set;
+  h5::Extent extent;
+  std::vector<ShardChecksum> parts;
+  std::size_t bytes = 0;
+};
+
+CheckedDataset open_numbers(hid_t file, const std::string& name, const std::string& where) {
+  CheckedDataset d;
+  d.set = h5::Handle(H5_CHECK(H5Dopen2(file, name.c_str(), H5P_DEFAULT), where));
+  d.extent = h5::dataset_extent(d.set, where);
+  const h5::Extent& e = d.extent;
+  if ((e.type_class != H5T_INTEGER && e.type_class != H5T_FLOAT) || e.null)
+    throw CheckpointError(fmt::format("{}: holds {}; expected numbers", where, e.describe()));
+  require_stored(d.set, e, e.type_size, where);
+  d.parts = read_parts(d.set, *h5::byte_count(e.shape, 1), where);
+  d.bytes = *h5::byte_count(e.shape, e.type_size);
+  return d;
+}
+
 RawDataset read_verified(hid_t file, const std::string& name, const std::string& path, Pass pass = Pass::kRead) {
   const std::string where = fmt::format("{}: dataset {}", path, name);
   try {
-    h5::Handle set(H5_CHECK(H5Dopen2(file, name.c_str(), H5P_DEFAULT), where));
-    RawDataset raw;
-    raw.extent = h5::dataset_extent(set, where);
-    const h5::Extent& e = raw.extent;
-    if ((e.type_class != H5T_INTEGER && e.type_class != H5T_FLOAT) || e.null)
-      throw CheckpointError(fmt::format("{}: holds {}; expected numbers", where, e.describe()));
-    require_stored(set, e, e.type_size, where);
-    h5::Handle type(H5_CHECK(H5Dget_type(set), where));
-    const std::size_t elements = *h5::byte_count(e.shape, 1);
-    const std::vector<ShardChecksum> parts = read_parts(set, elements, where);
-    if (probe_skips(pass, set)) {
-      read_crc_attribute(set, where);
+    CheckedDataset d = open_numbers(file, name, where);
+    RawDataset raw{d.extent, {}};
+    if (probe_skips(pass, d.set)) {
+      read_crc_attribute(d.set, where);
       return raw;
     }
-    raw.bytes.resize(*h5::byte_count(e.shape, e.type_size));
-    if (!raw.bytes.empty()) H5_CHECK(H5Dread(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw.bytes.data()), where);
-    // Written in parts, a tensor is checked part by part: a bad part names the rank that wrote it.
-    std::vector<std::string> bad;
-    for (std::size_t k = 0; k < parts.size(); ++k) {
-      const ShardChecksum& p = parts[k];
-      const std::uint32_t crc = crc32_of(raw.bytes.data() + p.first * e.type_size, p.count * e.type_size);
-      if (crc != p.crc)
-        bad.push_back(fmt::format("part {} of {} (elements {} to {}, written by rank {}) fails its checksum (shard_crc32 "
-                                  "stored {:08x}, data {:08x})",
-                                  k + 1, parts.size(), p.first, p.first + p.count - 1, p.rank, p.crc, crc));
-    }
-    if (!bad.empty()) throw CheckpointError(fmt::format("{}: {}", where, fmt::join(bad, "; ")));
-    const std::uint32_t stored = read_crc_attribute(set, where);
-    const std::uint32_t actual = crc32_of(raw.bytes.data(), raw.bytes.size());
-    if (stored != actual)
-      throw CheckpointError(fmt::format("{}: checksum mismatch (crc32 stored {:08x}, data {:08x})", where, stored, actual));
+    h5::Handle type(H5_CHECK(H5Dget_type(d.set), where));
+    raw.bytes.resize(d.bytes);
+    if (!raw.bytes.empty()) H5_CHECK(H5Dread(d.set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw.bytes.data()), where);
+    std::vector<std::uint32_t> part_crcs;
+    for (const ShardChecksum& p : d.parts)
+      part_crcs.push_back(crc32_of(raw.bytes.data() + p.first * d.extent.type_size, p.count * d.extent.type_size));
+    require_checksums(d.set, d.parts, part_crcs, crc32_of(raw.bytes.data(), raw.bytes.size()), where);
     return raw;
+  } catch (const h5::Error& e) {
+    throw CheckpointError(e.what());
+  }
+}
+
+// Checks a dataset's checksums. A contiguous one (ours: every tensor) is read straight from `fd`
+// through `buffer`, part by part, and nothing of its size is allocated; others through HDF5.
+void verify_dataset(hid_t file, int fd, const std::string& name, const std::string& path, Pass pass,
+                    std::vector<unsigned char>& buffer) {
+  const std::string where = fmt::format("{}: dataset {}", path, name);
+  try {
+    CheckedDataset d = open_numbers(file, name, where);
+    const haddr_t offset = H5Dget_offset(d.set);
+    if (pass == Pass::kProbe || offset == HADDR_UNDEF || fd < 0) {
+      read_verified(file, name, path, pass);
+      return;
+    }
+    std::vector<std::uint32_t> part_crcs;
+    std::uint32_t actual = 0;
+    try {
+      if (d.parts.empty()) actual = crc_of_range(fd, offset, d.bytes, buffer);
+      for (const ShardChecksum& p : d.parts) {
+        const std::size_t bytes = p.count * d.extent.type_size;
+        part_crcs.push_back(crc_of_range(fd, offset + p.first * d.extent.type_size, bytes, buffer));
+        actual = crc32_combine_bytes(actual, part_crcs.back(), bytes);
+      }
+    } catch (const std::exception& e) {
+      throw CheckpointError(fmt::format("{}: {}", where, e.what()));
+    }
+    require_checksums(d.set, d.parts, part_crcs, actual, where);
   } catch (const h5::Error& e) {
     throw CheckpointError(e.what());
   }
@@ -592,18 +646,24 @@ void store_shard_checksums(const std::string& path, const std::vector<TensorPiec
 
 namespace {
 
+// The descriptor the tensors' bytes are read from (see read_tensor); closed on every path. They
+// are read front to back: a larger read-ahead window (advice only; failure is harmless).
+struct ReadDescriptor {
+  int fd;
+  explicit ReadDescriptor(const std::string& path) : fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+    if (fd >= 0) ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  }
+  ~ReadDescriptor() {
+    if (fd >= 0) ::close(fd);
+  }
+  ReadDescriptor(const ReadDescriptor&) = delete;
+  ReadDescriptor& operator=(const ReadDescriptor&) = delete;
+};
+
 void read_uncontained(const std::string& path, CheckpointState& s, const ModelLayout* expected,
                       Pass pass) {
   h5::Handle file = open_checkpoint(path);
-  // The tensors' bytes are read from this descriptor (see read_tensor); closed on every path.
-  struct Fd {
-    int fd;
-    ~Fd() {
-      if (fd >= 0) ::close(fd);
-    }
-  } data{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  // The tensors are read front to back: a larger read-ahead window (advice only; failure is harmless).
-  if (data.fd >= 0) ::posix_fadvise(data.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  const ReadDescriptor data(path);
   s.model = {};
   s.path = path;
   try {
@@ -629,7 +689,7 @@ void read_uncontained(const std::string& path, CheckpointState& s, const ModelLa
     if (s.model.kind == "mlp") s.recipe = read_model_recipe(file, s.model.layers, path);
     auto read_tensors = [&](const std::string& group, std::vector<float>& into) {
       const bool reading = pass == Pass::kRead;
-      if (reading) into.resize(s.model.parameters());
+      if (reading) resize_in_huge_pages(into, s.model.parameters());
       for (const ParamTensor& t : s.model.tensors)
         read_tensor(file, data.fd, group + "/" + t.name, std::vector<hsize_t>(t.shape.begin(), t.shape.end()),
                     reading ? &into[t.offset] : nullptr, path, pass);
@@ -660,9 +720,11 @@ std::vector<std::string> verify_uncontained(const std::string& path, Pass pass) 
   std::vector<std::string> problems;
   try {
     h5::Handle file = open_checkpoint(path);
+    const ReadDescriptor data(path);
+    std::vector<unsigned char> buffer;
     for (const std::string& name : dataset_names(file, path)) {
       try {
-        read_verified(file, name, path, pass);
+        verify_dataset(file, data.fd, name, path, pass, buffer);
       } catch (const std::exception& e) {
         problems.push_back(e.what());
       }
@@ -674,7 +736,8 @@ std::vector<std::string> verify_uncontained(const std::string& path, Pass pass) 
   if (problems.empty()) {
     try {
       CheckpointState s;
-      read_uncontained(path, s, nullptr, pass);  // the structure: every dataset a resume needs is there
+      // The structure: every dataset a resume needs is there; their bytes were checked above.
+      read_uncontained(path, s, nullptr, Pass::kProbe);
     } catch (const std::exception& e) {
       problems.push_back(e.what());
     }
