@@ -6,6 +6,7 @@
 #include <spawn.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +17,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <string_view>
 #include <thread>
 
 #include <fmt/format.h>
@@ -30,6 +33,7 @@ namespace {
 using std::chrono::milliseconds;
 
 constexpr int kFinished = 0;
+constexpr std::size_t kLargestMessage = 64 << 10;  // a request to the read server
 constexpr std::uintmax_t kSlowestBytesPerSecond = 10'000'000;
 std::atomic<std::int64_t> base_limit_ms{60'000};
 std::string contained_read_program;  // set once, before any read
@@ -107,6 +111,37 @@ std::optional<std::string> outcome_of(pid_t pid, milliseconds time_limit) {
   return ending_of(status);
 }
 
+// The server's loop: one request at a time from kServerSocket, each read in a forked child under
+// its time limit, its outcome sent back (a zero byte: finished). Ends when the socket closes.
+int serve_contained_reads(const std::function<int(const std::string&, const std::vector<std::string>&)>& run) {
+  const pid_t self = ::getpid();
+  std::vector<char> message(kLargestMessage);
+  for (;;) {
+    const ssize_t n = ::recv(kServerSocket, message.data(), message.size(), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return 0;
+    std::vector<std::string> words;
+    for (std::size_t at = 0; at < static_cast<std::size_t>(n);) {
+      const std::size_t end = std::find(message.begin() + at, message.begin() + n, '\0') - message.begin();
+      words.emplace_back(message.data() + at, end - at);
+      at = end + 1;
+    }
+    std::optional<std::string> outcome = "ended before it started (a malformed request)";
+    if (words.size() >= 2) {
+      const milliseconds limit{std::atoll(words[0].c_str())};
+      const pid_t pid = ::fork();
+      if (pid == 0) {
+        ::close(kServerSocket);
+        make_child_quiet_and_mortal(self);
+        _exit(run(words[1], std::vector<std::string>(words.begin() + 2, words.end())));
+      }
+      outcome = pid < 0 ? std::optional<std::string>("could not be started (fork failed)") : outcome_of(pid, limit);
+    }
+    const std::string reply = outcome ? *outcome : std::string(1, '\0');
+    if (::send(kServerSocket, reply.data(), reply.size(), MSG_NOSIGNAL) < 0) return 0;
+  }
+}
+
 }  // namespace
 
 std::optional<std::string> crash_in_child(const std::function<void()>& read, milliseconds time_limit) {
@@ -119,19 +154,30 @@ std::optional<std::string> crash_in_child(const std::function<void()>& read, mil
 
 void set_contained_read_program(std::string path) { contained_read_program = std::move(path); }
 
-std::optional<std::string> crash_in_child(const ContainedRead& read, milliseconds time_limit) {
-  if (contained_read_program.empty()) return crash_in_child(read.in_process, time_limit);
-  std::vector<std::string> words{contained_read_program, kContainedReadFlag, std::to_string(::getpid()), read.reader};
-  words.insert(words.end(), read.args.begin(), read.args.end());
+namespace {
+
+// Starts `words` (the program first) with standard error on /dev/null, default signal actions
+// and an empty signal mask; `socket`, when given, becomes its descriptor kServerSocket. Returns
+// its pid, or -1.
+pid_t spawn_reader(std::vector<std::string> words, int socket = -1) {
   std::vector<char*> argv;
   for (std::string& w : words) argv.push_back(w.data());
   argv.push_back(nullptr);
+  // The reader multiplies no matrices: OpenBLAS would start a thread per core, and the server
+  // forks, which is only clean in a process of one thread.
+  std::vector<char*> env;
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, "OPENBLAS_NUM_THREADS=", 21) != 0) env.push_back(*e);
+  std::string one_thread = "OPENBLAS_NUM_THREADS=1";
+  env.push_back(one_thread.data());
+  env.push_back(nullptr);
   posix_spawn_file_actions_t actions;
   posix_spawnattr_t attributes;
-  if (posix_spawn_file_actions_init(&actions) != 0) return crash_in_child(read.in_process, time_limit);
+  if (posix_spawn_file_actions_init(&actions) != 0) return -1;
   posix_spawnattr_init(&attributes);
   // Its messages would repeat the caller's, which reports the outcome once, naming the file.
   posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  if (socket >= 0) posix_spawn_file_actions_adddup2(&actions, socket, kServerSocket);
   sigset_t defaults;
   sigfillset(&defaults);
   posix_spawnattr_setsigdefault(&attributes, &defaults);
@@ -140,17 +186,117 @@ std::optional<std::string> crash_in_child(const ContainedRead& read, millisecond
   posix_spawnattr_setsigmask(&attributes, &none);
   posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
   pid_t pid = 0;
-  const int rc = posix_spawn(&pid, argv[0], &actions, &attributes, argv.data(), environ);
+  const int rc = posix_spawn(&pid, argv[0], &actions, &attributes, argv.data(), env.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attributes);
-  if (rc != 0) return crash_in_child(read.in_process, time_limit);  // the program is gone: fork instead
+  return rc == 0 ? pid : -1;
+}
+
+// A request to the server: its time limit, the reader and its arguments, each ended by a zero
+// byte, in one message.
+std::string request_of(const ContainedRead& read, milliseconds time_limit) {
+  std::string message = std::to_string(time_limit.count()) + '\0' + read.reader + '\0';
+  for (const std::string& a : read.args) message += a + '\0';
+  return message;
+}
+
+
+// The server of contained reads this process started (one, on first use): a fresh process of
+// the program that forks a child for each read. A fork of that small process costs a few
+// milliseconds where starting the program costs tens (its libraries loaded, relocated and
+// faulted in: 35-50 ms a read here), and the child is as separate from this process as a
+// spawned one. Not started, or gone: reads are spawned one by one as before.
+class ReadServer {
+ public:
+  // The read's outcome as crash_in_child returns it; nullopt when the server cannot answer.
+  std::optional<std::optional<std::string>> run(const ContainedRead& read, milliseconds time_limit) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (failed_ || (socket_ < 0 && !start())) return std::nullopt;
+    const std::string request = request_of(read, time_limit);
+    if (request.size() > kLargestMessage || ::send(socket_, request.data(), request.size(), MSG_NOSIGNAL) < 0)
+      return give_up();
+    // The server stops the read at its limit and answers; a margin for the server itself.
+    pollfd p{socket_, POLLIN, 0};
+    const auto wait = time_limit + std::chrono::seconds(10);
+    int ready;
+    while ((ready = ::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(wait.count(), 1 << 30)))) < 0 && errno == EINTR) {
+    }
+    if (ready <= 0) return give_up();
+    char reply[1024];
+    const ssize_t n = ::recv(socket_, reply, sizeof reply, 0);
+    if (n <= 0) return give_up();  // the server ended
+    if (n == 1 && reply[0] == '\0') return std::optional<std::string>{};
+    return std::optional<std::string>{std::string(reply, static_cast<std::size_t>(n))};
+  }
+
+  ~ReadServer() {
+    if (socket_ >= 0) ::close(socket_);  // the server sees the end and exits
+    if (pid_ > 0) {
+      int status;
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &status, 0);
+    }
+  }
+
+ private:
+  bool start() {
+    int pair[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+      failed_ = true;
+      return false;
+    }
+    pid_ = spawn_reader({contained_read_program, kContainedReadServerFlag, std::to_string(::getpid())}, pair[1]);
+    ::close(pair[1]);
+    if (pid_ < 0) {
+      ::close(pair[0]);
+      failed_ = true;
+      return false;
+    }
+    socket_ = pair[0];
+    return true;
+  }
+
+  std::nullopt_t give_up() {
+    failed_ = true;
+    ::close(socket_);
+    socket_ = -1;
+    int status;
+    ::kill(pid_, SIGKILL);
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+    return std::nullopt;
+  }
+
+  std::mutex mutex_;
+  int socket_ = -1;
+  pid_t pid_ = -1;
+  bool failed_ = false;
+};
+
+ReadServer& read_server() {
+  static ReadServer server;
+  return server;
+}
+
+}  // namespace
+
+std::optional<std::string> crash_in_child(const ContainedRead& read, milliseconds time_limit) {
+  if (contained_read_program.empty()) return crash_in_child(read.in_process, time_limit);
+  if (auto answer = read_server().run(read, time_limit)) return *answer;
+  std::vector<std::string> words{contained_read_program, kContainedReadFlag, std::to_string(::getpid()), read.reader};
+  words.insert(words.end(), read.args.begin(), read.args.end());
+  const pid_t pid = spawn_reader(std::move(words));
+  if (pid < 0) return crash_in_child(read.in_process, time_limit);  // the program is gone: fork instead
   return outcome_of(pid, time_limit);
 }
 
 int contained_read_child(int argc, char** argv,
                          const std::function<int(const std::string&, const std::vector<std::string>&)>& run) {
-  if (argc < 4) return 2;
+  if (argc < 3) return 2;
   make_child_quiet_and_mortal(static_cast<pid_t>(std::atoll(argv[2])));
+  if (std::string_view(argv[1]) == kContainedReadServerFlag) return serve_contained_reads(run);
+  if (argc < 4) return 2;
   return run(argv[3], std::vector<std::string>(argv + 4, argv + argc));
 }
 

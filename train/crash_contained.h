@@ -30,20 +30,26 @@ struct ContainedRead {
   std::function<void()> in_process;
 };
 
-// The program that runs contained reads (`PROGRAM --contained-read READER ARGS...`): slurm-train
-// sets itself, so that a read starts a fresh small process (posix_spawn) rather than a fork of
-// a large one, whose every page this process would then fault on as it writes (copy-on-write),
-// and which MPI libraries with registered memory do not support. Unset (fuzz targets, tests):
-// reads fork and run in_process.
+// The program that runs contained reads: slurm-train sets itself, so that reads run in a fresh
+// small process rather than in a fork of a large one, whose every page this process would then
+// fault on as it writes (copy-on-write), and which MPI libraries with registered memory do not
+// support. The first read starts the program once as a server (`PROGRAM --contained-read-server
+// PID`, one socket at descriptor kServerSocket), which forks a child of itself for each read:
+// one fork of a small process a read. Where the server cannot be started or stops answering,
+// each read starts the program (`PROGRAM --contained-read PID READER ARGS...`). Unset (fuzz
+// targets, tests): reads fork this process and run in_process.
 void set_contained_read_program(std::string path);
 inline constexpr const char* kContainedReadFlag = "--contained-read";
+inline constexpr const char* kContainedReadServerFlag = "--contained-read-server";
+inline constexpr int kServerSocket = 3;
 
 // crash_in_child for `read`: in the program when one is set, else in a fork.
 std::optional<std::string> crash_in_child(const ContainedRead& read, std::chrono::milliseconds time_limit);
 
-// In the program: the first thing it does in a child started for a contained read. Sets the
-// child up (dies with its parent, no core file), runs the reader that `argv` names through
-// `run` (which returns the exit status: 0 when the read returned or threw cleanly).
+// In the program: the first thing it does in a process started for contained reads. Sets it up
+// (dies with its parent, no core file), then runs the reader that `argv` names through `run`
+// (which returns the exit status: 0 when the read returned or threw cleanly), or, started as the
+// server, serves reads until its parent is gone.
 int contained_read_child(int argc, char** argv, const std::function<int(const std::string& reader,
                                                                         const std::vector<std::string>& args)>& run);
 
