@@ -80,6 +80,7 @@ std::vector<Check> check_before_start(const RunConfig& c, std::uint64_t ranks, c
     train = tokens("train data", c.data.train, true);
     tokens("test data", c.data.test, false);
   } else {
+    probe_datasets({spec_of(c, c.data.train), spec_of(c, c.data.test)});
     const auto train_layout = inspect("train data", c.data.train);
     const auto test = inspect("test data", c.data.test);
     if (train_layout && test && train_layout->feature_size != test->feature_size)

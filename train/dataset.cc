@@ -2,12 +2,19 @@
 
 #include <fmt/format.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <functional>
+#include <mutex>
+#include <set>
+#include <tuple>
 
 #include "train/crash_contained.h"
 #include "train/h5.h"
+#include "train/huge_pages.h"
 
 namespace slurm_train {
 
@@ -78,10 +85,76 @@ std::vector<std::string> spec_words(const DatasetSpec& spec) {
   return {spec.path, spec.features, spec.labels, std::to_string(spec.num_classes)};
 }
 
+// A file as it is on disk now: another file, or this one rewritten, is another identity.
+using FileIdentity = std::tuple<dev_t, ino_t, off_t, std::int64_t, std::int64_t, std::string, std::string>;
+std::optional<FileIdentity> identity_of(const DatasetSpec& spec) {
+  struct stat st {};
+  if (::stat(spec.path.c_str(), &st) != 0) return std::nullopt;
+  return FileIdentity{st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec,
+                      st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec, spec.features, spec.labels};
+}
+
+// The files whose metadata a first pass has read without crashing, in this process: each is
+// probed once, however often it is inspected and loaded.
+std::mutex probed_mutex;
+std::set<FileIdentity> probed_files;
+
+bool was_probed(const DatasetSpec& spec) {
+  const auto id = identity_of(spec);
+  const std::lock_guard<std::mutex> lock(probed_mutex);
+  return id && probed_files.count(*id) > 0;
+}
+
+void record_probed(const DatasetSpec& spec) {
+  if (const auto id = identity_of(spec)) {
+    const std::lock_guard<std::mutex> lock(probed_mutex);
+    probed_files.insert(*id);
+  }
+}
+
+// Opens every file, each whatever the others did: a clean rejection of one must not leave the
+// next unparsed, and so recorded as probed.
+void open_each(const std::vector<DatasetSpec>& specs) {
+  for (const DatasetSpec& spec : specs) {
+    try {
+      open_dataset_files(spec);
+    } catch (...) {
+      // A clean rejection: the caller's own open finds and reports it.
+    }
+  }
+}
+
+// The first pass of opening (metadata only) for `specs` in one separate process.
+std::optional<std::string> open_crashes(const std::vector<DatasetSpec>& specs) {
+  std::vector<std::string> words;
+  for (const DatasetSpec& spec : specs) {
+    const auto w = spec_words(spec);
+    words.insert(words.end(), w.begin(), w.end());
+  }
+  std::chrono::milliseconds limit{0};
+  for (const DatasetSpec& spec : specs) limit += time_limit_to_read(spec.path);
+  return crash_in_child({"dataset-open", words, [&] { open_each(specs); }}, limit);
+}
+
+// Stored contiguously, a dataset's bytes are read as they are: HDF5 parses nothing more than
+// its metadata to read them, so the first pass of opening covers its load too.
+bool is_contiguous(hid_t dataset, const std::string& where) {
+  h5::Handle dcpl(H5_CHECK(H5Dget_create_plist(dataset), where));
+  return H5Pget_layout(dcpl) == H5D_CONTIGUOUS && H5_CHECK(H5Pget_nfilters(dcpl), where) == 0;
+}
+
 }  // namespace
 
+void probe_datasets(const std::vector<DatasetSpec>& specs) {
+  if (specs.empty() || open_crashes(specs)) return;  // each is probed alone when used, and the bad one named
+  for (const DatasetSpec& spec : specs) record_probed(spec);
+}
+
 DatasetLayout inspect_dataset(const DatasetSpec& spec) {
-  require_no_crash(spec.path, {"dataset-open", spec_words(spec), [&] { open_dataset_files(spec); }});
+  if (!was_probed(spec)) {
+    require_no_crash(spec.path, {"dataset-open", spec_words(spec), [&] { open_dataset_files(spec); }});
+    record_probed(spec);
+  }
   return open_dataset_files(spec).layout;
 }
 
@@ -103,10 +176,10 @@ Dataset load_uncontained(const DatasetSpec& spec, const MemoryFacts& memory) {
   d.feature_size = o.layout.feature_size;
   d.num_classes = spec.num_classes;
   if (o.layout.uint8_features) {
-    d.features_u8.resize(d.count * d.feature_size);
+    resize_in_huge_pages(d.features_u8, d.count * d.feature_size);
     H5_CHECK(H5Dread(o.features, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, d.features_u8.data()), o.fctx);
   } else {
-    d.features_f32.resize(d.count * d.feature_size);
+    resize_in_huge_pages(d.features_f32, d.count * d.feature_size);
     H5_CHECK(H5Dread(o.features, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, d.features_f32.data()), o.fctx);
     require_finite(d.features_f32, d.feature_size, o.fctx);
   }
@@ -123,23 +196,44 @@ Dataset load_uncontained(const DatasetSpec& spec, const MemoryFacts& memory) {
 
 }  // namespace
 
-// The child reads it all, not only the metadata: the chunk index and filters are parsed as the
-// data is read. It allocates and frees before this process allocates, so the peak is one copy.
+// A file whose datasets are chunked or filtered is read whole by the first pass, not only its
+// metadata: the chunk index and filters are parsed as the data is read. It allocates and frees
+// before this process allocates, so the peak is one copy. Contiguous datasets (`data import`
+// writes them so) need only the first pass of opening, which inspect_dataset may have made.
 Dataset load_dataset(const DatasetSpec& spec, const MemoryFacts& memory) {
-  std::vector<std::string> words = spec_words(spec);
-  for (std::uint64_t v : {memory.mem_available, memory.limit_as, memory.limit_data, memory.mapped, memory.data})
-    words.push_back(std::to_string(v));
-  require_no_crash(spec.path, {"dataset-load", words, [&] { load_uncontained(spec, memory); }});
+  inspect_dataset(spec);
+  bool contiguous = false;
+  {
+    const OpenedDataset o = open_dataset_files(spec);
+    contiguous = is_contiguous(o.features, o.fctx) && is_contiguous(o.labels, o.lctx);
+  }
+  if (!contiguous) {
+    std::vector<std::string> words = spec_words(spec);
+    for (std::uint64_t v : {memory.mem_available, memory.limit_as, memory.limit_data, memory.mapped, memory.data})
+      words.push_back(std::to_string(v));
+    require_no_crash(spec.path, {"dataset-load", words, [&] { load_uncontained(spec, memory); }});
+  }
   return load_uncontained(spec, memory);
 }
 
 Normalization normalization_of(const Dataset& d) {
   double sum = 0.0, sum_sq = 0.0;
   const std::size_t n = d.count * d.feature_size;
-  for (std::size_t k = 0; k < n; ++k) {
-    const double x = d.is_uint8() ? d.features_u8[k] / 255.0 : d.features_f32[k];
-    sum += x;
-    sum_sq += x * x;
+  if (d.is_uint8()) {
+    // Bytes are summed exactly as integers (n * 255^2 is far inside 64 bits), in one vectorized
+    // pass, then scaled as a byte is: x = raw / 255.
+    std::uint64_t raw = 0, raw_sq = 0;
+    for (const std::uint8_t v : d.features_u8) {
+      raw += v;
+      raw_sq += static_cast<std::uint32_t>(v) * v;
+    }
+    sum = static_cast<double>(raw) / 255.0;
+    sum_sq = static_cast<double>(raw_sq) / (255.0 * 255.0);
+  } else {
+    for (const float x : d.features_f32) {
+      sum += x;
+      sum_sq += static_cast<double>(x) * x;
+    }
   }
   const double mean = sum / static_cast<double>(n);
   const double variance = std::max(sum_sq / static_cast<double>(n) - mean * mean, 1e-12);
@@ -148,12 +242,15 @@ Normalization normalization_of(const Dataset& d) {
 
 bool run_dataset_probe(const std::string& reader, const std::vector<std::string>& args) {
   const bool load = reader == "dataset-load";
-  if ((reader != "dataset-open" && !load) || args.size() != (load ? 9u : 4u)) return false;
+  if (reader != "dataset-open" && !load) return false;
+  if (load ? args.size() != 9u : args.empty() || args.size() % 4 != 0) return false;
   try {
-    const DatasetSpec spec{args[0], args[1], args[2], std::stoi(args[3])};
     if (!load) {
-      open_dataset_files(spec);
+      std::vector<DatasetSpec> specs;
+      for (std::size_t i = 0; i < args.size(); i += 4) specs.push_back({args[i], args[i + 1], args[i + 2], std::stoi(args[i + 3])});
+      open_each(specs);
     } else {
+      const DatasetSpec spec{args[0], args[1], args[2], std::stoi(args[3])};
       const auto n = [&](std::size_t i) { return static_cast<std::uint64_t>(std::stoull(args[i])); };
       load_uncontained(spec, MemoryFacts{n(4), n(5), n(6), n(7), n(8)});
     }

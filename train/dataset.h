@@ -51,13 +51,20 @@ struct DatasetLayout {
 // data: the check a run does on every rank before it starts. Errors name the file and dataset.
 DatasetLayout inspect_dataset(const DatasetSpec& spec);
 
+// The first pass of opening (crash_contained.h) for several files in one separate process, so
+// that a run's training and test sets cost one: a file it finds sound, unchanged since, is not
+// probed again in this process by inspect_dataset or load_dataset. When it fails nothing is
+// recorded, and each file is then probed alone, the bad one named, where it is used.
+void probe_datasets(const std::vector<DatasetSpec>& specs);
+
 // Throws MemoryError naming the file and dataset when its features do not fit `memory`.
 void require_dataset_memory(const DatasetSpec& spec, const DatasetLayout& layout, const MemoryFacts& memory);
 
 // Reads and validates: what inspect_dataset checks, that the features fit in memory before they
 // are allocated, every float feature finite and every label in [0, classes). Errors name the
 // file, the dataset and the first bad sample. Both read the file in a child process first, so
-// that a file that crashes or hangs libhdf5 is an error, not a crash (crash_contained.h).
+// that a file that crashes or hangs libhdf5 is an error, not a crash (crash_contained.h): its
+// metadata once per process, and the whole of it where it is chunked or filtered.
 Dataset load_dataset(const DatasetSpec& spec);
 Dataset load_dataset(const DatasetSpec& spec, const MemoryFacts& memory);
 

@@ -92,7 +92,7 @@ Extent dataset_extent(hid_t dataset, const std::string& context);
 // Elements of `shape` times `element_size`; nullopt when that overflows size_t. Pure.
 std::optional<std::size_t> byte_count(const std::vector<hsize_t>& shape, std::size_t element_size);
 
-// Writes a chunked, compressed dataset of unsigned bytes with the given shape.
+// Writes a contiguous, uncompressed dataset of unsigned bytes with the given shape.
 void write_uint8(hid_t file, const std::string& name, const std::vector<hsize_t>& shape,
                  const std::uint8_t* data, const std::string& context);
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <limits>
 
 #include "test/unit/test_support.h"
@@ -118,4 +119,26 @@ TEST_CASE("dataset: chunks of another rank than the dataspace are refused before
   spec.path = path;
   testing::check_refused<h5::Error>([&] { load_dataset(spec); },
                                     path + ":/images: its chunks are [12, 28, 28] for a dataspace of 1 dimension(s)");
+}
+
+TEST_CASE("dataset: files probed together still each get their own verdict, the bad one named") {
+  const std::string good = write_float_dataset(4, 3, std::vector<float>(12, 0.25f));
+  const std::string bad = temp_path(".h5");
+  { std::ofstream(bad) << "not an HDF5 file"; }
+  // The bad one first: its rejection in the first pass must not leave the good one unparsed.
+  probe_datasets({{bad, "/images", "/labels", 2}, {good, "/images", "/labels", 2}});
+  CHECK(inspect_dataset({good, "/images", "/labels", 2}).count == 4);
+  testing::check_refused<std::exception>([&] { inspect_dataset({bad, "/images", "/labels", 2}); }, bad);
+  std::remove(good.c_str());
+  std::remove(bad.c_str());
+}
+
+TEST_CASE("dataset: normalisation of bytes is their mean and deviation as x = raw / 255") {
+  Dataset d;
+  d.count = 2;
+  d.feature_size = 2;
+  d.features_u8 = {0, 255, 255, 255};  // x: 0, 1, 1, 1 -> mean 0.75, variance 0.1875
+  const Normalization n = normalization_of(d);
+  CHECK(n.mean == doctest::Approx(0.75f));
+  CHECK(n.inv_stddev == doctest::Approx(1.0 / std::sqrt(0.1875)));
 }
