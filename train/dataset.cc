@@ -167,8 +167,7 @@ Dataset load_dataset(const DatasetSpec& spec) { return load_dataset(spec, curren
 
 namespace {
 
-Dataset load_uncontained(const DatasetSpec& spec, const MemoryFacts& memory) {
-  OpenedDataset o = open_dataset_files(spec);
+Dataset load_opened(const OpenedDataset& o, const DatasetSpec& spec, const MemoryFacts& memory) {
   require_dataset_memory(spec, o.layout, memory);
   Dataset d;
   d.path = spec.path;
@@ -194,6 +193,10 @@ Dataset load_uncontained(const DatasetSpec& spec, const MemoryFacts& memory) {
   return d;
 }
 
+Dataset load_uncontained(const DatasetSpec& spec, const MemoryFacts& memory) {
+  return load_opened(open_dataset_files(spec), spec, memory);
+}
+
 }  // namespace
 
 // A file whose datasets are chunked or filtered is read whole by the first pass, not only its
@@ -201,18 +204,14 @@ Dataset load_uncontained(const DatasetSpec& spec, const MemoryFacts& memory) {
 // before this process allocates, so the peak is one copy. Contiguous datasets (`data import`
 // writes them so) need only the first pass of opening, which inspect_dataset may have made.
 Dataset load_dataset(const DatasetSpec& spec, const MemoryFacts& memory) {
-  inspect_dataset(spec);
-  bool contiguous = false;
-  {
-    const OpenedDataset o = open_dataset_files(spec);
-    contiguous = is_contiguous(o.features, o.fctx) && is_contiguous(o.labels, o.lctx);
-  }
-  if (!contiguous) {
-    std::vector<std::string> words = spec_words(spec);
-    for (std::uint64_t v : {memory.mem_available, memory.limit_as, memory.limit_data, memory.mapped, memory.data})
-      words.push_back(std::to_string(v));
-    require_no_crash(spec.path, {"dataset-load", words, [&] { load_uncontained(spec, memory); }});
-  }
+  if (!was_probed(spec)) inspect_dataset(spec);
+  OpenedDataset o = open_dataset_files(spec);
+  if (is_contiguous(o.features, o.fctx) && is_contiguous(o.labels, o.lctx)) return load_opened(o, spec, memory);
+  o = {};
+  std::vector<std::string> words = spec_words(spec);
+  for (std::uint64_t v : {memory.mem_available, memory.limit_as, memory.limit_data, memory.mapped, memory.data})
+    words.push_back(std::to_string(v));
+  require_no_crash(spec.path, {"dataset-load", words, [&] { load_uncontained(spec, memory); }});
   return load_uncontained(spec, memory);
 }
 
@@ -220,12 +219,19 @@ Normalization normalization_of(const Dataset& d) {
   double sum = 0.0, sum_sq = 0.0;
   const std::size_t n = d.count * d.feature_size;
   if (d.is_uint8()) {
-    // Bytes are summed exactly as integers (n * 255^2 is far inside 64 bits), in one vectorized
-    // pass, then scaled as a byte is: x = raw / 255.
+    // Bytes are summed exactly as integers, then scaled as a byte is:
+    // x = raw / 255.
+    // 32-bit sums over blocks of 65536 bytes cannot overflow (65536 * 255^2 < 2^32).
     std::uint64_t raw = 0, raw_sq = 0;
-    for (const std::uint8_t v : d.features_u8) {
-      raw += v;
-      raw_sq += static_cast<std::uint32_t>(v) * v;
+    const std::uint8_t* bytes = d.features_u8.data();
+    for (std::size_t at = 0; at < n; at += 65536) {
+      std::uint32_t block = 0, block_sq = 0;
+      for (std::size_t k = at; k < std::min(n, at + 65536); ++k) {
+        block += bytes[k];
+        block_sq += static_cast<std::uint32_t>(bytes[k]) * bytes[k];
+      }
+      raw += block;
+      raw_sq += block_sq;
     }
     sum = static_cast<double>(raw) / 255.0;
     sum_sq = static_cast<double>(raw_sq) / (255.0 * 255.0);
