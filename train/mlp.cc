@@ -3,6 +3,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "train/huge_pages.h"
+
 namespace slurm_train {
 
 using kernels::Activation;
@@ -27,8 +29,9 @@ template <typename T>
 Mlp<T>::Mlp(MlpShape shape, kernels::Kernels<T>& k)
     : shape_(std::move(shape)), k_(k), layers_(mlp_layout(shape_)) {
   if (shape_.dropout < 0.0f || shape_.dropout >= 1.0f) throw std::invalid_argument("model: dropout must be in [0, 1)");
-  params_.assign(layers_.back().end(), T(0));
-  grads_.assign(params_.size(), T(0));
+  // Fresh and faulted in as they are zeroed: in huge pages, 512x fewer faults (huge_pages.h).
+  resize_in_huge_pages(params_, layers_.back().end());
+  resize_in_huge_pages(grads_, params_.size());
   z_.resize(layers_.size());
   a_.resize(layers_.size());
 }

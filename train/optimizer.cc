@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "train/huge_pages.h"
+
 namespace slurm_train {
 
 float learning_rate_at(const OptimizerConfig& c, std::uint64_t step, std::uint64_t total_steps) {
@@ -16,8 +18,9 @@ float learning_rate_at(const OptimizerConfig& c, std::uint64_t step, std::uint64
 }
 
 Optimizer::Optimizer(const OptimizerConfig& config, std::vector<LayerLayout> layers, std::size_t parameters)
-    : config_(config), layers_(std::move(layers)), first_(parameters, 0.0f) {
-  if (config_.kind == OptimizerKind::kAdamW) second_.assign(parameters, 0.0f);
+    : config_(config), layers_(std::move(layers)) {
+  resize_in_huge_pages(first_, parameters);
+  if (config_.kind == OptimizerKind::kAdamW) resize_in_huge_pages(second_, parameters);
 }
 
 void apply_update(const OptimizerConfig& c, const std::vector<LayerLayout>& layers, kernels::Kernels<float>& k,
