@@ -8,10 +8,13 @@
 # fsync, `latest`) against `dd if=/dev/zero bs=1M conv=fsync` of the same size. Read: our
 # verified read (every CRC checked) against `dd of=/dev/null`, both cold (the file's pages
 # dropped first: posix_fadvise in ours, dd iflag=nocache count=0 for dd). Ours reads as a resume
-# does, into the run's buffers, which exist already; the read into new buffers is shown too
-# (without CKPT_BENCH_ROWS). Medians of the repeats.
+# does, into the run's buffers, which exist already, and into new buffers (what `ckpt show` and
+# a fresh process's resume do); `ckpt verify` reads cold too. Medians of the repeats. Each figure
+# is recorded for make bench's comparison (bench/results.sh) and judged against its target in
+# bench/targets.tsv.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$ROOT/bench/results.sh"
 BUILD=${BUILD:-build}
 [[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
 DIR=${CKPT_BENCH_DIR:-$BUILD/bench/ckpt-io}
@@ -28,7 +31,7 @@ our_w=() our_r=() our_u=() our_v=() dd_w=() dd_r=()
 for _ in $(seq "$REPEATS"); do
   while read -r key value; do ours[$key]=$value; done < <("$BUILD/bench/checkpoint_io" "$DIR/ours" "$MB" 1)
   our_w+=("${ours[write_MBps]}") our_r+=("${ours[read_MBps]}") our_u+=("${ours[fresh_read_MBps]}")
-  our_v+=("${ours[warm_verify_MBps]}")
+  our_v+=("${ours[verify_MBps]}")
   bytes=${ours[file_bytes]}
   mib=$(( (bytes + (1 << 20) - 1) >> 20 ))
   t0=$(now); dd if=/dev/zero of="$DIR/dd.bin" bs=1M count="$mib" conv=fsync status=none; t1=$(now)
@@ -41,7 +44,7 @@ done
 ours[write_MBps]=$(printf '%s\n' "${our_w[@]}" | median)
 ours[read_MBps]=$(printf '%s\n' "${our_r[@]}" | median)
 ours[fresh_read_MBps]=$(printf '%s\n' "${our_u[@]}" | median)
-ours[warm_verify_MBps]=$(printf '%s\n' "${our_v[@]}" | median)
+ours[verify_MBps]=$(printf '%s\n' "${our_v[@]}" | median)
 dd_bytes=$((mib << 20))
 dd_wbw=$(printf '%s\n' "${dd_w[@]}" | median | awk -v b="$dd_bytes" '{ printf "%.0f", b / $1 / 1e6 }')
 dd_rbw=$(printf '%s\n' "${dd_r[@]}" | median | awk -v b="$dd_bytes" '{ printf "%.0f", b / $1 / 1e6 }')
@@ -80,16 +83,23 @@ step_ms=$(step_ms "$DIR/m.jsonl")
 ckpt_mb=$(du -m "$DIR/train/step-00000100.h5" | cut -f1)
 
 pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f%%", 100 * a / b }'; }
-verdict() { awk -v v="$1" -v t="$2" -v below="${3:-}" 'BEGIN { ok = below ? v < t : v >= t; print (ok ? "met" : "NOT MET") }'; }
+bench_record ckpt_write "${ours[write_MBps]}" "$dd_wbw"
+bench_record ckpt_read "${ours[read_MBps]}" "$dd_rbw"
+bench_record ckpt_read_fresh "${ours[fresh_read_MBps]}" "$dd_rbw"
+bench_record ckpt_verify "${ours[verify_MBps]}" "$dd_rbw"
+bench_record ckpt_stall "$stall_median" "$step_ms"
 if [ "${CKPT_BENCH_ROWS:-0}" = 1 ]; then
   # Rows for bench/run.sh's table: measurement, ours, peer, ratio, target, verdict.
-  row() { printf '%-52s %12s %12s %8s %8s  %s\n' "$@"; }
-  row "checkpoint write MB/s ($((bytes / 1000000)) MB, fsync+rename)" "${ours[write_MBps]}" "$dd_wbw" \
-    "$(pct "${ours[write_MBps]}" "$dd_wbw")" ">= 80%" "$(verdict "${ours[write_MBps]}" "$(echo "0.8 * $dd_wbw" | bc -l)") (peer: dd conv=fsync)"
-  row "checkpoint read MB/s, cold, every CRC verified" "${ours[read_MBps]}" "$dd_rbw" \
-    "$(pct "${ours[read_MBps]}" "$dd_rbw")" ">= 80%" "$(verdict "${ours[read_MBps]}" "$(echo "0.8 * $dd_rbw" | bc -l)") (peer: dd)"
-  row "stall per async save, ms (median; step ${step_ms} ms)" "$stall_median" "$step_ms" \
-    "$(pct "$stall_median" "$step_ms")" "< 5%" "$(verdict "$stall_median" "$(echo "0.05 * $step_ms" | bc -l)" below) (peer: one step)"
+  row() {
+    local key=$1 what=$2 value=$3 peer=$4 note=$5 target verdict
+    read -r target verdict <<<"$(bench_verdict "$key" "$value" "$peer" | sed 's/^\([<>]=\) /\1/')"
+    printf '%-52s %12s %12s %8s %8s  %s\n' "$what" "$value" "$peer" "$(pct "$value" "$peer")" "$target" "$verdict $note"
+  }
+  row ckpt_write "checkpoint write MB/s ($((bytes / 1000000)) MB, fsync+rename)" "${ours[write_MBps]}" "$dd_wbw" "(peer: dd conv=fsync)"
+  row ckpt_read "checkpoint read MB/s, cold, every CRC verified" "${ours[read_MBps]}" "$dd_rbw" "(peer: dd)"
+  row ckpt_read_fresh "  the same into new buffers" "${ours[fresh_read_MBps]}" "$dd_rbw" "(peer: dd)"
+  row ckpt_verify "ckpt verify MB/s, cold" "${ours[verify_MBps]}" "$dd_rbw" "(peer: dd)"
+  row ckpt_stall "stall per async save, ms (median; step ${step_ms} ms)" "$stall_median" "$step_ms" "(peer: one step)"
   rm -rf "$DIR"
   exit 0
 fi
@@ -98,7 +108,7 @@ printf '%-44s %10s %10s %8s\n' "" "ours MB/s" "dd MB/s" "ratio"
 printf '%-44s %10s %10s %8s\n' "write (incl. fsync, rename, folder fsync)" "${ours[write_MBps]}" "$dd_wbw" "$(pct "${ours[write_MBps]}" "$dd_wbw")"
 printf '%-44s %10s %10s %8s\n' "read, cold (every CRC-32 verified), as a resume" "${ours[read_MBps]}" "$dd_rbw" "$(pct "${ours[read_MBps]}" "$dd_rbw")"
 printf '%-44s %10s %10s %8s\n' "  the same into new buffers" "${ours[fresh_read_MBps]}" "$dd_rbw" "$(pct "${ours[fresh_read_MBps]}" "$dd_rbw")"
-printf '%-44s %10s\n' "verify, warm page cache (ckpt verify)" "${ours[warm_verify_MBps]}"
+printf '%-44s %10s %10s %8s\n' "ckpt verify, cold" "${ours[verify_MBps]}" "$dd_rbw" "$(pct "${ours[verify_MBps]}" "$dd_rbw")"
 echo "== training stall per async save: 1024-512 MLP, ${ckpt_mb} MB checkpoints every 10 steps"
 printf '%-44s %10s ms (max %s ms)\n' "stall per save (median of $(echo "$stalls" | wc -l))" "$stall_median" "$stall_max"
 printf '%-44s %10s ms\n' "median step" "$step_ms"

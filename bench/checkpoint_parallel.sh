@@ -8,6 +8,7 @@
 # the parallel path costs or saves there, not the bandwidth of several nodes' file servers.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$ROOT/bench/results.sh"
 BUILD=${BUILD:-build}
 [[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
 MB=${CKPT_PAR_MB:-256}
@@ -27,6 +28,8 @@ eval "$(scripts/cluster.sh env --dir "$DIR")"
 out=$(srun --mpi=pmix -N2 -n4 "$BUILD/bench/checkpoint_parallel" "$OUT" "$MB" "$REPEATS")
 field() { awk -v k="$1" '$1 == k { print $2 }' <<<"$out"; }
 p=$(field parallel_s) s=$(field serial_s)
+bench_record ckpt_sharded "$p" "$s"
+read -r target verdict <<<"$(bench_verdict ckpt_sharded "$p" "$s" | sed 's/^\([<>]=\) /\1/')"
 printf '%-52s %12.3f %12.3f %8s %8s  %s\n' "checkpoint write, $(field MB) MB sharded, $(field ranks) ranks/$(field nodes) nodes, s" \
-  "$p" "$s" "$(awk -v a="$s" -v b="$p" 'BEGIN { printf "%.2fx", a / b }')" "-" \
-  "(peer: rank 0's serial write; ratio: speed-up; $(field parallel_MBps) against $(field serial_MBps) MB/s; one shared disk)"
+  "$p" "$s" "$(awk -v a="$s" -v b="$p" 'BEGIN { printf "%.2fx", a / b }')" "$target" \
+  "$verdict (peer: rank 0's serial write; ratio: speed-up; $(field parallel_MBps) against $(field serial_MBps) MB/s; one shared disk)"

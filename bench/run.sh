@@ -28,6 +28,10 @@
 #      (and 16k as `exec`'s do, with a munge credential from a munged started here): time until
 #      all are connected, rank 0's CPU in steady training, time until every rank knows of a dead
 #      one, the hang table's cost.
+# Targets: one table, bench/targets.tsv. Every figure is saved (bench/results.sh) to the results
+# file BENCH_BASELINE names (default build/bench/last-results.tsv) and compared with what the
+# previous run saved there (bench/compare.py): a figure more than 20% worse than before is marked
+# FELL, one that misses its target NOT MET; then this run's results replace the previous ones.
 # The machine is shared and its timings noisy: every program reports the best of several timed
 # runs, and the whole set is repeated BENCH_ROUNDS times (default 3), engine and peers
 # interleaved within each round; the table shows the best of all rounds for each entry.
@@ -42,11 +46,16 @@
 # the kernel), the engine Open MPI's mpi_yield_when_idle=1 (its waits call sched_yield).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$ROOT/bench/results.sh"
 BUILD=${BUILD:-build}
 [[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
 ROUNDS=${BENCH_ROUNDS:-3}
 PYTHON=/usr/bin/python3  # Debian's, which sees python3-torch
+BASELINE=${BENCH_BASELINE:-$BUILD/bench/last-results.tsv}
 cd "$ROOT"
+mkdir -p "$BUILD/bench"
+export BENCH_RESULTS=$BUILD/bench/results-$$.tsv
+: >"$BENCH_RESULTS"
 
 die() { echo "bench: $*" >&2; exit 1; }
 [[ -x $BUILD/bench/train_step ]] || die "build $BUILD/bench first (make bench)"
@@ -150,8 +159,14 @@ echo "   sharded checkpoints: written by 4 ranks on 2 nodes together against ran
 parallel_checkpoint_row=$(BUILD=$BUILD "$ROOT/bench/checkpoint_parallel.sh")
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
-verdict() { awk -v v="$1" -v t="$2" 'BEGIN { print (v >= t ? "met" : "NOT MET") }'; }
-speedup2=$(awk -v a="${BEST[engine/2r]}" -v b="${BEST[torch/2r]}" 'BEGIN { print a / b }')
+# verdict KEY VALUE PEER: "met" or "NOT MET" against bench/targets.tsv; target KEY: its bound.
+verdict() { bench_verdict "$1" "$2" "$3" | cut -d' ' -f3-; }
+target() { bench_verdict "$1" 1 1 | cut -d' ' -f1-2 | sed 's/ //'; }
+bench_record mlp_1r "${BEST[engine/1r]}" "${BEST[torch/1r]}"
+bench_record mlp_2r "${BEST[engine/2r]}" "${BEST[torch/2r]}"
+bench_record wide_gemm "${BEST[wide-GF/s]}" "${BEST[sgemm-GF/s]}"
+bench_record gpt_1r "${BEST[gpt/engine/1r]}" "${BEST[gpt/torch/1r]}"
+bench_record gpt_2r "${BEST[gpt/engine/2r]}" "${BEST[gpt/torch/2r]}"
 fraction=$(awk -v a="${BEST[wide-GF/s]}" -v b="${BEST[sgemm-GF/s]}" 'BEGIN { print a / b }')
 
 echo
@@ -159,18 +174,17 @@ printf '%-52s %12s %12s %8s %8s  %s\n' "measurement" "engine" "peer" "ratio" "ta
 printf '%-52s %12.0f %12.0f %8s %8s  %s\n' "reference MLP, 1 rank x 2 threads, samples/s" \
   "${BEST[engine/1r]}" "${BEST[torch/1r]}" "$(ratio "${BEST[engine/1r]}" "${BEST[torch/1r]}")" "-" "(peer: PyTorch DDP)"
 printf '%-52s %12.0f %12.0f %8s %8s  %s\n' "reference MLP, 2 ranks x 1 thread, samples/s" \
-  "${BEST[engine/2r]}" "${BEST[torch/2r]}" "$(ratio "${BEST[engine/2r]}" "${BEST[torch/2r]}")" ">= 2x" \
-  "$(verdict "$speedup2" 2)"
+  "${BEST[engine/2r]}" "${BEST[torch/2r]}" "$(ratio "${BEST[engine/2r]}" "${BEST[torch/2r]}")" "$(target mlp_2r)" \
+  "$(verdict mlp_2r "${BEST[engine/2r]}" "${BEST[torch/2r]}")"
 printf '%-52s %12.1f %12.1f %7.0f%% %8s  %s\n' "wide MLP 4096x3, batch 2048, 1 rank x 2 thr., GFLOP/s" \
-  "${BEST[wide-GF/s]}" "${BEST[sgemm-GF/s]}" "$(awk -v f="$fraction" 'BEGIN { print 100 * f }')" ">= 80%" \
-  "$(verdict "$fraction" 0.8) (peer: sgemm n=4096)"
-gpt_speedup2=$(awk -v a="${BEST[gpt/engine/2r]}" -v b="${BEST[gpt/torch/2r]}" 'BEGIN { print a / b }')
+  "${BEST[wide-GF/s]}" "${BEST[sgemm-GF/s]}" "$(awk -v f="$fraction" 'BEGIN { print 100 * f }')" "$(target wide_gemm)" \
+  "$(verdict wide_gemm "${BEST[wide-GF/s]}" "${BEST[sgemm-GF/s]}") (peer: sgemm n=4096)"
 printf '%-52s %12.0f %12.0f %8s %8s  %s\n' "gpt-tiny, 1 rank x 2 threads, tokens/s" \
   "${BEST[gpt/engine/1r]}" "${BEST[gpt/torch/1r]}" "$(ratio "${BEST[gpt/engine/1r]}" "${BEST[gpt/torch/1r]}")" "-" \
   "(peer: PyTorch DDP)"
 printf '%-52s %12.0f %12.0f %8s %8s  %s\n' "gpt-tiny, 2 ranks x 1 thread, tokens/s" \
-  "${BEST[gpt/engine/2r]}" "${BEST[gpt/torch/2r]}" "$(ratio "${BEST[gpt/engine/2r]}" "${BEST[gpt/torch/2r]}")" ">= 1.5x" \
-  "$(verdict "$gpt_speedup2" 1.5) (peer: PyTorch DDP)"
+  "${BEST[gpt/engine/2r]}" "${BEST[gpt/torch/2r]}" "$(ratio "${BEST[gpt/engine/2r]}" "${BEST[gpt/torch/2r]}")" "$(target gpt_2r)" \
+  "$(verdict gpt_2r "${BEST[gpt/engine/2r]}" "${BEST[gpt/torch/2r]}") (peer: PyTorch DDP)"
 for r in 1 2; do
   printf '%-52s %12.1f %12.1f %7.0f%% %8s  %s\n' "gpt-tiny step products, $r rank(s), GFLOP/s (all ranks)" \
     "${BEST[gpt-GF/s/${r}r]}" "$(awk -v g="${BEST[gpt-sgemm-GF/s/${r}r]}" -v r="$r" 'BEGIN { print g * r }')" \
@@ -195,3 +209,10 @@ echo
 echo "GFLOP/s of a step = its GEMM work / step time; GEMM work = 2 B sum(in*out) forward + the same for"
 echo "the weight gradients + the same less the first layer for the input gradients = $wide_step_gflop GFLOP"
 echo "(B = 2048). Each entry: the best of $ROUNDS rounds, each the best of several timed runs (bench/run.sh)."
+echo
+echo "== against the targets (bench/targets.tsv) and the previous run ($BASELINE)"
+previous=()
+[[ -f $BASELINE ]] && previous=("$BASELINE")
+"$PYTHON" bench/compare.py --targets bench/targets.tsv "$BENCH_RESULTS" "${previous[@]}"
+mkdir -p "$(dirname "$BASELINE")"
+mv "$BENCH_RESULTS" "$BASELINE"
