@@ -200,7 +200,6 @@ std::string request_of(const ContainedRead& read, milliseconds time_limit) {
   return message;
 }
 
-
 // The server of contained reads this process started (one, on first use): a fresh process of
 // the program that forks a child for each read. A fork of that small process costs a few
 // milliseconds where starting the program costs tens (its libraries loaded, relocated and
@@ -244,6 +243,11 @@ class ReadServer {
     if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
       failed_ = true;
       return false;
+    }
+    if (pair[1] == kServerSocket) {  // a dup2 onto itself would leave it close-on-exec
+      const int moved = ::fcntl(pair[1], F_DUPFD_CLOEXEC, kServerSocket + 1);
+      ::close(pair[1]);
+      pair[1] = moved;
     }
     pid_ = spawn_reader({contained_read_program, kContainedReadServerFlag, std::to_string(::getpid())}, pair[1]);
     ::close(pair[1]);
