@@ -85,13 +85,20 @@ std::vector<std::string> spec_words(const DatasetSpec& spec) {
   return {spec.path, spec.features, spec.labels, std::to_string(spec.num_classes)};
 }
 
-// A file as it is on disk now: another file, or this one rewritten, is another identity.
+// A file as it is on disk now: another file, or this one changed, is another identity. Only a
+// file unchanged for a second has one: a change within the file system's timestamp granularity
+// (coarse clock ticks) could leave its size and times as they were, while any change to an older
+// file moves its ctime, which no one can set back.
 using FileIdentity = std::tuple<dev_t, ino_t, off_t, std::int64_t, std::int64_t, std::string, std::string>;
 std::optional<FileIdentity> identity_of(const DatasetSpec& spec) {
   struct stat st {};
   if (::stat(spec.path.c_str(), &st) != 0) return std::nullopt;
+  const std::int64_t ctime_ns = st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec;
+  const std::int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch()).count();
+  if (now_ns - ctime_ns < 1'000'000'000LL) return std::nullopt;
   return FileIdentity{st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec,
-                      st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec, spec.features, spec.labels};
+                      ctime_ns, spec.features, spec.labels};
 }
 
 // The files whose metadata a first pass has read without crashing, in this process: each is
