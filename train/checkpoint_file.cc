@@ -355,7 +355,8 @@ RawDataset read_verified(hid_t file, const std::string& name, const std::string&
 }
 
 // Checks a dataset's checksums. A contiguous one (ours: every tensor) is read straight from `fd`
-// through `buffer`, part by part, and nothing of its size is allocated; others through HDF5.
+// through `buffer` (crc_of_range), part by part, and nothing of its size is allocated; others
+// through HDF5.
 void verify_dataset(hid_t file, int fd, const std::string& name, const std::string& path, Pass pass,
                     std::vector<unsigned char>& buffer) {
   const std::string where = fmt::format("{}: dataset {}", path, name);

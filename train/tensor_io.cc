@@ -197,13 +197,31 @@ std::uint32_t pread_with_crc(int fd, std::uint64_t offset, unsigned char* into, 
 }
 
 std::uint32_t crc_of_range(int fd, std::uint64_t offset, std::size_t bytes, std::vector<unsigned char>& buffer) {
-  buffer.resize(std::size_t{1} << 20);
+  // Two 4 MiB halves: one is checksummed on a helper thread while the next is read into the other.
+  constexpr std::size_t kPiece = std::size_t{4} << 20;
+  if (buffer.size() < 2 * kPiece) resize_in_huge_pages(buffer, 2 * kPiece);
   std::uint32_t crc = 0;
-  for (std::size_t done = 0; done < bytes;) {
-    const std::size_t n = std::min(buffer.size(), bytes - done);
-    crc = crc32_combine_bytes(crc, pread_with_crc(fd, offset + done, buffer.data(), n), n);
-    done += n;
+  std::future<std::uint32_t> previous;
+  std::size_t previous_bytes = 0;
+  auto take_previous = [&] {
+    if (previous.valid()) crc = crc32_combine_bytes(crc, previous.get(), previous_bytes);
+  };
+  try {
+    for (std::size_t done = 0, half = 0; done < bytes; half ^= 1) {
+      const std::size_t n = std::min(kPiece, bytes - done);
+      unsigned char* piece = buffer.data() + half * kPiece;
+      pread_all(fd, offset + done, piece, n);
+      take_previous();
+      if (bytes <= kPiece) return crc32_update(0, piece, n);
+      previous = std::async(std::launch::async, [piece, n] { return crc32_update(0, piece, n); });
+      previous_bytes = n;
+      done += n;
+    }
+  } catch (...) {
+    if (previous.valid()) previous.wait();
+    throw;
   }
+  take_previous();
   return crc;
 }
 

@@ -33,8 +33,9 @@ std::vector<std::uint32_t> write_tensor_pieces(const std::string& path, const st
 // std::system_error ("pread"), or std::runtime_error when the file ends first.
 std::uint32_t pread_with_crc(int fd, std::uint64_t offset, unsigned char* into, std::size_t bytes);
 
-// The CRC-32 of `bytes` at `offset` of `fd`, read through `buffer` (1 MiB, reused by the caller):
-// a check of a whole file allocates nothing of its size. Throws as pread_with_crc.
+// The CRC-32 of `bytes` at `offset` of `fd`, read through `buffer` (8 MiB, reused by the caller;
+// each 4 MiB half checksummed on a helper thread while the other is read): a check of a whole
+// file allocates nothing of its size. Throws as pread_with_crc.
 std::uint32_t crc_of_range(int fd, std::uint64_t offset, std::size_t bytes, std::vector<unsigned char>& buffer);
 
 // Throws std::system_error(ENOSPC), saying how much is needed and free, when the file system

@@ -82,13 +82,14 @@ TEST_CASE("tensor io: the slow testing write gives the same file") {
 TEST_CASE("tensor io: a range's CRC-32, read whole or through a small buffer, is zlib's") {
   TempDir dir;
   const std::string path = dir.path + "/range.bin";
-  const std::vector<unsigned char> bytes = pattern((std::size_t{3} << 20) + 999, 4);
+  const std::vector<unsigned char> bytes = pattern((std::size_t{9} << 20) + 999, 4);
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   REQUIRE(fd >= 0);
   std::vector<unsigned char> buffer, into(bytes.size() - 13);
   CHECK(crc_of_range(fd, 13, bytes.size() - 13, buffer) == zlib_crc(bytes.data() + 13, bytes.size() - 13));
-  CHECK(buffer.size() == std::size_t{1} << 20);  // the buffer, not the range, is what was allocated
+  CHECK(buffer.size() < bytes.size() - 13);  // the buffer, not the range, is what was allocated
+  CHECK(crc_of_range(fd, 100, 5000, buffer) == zlib_crc(bytes.data() + 100, 5000));
   CHECK(pread_with_crc(fd, 13, into.data(), into.size()) == zlib_crc(bytes.data() + 13, bytes.size() - 13));
   CHECK(std::equal(into.begin(), into.end(), bytes.begin() + 13));
   ::close(fd);
