@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include <iostream>
+#include <string_view>
 
 #include "launcher/build_info.h"
 #include "launcher/ckpt_command.h"
@@ -15,9 +16,12 @@
 #include "launcher/sample_command.h"
 #include "launcher/submit_command.h"
 #include "train/contained_reads.h"
+#include "train/crash_contained.h"
 
 int main(int argc, char** argv) {
   if (const auto child = slurm_train::contained_reads_main(argc, argv)) return *child;
+  // A run reads its datasets first thing: the server of those reads starts while it parses.
+  if (argc > 1 && std::string_view(argv[1]) == "run") slurm_train::start_contained_read_server();
   // What follows `exec ... --` is the supervised program's, not ours to parse.
   const auto exec_line = slurm_train::split_exec_command_line(argc, argv);
   CLI::App app{"slurm-train: data-parallel training on Slurm clusters", "slurm-train"};

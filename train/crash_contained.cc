@@ -207,6 +207,11 @@ std::string request_of(const ContainedRead& read, milliseconds time_limit) {
 // spawned one. Not started, or gone: reads are spawned one by one as before.
 class ReadServer {
  public:
+  void start_now() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (!failed_ && socket_ < 0) start();
+  }
+
   // The read's outcome as crash_in_child returns it; nullopt when the server cannot answer.
   std::optional<std::optional<std::string>> run(const ContainedRead& read, milliseconds time_limit) {
     const std::lock_guard<std::mutex> lock(mutex_);
@@ -284,6 +289,10 @@ ReadServer& read_server() {
 }
 
 }  // namespace
+
+void start_contained_read_server() {
+  if (!contained_read_program.empty()) read_server().start_now();
+}
 
 std::optional<std::string> crash_in_child(const ContainedRead& read, milliseconds time_limit) {
   if (contained_read_program.empty()) return crash_in_child(read.in_process, time_limit);

@@ -39,6 +39,9 @@ struct ContainedRead {
 // each read starts the program (`PROGRAM --contained-read PID READER ARGS...`). Unset (fuzz
 // targets, tests): reads fork this process and run in_process.
 void set_contained_read_program(std::string path);
+// Starts that server now rather than at the first read, for a program that reads soon and has
+// other work until then; nothing when no program is set or the server runs already.
+void start_contained_read_server();
 inline constexpr const char* kContainedReadFlag = "--contained-read";
 inline constexpr const char* kContainedReadServerFlag = "--contained-read-server";
 inline constexpr int kServerSocket = 3;
