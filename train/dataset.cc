@@ -143,11 +143,13 @@ std::optional<std::string> open_crashes(const std::vector<DatasetSpec>& specs) {
   return crash_in_child({"dataset-open", words, [&] { open_each(specs); }}, limit);
 }
 
-// Stored contiguously, a dataset's bytes are read as they are: HDF5 parses nothing more than
-// its metadata to read them, so the first pass of opening covers its load too.
+// Stored contiguously in the file itself, a dataset's bytes are read as they are: HDF5 parses
+// nothing more than its metadata to read them, so the first pass of opening covers its load too.
+// (Bytes in external files are not: reading them opens files the metadata names.)
 bool is_contiguous(hid_t dataset, const std::string& where) {
   h5::Handle dcpl(H5_CHECK(H5Dget_create_plist(dataset), where));
-  return H5Pget_layout(dcpl) == H5D_CONTIGUOUS && H5_CHECK(H5Pget_nfilters(dcpl), where) == 0;
+  return H5Pget_layout(dcpl) == H5D_CONTIGUOUS && H5_CHECK(H5Pget_nfilters(dcpl), where) == 0 &&
+         H5_CHECK(H5Pget_external_count(dcpl), where) == 0;
 }
 
 }  // namespace
