@@ -194,9 +194,18 @@ done
 echo "$checkpoint_rows"
 echo "$startup_rows"
 while read -r line; do
-  printf '%-52s %12s %12s %8s %8s  %s\n' "control plane, $(field ranks "$line") ranks, $(field auth "$line"): connect s / rank 0 CPU" \
+  ranks=$(field ranks "$line") auth=$(field auth "$line")
+  met="-"
+  if [ "$ranks" = 16384 ]; then
+    bench_record "control_connect_$auth" "$(field connect_s "$line")"
+    bench_record "control_cpu_$auth" "$(field rank0_cpu "$line")"
+    bench_record "control_death_$auth" "$(field death_s "$line")"
+    met="$(verdict "control_connect_$auth" "$(field connect_s "$line")") / $(verdict "control_cpu_$auth" \
+      "$(field rank0_cpu "$line")") / $(verdict "control_death_$auth" "$(field death_s "$line")")"
+  fi
+  printf '%-52s %12s %12s %8s %8s  %s\n' "control plane, $ranks ranks, $auth: connect s / rank 0 CPU" \
     "$(field connect_s "$line")" "$(field rank0_cpu "$line")" "-" "10 s/5%" \
-    "(dead rank known in $(field death_s "$line") s, target 2; hang table $(field table_ms "$line") ms)"
+    "(dead rank known in $(field death_s "$line") s, target 2; hang table $(field table_ms "$line") ms) $met"
 done <<<"$control_rows"
 for n in 2 4; do
   read -r shard whole <<<"${SHARD_MIB[$n]:-? ?}"

@@ -11,6 +11,7 @@ write	ratio	>= 0.9	checkpoint write against dd
 startup	over	<= 0.5	start-up over srun hostname
 sharded	speedup	>= 1	sharded write against serial
 data	seconds	<= 0.2	data load
+cpu	cores	<= 0.05	rank 0's CPU
 free	ratio	-	a figure without a target
 TSV
 }
@@ -64,4 +65,18 @@ compare() { /usr/bin/python3 bench/compare.py --targets "$T/targets.tsv" "$@"; }
   for key in $(grep -ho 'bench_record [a-z_0-9]*' bench/*.sh | awk '{ print $2 }' | sort -u); do
     [[ " $output " == *" $key "* ]] || { echo "bench_record $key has no row in bench/targets.tsv"; false; }
   done
+}
+
+@test "a share of a core is measured alone, lower is better: above its bound NOT MET, 30% more FELL" {
+  printf 'cpu\t0.030\n' >"$T/before.tsv"
+  printf 'cpu\t0.040\n' >"$T/now.tsv"
+  run compare "$T/now.tsv" "$T/before.tsv"
+  [ "$status" -eq 0 ]
+  [[ $(grep '^cpu ' <<<"$output") == *FELL* ]]
+  [[ $(grep '^cpu ' <<<"$output") != *"NOT MET"* ]]
+  printf 'cpu\t0.060\n' >"$T/now.tsv"
+  run compare "$T/now.tsv"
+  [[ $(grep '^cpu ' <<<"$output") == *"NOT MET (<= 0.05)"* ]]
+  run compare --verdict cpu 0.04
+  [ "$output" = "<= 0.05 met" ]
 }
