@@ -29,7 +29,7 @@ load helpers
   run env PKG_CONFIG_LIBDIR="$BATS_TEST_TMPDIR/empty" make -C "$ROOT" --no-print-directory \
     BUILD="$BATS_TEST_TMPDIR/build" all
   [ "$status" -ne 0 ]
-  [[ ${lines[0]} == "error: missing libopenmpi-dev libhdf5-openmpi-dev libopenblas-dev libfmt-dev: run scripts/install-deps.sh"* ]]
+  [[ ${lines[0]} == "error: missing libopenmpi-dev libhdf5-openmpi-dev libopenblas-dev libfmt-dev libssl-dev libmunge-dev: run scripts/install-deps.sh"* ]]
   [ ! -d "$BATS_TEST_TMPDIR/build/obj" ]
 }
 
