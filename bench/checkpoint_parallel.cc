@@ -1,6 +1,6 @@
 // checkpoint_parallel DIR MB [REPEATS], under an MPI launcher: the write of one checkpoint of
 // sharded optimizer state, about MB megabytes (parameters and AdamW's two moments), by every
-// rank together (save_checkpoint_parallel: each rank's shard by HDF5's MPI-IO driver) against the
+// rank together (save_checkpoint_parallel: each rank's shard straight to its place) against the
 // same state written by rank 0 alone (save_checkpoint: what a replicated run does), alternately.
 // Each is timed from a barrier to a barrier and includes the whole commit (fsync, rename, folder
 // fsync, `latest`). Rank 0 prints "key value" lines: the medians of REPEATS (default 3).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # checkpoint_parallel.sh: on the local Slurm cluster (two nodes), the write of one checkpoint of
 # sharded optimizer state by all ranks together (build/bench/checkpoint_parallel: each rank its
-# shard through HDF5's MPI-IO driver, collective writes) against rank 0's serial write of the
+# shard straight to its place in the file) against rank 0's serial write of the
 # same state, alternately in one run: srun --mpi=pmix -N2 -n4. Prints one table row (the medians of CKPT_PAR_REPEATS,
 # default 3, of a CKPT_PAR_MB = 256 MB checkpoint written into CKPT_PAR_DIR, default under the
 # build tree). The local cluster's two nodes share this machine's one disk: the row shows what

@@ -14,7 +14,7 @@ readonly PROJECT_PACKAGES=(
   slurmctld slurmd slurm-client libslurm-dev munge         # local cluster, SPANK plugin
   libmunge-dev libssl-dev                                  # the watchdog's proofs and seals
   libopenmpi-dev openmpi-bin libpmix-dev                   # MPI, srun --mpi=pmix
-  libhdf5-openmpi-dev hdf5-tools zlib1g-dev                # datasets, checkpoints (HDF5 with MPI-IO)
+  libhdf5-openmpi-dev hdf5-tools zlib1g-dev                # datasets, checkpoints (HDF5)
   libopenblas-dev                                          # CPU matrix products
   libcli11-dev libtomlplusplus-dev libfmt-dev nlohmann-json3-dev libhwloc-dev
   doctest-dev bats iproute2 util-linux                     # tests, multi-node cluster

@@ -1,18 +1,24 @@
 #include "train/checkpoint_parallel.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <sstream>
 #include <stdexcept>
+#include <system_error>
 
+#include "spank/jobenv/host.h"
 #include "train/checkpoint_file.h"
 #include "train/checkpoint_policy.h"
 #include "train/crc32.h"
 #include "train/durable_file.h"
+#include "train/tensor_io.h"
 
 namespace slurm_train {
 
@@ -34,6 +40,40 @@ std::vector<DatasetPart> shard_parts(const ModelLayout& model, std::size_t begin
   return parts;
 }
 
+std::vector<ShardChecksum> write_shard_parts(const std::string& path, const std::vector<TensorPiece>& places,
+                                             const std::vector<DatasetPart>& parts, int rank, unsigned slow_ms) {
+  std::vector<TensorPiece> writes;
+  for (const DatasetPart& p : parts) {
+    if (p.dataset >= places.size())
+      throw CheckpointWriteError(fmt::format("a part of tensor {} of a checkpoint of {}", p.dataset, places.size()));
+    const TensorPiece& place = places[p.dataset];
+    if ((p.first + p.count) * sizeof(float) > place.bytes)
+      throw CheckpointWriteError(fmt::format("elements {} to {} of {}, which holds {}", p.first, p.first + p.count,
+                                             place.name, place.bytes / sizeof(float)));
+    writes.push_back({place.name, place.offset + p.first * sizeof(float), p.data, p.count * sizeof(float)});
+  }
+  // The file rank 0 created: a rank that cannot see it has the folder on storage of its own.
+  if (const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC); fd >= 0) {
+    ::close(fd);
+  } else {
+    const int err = errno;
+    throw CheckpointWriteError(fmt::format("cannot open '{}' for writing: {}{}", path, std::strerror(err),
+                                           err == ENOENT && rank != 0 ? " (is the folder on storage that every node shares?)" : ""));
+  }
+  std::vector<std::uint32_t> crcs;
+  try {
+    crcs = write_tensor_pieces(path, writes, slow_ms);
+    fsync_file(path);
+  } catch (const std::system_error& e) {
+    throw CheckpointWriteError(fmt::format("cannot write its part of '{}': {}", path, e.what()));
+  } catch (const std::runtime_error& e) {
+    throw CheckpointWriteError(fmt::format("cannot write its part of '{}': {}", path, e.what()));
+  }
+  std::vector<ShardChecksum> sums;
+  for (std::size_t i = 0; i < parts.size(); ++i) sums.push_back({parts[i].dataset, parts[i].first, parts[i].count, rank, crcs[i]});
+  return sums;
+}
+
 namespace {
 
 void broadcast_text(Comm& comm, std::string& text) {
@@ -52,14 +92,29 @@ void broadcast_lines(Comm& comm, std::vector<std::string>& lines) {
     lines.push_back(text.substr(at, end - at));
 }
 
+// Every rank's error, if any rank had one: afterwards `error` holds the first failing rank's
+// message on every rank (empty when none failed). Collective.
+void agree_on_failure(Comm& comm, std::string& error) {
+  double failed = error.empty() ? 0 : 1;
+  comm.allreduce_sum(&failed, 1);
+  if (failed == 0) return;
+  const auto all = comm.gather_bytes(error.data(), error.size(), 0);
+  if (comm.rank() == 0) {
+    for (const auto& text : all)
+      if (!text.empty()) {
+        error.assign(text.begin(), text.end());
+        break;
+      }
+    if (failed > 1) error += fmt::format(" ({} ranks failed)", static_cast<int>(failed));
+  }
+  broadcast_text(comm, error);
+}
+
 // Rank 0's error ends the write on every rank: the same exception everywhere, naming who failed.
 [[noreturn]] void fail_everywhere(bool root, const std::string& error, const char* what) {
   if (root) throw OnEveryRank<CheckpointWriteError>(error);
   throw OnEveryRank<CheckpointWriteError>(fmt::format("rank 0 could not {} the checkpoint: {}", what, error));
 }
-
-constexpr std::size_t kRoundBytes = std::size_t{256} << 20;  // per rank and call: within MPI's int counts
-constexpr std::size_t kSlowRoundBytes = std::size_t{64} << 10;
 
 }  // namespace
 
@@ -71,10 +126,11 @@ std::string save_checkpoint_parallel(Comm& comm, const std::string& dir, const C
   const bool root = comm.rank() == 0;
   const std::string path = dir + "/" + checkpoint_file_name(s.counters.step);
 
-  // 1. Rank 0 creates the file: the structure, every tensor's space.
+  // 1. Rank 0 creates the file: the structure, every tensor's space; every rank learns where
+  //    each tensor's bytes are.
   std::string error, tmp;
   std::vector<TensorPiece> pieces;
-  std::vector<std::string> datasets;
+  std::vector<std::string> lines;  // "OFFSET BYTES NAME", one a tensor
   if (root) {
     try {
       std::error_code ec;
@@ -82,7 +138,7 @@ std::string save_checkpoint_parallel(Comm& comm, const std::string& dir, const C
       if (ec) throw CheckpointWriteError(fmt::format("cannot create the checkpoint folder '{}': {}", dir, ec.message()));
       tmp = temporary_path_for(path);
       pieces = create_checkpoint_file(tmp, s);
-      for (const TensorPiece& p : pieces) datasets.push_back(p.name);
+      for (const TensorPiece& p : pieces) lines.push_back(fmt::format("{} {} {}", p.offset, p.bytes, p.name));
     } catch (const std::exception& e) {
       error = e.what();
       if (!tmp.empty()) ::unlink(tmp.c_str());
@@ -91,21 +147,25 @@ std::string save_checkpoint_parallel(Comm& comm, const std::string& dir, const C
   broadcast_text(comm, error);
   if (!error.empty()) fail_everywhere(root, error, "create");
   broadcast_text(comm, tmp);
-  broadcast_lines(comm, datasets);
+  broadcast_lines(comm, lines);
+  std::vector<TensorPiece> places;
+  for (const std::string& line : lines) {
+    TensorPiece place;
+    std::istringstream(line) >> place.offset >> place.bytes >> place.name;
+    places.push_back(place);
+  }
 
-  // 2. Every rank writes its part of every tensor, and checksums it.
-  const std::vector<DatasetPart> parts = shard_parts(s.model, mine.begin, mine.arrays);
+  // 2. Every rank writes its part of every tensor to its place, and makes it durable.
   std::vector<ShardChecksum> sums;
-  for (const DatasetPart& p : parts)
-    sums.push_back({p.dataset, p.first, p.count, comm.rank(), crc32_update(0, p.data, p.count * sizeof(float))});
   try {
-    comm.write_datasets_together(tmp, datasets, parts, slow_ms > 0 ? kSlowRoundBytes : kRoundBytes, slow_ms);
-  } catch (const OnEveryRank<CommError>& e) {
-    if (root) ::unlink(tmp.c_str());
-    throw OnEveryRank<CheckpointWriteError>(fmt::format("cannot write the checkpoint '{}': {}", tmp, e.what()));
+    sums = write_shard_parts(tmp, places, shard_parts(s.model, mine.begin, mine.arrays), comm.rank(), slow_ms);
   } catch (const std::exception& e) {
+    error = fmt::format("rank {} on {}: {}", comm.rank(), host_name(), e.what());
+  }
+  agree_on_failure(comm, error);
+  if (!error.empty()) {
     if (root) ::unlink(tmp.c_str());
-    throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': {}", tmp, e.what()));
+    throw OnEveryRank<CheckpointWriteError>(error);
   }
 
   // 3. Rank 0 records the parts' checksums and commits the file.

@@ -6,8 +6,9 @@
 //      scalars; every tensor's space allocated, contiguous) and tells every rank the tensors'
 //      dataset names;
 //   2. every rank writes its part, the packed elements [begin, end) of its shard, of the
-//      parameters and of each moment, into those datasets through HDF5's MPI-IO driver in
-//      collective writes (h5_parallel.h), and the file is synced;
+//      parameters and of each moment, straight to those tensors' places in the file (pwrite, as
+//      the serial write does: whole blocks by direct I/O), checksums it, and fsyncs the file
+//      (on a parallel file system, one client's fsync does not flush another's writes);
 //   3. rank 0 gathers every part's CRC-32, records them (and each tensor's whole CRC-32, combined
 //      from its parts'), then commits the file by checkpoint_store.h's protocol: fsync, rename,
 //      folder fsync, `latest`, the keep policy.
@@ -22,12 +23,20 @@
 #include <string>
 #include <vector>
 
+#include "train/checkpoint_file.h"
 #include "train/checkpoint_state.h"
 #include "train/checkpoint_store.h"
 #include "train/comm.h"
-#include "train/h5_parallel.h"
 
 namespace slurm_train {
+
+// Elements [first, first + count) of the checkpoint's tensor `dataset` (create_checkpoint_file's
+// order), in C (row-major) order, and where this rank keeps them.
+struct DatasetPart {
+  std::size_t dataset = 0;
+  std::uint64_t first = 0, count = 0;
+  const float* data = nullptr;
+};
 
 // A shard's parts of the checkpoint's tensors: elements [begin, begin + arrays[a].size()) of each
 // array (the parameters, then each moment) cut at the model's tensors, each a part of its dataset
@@ -42,6 +51,13 @@ struct ShardData {
   std::size_t begin = 0;
   std::vector<std::span<const float>> arrays;
 };
+
+// This rank's `parts` written to their tensors' `places` in `path` (create_checkpoint_file's
+// pieces, whose offsets and sizes matter here), the file fsynced, and their checksums, rank
+// `rank`'s. Throws CheckpointWriteError naming the path and the call (ENOSPC: a full disk), or a
+// part past its tensor's end.
+std::vector<ShardChecksum> write_shard_parts(const std::string& path, const std::vector<TensorPiece>& places,
+                                             const std::vector<DatasetPart>& parts, int rank, unsigned slow_ms = 0);
 
 // Commits the checkpoint that `meta` describes (counters, model, metadata; is_shard and no
 // tensors; the same on every rank, rank 0's written) as DIR/step-<step>.h5, every rank writing

@@ -10,7 +10,6 @@
 #include <cstring>
 #include <filesystem>
 
-#include "spank/jobenv/host.h"
 #include "train/checkpoint_file.h"
 #include "train/checkpoint_policy.h"
 #include "train/durable_file.h"
@@ -43,13 +42,7 @@ void remove_stale_temporaries(const std::string& dir) {
     if (dot_tmp == std::string::npos) continue;
     const std::string final_name = file.substr(0, dot_tmp);
     if (!checkpoint_step_of(final_name) && final_name != "latest" && final_name != "restarts") continue;
-    auto writer = temporary_writer(file, final_name);
-    // A file MPI-IO kept beside a temporary (Open MPI's lock file, <temporary>-<job>-<pid>.lock)
-    // is its writer's too: found by the longest prefix that names a writer this host knows.
-    for (auto dash = file.rfind('-'); !writer && dash != std::string::npos && dash > dot_tmp; dash = file.rfind('-', dash - 1)) {
-      const auto candidate = temporary_writer(file.substr(0, dash), final_name);
-      if (candidate && candidate->host == host_name()) writer = candidate;
-    }
+    const auto writer = temporary_writer(file, final_name);
     if (writer && temporary_is_removable(*writer)) fs::remove(entry.path(), ec);
   }
 }

@@ -50,7 +50,7 @@ struct CheckpointEntry {
   std::time_t modified = 0;
 };
 // Removes the temporary files of DIR (checkpoints, latest, restarts) that this process wrote or
-// that a process of this host that is gone left behind, and the files MPI-IO kept beside them.
+// that a process of this host that is gone left behind.
 void remove_stale_temporaries(const std::string& dir);
 
 // The committed checkpoints of DIR (no temporary files), oldest first; empty when DIR is missing.

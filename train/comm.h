@@ -12,7 +12,6 @@
 
 namespace slurm_train {
 
-struct DatasetPart;  // h5_parallel.h
 
 struct CommError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -55,14 +54,6 @@ class Comm {
   // Every rank's `bytes` bytes at `mine`, on `root` in rank order (sizes may differ by rank);
   // empty elsewhere.
   virtual std::vector<std::vector<unsigned char>> gather_bytes(const void* mine, std::size_t bytes, int root) = 0;
-  // Writes every rank's `parts` of the float32 datasets `datasets` (paths, the same list on every
-  // rank) of the existing HDF5 file `path` together, through HDF5's MPI-IO driver in collective
-  // writes of at most `round_bytes` per rank, pausing `pause_ms` after each (a testing aid, 0
-  // otherwise), then syncs the file to storage (h5_parallel.h). Throws CommError naming the call
-  // and the path, on every rank when any failed.
-  virtual void write_datasets_together(const std::string& path, const std::vector<std::string>& datasets,
-                                       const std::vector<DatasetPart>& parts, std::size_t round_bytes,
-                                       unsigned pause_ms) = 0;
   virtual void barrier() = 0;
   // Ends every rank of the job; safe to call from any rank at any time.
   [[noreturn]] virtual void abort(int exit_code) noexcept = 0;

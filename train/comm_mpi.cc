@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "train/comm.h"
-#include "train/h5_parallel.h"
 
 namespace slurm_train {
 
@@ -122,11 +121,6 @@ class MpiComm final : public Comm {
     return parts;
   }
 
-  void write_datasets_together(const std::string& path, const std::vector<std::string>& datasets,
-                               const std::vector<DatasetPart>& parts, std::size_t round_bytes,
-                               unsigned pause_ms) override {
-    write_dataset_parts(world_, path, datasets, parts, round_bytes, pause_ms);
-  }
   void barrier() override { MPI_CHECK(MPI_Barrier(world_)); }
   [[noreturn]] void abort(int exit_code) noexcept override {
     MPI_Abort(MPI_COMM_WORLD, exit_code);

@@ -139,11 +139,6 @@ class NcclComm final : public Comm {
   std::vector<std::vector<unsigned char>> gather_bytes(const void* mine, std::size_t bytes, int root) override {
     return boot_.gather_bytes(mine, bytes, root);
   }
-  void write_datasets_together(const std::string& path, const std::vector<std::string>& datasets,
-                               const std::vector<DatasetPart>& parts, std::size_t round_bytes,
-                               unsigned pause_ms) override {
-    boot_.write_datasets_together(path, datasets, parts, round_bytes, pause_ms);
-  }
   void barrier() override { boot_.barrier(); }
   [[noreturn]] void abort(int exit_code) noexcept override {
     if (comm_) ncclCommAbort(comm_);

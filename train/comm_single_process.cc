@@ -5,7 +5,6 @@
 #include <string>
 
 #include "train/comm.h"
-#include "train/h5_parallel.h"
 
 namespace slurm_train {
 
@@ -39,11 +38,6 @@ class SingleProcessComm final : public Comm {
     if (root != 0) throw CommError("gather to rank " + std::to_string(root) + " in a world of one process");
     const auto* p = static_cast<const unsigned char*>(mine);
     return {std::vector<unsigned char>(p, p + bytes)};
-  }
-  void write_datasets_together(const std::string& path, const std::vector<std::string>& datasets,
-                               const std::vector<DatasetPart>& parts, std::size_t round_bytes,
-                               unsigned pause_ms) override {
-    write_dataset_parts(MPI_COMM_NULL, path, datasets, parts, round_bytes, pause_ms);
   }
   void barrier() override {}
   [[noreturn]] void abort(int exit_code) noexcept override { _exit(exit_code); }

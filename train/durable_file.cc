@@ -51,8 +51,6 @@ bool temporary_is_removable(const TemporaryWriter& writer) {
   return writer.pid == ::getpid() || !process_alive(writer.pid);
 }
 
-namespace {
-
 void fsync_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail("cannot open", path, errno);
@@ -61,6 +59,8 @@ void fsync_file(const std::string& path) {
   ::close(fd);
   if (rc != 0) fail("cannot fsync", path, err);
 }
+
+namespace {
 
 void fsync_folder_of(const std::string& path) {
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();

@@ -19,6 +19,10 @@ void write_file_durably(const std::string& path, const std::string& text);
 // throws, the temporary file is removed and the exception passes on; PATH is untouched.
 void write_file_durably(const std::string& path, const std::function<void(const std::string& temporary)>& write);
 
+// fsync(2) of the file at `path`: its data and size on storage. Throws std::runtime_error naming
+// the path and the failing call.
+void fsync_file(const std::string& path);
+
 // PATH.tmp-<host>-<pid>, for this process.
 std::string temporary_path_for(const std::string& path);
 

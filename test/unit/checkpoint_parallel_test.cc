@@ -1,6 +1,6 @@
 // Checkpoints the ranks write together (sharded optimizer state): each rank's places in the file,
-// their hyperslabs and rounds, checksums of parts combined into the whole's, a file of three ranks'
-// parts read back as the whole state, a bad part named with its rank, and the commit.
+// checksums of parts combined into the whole's, a file of three ranks' parts read back as the
+// whole state, a bad part named with its rank, and the commit.
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -67,15 +67,15 @@ ShardData shard_of(const CheckpointState& whole, std::size_t begin, std::size_t 
 void write_by_three_ranks(const std::string& path, const CheckpointState& whole) {
   const std::vector<std::size_t> cuts = {0, 10, 30, 43};
   const std::vector<TensorPiece> pieces = create_checkpoint_file(path, meta_of(whole));
-  std::vector<std::string> datasets;
-  for (const TensorPiece& p : pieces) datasets.push_back(p.name);
   std::vector<ShardChecksum> sums;
   for (int r = 0; r < 3; ++r) {
     const ShardData mine = shard_of(whole, cuts[r], cuts[r + 1]);
     const std::vector<DatasetPart> parts = shard_parts(whole.model, mine.begin, mine.arrays);
-    for (const DatasetPart& p : parts)
-      sums.push_back({p.dataset, p.first, p.count, r, crc32_update(0, p.data, p.count * sizeof(float))});
-    write_dataset_parts(MPI_COMM_NULL, path, datasets, parts, 16, 0);  // 16-byte rounds: parts split across rounds
+    const std::vector<ShardChecksum> written = write_shard_parts(path, pieces, parts, r);
+    REQUIRE(written.size() == parts.size());
+    for (std::size_t i = 0; i < parts.size(); ++i)
+      CHECK(written[i].crc == crc32_update(0, parts[i].data, parts[i].count * sizeof(float)));
+    sums.insert(sums.end(), written.begin(), written.end());
   }
   store_shard_checksums(path, pieces, sums);
 }
@@ -109,62 +109,19 @@ TEST_CASE("shard parts: a shard's elements of each array, cut at its tensors, in
                                                 "elements 10 to 50 of a model of 43");
 }
 
-TEST_CASE("flat range hyperslabs: a C-order range of an array as its boxes, partial rows first and last") {
-  using Box = std::pair<std::vector<std::uint64_t>, std::vector<std::uint64_t>>;
-  auto boxes = [](const std::vector<std::uint64_t>& shape, std::uint64_t first, std::uint64_t count) {
-    std::vector<Box> out;
-    for (const Hyperslab& h : flat_range_hyperslabs(shape, first, count)) out.emplace_back(h.start, h.count);
-    return out;
-  };
-  // [4, 6], elements 10..23: row 1 from column 4, then rows 2 and 3 whole.
-  CHECK(boxes({4, 6}, 10, 14) == std::vector<Box>{{{1, 4}, {1, 2}}, {{2, 0}, {2, 6}}});
-  CHECK(boxes({4, 6}, 0, 24) == std::vector<Box>{{{0, 0}, {4, 6}}});
-  CHECK(boxes({4, 6}, 7, 3) == std::vector<Box>{{{1, 1}, {1, 3}}});
-  CHECK(boxes({4, 6}, 3, 16) == std::vector<Box>{{{0, 3}, {1, 3}}, {{1, 0}, {2, 6}}, {{3, 0}, {1, 1}}});
-  CHECK(boxes({12}, 5, 4) == std::vector<Box>{{{5}, {4}}});
-  // Three dimensions [2, 3, 4]: elements 5..18 = [0,1,1..3], [0,2,*], [1,0,*], [1,1,0..2].
-  CHECK(boxes({2, 3, 4}, 5, 14) ==
-        std::vector<Box>{{{0, 1, 1}, {1, 1, 3}}, {{0, 2, 0}, {1, 1, 4}}, {{1, 0, 0}, {1, 1, 4}}, {{1, 1, 0}, {1, 1, 3}}});
-  CHECK(boxes({4, 6}, 24, 0).empty());
-  CHECK(boxes({}, 0, 1) == std::vector<Box>{{{}, {}}});
-  testing::check_refused<std::invalid_argument>([&] { flat_range_hyperslabs({4, 6}, 20, 5); },
-                                                "elements 20 to 25 of an array of 24");
-}
-
-TEST_CASE("dataset part rounds: each part cut at the round size, per dataset") {
-  const float data[100] = {};
-  const auto rounds = dataset_part_rounds(3, {{2, 5, 10, data}, {0, 0, 3, data + 10}}, 16);  // 4 elements a round
-  REQUIRE(rounds.size() == 3);
-  REQUIRE(rounds[0].size() == 1);
-  CHECK(rounds[0][0].count == 3);
-  CHECK(rounds[1].empty());
-  REQUIRE(rounds[2].size() == 3);
-  CHECK(rounds[2][1].first == 9);
-  CHECK(rounds[2][1].count == 4);
-  CHECK(rounds[2][1].data == data + 4);
-  CHECK(rounds[2][2].first == 13);
-  CHECK(rounds[2][2].count == 2);
-  testing::check_refused<std::invalid_argument>([&] { dataset_part_rounds(2, {{2, 0, 1, data}}, 16); },
-                                                "a part of dataset 2 of a list of 2");
-  testing::check_refused<std::invalid_argument>([&] { dataset_part_rounds(2, {}, 3); }, "rounds of 3 bytes");
-}
-
-TEST_CASE("dataset parts: a missing file or dataset, or a part past a dataset's end, is named") {
+TEST_CASE("shard parts: a missing file, or a part past its tensor's end, is named") {
   TempDir dir;
   const std::string path = dir.path + "/c.h5";
   const CheckpointState whole = whole_state();
-  create_checkpoint_file(path, meta_of(whole));
+  const std::vector<TensorPiece> pieces = create_checkpoint_file(path, meta_of(whole));
   const float data[30] = {};
-  testing::check_refused<CommError>(
-      [&] { write_dataset_parts(MPI_COMM_NULL, dir.path + "/none.h5", {"/model/layer1.bias"}, {}, 16, 0); },
-      dir.path + "/none.h5");
-  testing::check_refused<CommError>(
-      [&] { write_dataset_parts(MPI_COMM_NULL, path, {"/model/layer9.bias"}, {{0, 0, 1, data}}, 16, 0); },
-      "/model/layer9.bias");
-  // layer1.bias holds 4 elements: elements 2 to 6 pass its end.
-  testing::check_refused<CommError>(
-      [&] { write_dataset_parts(MPI_COMM_NULL, path, {"/model/layer1.bias"}, {{0, 2, 4, data}}, 64, 0); },
-      "elements 2 to 6 of an array of 4");
+  testing::check_refused<CheckpointWriteError>(
+      [&] { write_shard_parts(dir.path + "/none.h5", pieces, {{0, 0, 1, data}}, 1); },
+      "cannot open '" + dir.path + "/none.h5' for writing: No such file or directory (is the folder on storage that "
+      "every node shares?)");
+  // layer1.bias (tensor 1) holds 4 elements: elements 2 to 6 pass its end.
+  testing::check_refused<CheckpointWriteError>([&] { write_shard_parts(path, pieces, {{1, 2, 4, data}}, 1); },
+                                               "elements 2 to 6 of /model/layer1.bias, which holds 4");
 }
 
 TEST_CASE("crc32 combine: the checksums of two parts give the whole's") {
