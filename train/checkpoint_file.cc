@@ -11,6 +11,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <system_error>
 #include <tuple>
 #include <type_traits>
@@ -354,26 +355,24 @@ RawDataset read_verified(hid_t file, const std::string& name, const std::string&
   }
 }
 
-// Checks a dataset's checksums. A contiguous one (ours: every tensor) is read straight from `fd`
-// through `buffer` (crc_of_range), part by part, and nothing of its size is allocated; others
-// through HDF5.
-void verify_dataset(hid_t file, int fd, const std::string& name, const std::string& path, Pass pass,
-                    std::vector<unsigned char>& buffer) {
+// Checks a dataset's checksums. A contiguous one (ours: every tensor) is read straight from the
+// file by `reader`, part by part, and nothing of its size is allocated; others through HDF5.
+void verify_dataset(hid_t file, TensorReader* reader, const std::string& name, const std::string& path, Pass pass) {
   const std::string where = fmt::format("{}: dataset {}", path, name);
   try {
     CheckedDataset d = open_numbers(file, name, where);
     const haddr_t offset = H5Dget_offset(d.set);
-    if (pass == Pass::kProbe || offset == HADDR_UNDEF || fd < 0) {
+    if (pass == Pass::kProbe || offset == HADDR_UNDEF || !reader) {
       read_verified(file, name, path, pass);
       return;
     }
     std::vector<std::uint32_t> part_crcs;
     std::uint32_t actual = 0;
     try {
-      if (d.parts.empty()) actual = crc_of_range(fd, offset, d.bytes, buffer);
+      if (d.parts.empty()) actual = reader->read(offset, d.bytes, nullptr);
       for (const ShardChecksum& p : d.parts) {
         const std::size_t bytes = p.count * d.extent.type_size;
-        part_crcs.push_back(crc_of_range(fd, offset + p.first * d.extent.type_size, bytes, buffer));
+        part_crcs.push_back(reader->read(offset + p.first * d.extent.type_size, bytes, nullptr));
         actual = crc32_combine_bytes(actual, part_crcs.back(), bytes);
       }
     } catch (const std::exception& e) {
@@ -399,9 +398,9 @@ T read_scalar(hid_t file, const std::string& name, const std::string& path) {
 }
 
 // A float32 tensor of the expected shape, read into `into` and checked against its crc32.
-// Contiguous datasets (ours) are read straight from the file (`fd`); others through HDF5. A
+// Contiguous datasets (ours) are read straight from the file (`reader`); others through HDF5. A
 // probe (into may be null) reads only what libhdf5 parses.
-void read_tensor(hid_t file, int fd, const std::string& name, const std::vector<hsize_t>& shape, float* into,
+void read_tensor(hid_t file, TensorReader* reader, const std::string& name, const std::vector<hsize_t>& shape, float* into,
                  const std::string& path, Pass pass) {
   const std::string where = fmt::format("{}: dataset {}", path, name);
   try {
@@ -422,9 +421,9 @@ void read_tensor(hid_t file, int fd, const std::string& name, const std::vector<
     }
     const haddr_t offset = H5Dget_offset(set);
     std::uint32_t actual;
-    if (offset != HADDR_UNDEF && fd >= 0) {
+    if (offset != HADDR_UNDEF && reader) {
       try {
-        actual = pread_with_crc(fd, offset, reinterpret_cast<unsigned char*>(into), bytes);
+        actual = reader->read(offset, bytes, reinterpret_cast<unsigned char*>(into));
       } catch (const std::exception& e) {
         throw CheckpointError(fmt::format("{}: {}", where, e.what()));
       }
@@ -647,24 +646,21 @@ void store_shard_checksums(const std::string& path, const std::vector<TensorPiec
 
 namespace {
 
-// The descriptor the tensors' bytes are read from (see read_tensor); closed on every path. They
-// are read front to back: a larger read-ahead window (advice only; failure is harmless).
-struct ReadDescriptor {
-  int fd;
-  explicit ReadDescriptor(const std::string& path) : fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
-    if (fd >= 0) ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+// What the tensors' bytes are read with (see read_tensor): none in a probe, which reads only what
+// libhdf5 parses, nor where the file cannot be opened again (HDF5 then reads them).
+std::unique_ptr<TensorReader> tensor_reader(const std::string& path, Pass pass) {
+  if (pass == Pass::kProbe) return nullptr;
+  try {
+    return std::make_unique<TensorReader>(path);
+  } catch (const std::system_error&) {
+    return nullptr;
   }
-  ~ReadDescriptor() {
-    if (fd >= 0) ::close(fd);
-  }
-  ReadDescriptor(const ReadDescriptor&) = delete;
-  ReadDescriptor& operator=(const ReadDescriptor&) = delete;
-};
+}
 
 void read_uncontained(const std::string& path, CheckpointState& s, const ModelLayout* expected,
                       Pass pass) {
   h5::Handle file = open_checkpoint(path);
-  const ReadDescriptor data(path);
+  const std::unique_ptr<TensorReader> reader = tensor_reader(path, pass);
   s.model = {};
   s.path = path;
   try {
@@ -692,7 +688,7 @@ void read_uncontained(const std::string& path, CheckpointState& s, const ModelLa
       const bool reading = pass == Pass::kRead;
       if (reading) resize_in_huge_pages(into, s.model.parameters());
       for (const ParamTensor& t : s.model.tensors)
-        read_tensor(file, data.fd, group + "/" + t.name, std::vector<hsize_t>(t.shape.begin(), t.shape.end()),
+        read_tensor(file, reader.get(), group + "/" + t.name, std::vector<hsize_t>(t.shape.begin(), t.shape.end()),
                     reading ? &into[t.offset] : nullptr, path, pass);
     };
     read_tensors("/model", s.params);
@@ -721,11 +717,10 @@ std::vector<std::string> verify_uncontained(const std::string& path, Pass pass) 
   std::vector<std::string> problems;
   try {
     h5::Handle file = open_checkpoint(path);
-    const ReadDescriptor data(path);
-    std::vector<unsigned char> buffer;
+    const std::unique_ptr<TensorReader> reader = tensor_reader(path, pass);
     for (const std::string& name : dataset_names(file, path)) {
       try {
-        verify_dataset(file, data.fd, name, path, pass, buffer);
+        verify_dataset(file, reader.get(), name, path, pass);
       } catch (const std::exception& e) {
         problems.push_back(e.what());
       }

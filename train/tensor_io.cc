@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -165,63 +166,112 @@ void pread_all(int fd, std::uint64_t offset, unsigned char* into, std::size_t n)
   }
 }
 
+// Direct reads of this many blocks of kStageBytes in flight: one request at a time leaves a
+// virtio or NVMe queue mostly idle (a 256 MB read: 300 MB/s with one, 2.5-3 GB/s with four here).
+constexpr int kReadsInFlight = 4;
+// Below this a range goes through the page cache: the threads would cost more than they save.
+constexpr std::size_t kDirectFrom = std::size_t{1} << 20;
+
+// Reads [from, to) of `fd` (opened O_DIRECT; both aligned) into `stage`, as far as the file goes;
+// the bytes read, or -errno.
+long pread_direct(int fd, unsigned char* stage, std::uint64_t from, std::uint64_t to) {
+  std::size_t got = 0;
+  while (from + got < to) {
+    const ssize_t r = ::pread(fd, stage + got, to - from - got, static_cast<off_t>(from + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return -errno;
+    if (r == 0) break;
+    got += static_cast<std::size_t>(r);
+    if (got % kDirectBlock != 0) break;  // a short read ends at the file's end
+  }
+  return static_cast<long>(got);
+}
+
 }  // namespace
 
-std::uint32_t pread_with_crc(int fd, std::uint64_t offset, unsigned char* into, std::size_t bytes) {
-  // Each 4 MiB piece's CRC-32 is computed on a helper thread while the next piece is read: the
-  // copy out of the page cache and the CRC take a core each at about the disk's speed here.
-  constexpr std::size_t kPiece = std::size_t{4} << 20;
-  std::uint32_t crc = 0;
-  std::future<std::uint32_t> previous;
-  std::size_t previous_bytes = 0;
-  auto take_previous = [&] {
-    if (previous.valid()) crc = crc32_combine_bytes(crc, previous.get(), previous_bytes);
-  };
-  try {
-    for (std::size_t done = 0; done < bytes;) {
-      const std::size_t n = std::min(kPiece, bytes - done);
-      unsigned char* piece = into + done;
-      pread_all(fd, offset + done, piece, n);
-      take_previous();
-      if (bytes <= kPiece) return crc32_update(0, piece, n);
-      previous = std::async(std::launch::async, [piece, n] { return crc32_update(0, piece, n); });
-      previous_bytes = n;
-      done += n;
+TensorReader::TensorReader(const std::string& path) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) throw std::system_error(errno, std::generic_category(), "open");
+  // Advice only: the buffered reads are front to back.
+  ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+  direct_ = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);  // -1: no direct I/O here
+}
+
+TensorReader::~TensorReader() {
+  if (stages_) ::munmap(stages_, kReadsInFlight * kStageBytes);
+  if (direct_ >= 0) ::close(direct_);
+  ::close(fd_);
+}
+
+std::uint32_t TensorReader::read(std::uint64_t offset, std::size_t bytes, unsigned char* into) {
+  if (bytes >= kDirectFrom && direct_ >= 0) {
+    if (!stages_) {
+      void* m = ::mmap(nullptr, kReadsInFlight * kStageBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (m != MAP_FAILED) {
+        advise_huge_pages(m, kReadsInFlight * kStageBytes);
+        stages_ = m;
+      }
     }
-  } catch (...) {
-    if (previous.valid()) previous.wait();
-    throw;
+    if (stages_) return read_direct(offset, bytes, into);
   }
-  take_previous();
+  return read_buffered(offset, bytes, into);
+}
+
+std::uint32_t TensorReader::read_buffered(std::uint64_t offset, std::size_t bytes, unsigned char* into) {
+  if (into) {
+    pread_all(fd_, offset, into, bytes);
+    return crc32_update(0, into, bytes);
+  }
+  std::vector<unsigned char> piece(std::min(bytes, std::size_t{1} << 20));
+  std::uint32_t crc = 0;
+  for (std::size_t done = 0; done < bytes;) {
+    const std::size_t n = std::min(piece.size(), bytes - done);
+    pread_all(fd_, offset + done, piece.data(), n);
+    crc = crc32_combine_bytes(crc, crc32_update(0, piece.data(), n), n);
+    done += n;
+  }
   return crc;
 }
 
-std::uint32_t crc_of_range(int fd, std::uint64_t offset, std::size_t bytes, std::vector<unsigned char>& buffer) {
-  // Two 4 MiB halves: one is checksummed on a helper thread while the next is read into the other.
-  constexpr std::size_t kPiece = std::size_t{4} << 20;
-  if (buffer.size() < 2 * kPiece) resize_in_huge_pages(buffer, 2 * kPiece);
-  std::uint32_t crc = 0;
-  std::future<std::uint32_t> previous;
-  std::size_t previous_bytes = 0;
-  auto take_previous = [&] {
-    if (previous.valid()) crc = crc32_combine_bytes(crc, previous.get(), previous_bytes);
-  };
-  try {
-    for (std::size_t done = 0, half = 0; done < bytes; half ^= 1) {
-      const std::size_t n = std::min(kPiece, bytes - done);
-      unsigned char* piece = buffer.data() + half * kPiece;
-      pread_all(fd, offset + done, piece, n);
-      take_previous();
-      if (bytes <= kPiece) return crc32_update(0, piece, n);
-      previous = std::async(std::launch::async, [piece, n] { return crc32_update(0, piece, n); });
-      previous_bytes = n;
-      done += n;
+// The aligned span of the range in blocks of kStageBytes, taken by kReadsInFlight threads in
+// turn: each reads a block into its stage, copies the range's part of it out, checksums that,
+// and takes the next; the block checksums are then combined in order.
+std::uint32_t TensorReader::read_direct(std::uint64_t offset, std::size_t bytes, unsigned char* into) {
+  const std::uint64_t begin = round_down(offset, kDirectBlock), end = round_up(offset + bytes, kDirectBlock);
+  const std::size_t blocks = (end - begin + kStageBytes - 1) / kStageBytes;
+  std::vector<std::uint32_t> crcs(blocks);
+  std::vector<std::size_t> lengths(blocks);
+  std::atomic<std::size_t> next{0};
+  std::atomic<int> error{0};  // errno of the first failure; -1: the file ended first
+  auto work = [&](int k) {
+    unsigned char* stage = static_cast<unsigned char*>(stages_) + static_cast<std::size_t>(k) * kStageBytes;
+    for (std::size_t b; error == 0 && (b = next++) < blocks;) {
+      const std::uint64_t from = begin + b * kStageBytes, to = std::min<std::uint64_t>(from + kStageBytes, end);
+      const std::uint64_t lo = std::max<std::uint64_t>(from, offset), hi = std::min<std::uint64_t>(to, offset + bytes);
+      const long got = pread_direct(direct_, stage, from, to);
+      if (got < 0 || static_cast<std::uint64_t>(got) < hi - from) {
+        int expected = 0;
+        error.compare_exchange_strong(expected, got < 0 ? static_cast<int>(-got) : -1);
+        return;
+      }
+      const unsigned char* part = stage + (lo - from);
+      if (into) {
+        std::memcpy(into + (lo - offset), part, hi - lo);
+        part = into + (lo - offset);
+      }
+      crcs[b] = crc32_update(0, part, hi - lo);
+      lengths[b] = hi - lo;
     }
-  } catch (...) {
-    if (previous.valid()) previous.wait();
-    throw;
-  }
-  take_previous();
+  };
+  std::vector<std::thread> helpers;
+  for (int k = 1; k < std::min<int>(kReadsInFlight, static_cast<int>(blocks)); ++k) helpers.emplace_back(work, k);
+  work(0);
+  for (std::thread& t : helpers) t.join();
+  if (error == EINVAL) return read_buffered(offset, bytes, into);  // direct I/O refused at this alignment
+  if (error == -1) throw std::runtime_error("the file ends inside its data");
+  if (error != 0) throw std::system_error(error, std::generic_category(), "pread");
+  std::uint32_t crc = 0;
+  for (std::size_t b = 0; b < blocks; ++b) crc = crc32_combine_bytes(crc, crcs[b], lengths[b]);
   return crc;
 }
 

@@ -1,8 +1,7 @@
 // Tensors stored contiguously in a file whose container (HDF5) allocated their space and knows
-// their offsets: the bytes go straight between memory and the file. Writes bypass the page cache
-// (direct I/O) where the file system allows; reads come in 1 MiB pieces with the CRC-32 computed
-// on the way, so that each byte crosses memory once. The checkpoint format (checkpoint_file.h)
-// uses both.
+// their offsets: the bytes go straight between memory and the file, bypassing the page cache
+// (direct I/O) where the file system allows, with the CRC-32 computed on the way. The checkpoint
+// format (checkpoint_file.h) uses both.
 #pragma once
 
 #include <cstddef>
@@ -29,14 +28,30 @@ struct TensorPiece {
 std::vector<std::uint32_t> write_tensor_pieces(const std::string& path, const std::vector<TensorPiece>& pieces,
                                                unsigned slow_ms);
 
-// Reads `bytes` at `offset` of `fd` into `into` and returns their CRC-32. Throws
-// std::system_error ("pread"), or std::runtime_error when the file ends first.
-std::uint32_t pread_with_crc(int fd, std::uint64_t offset, unsigned char* into, std::size_t bytes);
+// Tensors' bytes read out of one file with their CRC-32s. Ranges of a megabyte or more go by
+// direct I/O (O_DIRECT: no page cache, whose fresh pages cost more than the disk where memory
+// is a VM's, docs/performance.md) in 4 MiB blocks, four in flight, each block copied out of its
+// staging buffer and checksummed by the thread that read it; smaller ranges, and every range
+// where the file system refuses direct I/O, through the page cache.
+class TensorReader {
+ public:
+  // Throws std::system_error("open") naming nothing: the caller names the file.
+  explicit TensorReader(const std::string& path);
+  ~TensorReader();
+  TensorReader(const TensorReader&) = delete;
+  TensorReader& operator=(const TensorReader&) = delete;
 
-// The CRC-32 of `bytes` at `offset` of `fd`, read through `buffer` (8 MiB, reused by the caller;
-// each 4 MiB half checksummed on a helper thread while the other is read): a check of a whole
-// file allocates nothing of its size. Throws as pread_with_crc.
-std::uint32_t crc_of_range(int fd, std::uint64_t offset, std::size_t bytes, std::vector<unsigned char>& buffer);
+  // Reads `bytes` at `offset` into `into` and returns their CRC-32; with `into` null, only
+  // checksums them (nothing of their size is allocated). Throws std::system_error ("pread"), or
+  // std::runtime_error when the file ends first.
+  std::uint32_t read(std::uint64_t offset, std::size_t bytes, unsigned char* into);
+
+ private:
+  std::uint32_t read_direct(std::uint64_t offset, std::size_t bytes, unsigned char* into);
+  std::uint32_t read_buffered(std::uint64_t offset, std::size_t bytes, unsigned char* into);
+  int fd_ = -1, direct_ = -1;
+  void* stages_ = nullptr;  // the staging blocks, made at the first direct read
+};
 
 // Throws std::system_error(ENOSPC), saying how much is needed and free, when the file system
 // that will hold `path` has less than `bytes` free; unknown space passes (the writes will tell).

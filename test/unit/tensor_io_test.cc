@@ -1,6 +1,7 @@
 // Tensor bytes between memory and a file: the direct-I/O write puts every piece's bytes at its
-// offset, whatever their alignment, and leaves the bytes around them alone; reads and checks
-// give the CRC-32 zlib gives; buffers grown in huge pages keep their contents.
+// offset, whatever their alignment, and leaves the bytes around them alone; reads, by direct I/O
+// or the page cache, give the bytes and the CRC-32 zlib gives; buffers grown in huge pages keep
+// their contents.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <cstdint>
 #include <fstream>
 #include <iterator>
+#include <system_error>
 #include <vector>
 
 #include "test/unit/test_support.h"
@@ -79,20 +81,32 @@ TEST_CASE("tensor io: the slow testing write gives the same file") {
   CHECK(file_bytes(path) == expected);
 }
 
-TEST_CASE("tensor io: a range's CRC-32, read whole or through a small buffer, is zlib's") {
+TEST_CASE("tensor io: ranges read into memory or only checksummed, small and large, give zlib's CRC-32") {
   TempDir dir;
   const std::string path = dir.path + "/range.bin";
-  const std::vector<unsigned char> bytes = pattern((std::size_t{9} << 20) + 999, 4);
+  const std::vector<unsigned char> bytes = pattern((std::size_t{17} << 20) + 999, 4);
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  REQUIRE(fd >= 0);
-  std::vector<unsigned char> buffer, into(bytes.size() - 13);
-  CHECK(crc_of_range(fd, 13, bytes.size() - 13, buffer) == zlib_crc(bytes.data() + 13, bytes.size() - 13));
-  CHECK(buffer.size() < bytes.size() - 13);  // the buffer, not the range, is what was allocated
-  CHECK(crc_of_range(fd, 100, 5000, buffer) == zlib_crc(bytes.data() + 100, 5000));
-  CHECK(pread_with_crc(fd, 13, into.data(), into.size()) == zlib_crc(bytes.data() + 13, bytes.size() - 13));
-  CHECK(std::equal(into.begin(), into.end(), bytes.begin() + 13));
-  ::close(fd);
+  TensorReader reader(path);
+  // Below a megabyte (the page cache) and above (direct I/O, blocks in flight), unaligned at both
+  // ends, and to the file's last byte.
+  for (const auto& [offset, n] : std::vector<std::pair<std::size_t, std::size_t>>{
+           {13, 5000}, {4096, 4096}, {100, (std::size_t{9} << 20) + 3}, {13, bytes.size() - 13}, {0, std::size_t{1} << 20}}) {
+    CAPTURE(offset);
+    CAPTURE(n);
+    const std::uint32_t expected = zlib_crc(bytes.data() + offset, n);
+    CHECK(reader.read(offset, n, nullptr) == expected);
+    std::vector<unsigned char> into(n + 2, 0xab);
+    CHECK(reader.read(offset, n, into.data() + 1) == expected);
+    CHECK(std::equal(into.begin() + 1, into.end() - 1, bytes.begin() + static_cast<std::ptrdiff_t>(offset)));
+    CHECK(into.front() == 0xab);  // nothing written outside the range
+    CHECK(into.back() == 0xab);
+  }
+  std::vector<unsigned char> past(std::size_t{2} << 20);
+  testing::check_refused<std::runtime_error>([&] { reader.read(bytes.size() - 1000, past.size(), past.data()); },
+                                             "the file ends inside its data");
+  testing::check_refused<std::runtime_error>([&] { reader.read(bytes.size() - 10, 100, past.data()); },
+                                             "the file ends inside its data");
+  testing::check_refused<std::system_error>([&] { TensorReader none(dir.path + "/none.bin"); }, "open");
 }
 
 TEST_CASE("huge pages: a buffer grown in huge pages keeps its contents and zeroes the new elements") {
