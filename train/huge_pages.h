@@ -13,6 +13,23 @@ namespace slurm_train {
 // Advice only: nothing happens where THP is off, or for less than 2 MiB.
 void advise_huge_pages(void* data, std::size_t bytes);
 
+// A buffer of whole 2 MiB pages, aligned to them, advised huge pages: I/O from it goes as few
+// physically contiguous segments (a 4 MiB direct write is one request, not four of 254 pages) and
+// the kernel pins 2 pages, not 1,024. Empty (data() null) when the memory cannot be mapped.
+class HugePageBuffer {
+ public:
+  explicit HugePageBuffer(std::size_t bytes);
+  ~HugePageBuffer();
+  HugePageBuffer(const HugePageBuffer&) = delete;
+  HugePageBuffer& operator=(const HugePageBuffer&) = delete;
+  unsigned char* data() const { return data_; }
+
+ private:
+  void* mapping_ = nullptr;
+  std::size_t mapped_ = 0;
+  unsigned char* data_ = nullptr;
+};
+
 // v.resize(n), where memory it must allocate is advised huge pages before anything touches it.
 template <typename T>
 void resize_in_huge_pages(std::vector<T>& v, std::size_t n) {

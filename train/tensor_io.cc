@@ -1,7 +1,6 @@
 #include "train/tensor_io.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -48,17 +47,8 @@ int pwrite_all(int fd, const unsigned char* data, std::size_t n, std::uint64_t o
 
 // Two aligned staging buffers, each filled while the other is being written.
 struct Stages {
-  void* memory = MAP_FAILED;
-  Stages() {
-    memory = ::mmap(nullptr, 2 * kStageBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (memory != MAP_FAILED) advise_huge_pages(memory, 2 * kStageBytes);
-  }
-  ~Stages() {
-    if (memory != MAP_FAILED) ::munmap(memory, 2 * kStageBytes);
-  }
-  Stages(const Stages&) = delete;
-  Stages& operator=(const Stages&) = delete;
-  unsigned char* stage(int i) const { return static_cast<unsigned char*>(memory) + i * kStageBytes; }
+  HugePageBuffer memory{2 * kStageBytes};
+  unsigned char* stage(int i) const { return memory.data() + i * kStageBytes; }
 };
 
 // The pieces' bytes written through `direct` (opened O_DIRECT) wherever they cover whole aligned
@@ -69,7 +59,7 @@ struct Stages {
 // caller's to retry through the page cache.
 int write_pieces_direct(int direct, int buffered, const std::vector<TensorPiece>& pieces) {
   Stages stages;
-  if (stages.memory == MAP_FAILED) return EINVAL;
+  if (!stages.memory.data()) return EINVAL;
   std::future<int> in_flight;
   int err = 0, next = 0;
   auto finish_in_flight = [&] {
@@ -198,21 +188,14 @@ TensorReader::TensorReader(const std::string& path) {
 }
 
 TensorReader::~TensorReader() {
-  if (stages_) ::munmap(stages_, kReadsInFlight * kStageBytes);
   if (direct_ >= 0) ::close(direct_);
   ::close(fd_);
 }
 
 std::uint32_t TensorReader::read(std::uint64_t offset, std::size_t bytes, unsigned char* into) {
   if (bytes >= kDirectFrom && direct_ >= 0) {
-    if (!stages_) {
-      void* m = ::mmap(nullptr, kReadsInFlight * kStageBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (m != MAP_FAILED) {
-        advise_huge_pages(m, kReadsInFlight * kStageBytes);
-        stages_ = m;
-      }
-    }
-    if (stages_) return read_direct(offset, bytes, into);
+    if (!stages_) stages_ = std::make_unique<HugePageBuffer>(kReadsInFlight * kStageBytes);
+    if (stages_->data()) return read_direct(offset, bytes, into);
   }
   return read_buffered(offset, bytes, into);
 }
@@ -244,7 +227,7 @@ std::uint32_t TensorReader::read_direct(std::uint64_t offset, std::size_t bytes,
   std::atomic<std::size_t> next{0};
   std::atomic<int> error{0};  // errno of the first failure; -1: the file ended first
   auto work = [&](int k) {
-    unsigned char* stage = static_cast<unsigned char*>(stages_) + static_cast<std::size_t>(k) * kStageBytes;
+    unsigned char* stage = stages_->data() + static_cast<std::size_t>(k) * kStageBytes;
     for (std::size_t b; error == 0 && (b = next++) < blocks;) {
       const std::uint64_t from = begin + b * kStageBytes, to = std::min<std::uint64_t>(from + kStageBytes, end);
       const std::uint64_t lo = std::max<std::uint64_t>(from, offset), hi = std::min<std::uint64_t>(to, offset + bytes);

@@ -6,8 +6,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "train/huge_pages.h"
 
 namespace slurm_train {
 
@@ -50,7 +53,7 @@ class TensorReader {
   std::uint32_t read_direct(std::uint64_t offset, std::size_t bytes, unsigned char* into);
   std::uint32_t read_buffered(std::uint64_t offset, std::size_t bytes, unsigned char* into);
   int fd_ = -1, direct_ = -1;
-  void* stages_ = nullptr;  // the staging blocks, made at the first direct read
+  std::unique_ptr<HugePageBuffer> stages_;  // the staging blocks, made at the first direct read
 };
 
 // Throws std::system_error(ENOSPC), saying how much is needed and free, when the file system
