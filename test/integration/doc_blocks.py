@@ -2,6 +2,8 @@
 
 Every ```sh block carries a marker line just before it, an HTML comment a reader does not see:
   <!-- docs.bats: run -->                          run as written
+  <!-- docs.bats: run (in a folder with a copy of examples/ ...) -->
+                                                   run as written where examples/ is at hand
   <!-- docs.bats: run once the jobs have ended -->  run once the user's jobs have left the queue
   <!-- docs.bats: run as typed ... -->             its lines on the shell's standard input, as
                                                    typed (salloc's shell reads the lines after it)
@@ -11,6 +13,10 @@ Every ```sh block carries a marker line just before it, an HTML comment a reader
                                              only, when given) as OUTDIR/NN.sh, in order, each
                                              with its marker in OUTDIR/NN.marker
   doc_blocks.py unmarked FILE...             print FILE:LINE of every ```sh block without a marker
+  doc_blocks.py links FILE...                print FILE:LINE of every relative link (outside code)
+                                             whose file or folder does not exist, or whose
+                                             #anchor names no heading of the Markdown file
+  doc_blocks.py unlinked README DOC...       print every DOC that README does not link
 """
 import os
 import re
@@ -48,12 +54,71 @@ def split(path, outdir, section=None):
             f.write(marker + "\n")
 
 
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def prose_lines(path):
+    """(line number, text) of every line outside fenced code blocks."""
+    fenced = False
+    for n, line in enumerate(open(path, encoding="utf-8").read().split("\n"), start=1):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            continue
+        if not fenced:
+            yield n, line
+
+
+def link_targets(path):
+    """(line number, file, anchor) of every relative link; file is "" for a link within the page."""
+    for n, line in prose_lines(path):
+        for target in LINK.findall(re.sub(r"`[^`]*`", "", line)):
+            if re.match(r"^[a-z]+:", target):
+                continue
+            file, _, anchor = target.partition("#")
+            yield n, file, anchor
+
+
+def anchors(path):
+    """The #anchors of a Markdown file's headings, as GitHub makes them."""
+    found = set()
+    for _, line in prose_lines(path):
+        if line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            found.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+    return found
+
+
+def broken_links(paths):
+    bad = []
+    for p in paths:
+        for n, file, anchor in link_targets(p):
+            target = os.path.join(os.path.dirname(p), file) if file else p
+            if not os.path.exists(target):
+                bad.append(f"{p}:{n}: {file}: no such file")
+            elif anchor and target.endswith(".md") and anchor not in anchors(target):
+                bad.append(f"{p}:{n}: {file}#{anchor}: no such heading")
+    return bad
+
+
+def unlinked(readme, docs):
+    linked = {os.path.normpath(os.path.join(os.path.dirname(readme), f)) for _, f, _ in link_targets(readme) if f}
+    return [d for d in docs if os.path.normpath(d) not in linked]
+
+
 def main(argv):
     if len(argv) >= 4 and argv[1] == "split":
         split(argv[2], argv[3], argv[4] if len(argv) > 4 else None)
         return 0
     if len(argv) >= 3 and argv[1] == "unmarked":
         bad = [f"{p}:{n}" for p in argv[2:] for n, marker, _, _ in blocks(p) if marker is None]
+        print("\n".join(bad))
+        return 1 if bad else 0
+    if len(argv) >= 3 and argv[1] == "links":
+        bad = broken_links(argv[2:])
+        print("\n".join(bad))
+        return 1 if bad else 0
+    if len(argv) >= 4 and argv[1] == "unlinked":
+        bad = unlinked(argv[2], argv[3:])
         print("\n".join(bad))
         return 1 if bad else 0
     sys.stderr.write(__doc__)

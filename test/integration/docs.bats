@@ -1,16 +1,21 @@
 #!/usr/bin/env bats
-# The documentation, run as written: the command blocks of the README's "For users", "Training"
-# and "Checkpoints" and of examples/interactive.md, each group in a fresh folder and one clean
-# login shell (Lmod from /etc/profile.d) with the module of a `make install` into a temporary
-# prefix, on a local two-node cluster. A `<!-- docs.bats: ... -->` line before each block says
-# whether it runs (doc_blocks.py reads them). What the harness adds, and only this:
-# - SLURM_TRAIN_TRAIN_STEPS=100 in the environment, as the README says, to keep the runs short;
+# The documentation, run as written: the command blocks of the README, of every file of docs/ and
+# of examples/interactive.md, each file's blocks in order in a fresh folder and each block in one
+# clean login shell (Lmod from /etc/profile.d) with the module of a `make install` into a
+# temporary prefix, on a local two-node cluster. A `<!-- docs.bats: ... -->` line before each
+# block says whether it runs (doc_blocks.py reads them). What the harness adds, and only this:
+# - SLURM_TRAIN_TRAIN_STEPS=100 in the environment, as docs/development.md says, to keep the runs
+#   short;
 # - the site's prefix in the README's `module use` (/opt/slurm-train/VERSION) is the test's;
-# - `set -e`, so that a failing line fails its group; the module loaded first where the block
-#   does not load it itself; a wait for an empty queue before a block marked so (a user waits);
+# - `set -e`, so that a failing line fails its file; the module loaded first where the block
+#   does not load it itself; a copy of the installed examples/ in the folder of a file whose
+#   blocks are marked so; a wait for an empty queue before a block marked so (a user waits);
 # - OMPI_ALLOW_RUN_AS_ROOT*: the tests run as root, a user does not.
-# Not run: `make demo`/`make test` (this suite is part of make test), the admin's `make install`
-# (done here into the temporary prefix; site.bats checks it), scripts/cluster.sh (cluster.bats).
+# Not run, each marked with the reason: `make demo`/`make test` (this suite is part of make
+# test), the admin's `make install` (done here into the temporary prefix; site.bats checks it),
+# scripts/cluster.sh (cluster.bats), the GPT's full training (gpt_run.bats), gpu-check.sh (a GPU).
+# Besides: every relative link of the README, docs/ and the examples names a file (and heading)
+# that exists, and the README links every file of docs/.
 
 load helpers
 
@@ -49,12 +54,17 @@ split_blocks() {
 # login shell (with the module loaded first unless the block loads it), from a file; a block
 # marked "as typed" on the shell's standard input instead, with srun told not to read it
 # (SLURM_STDINMODE=none: srun forwards its standard input to the tasks, and would eat the lines
-# that a user types only once it is done).
+# that a user types only once it is done). A block marked to run beside a copy of examples/
+# finds the installed examples there.
 run_blocks() {
   local blocks=$1 folder=$2 b marker script
   for b in "$blocks"/*.sh; do
+    [ -e "$b" ] || continue
     marker=$(cat "${b%.sh}.marker")
     echo "== $(basename "$b"): $marker"
+    if [[ $marker == *"copy of examples/"* && ! -d $folder/examples ]]; then
+      cp -r "$PREFIX/share/slurm-train/examples" "$folder/examples"
+    fi
     if [[ $marker == *"once the jobs have ended"* ]]; then wait_for_empty_queue || return 1; fi
     script=${b%.sh}.run
     {
@@ -70,6 +80,10 @@ run_blocks() {
   done
 }
 
+# The files whose blocks have a test of their own below; every other file of docs/ is run by
+# "the run blocks of every other file of docs/".
+DOCS_WITH_TESTS="users.md checkpoints.md"
+
 wait_for_empty_queue() {
   local deadline=$((SECONDS + ${1:-600}))
   while [ -n "$(squeue -h 2>/dev/null)" ]; do
@@ -78,19 +92,32 @@ wait_for_empty_queue() {
   done
 }
 
-@test "every command block of the README and the examples says whether docs.bats runs it, and why not" {
-  run $PY "$BATS_TEST_DIRNAME/doc_blocks.py" unmarked "$ROOT/README.md" "$ROOT"/examples/*.md
+need_torch() {
+  $PY -c 'import torch' 2>/dev/null || skip "python3-torch is not installed (scripts/install-deps.sh)"
+}
+
+@test "every command block of the README, docs/ and the examples says whether docs.bats runs it, and why not" {
+  run $PY "$BATS_TEST_DIRNAME/doc_blocks.py" unmarked "$ROOT/README.md" "$ROOT"/docs/*.md "$ROOT"/examples/*.md
   echo "blocks without a docs.bats marker: $output"
   [ "$status" -eq 0 ]
   # A "not run" says why.
-  run grep -n '<!-- docs.bats: not run -->' "$ROOT/README.md" "$ROOT"/examples/*.md
+  run grep -n '<!-- docs.bats: not run -->' "$ROOT/README.md" "$ROOT"/docs/*.md "$ROOT"/examples/*.md
   [ "$status" -eq 1 ]
 }
 
-@test "README 'For users' as written: module use and load, copy, import, submit; then the log and the chart" {
+@test "every relative link of the README, docs/ and the examples names a file and a heading that exist; the README links every file of docs/" {
+  run $PY "$BATS_TEST_DIRNAME/doc_blocks.py" links "$ROOT/README.md" "$ROOT"/docs/*.md "$ROOT"/examples/*.md
+  echo "broken links: $output"
+  [ "$status" -eq 0 ]
+  run $PY "$BATS_TEST_DIRNAME/doc_blocks.py" unlinked "$ROOT/README.md" "$ROOT"/docs/*.md
+  echo "files of docs/ that the README does not link: $output"
+  [ "$status" -eq 0 ]
+}
+
+@test "README 'A first training' as written: module use and load, copy, import, submit; then the log and the chart" {
   work=$BATS_TEST_TMPDIR/user blocks=$BATS_TEST_TMPDIR/blocks
   mkdir -p "$work"
-  split_blocks "$ROOT/README.md" "$blocks" "For users"
+  split_blocks "$ROOT/README.md" "$blocks" "A first training"
   grep -q "^module use /opt/slurm-train/$VERSION/modulefiles" "$blocks/01.sh"
   run run_blocks "$blocks" "$work"
   echo "$output"
@@ -104,24 +131,71 @@ wait_for_empty_queue() {
   cp "$work/curves.png" "$BUILD/test/docs-curves.png"  # kept for a look
 }
 
-@test "README 'Training' and 'Checkpoints' as written, in a folder with the examples" {
-  work=$BATS_TEST_TMPDIR/training blocks=$BATS_TEST_TMPDIR/blocks
+@test "README 'Your own script' as written: the PyTorch DDP example under slurm-train exec on two nodes" {
+  need_torch
+  work=$BATS_TEST_TMPDIR/exec blocks=$BATS_TEST_TMPDIR/blocks
   mkdir -p "$work"
-  cp -r "$PREFIX/share/slurm-train/examples" "$work/examples"
-  split_blocks "$ROOT/README.md" "$blocks" "Training"
-  split_blocks "$ROOT/README.md" "$blocks" "Checkpoints"
+  split_blocks "$ROOT/README.md" "$blocks" "Your own script"
+  [ "$(ls "$blocks"/*.sh | wc -l)" -eq 1 ]
+  grep -q "slurm-train exec -- python3 pytorch_ddp.py" "$blocks/01.sh"
+  run run_blocks "$blocks" "$work"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ $output == *"step 60/60 loss"* ]]
+  [[ $output == *"final loss "* ]]
+  for r in 0 1 2 3; do grep -q "rank $r: done (exit 0)" "$work"/slurm-train-logs/*/rank-$r.log; done
+}
+
+@test "the README's run blocks are all in the sections that the tests above run" {
+  split_blocks "$ROOT/README.md" "$BATS_TEST_TMPDIR/all"
+  split_blocks "$ROOT/README.md" "$BATS_TEST_TMPDIR/tested" "A first training"
+  split_blocks "$ROOT/README.md" "$BATS_TEST_TMPDIR/tested" "Your own script"
+  [ "$(ls "$BATS_TEST_TMPDIR"/all/*.sh | wc -l)" -eq "$(ls "$BATS_TEST_TMPDIR"/tested/*.sh | wc -l)" ]
+}
+
+@test "docs/users.md as written, in a folder with the examples: import, run alone, under srun and mpirun, sbatch" {
+  work=$BATS_TEST_TMPDIR/users blocks=$BATS_TEST_TMPDIR/blocks
+  mkdir -p "$work"
+  split_blocks "$ROOT/docs/users.md" "$blocks"
   grep -q "^sbatch examples/fashion-mnist.sbatch" "$blocks/01.sh"
-  grep -q "^slurm-train ckpt verify ckpt" "$blocks/02.sh"
   run run_blocks "$blocks" "$work"
   echo "$output"
   [ "$status" -eq 0 ]
   [[ $output == *"on 1 rank(s), 100 steps"* ]]
   [ "$(grep -c 'on 2 rank(s), 100 steps' <<<"$output")" -eq 2 ]  # srun and mpirun
   [[ $output == *"Submitted batch job"* ]]
-  [[ $output == *"layer1.weight"* ]]  # ckpt show
   wait_for_empty_queue
   grep -q "on 2 rank(s), 100 steps" "$work"/fashion-mnist-*.out
   grep -q "^final: test_acc" "$work"/fashion-mnist-*.out
+}
+
+@test "docs/checkpoints.md as written: a run with checkpoints, then ckpt list, show and verify" {
+  work=$BATS_TEST_TMPDIR/checkpoints blocks=$BATS_TEST_TMPDIR/blocks
+  mkdir -p "$work"
+  split_blocks "$ROOT/docs/checkpoints.md" "$blocks"
+  grep -q "^slurm-train ckpt verify ckpt" "$blocks/01.sh"
+  run run_blocks "$blocks" "$work"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ $output == *"on 1 rank(s), 100 steps"* ]]
+  [[ $output == *"layer1.weight"* ]]                   # ckpt show
+  [[ $output == *"1 of 1 checkpoint(s) valid"* ]]      # ckpt verify
+  [ "$(cat "$work/ckpt/latest")" = step-00000100.h5 ]
+}
+
+@test "the run blocks of every other file of docs/ as written, each file in a folder of its own" {
+  local f name ran=0
+  for f in "$ROOT"/docs/*.md; do
+    name=$(basename "$f")
+    [[ " $DOCS_WITH_TESTS " != *" $name "* ]] || continue
+    split_blocks "$f" "$BATS_TEST_TMPDIR/blocks-$name"
+    mkdir -p "$BATS_TEST_TMPDIR/work-$name"
+    run run_blocks "$BATS_TEST_TMPDIR/blocks-$name" "$BATS_TEST_TMPDIR/work-$name"
+    echo "docs/$name: $output"
+    [ "$status" -eq 0 ]
+    ran=$((ran + $(ls "$BATS_TEST_TMPDIR/blocks-$name" | grep -c '\.sh$' || true)))
+  done
+  echo "run blocks in the other files of docs/: $ran"
 }
 
 @test "examples/interactive.md as written: srun from the login node, salloc, --train-verbose" {
@@ -168,7 +242,7 @@ wait_for_empty_queue() {
   [[ $page == *"Prometheus textfile-collector"* ]]
 }
 
-@test "a value that names a subcommand is a value: --ckpt.dir ckpt, as the README writes it" {
+@test "a value that names a subcommand is a value: --ckpt.dir ckpt, as docs/checkpoints.md writes it" {
   run "$PREFIX/bin/slurm-train" run --config "$ROOT/examples/fashion-mnist.toml" --ckpt.dir ckpt --print-config
   echo "$output"
   [ "$status" -eq 0 ]
