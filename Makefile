@@ -90,7 +90,7 @@ LIBS = $(PKG_LIBS) -lz
 # ---- sources --------------------------------------------------------------------------------
 JOBENV_SRC   := $(wildcard spank/jobenv/*.cc)
 PLUGIN_SRC   := $(wildcard spank/*.cc)
-ENGINE_SRC   := $(wildcard train/*.cc kernels/cpu/*.cc)
+ENGINE_SRC   := $(wildcard train/*/*.cc kernels/cpu/*.cc)
 LAUNCHER_SRC := $(filter-out launcher/main.cc,$(wildcard launcher/*.cc))
 CUDA_SRC     := $(if $(NVCC),$(wildcard kernels/cuda/*.cu))
 UNIT_SRC     := $(wildcard test/unit/*.cc)

@@ -19,7 +19,7 @@
 #include "kernels/kernels.h"
 #include "train/checkpoint_parallel.h"
 #include "train/checkpoint_store.h"
-#include "train/comm.h"
+#include "train/comm/comm.h"
 #include "train/mlp.h"
 #include "train/sharded_optimizer.h"
 

@@ -27,7 +27,7 @@
 #include "kernels/cpu/attention_gemm.h"
 #include "kernels/kernels.h"
 #include "train/batches.h"
-#include "train/comm.h"
+#include "train/comm/comm.h"
 #include "train/cpu_gpt_step.h"
 #include "train/samples.h"
 #include "train/token_dataset.h"

@@ -31,7 +31,7 @@
 #include "bench/square_sgemm.h"
 #include "kernels/kernels.h"
 #include "train/batches.h"
-#include "train/comm.h"
+#include "train/comm/comm.h"
 #include "train/cpu_mlp_step.h"
 #include "train/dataset.h"
 #include "train/optimizer.h"

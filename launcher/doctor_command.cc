@@ -16,7 +16,7 @@
 #include "launcher/mpi_session.h"
 #include "spank/jobenv/cpuset.h"
 #include "spank/jobenv/host.h"
-#include "train/comm.h"
+#include "train/comm/comm.h"
 
 namespace slurm_train {
 

@@ -37,7 +37,7 @@
 #include "spank/jobenv/host.h"
 #include "train/checkpoint_file.h"
 #include "train/checkpoint_policy.h"
-#include "train/comm.h"
+#include "train/comm/comm.h"
 #include "train/config.h"
 #include "train/device.h"
 #include "train/divergence.h"

@@ -35,7 +35,7 @@
 #include "launcher/control_auth.h"
 #include "launcher/rank_status.h"
 #include "launcher/watchdog_wire.h"
-#include "train/comm.h"
+#include "train/comm/comm.h"
 #include "train/train_phase.h"
 
 namespace slurm_train {

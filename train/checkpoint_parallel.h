@@ -26,7 +26,7 @@
 #include "train/checkpoint_file.h"
 #include "train/checkpoint_state.h"
 #include "train/checkpoint_store.h"
-#include "train/comm.h"
+#include "train/comm/comm.h"
 
 namespace slurm_train {
 

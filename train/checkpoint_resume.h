@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "train/checkpoint_state.h"
-#include "train/comm.h"
+#include "train/comm/comm.h"
 
 namespace slurm_train {
 

@@ -12,7 +12,7 @@
 
 #include "train/checkpoint_store.h"
 #include "train/checkpoint_writer.h"
-#include "train/comm.h"
+#include "train/comm/comm.h"
 #include "train/config.h"
 #include "train/model_file.h"
 #include "train/optimizer.h"

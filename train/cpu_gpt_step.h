@@ -9,7 +9,7 @@
 #include <optional>
 
 #include "kernels/kernels.h"
-#include "train/comm.h"
+#include "train/comm/comm.h"
 #include "train/gpt.h"
 #include "train/optimizer.h"
 #include "train/step_optimizer.h"

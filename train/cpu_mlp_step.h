@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
-#include "train/comm.h"
+#include "train/comm/comm.h"
 #include "train/mlp.h"
 #include "train/optimizer.h"
 #include "train/step_optimizer.h"

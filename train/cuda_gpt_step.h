@@ -36,7 +36,7 @@
 #include <vector>
 
 #include "kernels/cuda/lt_matmul.h"
-#include "train/comm.h"
+#include "train/comm/comm.h"
 #include "train/gpt.h"
 #include "train/optimizer.h"
 #include "train/train_step.h"

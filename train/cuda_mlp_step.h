@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "kernels/cuda/lt_matmul.h"
-#include "train/comm.h"
+#include "train/comm/comm.h"
 #include "train/device_batches.h"
 #include "train/mlp.h"
 #include "train/optimizer.h"

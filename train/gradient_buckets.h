@@ -9,7 +9,7 @@
 #include <optional>
 #include <vector>
 
-#include "train/comm.h"
+#include "train/comm/comm.h"
 #include "train/mlp.h"
 
 namespace slurm_train {

@@ -13,7 +13,7 @@
 
 #if defined(SLURM_TRAIN_WITH_CUDA)
 #include "kernels/cuda/cuda_check.h"
-#include "train/comm_nccl.h"
+#include "train/comm/comm_nccl.h"
 #include "train/cuda_gpt_step.h"
 #include "train/cuda_mlp_step.h"
 #endif

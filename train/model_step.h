@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "train/comm.h"
+#include "train/comm/comm.h"
 #include "train/config.h"
 #include "train/dataset.h"
 #include "train/gpt.h"

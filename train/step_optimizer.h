@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
-#include "train/comm.h"
+#include "train/comm/comm.h"
 #include "train/gradient_buckets.h"
 #include "train/optimizer.h"
 #include "train/sharded_optimizer.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "train/comm.h"
+#include "train/comm/comm.h"
 #include "train/config.h"
 #include "train/metrics.h"
 #include "train/prometheus.h"

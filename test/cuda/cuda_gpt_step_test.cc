@@ -26,7 +26,7 @@
 #include "kernels/cuda/transformer_kernels.h"
 #include "kernels/kernels.h"
 #include "test/cuda/cuda_test_support.h"
-#include "train/comm_nccl.h"
+#include "train/comm/comm_nccl.h"
 #include "train/cpu_gpt_step.h"
 #include "train/cuda_gpt_step.h"
 #include "train/gpt.h"

@@ -9,7 +9,7 @@
 
 #include "kernels/kernels.h"
 #include "test/cuda/cuda_test_support.h"
-#include "train/comm_nccl.h"
+#include "train/comm/comm_nccl.h"
 #include "train/cpu_mlp_step.h"
 #include "train/cuda_mlp_step.h"
 #include "train/mlp.h"

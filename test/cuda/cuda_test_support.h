@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "kernels/cuda/device_buffer.h"
-#include "train/comm.h"
+#include "train/comm/comm.h"
 
 namespace slurm_train::cuda_test {
 

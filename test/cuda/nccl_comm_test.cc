@@ -5,7 +5,7 @@
 #include <numeric>
 
 #include "test/cuda/cuda_test_support.h"
-#include "train/comm_nccl.h"
+#include "train/comm/comm_nccl.h"
 
 namespace {
 

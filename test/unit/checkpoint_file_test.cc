@@ -18,7 +18,7 @@
 #include <numeric>
 #include <thread>
 
-#include "train/comm.h"
+#include "train/comm/comm.h"
 #include "test/unit/test_support.h"
 #include "train/checkpoint_file.h"
 #include "train/checkpoint_resume.h"

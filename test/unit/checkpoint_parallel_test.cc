@@ -12,7 +12,7 @@
 #include "train/checkpoint_file.h"
 #include "train/checkpoint_parallel.h"
 #include "train/checkpoint_store.h"
-#include "train/comm.h"
+#include "train/comm/comm.h"
 #include "train/crc32.h"
 #include "train/h5.h"
 

@@ -8,7 +8,7 @@
 #include <deque>
 #include <vector>
 
-#include "train/comm.h"
+#include "train/comm/comm.h"
 
 namespace slurm_train {
 

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <string>
 
-#include "train/comm.h"
+#include "train/comm/comm.h"
 
 namespace slurm_train {
 

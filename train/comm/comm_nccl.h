@@ -15,7 +15,7 @@
 #include <chrono>
 #include <memory>
 
-#include "train/comm.h"
+#include "train/comm/comm.h"
 
 namespace slurm_train {
 

@@ -1,6 +1,6 @@
 // NCCL behind Comm (see comm_nccl.h). Compiled only into CUDA builds.
 #if defined(SLURM_TRAIN_WITH_CUDA)
-#include "train/comm_nccl.h"
+#include "train/comm/comm_nccl.h"
 
 #include <nccl.h>
 #include <unistd.h>
