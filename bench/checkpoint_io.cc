@@ -19,7 +19,7 @@
 #include <numeric>
 
 #include "train/checkpoint_file.h"
-#include "train/contained_reads.h"
+#include "train/io/contained_reads.h"
 #include "train/checkpoint_store.h"
 
 using namespace slurm_train;

@@ -18,7 +18,7 @@
 #include "launcher/folder_trust.h"
 #include "launcher/subprocess.h"
 #include "spank/jobenv/host.h"
-#include "train/durable_file.h"
+#include "train/io/durable_file.h"
 
 namespace slurm_train {
 

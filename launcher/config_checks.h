@@ -7,7 +7,7 @@
 
 #include "launcher/doctor_checks.h"
 #include "train/config.h"
-#include "train/memory_budget.h"
+#include "train/io/memory_budget.h"
 
 namespace slurm_train {
 

@@ -15,8 +15,8 @@
 #include "launcher/run_command.h"
 #include "launcher/sample_command.h"
 #include "launcher/submit_command.h"
-#include "train/contained_reads.h"
-#include "train/crash_contained.h"
+#include "train/io/contained_reads.h"
+#include "train/io/crash_contained.h"
 
 int main(int argc, char** argv) {
   if (const auto child = slurm_train::contained_reads_main(argc, argv)) return *child;

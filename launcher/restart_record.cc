@@ -8,7 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "train/durable_file.h"
+#include "train/io/durable_file.h"
 
 namespace slurm_train {
 

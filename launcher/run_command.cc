@@ -41,7 +41,7 @@
 #include "train/config.h"
 #include "train/device.h"
 #include "train/divergence.h"
-#include "train/durable_file.h"
+#include "train/io/durable_file.h"
 #include "train/trainer.h"
 
 namespace slurm_train {

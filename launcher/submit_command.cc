@@ -13,7 +13,7 @@
 #include "launcher/doctor_checks.h"
 #include "launcher/submit_script.h"
 #include "launcher/subprocess.h"
-#include "train/durable_file.h"
+#include "train/io/durable_file.h"
 
 namespace slurm_train {
 

@@ -18,11 +18,11 @@
 #include <variant>
 
 #include "train/checkpoint_format.h"
-#include "train/crash_contained.h"
-#include "train/crc32.h"
-#include "train/h5.h"
-#include "train/huge_pages.h"
-#include "train/tensor_io.h"
+#include "train/io/crash_contained.h"
+#include "train/io/crc32.h"
+#include "train/io/h5.h"
+#include "train/io/huge_pages.h"
+#include "train/io/tensor_io.h"
 
 namespace slurm_train {
 

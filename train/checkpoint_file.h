@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "train/checkpoint_state.h"
-#include "train/tensor_io.h"
+#include "train/io/tensor_io.h"
 
 namespace slurm_train {
 

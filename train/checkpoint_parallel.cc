@@ -16,9 +16,9 @@
 #include "spank/jobenv/host.h"
 #include "train/checkpoint_file.h"
 #include "train/checkpoint_policy.h"
-#include "train/crc32.h"
-#include "train/durable_file.h"
-#include "train/tensor_io.h"
+#include "train/io/crc32.h"
+#include "train/io/durable_file.h"
+#include "train/io/tensor_io.h"
 
 namespace slurm_train {
 

@@ -12,7 +12,7 @@
 
 #include "train/checkpoint_file.h"
 #include "train/checkpoint_policy.h"
-#include "train/durable_file.h"
+#include "train/io/durable_file.h"
 
 namespace slurm_train {
 

@@ -3,7 +3,7 @@
 #include <iostream>
 #include <utility>
 
-#include "train/h5.h"
+#include "train/io/h5.h"
 
 namespace slurm_train {
 

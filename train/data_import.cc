@@ -11,8 +11,8 @@
 #include <cstring>
 #include <filesystem>
 
-#include "train/durable_file.h"
-#include "train/h5.h"
+#include "train/io/durable_file.h"
+#include "train/io/h5.h"
 #include "train/idx.h"
 
 namespace slurm_train {

@@ -12,9 +12,9 @@
 #include <set>
 #include <tuple>
 
-#include "train/crash_contained.h"
-#include "train/h5.h"
-#include "train/huge_pages.h"
+#include "train/io/crash_contained.h"
+#include "train/io/h5.h"
+#include "train/io/huge_pages.h"
 
 namespace slurm_train {
 

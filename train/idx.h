@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "train/memory_budget.h"
+#include "train/io/memory_budget.h"
 
 namespace slurm_train {
 

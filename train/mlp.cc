@@ -3,7 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "train/huge_pages.h"
+#include "train/io/huge_pages.h"
 
 namespace slurm_train {
 

@@ -4,8 +4,8 @@
 
 #include <filesystem>
 
-#include "train/durable_file.h"
-#include "train/h5.h"
+#include "train/io/durable_file.h"
+#include "train/io/h5.h"
 
 #ifndef SLURM_TRAIN_VERSION
 #error "SLURM_TRAIN_VERSION must be defined by the build"

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "train/memory_budget.h"
+#include "train/io/memory_budget.h"
 
 namespace slurm_train {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "train/huge_pages.h"
+#include "train/io/huge_pages.h"
 
 namespace slurm_train {
 

@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "train/durable_file.h"
-#include "train/h5.h"
-#include "train/memory_budget.h"
+#include "train/io/durable_file.h"
+#include "train/io/h5.h"
+#include "train/io/memory_budget.h"
 
 namespace slurm_train {
 

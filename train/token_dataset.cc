@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "train/h5.h"
+#include "train/io/h5.h"
 
 namespace slurm_train {
 

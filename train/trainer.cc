@@ -14,7 +14,7 @@
 #include "train/dataset.h"
 #include "train/device.h"
 #include "train/divergence.h"
-#include "train/durable_file.h"
+#include "train/io/durable_file.h"
 #include "train/evaluation.h"
 #include "train/metrics.h"
 #include "train/model_file.h"

@@ -14,8 +14,8 @@
 #include <exception>
 #include <string>
 
-#include "train/crash_contained.h"
-#include "train/memory_budget.h"
+#include "train/io/crash_contained.h"
+#include "train/io/memory_budget.h"
 
 namespace slurm_train::fuzz {
 

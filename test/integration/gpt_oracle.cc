@@ -16,7 +16,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/kernels.h"
 #include "train/gpt.h"
-#include "train/h5.h"
+#include "train/io/h5.h"
 #include "train/optimizer.h"
 
 using namespace slurm_train;

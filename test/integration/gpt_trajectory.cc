@@ -18,7 +18,7 @@
 #include "kernels/kernels.h"
 #include "train/cpu_gpt_step.h"
 #include "train/gpt.h"
-#include "train/h5.h"
+#include "train/io/h5.h"
 
 using namespace slurm_train;
 

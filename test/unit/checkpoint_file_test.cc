@@ -23,9 +23,9 @@
 #include "train/checkpoint_file.h"
 #include "train/checkpoint_resume.h"
 #include "train/checkpoint_store.h"
-#include "train/durable_file.h"
+#include "train/io/durable_file.h"
 #include "train/checkpoint_writer.h"
-#include "train/h5.h"
+#include "train/io/h5.h"
 
 using namespace slurm_train;
 using testing::flip_byte;

@@ -14,7 +14,7 @@
 #include "spank/jobenv/host.h"
 #include "test_support.h"
 #include "train/checkpoint_store.h"
-#include "train/durable_file.h"
+#include "train/io/durable_file.h"
 
 using namespace slurm_train;
 namespace fs = std::filesystem;

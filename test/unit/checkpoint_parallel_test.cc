@@ -13,8 +13,8 @@
 #include "train/checkpoint_parallel.h"
 #include "train/checkpoint_store.h"
 #include "train/comm/comm.h"
-#include "train/crc32.h"
-#include "train/h5.h"
+#include "train/io/crc32.h"
+#include "train/io/h5.h"
 
 using namespace slurm_train;
 using testing::flip_byte;

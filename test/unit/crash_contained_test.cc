@@ -1,6 +1,6 @@
 // A read that crashes in the child is reported, not suffered: the parent goes on, its own signal
 // handlers untouched; a read that returns or throws lets the caller read for real.
-#include "train/crash_contained.h"
+#include "train/io/crash_contained.h"
 
 #include <signal.h>
 #include <sys/prctl.h>

@@ -1,6 +1,6 @@
-// The CRC-32 of checkpoints (train/crc32.h) against zlib's crc32, which it must equal bit for
+// The CRC-32 of checkpoints (train/io/crc32.h) against zlib's crc32, which it must equal bit for
 // bit: every length around the folding's 16- and 64-byte steps, unaligned starts, continued CRCs.
-#include "train/crc32.h"
+#include "train/io/crc32.h"
 
 #include <zlib.h>
 

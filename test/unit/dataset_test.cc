@@ -12,7 +12,7 @@
 #include <limits>
 
 #include "test/unit/test_support.h"
-#include "train/h5.h"
+#include "train/io/h5.h"
 #include "train/idx.h"
 
 using namespace slurm_train;

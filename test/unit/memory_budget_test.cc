@@ -1,4 +1,4 @@
-#include "train/memory_budget.h"
+#include "train/io/memory_budget.h"
 
 #include <doctest/doctest.h>
 

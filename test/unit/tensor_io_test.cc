@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "test/unit/test_support.h"
-#include "train/huge_pages.h"
-#include "train/tensor_io.h"
+#include "train/io/huge_pages.h"
+#include "train/io/tensor_io.h"
 
 using namespace slurm_train;
 using testing::TempDir;

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "train/huge_pages.h"
+#include "train/io/huge_pages.h"
 
 namespace slurm_train {
 

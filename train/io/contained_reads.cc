@@ -1,4 +1,4 @@
-#include "train/contained_reads.h"
+#include "train/io/contained_reads.h"
 
 #include <hdf5.h>
 
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "train/checkpoint_file.h"
-#include "train/crash_contained.h"
+#include "train/io/crash_contained.h"
 #include "train/dataset.h"
 
 namespace slurm_train {

@@ -1,4 +1,4 @@
-#include "train/crash_contained.h"
+#include "train/io/crash_contained.h"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -1,4 +1,4 @@
-#include "train/h5.h"
+#include "train/io/h5.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "train/huge_pages.h"
+#include "train/io/huge_pages.h"
 
 #include <sys/mman.h>
 

@@ -1,4 +1,4 @@
-#include "train/tensor_io.h"
+#include "train/io/tensor_io.h"
 
 #include <fcntl.h>
 #include <sys/statvfs.h>
@@ -17,8 +17,8 @@
 #include <system_error>
 #include <thread>
 
-#include "train/crc32.h"
-#include "train/huge_pages.h"
+#include "train/io/crc32.h"
+#include "train/io/huge_pages.h"
 
 namespace slurm_train {
 

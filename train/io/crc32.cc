@@ -1,4 +1,4 @@
-#include "train/crc32.h"
+#include "train/io/crc32.h"
 
 #include <zlib.h>
 

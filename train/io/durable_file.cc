@@ -1,4 +1,4 @@
-#include "train/durable_file.h"
+#include "train/io/durable_file.h"
 
 #include <fcntl.h>
 #include <signal.h>
