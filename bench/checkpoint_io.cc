@@ -18,9 +18,9 @@
 #include <iostream>
 #include <numeric>
 
-#include "train/checkpoint_file.h"
+#include "train/checkpoint/checkpoint_file.h"
 #include "train/io/contained_reads.h"
-#include "train/checkpoint_store.h"
+#include "train/checkpoint/checkpoint_store.h"
 
 using namespace slurm_train;
 using Clock = std::chrono::steady_clock;

@@ -17,8 +17,8 @@
 #include <set>
 
 #include "kernels/kernels.h"
-#include "train/checkpoint_parallel.h"
-#include "train/checkpoint_store.h"
+#include "train/checkpoint/checkpoint_parallel.h"
+#include "train/checkpoint/checkpoint_store.h"
 #include "train/comm/comm.h"
 #include "train/mlp.h"
 #include "train/sharded_optimizer.h"

@@ -8,8 +8,8 @@
 #include <memory>
 
 #include "launcher/exit_codes.h"
-#include "train/checkpoint_file.h"
-#include "train/checkpoint_store.h"
+#include "train/checkpoint/checkpoint_file.h"
+#include "train/checkpoint/checkpoint_store.h"
 
 namespace slurm_train {
 

@@ -10,8 +10,8 @@
 
 #include "launcher/cli_validators.h"
 #include "launcher/exit_codes.h"
-#include "train/checkpoint_file.h"
-#include "train/checkpoint_store.h"
+#include "train/checkpoint/checkpoint_file.h"
+#include "train/checkpoint/checkpoint_store.h"
 #include "train/cuda_gpt_sampler.h"
 #include "train/device.h"
 #include "train/gpt_sampler.h"

@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 
 #include "spank/jobenv/host.h"
-#include "train/checkpoint_parallel.h"
-#include "train/checkpoint_policy.h"
+#include "train/checkpoint/checkpoint_parallel.h"
+#include "train/checkpoint/checkpoint_policy.h"
 
 namespace slurm_train {
 

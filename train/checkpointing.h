@@ -10,8 +10,8 @@
 #include <ostream>
 #include <string>
 
-#include "train/checkpoint_store.h"
-#include "train/checkpoint_writer.h"
+#include "train/checkpoint/checkpoint_store.h"
+#include "train/checkpoint/checkpoint_writer.h"
 #include "train/comm/comm.h"
 #include "train/config.h"
 #include "train/model_file.h"

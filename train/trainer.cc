@@ -9,7 +9,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "train/checkpoint_resume.h"
+#include "train/checkpoint/checkpoint_resume.h"
 #include "train/checkpointing.h"
 #include "train/dataset.h"
 #include "train/device.h"

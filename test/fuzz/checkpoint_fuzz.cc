@@ -2,7 +2,7 @@
 // checkpoints written by `slurm-train run`; the fuzzer mutates them). Each of the three reads
 // the file on its own, so each runs whatever the others did.
 #include "test/fuzz/fuzz_support.h"
-#include "train/checkpoint_file.h"
+#include "train/checkpoint/checkpoint_file.h"
 
 using namespace slurm_train;
 

@@ -20,11 +20,11 @@
 
 #include "train/comm/comm.h"
 #include "test/unit/test_support.h"
-#include "train/checkpoint_file.h"
-#include "train/checkpoint_resume.h"
-#include "train/checkpoint_store.h"
+#include "train/checkpoint/checkpoint_file.h"
+#include "train/checkpoint/checkpoint_resume.h"
+#include "train/checkpoint/checkpoint_store.h"
 #include "train/io/durable_file.h"
-#include "train/checkpoint_writer.h"
+#include "train/checkpoint/checkpoint_writer.h"
 #include "train/io/h5.h"
 
 using namespace slurm_train;

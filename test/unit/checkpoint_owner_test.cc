@@ -13,7 +13,7 @@
 
 #include "spank/jobenv/host.h"
 #include "test_support.h"
-#include "train/checkpoint_store.h"
+#include "train/checkpoint/checkpoint_store.h"
 #include "train/io/durable_file.h"
 
 using namespace slurm_train;

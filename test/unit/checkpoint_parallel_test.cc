@@ -9,9 +9,9 @@
 #include <numeric>
 
 #include "test/unit/test_support.h"
-#include "train/checkpoint_file.h"
-#include "train/checkpoint_parallel.h"
-#include "train/checkpoint_store.h"
+#include "train/checkpoint/checkpoint_file.h"
+#include "train/checkpoint/checkpoint_parallel.h"
+#include "train/checkpoint/checkpoint_store.h"
 #include "train/comm/comm.h"
 #include "train/io/crc32.h"
 #include "train/io/h5.h"

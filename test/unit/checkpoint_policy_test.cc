@@ -1,4 +1,4 @@
-#include "train/checkpoint_policy.h"
+#include "train/checkpoint/checkpoint_policy.h"
 
 #include <doctest/doctest.h>
 

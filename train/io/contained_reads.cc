@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "train/checkpoint_file.h"
+#include "train/checkpoint/checkpoint_file.h"
 #include "train/io/crash_contained.h"
 #include "train/dataset.h"
 

@@ -1,4 +1,4 @@
-#include "train/checkpoint_format.h"
+#include "train/checkpoint/checkpoint_format.h"
 
 #include <fmt/format.h>
 

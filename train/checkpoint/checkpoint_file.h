@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "train/checkpoint_state.h"
+#include "train/checkpoint/checkpoint_state.h"
 #include "train/io/tensor_io.h"
 
 namespace slurm_train {

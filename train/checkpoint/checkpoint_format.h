@@ -9,7 +9,7 @@
 #include <variant>
 #include <vector>
 
-#include "train/checkpoint_state.h"
+#include "train/checkpoint/checkpoint_state.h"
 
 namespace slurm_train {
 

@@ -1,4 +1,4 @@
-#include "train/checkpoint_file.h"
+#include "train/checkpoint/checkpoint_file.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -17,7 +17,7 @@
 #include <type_traits>
 #include <variant>
 
-#include "train/checkpoint_format.h"
+#include "train/checkpoint/checkpoint_format.h"
 #include "train/io/crash_contained.h"
 #include "train/io/crc32.h"
 #include "train/io/h5.h"

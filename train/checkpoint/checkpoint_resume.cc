@@ -1,13 +1,13 @@
-#include "train/checkpoint_resume.h"
+#include "train/checkpoint/checkpoint_resume.h"
 
 #include <fmt/format.h>
 
 #include <cstring>
 #include <utility>
 
-#include "train/checkpoint_file.h"
-#include "train/checkpoint_policy.h"
-#include "train/checkpoint_store.h"
+#include "train/checkpoint/checkpoint_file.h"
+#include "train/checkpoint/checkpoint_policy.h"
+#include "train/checkpoint/checkpoint_store.h"
 
 namespace slurm_train {
 

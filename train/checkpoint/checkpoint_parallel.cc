@@ -1,4 +1,4 @@
-#include "train/checkpoint_parallel.h"
+#include "train/checkpoint/checkpoint_parallel.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -14,8 +14,8 @@
 #include <system_error>
 
 #include "spank/jobenv/host.h"
-#include "train/checkpoint_file.h"
-#include "train/checkpoint_policy.h"
+#include "train/checkpoint/checkpoint_file.h"
+#include "train/checkpoint/checkpoint_policy.h"
 #include "train/io/crc32.h"
 #include "train/io/durable_file.h"
 #include "train/io/tensor_io.h"

@@ -23,7 +23,7 @@
 #include <mutex>
 #include <thread>
 
-#include "train/checkpoint_state.h"
+#include "train/checkpoint/checkpoint_state.h"
 
 namespace slurm_train {
 

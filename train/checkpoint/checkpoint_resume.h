@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "train/checkpoint_state.h"
+#include "train/checkpoint/checkpoint_state.h"
 #include "train/comm/comm.h"
 
 namespace slurm_train {

@@ -1,4 +1,4 @@
-#include "train/checkpoint_store.h"
+#include "train/checkpoint/checkpoint_store.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,8 +10,8 @@
 #include <cstring>
 #include <filesystem>
 
-#include "train/checkpoint_file.h"
-#include "train/checkpoint_policy.h"
+#include "train/checkpoint/checkpoint_file.h"
+#include "train/checkpoint/checkpoint_policy.h"
 #include "train/io/durable_file.h"
 
 namespace slurm_train {

@@ -23,9 +23,9 @@
 #include <string>
 #include <vector>
 
-#include "train/checkpoint_file.h"
-#include "train/checkpoint_state.h"
-#include "train/checkpoint_store.h"
+#include "train/checkpoint/checkpoint_file.h"
+#include "train/checkpoint/checkpoint_state.h"
+#include "train/checkpoint/checkpoint_store.h"
 #include "train/comm/comm.h"
 
 namespace slurm_train {

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "train/checkpoint_state.h"
+#include "train/checkpoint/checkpoint_state.h"
 
 namespace slurm_train {
 
