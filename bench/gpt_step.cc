@@ -26,11 +26,11 @@
 #include "bench/square_sgemm.h"
 #include "kernels/cpu/attention_gemm.h"
 #include "kernels/kernels.h"
-#include "train/batches.h"
+#include "train/data/batches.h"
 #include "train/comm/comm.h"
 #include "train/cpu_gpt_step.h"
-#include "train/samples.h"
-#include "train/token_dataset.h"
+#include "train/data/samples.h"
+#include "train/data/token_dataset.h"
 
 using namespace slurm_train;
 

@@ -54,19 +54,19 @@
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/lt_matmul.h"
 #include "kernels/kernels.h"
-#include "train/batches.h"
+#include "train/data/batches.h"
 #include "train/cpu_gpt_step.h"
 #include "train/cpu_mlp_step.h"
 #include "kernels/cuda/flash_attention.h"
 #include "train/cuda_gpt_step.h"
 #include "train/cuda_mlp_step.h"
-#include "train/dataset.h"
+#include "train/data/dataset.h"
 #include "train/evaluation.h"
 #include "train/device_batches.h"
 #include "train/gpt.h"
 #include "train/mlp.h"
 #include "train/optimizer.h"
-#include "train/prefetcher.h"
+#include "train/data/prefetcher.h"
 
 using namespace slurm_train;
 using slurm_train::bench::KernelTime;

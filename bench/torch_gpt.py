@@ -68,7 +68,7 @@ def main():
     no_decay = [t for t in model.parameters() if t.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=2e-3, betas=(0.9, 0.99))
-    # Rank r's rows of the global batch: the exact split of train/batches.cc.
+    # Rank r's rows of the global batch: the exact split of train/data/batches.cc.
     base, extra = divmod(a.global_batch, world)
     rows = base + (1 if rank < extra else 0)
     g = torch.Generator().manual_seed(rank)

@@ -70,7 +70,7 @@ def main():
     torch.manual_seed(42)
     x_all, y_all = load_samples(args)
     order = torch.from_numpy(np.random.default_rng(42).permutation(len(y_all)))
-    # Rank r's rows of a global batch: the exact split of bench/train_step.cc (train/batches.cc).
+    # Rank r's rows of a global batch: the exact split of bench/train_step.cc (train/data/batches.cc).
     base, extra = divmod(args.global_batch, world)
     begin = rank * base + min(rank, extra)
     rows = base + (1 if rank < extra else 0)

@@ -30,10 +30,10 @@
 
 #include "bench/square_sgemm.h"
 #include "kernels/kernels.h"
-#include "train/batches.h"
+#include "train/data/batches.h"
 #include "train/comm/comm.h"
 #include "train/cpu_mlp_step.h"
-#include "train/dataset.h"
+#include "train/data/dataset.h"
 #include "train/optimizer.h"
 #include "train/step_phases.h"
 #include "train/stop_votes.h"

@@ -7,11 +7,11 @@
 #include <optional>
 
 #include "launcher/launch_position.h"
-#include "train/batches.h"
-#include "train/dataset.h"
+#include "train/data/batches.h"
+#include "train/data/dataset.h"
 #include "train/device.h"
 #include "train/model_memory.h"
-#include "train/token_dataset.h"
+#include "train/data/token_dataset.h"
 
 namespace slurm_train {
 

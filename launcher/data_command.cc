@@ -5,9 +5,9 @@
 #include <iostream>
 #include <memory>
 
-#include "train/data_import.h"
-#include "train/idx.h"
-#include "train/text_import.h"
+#include "train/data/data_import.h"
+#include "train/data/idx.h"
+#include "train/data/text_import.h"
 
 namespace slurm_train {
 

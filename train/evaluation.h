@@ -3,8 +3,8 @@
 // evaluates the whole set on the CPU and the GPU and compares.
 #pragma once
 
-#include "train/batches.h"
-#include "train/samples.h"
+#include "train/data/batches.h"
+#include "train/data/samples.h"
 #include "train/train_step.h"
 
 namespace slurm_train {

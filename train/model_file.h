@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "train/dataset.h"
+#include "train/data/dataset.h"
 #include "train/model_layout.h"
 
 namespace slurm_train {

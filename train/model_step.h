@@ -9,7 +9,7 @@
 
 #include "train/comm/comm.h"
 #include "train/config.h"
-#include "train/dataset.h"
+#include "train/data/dataset.h"
 #include "train/gpt.h"
 #include "train/model_file.h"
 #include "train/optimizer.h"

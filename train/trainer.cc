@@ -11,7 +11,7 @@
 
 #include "train/checkpoint/checkpoint_resume.h"
 #include "train/checkpointing.h"
-#include "train/dataset.h"
+#include "train/data/dataset.h"
 #include "train/device.h"
 #include "train/divergence.h"
 #include "train/io/durable_file.h"
@@ -19,12 +19,12 @@
 #include "train/metrics.h"
 #include "train/model_file.h"
 #include "train/model_step.h"
-#include "train/prefetcher.h"
-#include "train/samples.h"
+#include "train/data/prefetcher.h"
+#include "train/data/samples.h"
 #include "train/prometheus.h"
 #include "train/step_phases.h"
 #include "train/stop_votes.h"
-#include "train/token_dataset.h"
+#include "train/data/token_dataset.h"
 
 namespace slurm_train {
 

@@ -1,7 +1,7 @@
 // libFuzzer target: the HDF5 dataset loader on any file (seeds: small datasets written by
 // `slurm-train data import`), and the normalisation computed from what it accepted.
 #include "test/fuzz/fuzz_support.h"
-#include "train/dataset.h"
+#include "train/data/dataset.h"
 
 using namespace slurm_train;
 

@@ -1,7 +1,7 @@
 // libFuzzer target: the IDX reader, plain or gzip-compressed (seeds: the first bytes of
 // Fashion-MNIST's IDX files, plain and gzipped).
 #include "test/fuzz/fuzz_support.h"
-#include "train/idx.h"
+#include "train/data/idx.h"
 
 using namespace slurm_train;
 

@@ -1,4 +1,4 @@
-#include "train/batches.h"
+#include "train/data/batches.h"
 
 #include <doctest/doctest.h>
 

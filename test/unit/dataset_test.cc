@@ -1,4 +1,4 @@
-#include "train/dataset.h"
+#include "train/data/dataset.h"
 
 #include <doctest/doctest.h>
 
@@ -13,7 +13,7 @@
 
 #include "test/unit/test_support.h"
 #include "train/io/h5.h"
-#include "train/idx.h"
+#include "train/data/idx.h"
 
 using namespace slurm_train;
 

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "train/text_import.h"
+#include "train/data/text_import.h"
 #include "test_support.h"
 
 using namespace slurm_train;

@@ -8,7 +8,7 @@
 
 #include "train/checkpoint/checkpoint_file.h"
 #include "train/io/crash_contained.h"
-#include "train/dataset.h"
+#include "train/data/dataset.h"
 
 namespace slurm_train {
 

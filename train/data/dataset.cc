@@ -1,4 +1,4 @@
-#include "train/dataset.h"
+#include "train/data/dataset.h"
 
 #include <fmt/format.h>
 

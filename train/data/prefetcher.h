@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "train/batches.h"
-#include "train/samples.h"
+#include "train/data/batches.h"
+#include "train/data/samples.h"
 
 namespace slurm_train {
 

@@ -1,4 +1,4 @@
-#include "train/samples.h"
+#include "train/data/samples.h"
 
 #include <numeric>
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "train/dataset.h"
+#include "train/data/dataset.h"
 
 namespace slurm_train {
 

@@ -1,4 +1,4 @@
-#include "train/idx.h"
+#include "train/data/idx.h"
 
 #include <fmt/format.h>
 #include <zlib.h>

@@ -1,4 +1,4 @@
-#include "train/text_import.h"
+#include "train/data/text_import.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "train/token_dataset.h"
+#include "train/data/token_dataset.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "train/prefetcher.h"
+#include "train/data/prefetcher.h"
 
 #include <stdexcept>
 

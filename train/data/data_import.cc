@@ -1,4 +1,4 @@
-#include "train/data_import.h"
+#include "train/data/data_import.h"
 
 #include <fmt/format.h>
 
@@ -13,7 +13,7 @@
 
 #include "train/io/durable_file.h"
 #include "train/io/h5.h"
-#include "train/idx.h"
+#include "train/data/idx.h"
 
 namespace slurm_train {
 
