@@ -20,7 +20,7 @@
 #include "train/checkpoint/checkpoint_parallel.h"
 #include "train/checkpoint/checkpoint_store.h"
 #include "train/comm/comm.h"
-#include "train/mlp.h"
+#include "train/models/mlp.h"
 #include "train/sharded_optimizer.h"
 
 using namespace slurm_train;

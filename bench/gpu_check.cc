@@ -63,8 +63,8 @@
 #include "train/data/dataset.h"
 #include "train/evaluation.h"
 #include "train/device_batches.h"
-#include "train/gpt.h"
-#include "train/mlp.h"
+#include "train/models/gpt.h"
+#include "train/models/mlp.h"
 #include "train/optimizer.h"
 #include "train/data/prefetcher.h"
 

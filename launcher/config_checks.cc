@@ -10,7 +10,7 @@
 #include "train/data/batches.h"
 #include "train/data/dataset.h"
 #include "train/device.h"
-#include "train/model_memory.h"
+#include "train/models/model_memory.h"
 #include "train/data/token_dataset.h"
 
 namespace slurm_train {

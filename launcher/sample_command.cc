@@ -12,9 +12,9 @@
 #include "launcher/exit_codes.h"
 #include "train/checkpoint/checkpoint_file.h"
 #include "train/checkpoint/checkpoint_store.h"
-#include "train/cuda_gpt_sampler.h"
+#include "train/models/cuda_gpt_sampler.h"
 #include "train/device.h"
-#include "train/gpt_sampler.h"
+#include "train/models/gpt_sampler.h"
 
 namespace slurm_train {
 

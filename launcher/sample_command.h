@@ -1,6 +1,6 @@
 // `slurm-train sample CHECKPOINT --prompt TEXT [--tokens N] [--temperature T] [--top-k K]
 // [--seed S]`: text from a GPT checkpoint (a file, or a folder's newest valid one), printed as it
-// is generated. On the CPU, with a KV cache (train/gpt_sampler.h).
+// is generated. On the CPU, with a KV cache (train/models/gpt_sampler.h).
 #pragma once
 
 #include <CLI/CLI.hpp>

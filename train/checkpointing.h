@@ -14,7 +14,7 @@
 #include "train/checkpoint/checkpoint_writer.h"
 #include "train/comm/comm.h"
 #include "train/config.h"
-#include "train/model_file.h"
+#include "train/models/model_file.h"
 #include "train/optimizer.h"
 #include "train/train_step.h"
 

@@ -10,7 +10,7 @@
 
 #include "kernels/kernels.h"
 #include "train/comm/comm.h"
-#include "train/gpt.h"
+#include "train/models/gpt.h"
 #include "train/optimizer.h"
 #include "train/step_optimizer.h"
 #include "train/train_step.h"

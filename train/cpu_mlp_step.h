@@ -11,7 +11,7 @@
 
 #include "kernels/kernels.h"
 #include "train/comm/comm.h"
-#include "train/mlp.h"
+#include "train/models/mlp.h"
 #include "train/optimizer.h"
 #include "train/step_optimizer.h"
 #include "train/train_step.h"

@@ -1,5 +1,5 @@
 // The GPT's training step on one GPU (see cuda_gpt_step.h). It follows Gpt::forward_sums and
-// Gpt::backward (train/gpt.cc) pass for pass: when one changes, so must the other.
+// Gpt::backward (train/models/gpt.cc) pass for pass: when one changes, so must the other.
 #if defined(SLURM_TRAIN_WITH_CUDA)
 #include "train/cuda_gpt_step.h"
 
@@ -17,7 +17,7 @@
 #include "kernels/positions_by_token.h"
 #include "train/decay_runs.h"
 #include "train/gradient_buckets.h"
-#include "train/model_layout.h"
+#include "train/models/model_layout.h"
 #include "train/sharded_optimizer.h"
 
 namespace slurm_train {
@@ -31,7 +31,7 @@ using cuda::Epilogue;
 using cuda::MatmulArgs;
 using kernels::Activation;
 
-// The tensors of one block, in layout order after wte and wpe (as train/gpt.cc's).
+// The tensors of one block, in layout order after wte and wpe (as train/models/gpt.cc's).
 enum Block : std::size_t {
   kLn1W, kLn1B, kAttnW, kAttnB, kAttnProjW, kAttnProjB, kLn2W, kLn2B, kFcW, kFcB, kMlpProjW, kMlpProjB, kBlockTensors
 };

@@ -1,5 +1,5 @@
 // The GPT's training step resident on one GPU (built only with SLURM_TRAIN_WITH_CUDA): the model
-// of train/gpt.h, pass for pass, with the CUDA kernels of kernels/cuda/transformer_kernels.h and
+// of train/models/gpt.h, pass for pass, with the CUDA kernels of kernels/cuda/transformer_kernels.h and
 // cuBLASLt products; the same initial parameters (gpt_initialize), dropout masks
 // (counter-based, as Gpt's sites), loss scale, clipping and AdamW (matrices decayed, vectors not)
 // as CpuGptStep, so that in fp32 the two agree to rounding.
@@ -37,7 +37,7 @@
 
 #include "kernels/cuda/lt_matmul.h"
 #include "train/comm/comm.h"
-#include "train/gpt.h"
+#include "train/models/gpt.h"
 #include "train/optimizer.h"
 #include "train/train_step.h"
 

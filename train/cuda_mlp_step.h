@@ -1,5 +1,5 @@
 // The MLP's training step resident on one GPU (built only with SLURM_TRAIN_WITH_CUDA): the same
-// model, loss, clipping and optimizer as the CPU path (train/mlp.h, train/optimizer.h), the
+// model, loss, clipping and optimizer as the CPU path (train/models/mlp.h, train/optimizer.h), the
 // same dropout masks (counter-based, elementwise.h), from the same initial parameters.
 //
 //   forward   per layer one cuBLASLt product; a ReLU layer without dropout fuses bias + ReLU
@@ -28,7 +28,7 @@
 #include "kernels/cuda/lt_matmul.h"
 #include "train/comm/comm.h"
 #include "train/device_batches.h"
-#include "train/mlp.h"
+#include "train/models/mlp.h"
 #include "train/optimizer.h"
 #include "train/train_step.h"
 

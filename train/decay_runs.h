@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "train/param_tensor.h"
+#include "train/models/param_tensor.h"
 
 namespace slurm_train {
 

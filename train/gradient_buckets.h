@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "train/comm/comm.h"
-#include "train/mlp.h"
+#include "train/models/mlp.h"
 
 namespace slurm_train {
 

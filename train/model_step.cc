@@ -9,7 +9,7 @@
 #include "train/cpu_gpt_step.h"
 #include "train/cpu_mlp_step.h"
 #include "train/device.h"
-#include "train/mlp.h"
+#include "train/models/mlp.h"
 
 #if defined(SLURM_TRAIN_WITH_CUDA)
 #include "kernels/cuda/cuda_check.h"

@@ -10,8 +10,8 @@
 #include "train/comm/comm.h"
 #include "train/config.h"
 #include "train/data/dataset.h"
-#include "train/gpt.h"
-#include "train/model_file.h"
+#include "train/models/gpt.h"
+#include "train/models/model_file.h"
 #include "train/optimizer.h"
 #include "train/train_step.h"
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
-#include "train/mlp.h"
+#include "train/models/mlp.h"
 
 namespace slurm_train {
 

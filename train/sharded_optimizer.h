@@ -25,7 +25,7 @@
 #include "kernels/kernels.h"
 #include "train/comm/comm.h"
 #include "train/gradient_buckets.h"
-#include "train/mlp.h"
+#include "train/models/mlp.h"
 #include "train/optimizer.h"
 
 namespace slurm_train {

@@ -16,7 +16,7 @@
 #include <optional>
 #include <vector>
 
-#include "train/model_layout.h"
+#include "train/models/model_layout.h"
 
 namespace slurm_train {
 

@@ -17,7 +17,7 @@
 #include "train/io/durable_file.h"
 #include "train/evaluation.h"
 #include "train/metrics.h"
-#include "train/model_file.h"
+#include "train/models/model_file.h"
 #include "train/model_step.h"
 #include "train/data/prefetcher.h"
 #include "train/data/samples.h"

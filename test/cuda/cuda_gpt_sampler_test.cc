@@ -12,9 +12,9 @@
 #include "kernels/elementwise.h"
 #include "test/cuda/cuda_test_support.h"
 #include "test/unit/gpt_test_params.h"
-#include "train/cuda_gpt_sampler.h"
-#include "train/gpt.h"
-#include "train/gpt_sampler.h"
+#include "train/models/cuda_gpt_sampler.h"
+#include "train/models/gpt.h"
+#include "train/models/gpt_sampler.h"
 
 using namespace slurm_train;
 using namespace slurm_train::cuda_test;

@@ -29,7 +29,7 @@
 #include "train/comm/comm_nccl.h"
 #include "train/cpu_gpt_step.h"
 #include "train/cuda_gpt_step.h"
-#include "train/gpt.h"
+#include "train/models/gpt.h"
 #include "train/optimizer.h"
 
 namespace {

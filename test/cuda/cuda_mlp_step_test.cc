@@ -12,7 +12,7 @@
 #include "train/comm/comm_nccl.h"
 #include "train/cpu_mlp_step.h"
 #include "train/cuda_mlp_step.h"
-#include "train/mlp.h"
+#include "train/models/mlp.h"
 #include "train/optimizer.h"
 
 namespace {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# The GPT model of the engine (train/gpt.h) against an oracle we did not write: the same
+# The GPT model of the engine (train/models/gpt.h) against an oracle we did not write: the same
 # architecture in plain PyTorch, loaded with our parameters, on the same batch.
 
 load helpers

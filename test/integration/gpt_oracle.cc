@@ -1,4 +1,4 @@
-// gpt-oracle OUT.h5: a small GPT (train/gpt.h) at its initial parameters, one forward and
+// gpt-oracle OUT.h5: a small GPT (train/models/gpt.h) at its initial parameters, one forward and
 // backward pass on a random batch, everything written for gpt_oracle.py to redo in PyTorch:
 // /model/<name> (parameters), /tokens and /targets uint8 [B, T], /logits [B*T, V], the loss
 // (attribute), /grad/<name>; the configuration as attributes. Then three AdamW steps on the
@@ -15,7 +15,7 @@
 
 #include "kernels/elementwise.h"
 #include "kernels/kernels.h"
-#include "train/gpt.h"
+#include "train/models/gpt.h"
 #include "train/io/h5.h"
 #include "train/optimizer.h"
 

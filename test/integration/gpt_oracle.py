@@ -1,4 +1,4 @@
-"""The PyTorch oracle for train/gpt.h: GPT-2's architecture written here in plain torch (not our
+"""The PyTorch oracle for train/models/gpt.h: GPT-2's architecture written here in plain torch (not our
 code), loaded with the parameters gpt-oracle wrote, run on the same batch; the logits, the loss,
 every parameter's gradient, and three clipped AdamW steps must match ours within a relative error
 of 1e-5 (fp32).

@@ -17,7 +17,7 @@
 
 #include "kernels/kernels.h"
 #include "train/cpu_gpt_step.h"
-#include "train/gpt.h"
+#include "train/models/gpt.h"
 #include "train/io/h5.h"
 
 using namespace slurm_train;

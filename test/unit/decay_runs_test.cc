@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "train/gpt.h"
+#include "train/models/gpt.h"
 
 using namespace slurm_train;
 

@@ -14,8 +14,8 @@
 #include "kernels/kernels.h"
 #include "test/unit/gpt_test_params.h"
 #include "test/unit/test_support.h"
-#include "train/gpt.h"
-#include "train/gpt_sampler.h"
+#include "train/models/gpt.h"
+#include "train/models/gpt_sampler.h"
 
 using namespace slurm_train;
 using slurm_train::testing::trained_looking_params;

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "kernels/kernels.h"
-#include "train/gpt.h"
+#include "train/models/gpt.h"
 
 using namespace slurm_train;
 

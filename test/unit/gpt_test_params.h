@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kernels/elementwise.h"
-#include "train/gpt.h"
+#include "train/models/gpt.h"
 
 namespace slurm_train::testing {
 

@@ -1,6 +1,6 @@
 // The model's gradients against central finite differences, in double precision, through the
 // same Mlp code that trains (instantiated for double, on the reference kernels).
-#include "train/mlp.h"
+#include "train/models/mlp.h"
 
 #include <doctest/doctest.h>
 

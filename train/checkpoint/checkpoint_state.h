@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "train/model_layout.h"
-#include "train/model_file.h"
+#include "train/models/model_layout.h"
+#include "train/models/model_file.h"
 
 namespace slurm_train {
 

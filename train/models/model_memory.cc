@@ -1,4 +1,4 @@
-#include "train/model_memory.h"
+#include "train/models/model_memory.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "train/cuda_gpt_sampler.h"
+#include "train/models/cuda_gpt_sampler.h"
 
 #include <fmt/format.h>
 

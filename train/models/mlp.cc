@@ -1,4 +1,4 @@
-#include "train/mlp.h"
+#include "train/models/mlp.h"
 
 #include <cmath>
 #include <stdexcept>

@@ -1,4 +1,4 @@
-#include "train/gpt.h"
+#include "train/models/gpt.h"
 
 #include <fmt/format.h>
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "train/gpt.h"
-#include "train/mlp.h"
-#include "train/param_tensor.h"
+#include "train/models/gpt.h"
+#include "train/models/mlp.h"
+#include "train/models/param_tensor.h"
 
 namespace slurm_train {
 

@@ -1,4 +1,4 @@
-#include "train/model_file.h"
+#include "train/models/model_file.h"
 
 #include <fmt/format.h>
 

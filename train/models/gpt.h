@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "kernels/kernels.h"
-#include "train/mlp.h"
-#include "train/param_tensor.h"
+#include "train/models/mlp.h"
+#include "train/models/param_tensor.h"
 
 namespace slurm_train {
 

@@ -1,4 +1,4 @@
-#include "train/gpt_sampler.h"
+#include "train/models/gpt_sampler.h"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,5 @@
 // The trained model as an HDF5 file any tool reads: /model/<tensor> float32 datasets (the MLP's
-// layerN.weight [out, in] and layerN.bias [out]; the GPT's GPT-2 names and shapes, train/gpt.h),
+// layerN.weight [out, in] and layerN.bias [out]; the GPT's GPT-2 names and shapes, train/models/gpt.h),
 // and /meta attributes with the configuration and program version. Written by rank 0 through a
 // temporary file and a rename.
 //
@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "train/data/dataset.h"
-#include "train/model_layout.h"
+#include "train/models/model_layout.h"
 
 namespace slurm_train {
 

@@ -9,8 +9,8 @@
 #include <memory>
 #include <vector>
 
-#include "train/gpt.h"
-#include "train/gpt_sampler.h"
+#include "train/models/gpt.h"
+#include "train/models/gpt_sampler.h"
 
 namespace slurm_train {
 

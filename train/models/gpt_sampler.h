@@ -1,7 +1,7 @@
-// Text generation with the GPT model of train/gpt.h, one token at a time.
+// Text generation with the GPT model of train/models/gpt.h, one token at a time.
 //
 // GptDecoder runs one position at a time with a KV cache: GptSampler here on the CPU, and
-// train/cuda_gpt_sampler.h's on a GPU. GptSampler runs one position through the model per feed(), keeping every earlier position's
+// train/models/cuda_gpt_sampler.h's on a GPU. GptSampler runs one position through the model per feed(), keeping every earlier position's
 // keys and values (a KV cache, [T, C] per layer), so that a token costs one matrix-vector
 // product per weight matrix instead of a forward pass over the whole context. Its logits equal
 // Gpt::forward's at the same position up to float rounding (test/unit/gpt_sampler_test.cc).
@@ -25,7 +25,7 @@
 #include <string_view>
 #include <vector>
 
-#include "train/gpt.h"
+#include "train/models/gpt.h"
 
 namespace slurm_train {
 

@@ -1,4 +1,4 @@
-#include "train/model_layout.h"
+#include "train/models/model_layout.h"
 
 #include <fmt/format.h>
 
