@@ -21,7 +21,7 @@
 #include "train/checkpoint/checkpoint_store.h"
 #include "train/comm/comm.h"
 #include "train/models/mlp.h"
-#include "train/sharded_optimizer.h"
+#include "train/steps/sharded_optimizer.h"
 
 using namespace slurm_train;
 using Clock = std::chrono::steady_clock;

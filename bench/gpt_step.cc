@@ -28,7 +28,7 @@
 #include "kernels/kernels.h"
 #include "train/data/batches.h"
 #include "train/comm/comm.h"
-#include "train/cpu_gpt_step.h"
+#include "train/steps/cpu_gpt_step.h"
 #include "train/data/samples.h"
 #include "train/data/token_dataset.h"
 

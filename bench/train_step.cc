@@ -32,9 +32,9 @@
 #include "kernels/kernels.h"
 #include "train/data/batches.h"
 #include "train/comm/comm.h"
-#include "train/cpu_mlp_step.h"
+#include "train/steps/cpu_mlp_step.h"
 #include "train/data/dataset.h"
-#include "train/optimizer.h"
+#include "train/steps/optimizer.h"
 #include "train/step_phases.h"
 #include "train/stop_votes.h"
 

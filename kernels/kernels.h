@@ -3,7 +3,7 @@
 //       that the tests can run the whole model in double precision for gradient checks;
 //   cpu (kernels/cpu/cpu_kernels.cc): OpenBLAS cblas_sgemm and fused single-pass loops;
 //   cuda (kernels/cuda/cuda_kernels.h, CUDA builds only): cuBLASLt and CUDA kernels on device
-//       pointers; the bf16 training step uses kernels/cuda/ directly (train/cuda_mlp_step.h).
+//       pointers; the bf16 training step uses kernels/cuda/ directly (train/steps/cuda_mlp_step.h).
 // Matrices are row-major and dense unless a leading dimension says otherwise.
 #pragma once
 

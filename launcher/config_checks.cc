@@ -9,7 +9,7 @@
 #include "launcher/launch_position.h"
 #include "train/data/batches.h"
 #include "train/data/dataset.h"
-#include "train/device.h"
+#include "train/steps/device.h"
 #include "train/models/model_memory.h"
 #include "train/data/token_dataset.h"
 

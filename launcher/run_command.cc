@@ -39,7 +39,7 @@
 #include "train/checkpoint/checkpoint_policy.h"
 #include "train/comm/comm.h"
 #include "train/config.h"
-#include "train/device.h"
+#include "train/steps/device.h"
 #include "train/divergence.h"
 #include "train/io/durable_file.h"
 #include "train/trainer.h"

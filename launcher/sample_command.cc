@@ -13,7 +13,7 @@
 #include "train/checkpoint/checkpoint_file.h"
 #include "train/checkpoint/checkpoint_store.h"
 #include "train/models/cuda_gpt_sampler.h"
-#include "train/device.h"
+#include "train/steps/device.h"
 #include "train/models/gpt_sampler.h"
 
 namespace slurm_train {

@@ -15,8 +15,8 @@
 #include "train/comm/comm.h"
 #include "train/config.h"
 #include "train/models/model_file.h"
-#include "train/optimizer.h"
-#include "train/train_step.h"
+#include "train/steps/optimizer.h"
+#include "train/steps/train_step.h"
 
 namespace slurm_train {
 

@@ -62,7 +62,7 @@ struct TrainConfig {
   std::int64_t prometheus_every = 10;
   int threads = 0;                  // BLAS threads per rank; 0: this rank's share of its CPUs
   std::string kernels = "cpu";      // cpu | reference
-  std::string device = "auto";      // auto | cpu | cuda (train/device.h)
+  std::string device = "auto";      // auto | cpu | cuda (train/steps/device.h)
   std::string precision = "auto";   // auto | fp32 | tf32 | bf16 (the GPU's; the CPU computes in fp32)
   int gpu = -1;                     // the visible GPU this rank drives; -1: one per rank, automatically
   bool deterministic = false;       // GPU: the same bits on every run (the CPU path always is)

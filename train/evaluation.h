@@ -5,7 +5,7 @@
 
 #include "train/data/batches.h"
 #include "train/data/samples.h"
-#include "train/train_step.h"
+#include "train/steps/train_step.h"
 
 namespace slurm_train {
 

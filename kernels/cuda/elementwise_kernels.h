@@ -84,7 +84,7 @@ void sgd_update(std::size_t n, float* param, const float* grad, float* momentum_
 // kernels::kSumOfSquaresBlock): sums[b] = the sum of x[i]^2 over block b (the last one may be
 // shorter), in double, one CUDA block per block. A block's sum does not depend on what precedes
 // it, so a shard that starts on a block boundary sums its blocks as the whole vector does
-// (train/sharded_optimizer.h).
+// (train/steps/sharded_optimizer.h).
 constexpr std::size_t kNormBlock = std::size_t{1} << 15;
 std::size_t norm_blocks(std::size_t n);  // ceil(n / kNormBlock)
 void block_sums_of_squares(std::size_t n, const float* x, double* sums, cudaStream_t stream);

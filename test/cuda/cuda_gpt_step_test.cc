@@ -27,10 +27,10 @@
 #include "kernels/kernels.h"
 #include "test/cuda/cuda_test_support.h"
 #include "train/comm/comm_nccl.h"
-#include "train/cpu_gpt_step.h"
-#include "train/cuda_gpt_step.h"
+#include "train/steps/cpu_gpt_step.h"
+#include "train/steps/cuda_gpt_step.h"
 #include "train/models/gpt.h"
-#include "train/optimizer.h"
+#include "train/steps/optimizer.h"
 
 namespace {
 

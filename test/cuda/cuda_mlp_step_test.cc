@@ -10,10 +10,10 @@
 #include "kernels/kernels.h"
 #include "test/cuda/cuda_test_support.h"
 #include "train/comm/comm_nccl.h"
-#include "train/cpu_mlp_step.h"
-#include "train/cuda_mlp_step.h"
+#include "train/steps/cpu_mlp_step.h"
+#include "train/steps/cuda_mlp_step.h"
 #include "train/models/mlp.h"
-#include "train/optimizer.h"
+#include "train/steps/optimizer.h"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <iostream>
 
 #include "test/cuda/cuda_test_support.h"
-#include "train/device.h"
+#include "train/steps/device.h"
 
 namespace slurm_train::cuda_test {
 

@@ -17,7 +17,7 @@
 #include "kernels/kernels.h"
 #include "train/models/gpt.h"
 #include "train/io/h5.h"
-#include "train/optimizer.h"
+#include "train/steps/optimizer.h"
 
 using namespace slurm_train;
 

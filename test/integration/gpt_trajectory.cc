@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
-#include "train/cpu_gpt_step.h"
+#include "train/steps/cpu_gpt_step.h"
 #include "train/models/gpt.h"
 #include "train/io/h5.h"
 

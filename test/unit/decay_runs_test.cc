@@ -1,4 +1,4 @@
-#include "train/decay_runs.h"
+#include "train/steps/decay_runs.h"
 
 #include <doctest/doctest.h>
 

@@ -1,5 +1,5 @@
 // Device choice (train.device) against the probe's findings, without a GPU.
-#include "train/device.h"
+#include "train/steps/device.h"
 
 #include <doctest/doctest.h>
 

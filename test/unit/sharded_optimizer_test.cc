@@ -2,7 +2,7 @@
 // the norm from block sums equals the cpu kernels' whole-vector norm bit for bit, and an update
 // of ranges equals the update of the whole. Several ranks: engine.bats (mpirun) and
 // engine_slurm.bats (two nodes).
-#include "train/sharded_optimizer.h"
+#include "train/steps/sharded_optimizer.h"
 
 #include <doctest/doctest.h>
 

@@ -36,7 +36,7 @@ std::vector<ParamTensor> gpt_layout(const GptConfig& config);
 // projections' 0.02 / sqrt(2 n_layer)), biases 0, LayerNorm weights 1.
 void gpt_initialize(const GptConfig& config, std::uint64_t seed, std::vector<float>& params);
 
-// The optimizer's view of the layout (train/optimizer.h decays a LayerLayout's weights, not its
+// The optimizer's view of the layout (train/steps/optimizer.h decays a LayerLayout's weights, not its
 // biases): matrices (the embeddings included) decay, vectors (biases, LayerNorm) do not.
 std::vector<LayerLayout> gpt_decay_layout(const std::vector<ParamTensor>& layout);
 

@@ -12,10 +12,10 @@
 
 #include "kernels/kernels.h"
 #include "train/comm/comm.h"
-#include "train/gradient_buckets.h"
-#include "train/optimizer.h"
-#include "train/sharded_optimizer.h"
-#include "train/train_step.h"
+#include "train/steps/gradient_buckets.h"
+#include "train/steps/optimizer.h"
+#include "train/steps/sharded_optimizer.h"
+#include "train/steps/train_step.h"
 
 namespace slurm_train {
 

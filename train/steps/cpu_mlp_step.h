@@ -12,9 +12,9 @@
 #include "kernels/kernels.h"
 #include "train/comm/comm.h"
 #include "train/models/mlp.h"
-#include "train/optimizer.h"
-#include "train/step_optimizer.h"
-#include "train/train_step.h"
+#include "train/steps/optimizer.h"
+#include "train/steps/step_optimizer.h"
+#include "train/steps/train_step.h"
 
 namespace slurm_train {
 

@@ -24,9 +24,9 @@
 
 #include "kernels/kernels.h"
 #include "train/comm/comm.h"
-#include "train/gradient_buckets.h"
+#include "train/steps/gradient_buckets.h"
 #include "train/models/mlp.h"
-#include "train/optimizer.h"
+#include "train/steps/optimizer.h"
 
 namespace slurm_train {
 

@@ -1,4 +1,4 @@
-#include "train/optimizer.h"
+#include "train/steps/optimizer.h"
 
 #include <algorithm>
 #include <cmath>

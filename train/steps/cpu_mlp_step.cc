@@ -1,4 +1,4 @@
-#include "train/cpu_mlp_step.h"
+#include "train/steps/cpu_mlp_step.h"
 
 #include <sched.h>
 

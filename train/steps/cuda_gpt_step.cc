@@ -1,7 +1,7 @@
 // The GPT's training step on one GPU (see cuda_gpt_step.h). It follows Gpt::forward_sums and
 // Gpt::backward (train/models/gpt.cc) pass for pass: when one changes, so must the other.
 #if defined(SLURM_TRAIN_WITH_CUDA)
-#include "train/cuda_gpt_step.h"
+#include "train/steps/cuda_gpt_step.h"
 
 #include <fmt/format.h>
 
@@ -15,10 +15,10 @@
 #include "kernels/cuda/owned_stream.h"
 #include "kernels/cuda/transformer_kernels.h"
 #include "kernels/positions_by_token.h"
-#include "train/decay_runs.h"
-#include "train/gradient_buckets.h"
+#include "train/steps/decay_runs.h"
+#include "train/steps/gradient_buckets.h"
 #include "train/models/model_layout.h"
-#include "train/sharded_optimizer.h"
+#include "train/steps/sharded_optimizer.h"
 
 namespace slurm_train {
 

@@ -1,6 +1,6 @@
 // The GPU training step (see cuda_mlp_step.h).
 #if defined(SLURM_TRAIN_WITH_CUDA)
-#include "train/cuda_mlp_step.h"
+#include "train/steps/cuda_mlp_step.h"
 
 #include <cmath>
 #include <stdexcept>
@@ -8,8 +8,8 @@
 
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/elementwise_kernels.h"
-#include "train/device_batches.h"
-#include "train/gradient_buckets.h"
+#include "train/steps/device_batches.h"
+#include "train/steps/gradient_buckets.h"
 
 namespace slurm_train {
 

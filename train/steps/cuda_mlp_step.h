@@ -1,5 +1,5 @@
 // The MLP's training step resident on one GPU (built only with SLURM_TRAIN_WITH_CUDA): the same
-// model, loss, clipping and optimizer as the CPU path (train/models/mlp.h, train/optimizer.h), the
+// model, loss, clipping and optimizer as the CPU path (train/models/mlp.h, train/steps/optimizer.h), the
 // same dropout masks (counter-based, elementwise.h), from the same initial parameters.
 //
 //   forward   per layer one cuBLASLt product; a ReLU layer without dropout fuses bias + ReLU
@@ -27,10 +27,10 @@
 
 #include "kernels/cuda/lt_matmul.h"
 #include "train/comm/comm.h"
-#include "train/device_batches.h"
+#include "train/steps/device_batches.h"
 #include "train/models/mlp.h"
-#include "train/optimizer.h"
-#include "train/train_step.h"
+#include "train/steps/optimizer.h"
+#include "train/steps/train_step.h"
 
 namespace slurm_train {
 

@@ -1,4 +1,4 @@
-#include "train/step_optimizer.h"
+#include "train/steps/step_optimizer.h"
 
 #include <stdexcept>
 

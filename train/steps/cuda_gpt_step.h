@@ -16,7 +16,7 @@
 // With the optimizer state sharded (ZeRO stage 1, train.shard_optimizer): each bucket is
 // reduce-scattered into the ranks' shards (whole blocks of the norm, shard_cuts), each rank
 // updates its shard, and the ranks all-gather the parameters; by the rules of
-// train/sharded_optimizer.h the parameters are the replicated path's bit for bit on two ranks.
+// train/steps/sharded_optimizer.h the parameters are the replicated path's bit for bit on two ranks.
 //
 // Precision: fp32 and tf32 (fp32 storage; tf32: the products on TF32 tensor cores); bf16: the
 // products read bf16 copies of their operands (a bf16 working copy of the weights, refreshed by
@@ -38,8 +38,8 @@
 #include "kernels/cuda/lt_matmul.h"
 #include "train/comm/comm.h"
 #include "train/models/gpt.h"
-#include "train/optimizer.h"
-#include "train/train_step.h"
+#include "train/steps/optimizer.h"
+#include "train/steps/train_step.h"
 
 namespace slurm_train {
 

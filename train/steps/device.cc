@@ -1,4 +1,4 @@
-#include "train/device.h"
+#include "train/steps/device.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "train/model_step.h"
+#include "train/steps/model_step.h"
 
 #include <cblas.h>
 #include <fmt/format.h>
@@ -6,16 +6,16 @@
 #include <algorithm>
 
 #include "kernels/kernels.h"
-#include "train/cpu_gpt_step.h"
-#include "train/cpu_mlp_step.h"
-#include "train/device.h"
+#include "train/steps/cpu_gpt_step.h"
+#include "train/steps/cpu_mlp_step.h"
+#include "train/steps/device.h"
 #include "train/models/mlp.h"
 
 #if defined(SLURM_TRAIN_WITH_CUDA)
 #include "kernels/cuda/cuda_check.h"
 #include "train/comm/comm_nccl.h"
-#include "train/cuda_gpt_step.h"
-#include "train/cuda_mlp_step.h"
+#include "train/steps/cuda_gpt_step.h"
+#include "train/steps/cuda_mlp_step.h"
 #endif
 
 namespace slurm_train {

@@ -12,8 +12,8 @@
 #include "train/data/dataset.h"
 #include "train/models/gpt.h"
 #include "train/models/model_file.h"
-#include "train/optimizer.h"
-#include "train/train_step.h"
+#include "train/steps/optimizer.h"
+#include "train/steps/train_step.h"
 
 namespace slurm_train {
 
@@ -27,7 +27,7 @@ struct ChosenStep {
 
 // A step for samples of `inputs` features (gpt: a vocabulary of `inputs` tokens), its gradients
 // summed over `comm`'s ranks, its parameters initialised from train.seed; on the GPU
-// (train/device.h) one per rank, its gradients summed by NCCL (bootstrapped over `comm`). Throws
+// (train/steps/device.h) one per rank, its gradients summed by NCCL (bootstrapped over `comm`). Throws
 // ConfigError for train.device = cuda where the run cannot use a GPU.
 ChosenStep make_train_step(const RunConfig& config, std::size_t inputs, Comm& comm);
 

@@ -1,8 +1,8 @@
-#include "train/gradient_buckets.h"
+#include "train/steps/gradient_buckets.h"
 
 #include <algorithm>
 
-#include "train/sharded_optimizer.h"
+#include "train/steps/sharded_optimizer.h"
 
 namespace slurm_train {
 

@@ -1,5 +1,5 @@
 #if defined(SLURM_TRAIN_WITH_CUDA)
-#include "train/device_batches.h"
+#include "train/steps/device_batches.h"
 
 #include <cstring>
 #include <stdexcept>

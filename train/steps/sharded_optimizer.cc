@@ -1,4 +1,4 @@
-#include "train/sharded_optimizer.h"
+#include "train/steps/sharded_optimizer.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "train/cpu_gpt_step.h"
+#include "train/steps/cpu_gpt_step.h"
 
 #include <algorithm>
 #include <stdexcept>
