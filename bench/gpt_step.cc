@@ -1,5 +1,5 @@
 // gpt-step: the GPT's data-parallel training step, timed on every rank of an MPI job: the
-// training loop's step (train/trainer.cc driving CpuGptStep) without its data prefetcher:
+// training loop's step (train/loop/trainer.cc driving CpuGptStep) without its data prefetcher:
 // forward, backward with the bucketed gradient all-reduce, the loss all-reduce, clipping by the
 // global norm, AdamW. The model, global batch and sequence are examples/gpt-tiny.toml's (4
 // blocks, 4 heads, 128 wide, 32 windows of 128 bytes); each rank takes its exact slice of the

@@ -61,7 +61,7 @@
 #include "train/steps/cuda_gpt_step.h"
 #include "train/steps/cuda_mlp_step.h"
 #include "train/data/dataset.h"
-#include "train/evaluation.h"
+#include "train/loop/evaluation.h"
 #include "train/steps/device_batches.h"
 #include "train/models/gpt.h"
 #include "train/models/mlp.h"
@@ -131,7 +131,7 @@ std::pair<double, double> test_metrics(TrainStep& step, const Samples& test, int
   return {r.loss_sum / n, static_cast<double>(r.correct) / n};
 }
 
-// One step as the training loop drives it (train/trainer.cc), on one rank: the loss sum.
+// One step as the training loop drives it (train/loop/trainer.cc), on one rank: the loss sum.
 double drive_step(TrainStep& step, const StepBatch& b, float lr, std::uint64_t s) {
   step.forward(b);
   step.backward();

@@ -1,5 +1,5 @@
 // train-step: the engine's training step on data held in memory, timed on every rank of an MPI
-// job. The step is the training loop's (train/trainer.cc, driving CpuMlpStep) without its data
+// job. The step is the training loop's (train/loop/trainer.cc, driving CpuMlpStep) without its data
 // prefetcher: forward, softmax cross-entropy, backward with the bucketed gradient all-reduce,
 // the loss all-reduce, clipping by global norm, the optimizer. Each rank gathers its rows of the global batch from an
 // in-memory, normalised copy of the data, as the PyTorch peer (bench/torch_mlp.py) does.
@@ -35,8 +35,8 @@
 #include "train/steps/cpu_mlp_step.h"
 #include "train/data/dataset.h"
 #include "train/steps/optimizer.h"
-#include "train/step_phases.h"
-#include "train/stop_votes.h"
+#include "train/loop/step_phases.h"
+#include "train/loop/stop_votes.h"
 
 using namespace slurm_train;
 
@@ -137,7 +137,7 @@ int run(const Options& o, Comm& comm) {
   PhaseTimes times;
   const StepPhases::OnPhase no_hooks;
 
-  // As the training loop's step (train/trainer.cc), its loss all-reduce as wide.
+  // As the training loop's step (train/loop/trainer.cc), its loss all-reduce as wide.
   auto step = [&](std::uint64_t s) {
     const std::size_t first = (s % batches) * static_cast<std::size_t>(o.global_batch) + mine.begin;
     for (std::size_t r = 0; r < mine.size(); ++r) {

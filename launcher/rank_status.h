@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "train/train_phase.h"
+#include "train/loop/train_phase.h"
 
 namespace slurm_train {
 

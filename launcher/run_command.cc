@@ -40,9 +40,9 @@
 #include "train/comm/comm.h"
 #include "train/config.h"
 #include "train/steps/device.h"
-#include "train/divergence.h"
+#include "train/loop/divergence.h"
 #include "train/io/durable_file.h"
-#include "train/trainer.h"
+#include "train/loop/trainer.h"
 
 namespace slurm_train {
 

@@ -36,7 +36,7 @@
 #include "launcher/rank_status.h"
 #include "launcher/watchdog_wire.h"
 #include "train/comm/comm.h"
-#include "train/train_phase.h"
+#include "train/loop/train_phase.h"
 
 namespace slurm_train {
 

@@ -1,5 +1,5 @@
 // A diverged training is named: the step, the value, and what to try.
-#include "train/divergence.h"
+#include "train/loop/divergence.h"
 
 #include <doctest/doctest.h>
 

@@ -1,5 +1,5 @@
 // Metrics lines name their run, and "{job}" gives every job a file of its own.
-#include "train/metrics.h"
+#include "train/loop/metrics.h"
 
 #include <unistd.h>
 

@@ -1,6 +1,6 @@
 // The stop request folded into the loss all-reduce: the sums of every rank's vote give every
 // rank the same answer, the signal most ranks received.
-#include "train/stop_votes.h"
+#include "train/loop/stop_votes.h"
 
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-#include "train/divergence.h"
+#include "train/loop/divergence.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "train/prometheus.h"
+#include "train/loop/prometheus.h"
 
 #include <fmt/format.h>
 

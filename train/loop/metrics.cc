@@ -1,4 +1,4 @@
-#include "train/metrics.h"
+#include "train/loop/metrics.h"
 
 #include <fcntl.h>
 #include <unistd.h>

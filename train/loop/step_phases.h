@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "train/train_phase.h"
+#include "train/loop/train_phase.h"
 
 namespace slurm_train {
 

@@ -1,4 +1,4 @@
-#include "train/stop_votes.h"
+#include "train/loop/stop_votes.h"
 
 namespace slurm_train {
 

@@ -1,4 +1,4 @@
-#include "train/trainer.h"
+#include "train/loop/trainer.h"
 
 #include <fmt/format.h>
 
@@ -10,20 +10,20 @@
 #include <sstream>
 
 #include "train/checkpoint/checkpoint_resume.h"
-#include "train/checkpointing.h"
+#include "train/loop/checkpointing.h"
 #include "train/data/dataset.h"
 #include "train/steps/device.h"
-#include "train/divergence.h"
+#include "train/loop/divergence.h"
 #include "train/io/durable_file.h"
-#include "train/evaluation.h"
-#include "train/metrics.h"
+#include "train/loop/evaluation.h"
+#include "train/loop/metrics.h"
 #include "train/models/model_file.h"
 #include "train/steps/model_step.h"
 #include "train/data/prefetcher.h"
 #include "train/data/samples.h"
-#include "train/prometheus.h"
-#include "train/step_phases.h"
-#include "train/stop_votes.h"
+#include "train/loop/prometheus.h"
+#include "train/loop/step_phases.h"
+#include "train/loop/stop_votes.h"
 #include "train/data/token_dataset.h"
 
 namespace slurm_train {

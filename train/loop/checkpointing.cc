@@ -1,4 +1,4 @@
-#include "train/checkpointing.h"
+#include "train/loop/checkpointing.h"
 
 #include <ctime>
 

@@ -11,9 +11,9 @@
 
 #include "train/comm/comm.h"
 #include "train/config.h"
-#include "train/metrics.h"
-#include "train/prometheus.h"
-#include "train/train_phase.h"
+#include "train/loop/metrics.h"
+#include "train/loop/prometheus.h"
+#include "train/loop/train_phase.h"
 
 namespace slurm_train {
 

@@ -1,4 +1,4 @@
-#include "train/evaluation.h"
+#include "train/loop/evaluation.h"
 
 #include <algorithm>
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "spank/jobenv/environment.h"
-#include "train/metrics.h"
+#include "train/loop/metrics.h"
 
 namespace slurm_train {
 
