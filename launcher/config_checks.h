@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "launcher/doctor_checks.h"
-#include "train/config.h"
+#include "train/config/config.h"
 #include "train/io/memory_budget.h"
 
 namespace slurm_train {

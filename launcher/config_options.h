@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "spank/jobenv/environment.h"
-#include "train/config.h"
+#include "train/config/config.h"
 
 namespace slurm_train {
 

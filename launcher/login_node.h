@@ -8,7 +8,7 @@
 #include <string>
 
 #include "spank/jobenv/environment.h"
-#include "train/config.h"
+#include "train/config/config.h"
 
 namespace slurm_train {
 

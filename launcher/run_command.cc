@@ -38,7 +38,7 @@
 #include "train/checkpoint/checkpoint_file.h"
 #include "train/checkpoint/checkpoint_policy.h"
 #include "train/comm/comm.h"
-#include "train/config.h"
+#include "train/config/config.h"
 #include "train/steps/device.h"
 #include "train/loop/divergence.h"
 #include "train/io/durable_file.h"
@@ -520,7 +520,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
                 "1 a deeper check failed (the data read), 2 the configuration cannot run");
   cmd->add_option("--config,-c", options->config->file, "TOML file with [data], [model], [train], [ckpt] and [run] sections")
       ->check(CLI::ExistingFile);
-  // The launcher's settings are [run] keys (train/config.h: file < environment < command line,
+  // The launcher's settings are [run] keys (train/config/config.h: file < environment < command line,
   // shown by --print-config); these options are their usual names.
   auto set = [options](const char* key) {
     return [options, key](const std::string& value) { options->config->overrides.emplace_back(key, value); };

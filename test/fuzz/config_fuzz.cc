@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "test/fuzz/fuzz_support.h"
-#include "train/config.h"
+#include "train/config/config.h"
 
 using namespace slurm_train;
 

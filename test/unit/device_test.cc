@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "test/unit/test_support.h"
-#include "train/config.h"
+#include "train/config/config.h"
 
 using namespace slurm_train;
 

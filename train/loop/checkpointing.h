@@ -13,7 +13,7 @@
 #include "train/checkpoint/checkpoint_store.h"
 #include "train/checkpoint/checkpoint_writer.h"
 #include "train/comm/comm.h"
-#include "train/config.h"
+#include "train/config/config.h"
 #include "train/models/model_file.h"
 #include "train/steps/optimizer.h"
 #include "train/steps/train_step.h"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "train/comm/comm.h"
-#include "train/config.h"
+#include "train/config/config.h"
 #include "train/loop/metrics.h"
 #include "train/loop/prometheus.h"
 #include "train/loop/train_phase.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "train/config.h"
+#include "train/config/config.h"
 
 namespace slurm_train {
 

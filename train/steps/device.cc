@@ -6,7 +6,7 @@
 #include <cuda_runtime.h>
 #endif
 
-#include "train/config.h"
+#include "train/config/config.h"
 
 namespace slurm_train {
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "train/comm/comm.h"
-#include "train/config.h"
+#include "train/config/config.h"
 #include "train/data/dataset.h"
 #include "train/models/gpt.h"
 #include "train/models/model_file.h"

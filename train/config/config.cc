@@ -1,4 +1,4 @@
-#include "train/config.h"
+#include "train/config/config.h"
 
 #include <fmt/format.h>
 
