@@ -60,7 +60,7 @@ int run(const Options& o, Comm& comm) {
   OptimizerConfig adamw;  // examples/gpt-tiny.toml's
   adamw.kind = OptimizerKind::kAdamW;
   adamw.lr = 2e-3f, adamw.beta2 = 0.99f, adamw.weight_decay = 0.1f, adamw.clip_norm = 1.0f;
-  GptStepOptions so;
+  CpuGptStepOptions so;
   so.loss_scale = 1.0f / static_cast<float>(o.global_batch * g.block);
   CpuGptStep model(g, adamw, so, kernels::make_cpu_kernels(), 1337, &comm);
 

@@ -157,12 +157,12 @@ int run_train(const TrainOptions& o) {
   opt.schedule = Schedule::kWarmupCosine, opt.warmup_steps = static_cast<std::uint64_t>(o.steps / 10);
   const auto total = static_cast<std::uint64_t>(o.steps);
 
-  StepOptions co;
+  CpuMlpStepOptions co;
   co.label_smoothing = o.label_smoothing;
   co.loss_scale = 1.0f / static_cast<float>(o.batch);
   co.dropout_seed = kernels::mix64(static_cast<std::uint64_t>(o.seed) + 0xd509);
   CpuMlpStep cpu(shape, opt, co, kernels::make_cpu_kernels(), static_cast<std::uint64_t>(o.seed), nullptr);
-  CudaStepOptions so;
+  CudaMlpStepOptions so;
   so.precision = precision_of(o.precision);
   so.max_rows = std::max(o.batch, o.eval_batch);
   so.label_smoothing = co.label_smoothing;
@@ -240,7 +240,7 @@ int run_bench(const BenchOptions& o) {
     std::normal_distribution<float> normal(0.0f, std::sqrt(2.0f / static_cast<float>(L.in)));
     for (std::size_t i = L.weight; i < L.bias; ++i) params[i] = normal(rng);
   }
-  CudaStepOptions so;
+  CudaMlpStepOptions so;
   so.precision = precision;
   so.deterministic = o.deterministic;
   so.max_rows = o.batch;
@@ -350,10 +350,10 @@ int run_gpt_against_cpu(const GptAgainstCpuOptions& o) {
   adamw.lr = 6e-4f, adamw.weight_decay = 0.1f, adamw.clip_norm = 1.0f;
   const float loss_scale = 1.0f / static_cast<float>(static_cast<double>(o.batch) * g.block);
   const std::uint64_t seed = 1337;
-  GptStepOptions co;
+  CpuGptStepOptions co;
   co.loss_scale = loss_scale;
   CpuGptStep cpu(g, adamw, co, kernels::make_cpu_kernels(), seed, nullptr);
-  CudaGptOptions so;
+  CudaGptStepOptions so;
   so.precision = precision_of(o.precision);
   so.max_rows = o.batch;
   so.loss_scale = loss_scale;
@@ -413,7 +413,7 @@ int run_gpt(const GptBenchOptions& o) {
   OptimizerConfig adamw;  // nanoGPT's GPT-2 124M recipe, at a constant lr
   adamw.kind = OptimizerKind::kAdamW;
   adamw.lr = 6e-4f, adamw.weight_decay = 0.1f, adamw.clip_norm = 1.0f;
-  CudaGptOptions so;
+  CudaGptStepOptions so;
   so.precision = precision_of(o.precision);
   so.deterministic = o.deterministic;
   so.max_rows = o.batch;

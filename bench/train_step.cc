@@ -125,7 +125,7 @@ int run(const Options& o, Comm& comm) {
   opt.schedule = Schedule::kWarmupCosine;
   opt.warmup_steps = 200;
   opt.clip_norm = o.clip_norm;
-  StepOptions so;
+  CpuMlpStepOptions so;
   so.label_smoothing = o.label_smoothing;
   so.loss_scale = 1.0f / static_cast<float>(o.global_batch);
   so.dropout_seed = 7;

@@ -86,15 +86,15 @@ std::vector<float> initial_params(const GptConfig& c, std::uint64_t seed) {
   return params;
 }
 
-CudaGptOptions gpu_options(const Recipe& r, std::uint64_t seed, cuda::Precision precision, bool fuse_bias = true) {
-  CudaGptOptions o;
+CudaGptStepOptions gpu_options(const Recipe& r, std::uint64_t seed, cuda::Precision precision, bool fuse_bias = true) {
+  CudaGptStepOptions o;
   o.precision = precision, o.max_rows = r.rows, o.loss_scale = 1.0f / float(r.tokens());
   o.dropout = r.dropout, o.dropout_seed = dropout_seed(seed), o.fuse_bias = fuse_bias;
   return o;
 }
 
 CpuGptStep cpu_step(const Recipe& r, std::uint64_t seed) {
-  GptStepOptions o;
+  CpuGptStepOptions o;
   o.loss_scale = 1.0f / float(r.tokens()), o.dropout = r.dropout, o.dropout_seed = dropout_seed(seed);
   return CpuGptStep(r.config, r.opt, o, kernels::make_cpu_kernels(), seed, nullptr);
 }
@@ -279,7 +279,7 @@ TEST_CASE("cuda gpt step: train_step() queues the same step as the phases" * doc
   CAPTURE(seed);
   const Recipe r = recipe(0.1f);
   const std::vector<float> init = initial_params(r.config, seed);
-  CudaGptOptions o = gpu_options(r, seed, cuda::Precision::kFp32);
+  CudaGptStepOptions o = gpu_options(r, seed, cuda::Precision::kFp32);
   o.deterministic = true;
   CudaGptStep phases(r.config, r.opt, o, init), queued(r.config, r.opt, o, init);
   for (int s = 0; s < r.steps; ++s) {
@@ -300,7 +300,7 @@ TEST_CASE("cuda gpt step: its state through host memory continues the training b
   const Recipe r = recipe(0.1f);
   for (auto precision : {cuda::Precision::kFp32, cuda::Precision::kBf16}) {
     CAPTURE(cuda::precision_name(precision));
-    CudaGptOptions o = gpu_options(r, seed, precision);
+    CudaGptStepOptions o = gpu_options(r, seed, precision);
     o.deterministic = true;  // three instances must pick the same reductions
     const std::vector<float> init = initial_params(r.config, seed);
     // straight: never through the host; trip: to the host and back unchanged; resumed: from other
@@ -330,7 +330,7 @@ TEST_CASE("cuda gpt step: a one-rank NCCL gradient reduction changes no bit" * d
   const std::uint64_t seed = fresh_seed();
   CAPTURE(seed);
   const Recipe r = recipe(0.0f);
-  CudaGptOptions o = gpu_options(r, seed, cuda::Precision::kFp32);
+  CudaGptStepOptions o = gpu_options(r, seed, cuda::Precision::kFp32);
   o.deterministic = true;  // two instances must pick the same reductions
   o.bucket_mb = 0.02;      // several buckets over the model's 110 KB of gradients
   const std::vector<float> init = initial_params(r.config, seed);
@@ -372,7 +372,7 @@ TEST_CASE("cuda gpt step: the optimizer sharded over a one-rank NCCL communicato
       Recipe r = recipe(0.1f);
       r.opt.kind = kind;
       r.opt.momentum = 0.9f;
-      CudaGptOptions o = gpu_options(r, seed, precision);
+      CudaGptStepOptions o = gpu_options(r, seed, precision);
       o.deterministic = true;  // the instances must pick the same reductions
       o.bucket_mb = 0.02;      // several buckets
       const std::vector<float> init = initial_params(r.config, seed);

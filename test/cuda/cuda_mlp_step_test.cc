@@ -48,8 +48,8 @@ void batch(const Recipe& r, int s, std::uint64_t seed, std::vector<float>& x, st
   for (int i = 0; i < r.rows; ++i) y[i] = static_cast<std::int32_t>((seed >> 3) + 7 * i + s) % r.shape.classes;
 }
 
-StepOptions step_options(const Recipe& r, std::uint64_t seed) {
-  StepOptions o;
+CpuMlpStepOptions step_options(const Recipe& r, std::uint64_t seed) {
+  CpuMlpStepOptions o;
   o.label_smoothing = r.smoothing, o.loss_scale = 1.0f / r.rows, o.dropout_seed = seed ^ 0xd0;
   return o;
 }
@@ -86,8 +86,8 @@ Losses train_gpu(const Recipe& r, std::uint64_t seed, cuda::Precision precision,
   auto k = kernels::make_reference_kernels<float>();
   Mlp<float> init(r.shape, *k);
   init.initialize(seed);
-  const StepOptions so = step_options(r, seed);
-  CudaStepOptions o;
+  const CpuMlpStepOptions so = step_options(r, seed);
+  CudaMlpStepOptions o;
   o.precision = precision, o.max_rows = r.rows, o.label_smoothing = so.label_smoothing, o.fuse_epilogues = fuse;
   o.loss_scale = so.loss_scale, o.dropout_seed = so.dropout_seed;
   o.deterministic = deterministic;
@@ -179,8 +179,8 @@ TEST_CASE("cuda step: its state through host memory continues the training bit f
     Mlp<float> init(r.shape, *k), other(r.shape, *k);
     init.initialize(seed);
     other.initialize(seed + 1);
-    const StepOptions so = step_options(r, seed);
-    CudaStepOptions o;
+    const CpuMlpStepOptions so = step_options(r, seed);
+    CudaMlpStepOptions o;
     o.precision = precision, o.max_rows = r.rows, o.label_smoothing = so.label_smoothing;
     o.loss_scale = so.loss_scale, o.dropout_seed = so.dropout_seed, o.deterministic = true;
     CudaMlpStep straight(r.shape, r.opt, o, init.params()), first(r.shape, r.opt, o, init.params()),

@@ -35,7 +35,7 @@ int run(const Options& o) {
   OptimizerConfig adamw;
   adamw.kind = OptimizerKind::kAdamW;
   adamw.lr = 6e-4f, adamw.weight_decay = 0.1f, adamw.clip_norm = 1.0f;
-  GptStepOptions so;
+  CpuGptStepOptions so;
   const std::size_t n = static_cast<std::size_t>(o.batch) * static_cast<std::size_t>(g.block);
   so.loss_scale = 1.0f / static_cast<float>(n);
   CpuGptStep step(g, adamw, so, kernels::make_cpu_kernels(o.threads), 1337, nullptr);

@@ -5,7 +5,7 @@
 
 namespace slurm_train {
 
-CpuGptStep::CpuGptStep(const GptConfig& config, const OptimizerConfig& optimizer, const GptStepOptions& options,
+CpuGptStep::CpuGptStep(const GptConfig& config, const OptimizerConfig& optimizer, const CpuGptStepOptions& options,
                        std::unique_ptr<kernels::Kernels<float>> kernels, std::uint64_t seed, Comm* comm)
     : kernels_(std::move(kernels)),
       model_(config, *kernels_),

@@ -17,7 +17,7 @@
 
 namespace slurm_train {
 
-struct GptStepOptions {
+struct CpuGptStepOptions {
   float loss_scale = 1.0f;  // 1 / (global batch * block): the loss is a mean over the global batch's tokens
   double bucket_mb = 4.0;   // gradient all-reduce buckets, with a Comm
   int eval_rows = 8;        // evaluate() runs the model on at most this many windows at a time
@@ -30,7 +30,7 @@ class CpuGptStep final : public TrainStep {
  public:
   // Parameters initialised from `seed` (gpt_initialize). With `comm` (which must outlive the
   // step), gradients are summed over its ranks.
-  CpuGptStep(const GptConfig& config, const OptimizerConfig& optimizer, const GptStepOptions& options,
+  CpuGptStep(const GptConfig& config, const OptimizerConfig& optimizer, const CpuGptStepOptions& options,
              std::unique_ptr<kernels::Kernels<float>> kernels, std::uint64_t seed, Comm* comm);
 
   void forward(const StepBatch& batch) override;
@@ -52,7 +52,7 @@ class CpuGptStep final : public TrainStep {
   std::unique_ptr<kernels::Kernels<float>> kernels_;
   Gpt model_;
   ModelLayout layout_;
-  GptStepOptions o_;
+  CpuGptStepOptions o_;
   StepOptimizer optimizer_;
   StepLoss loss_;
 };

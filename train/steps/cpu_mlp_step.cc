@@ -7,7 +7,7 @@
 
 namespace slurm_train {
 
-CpuMlpStep::CpuMlpStep(const MlpShape& shape, const OptimizerConfig& optimizer, const StepOptions& options,
+CpuMlpStep::CpuMlpStep(const MlpShape& shape, const OptimizerConfig& optimizer, const CpuMlpStepOptions& options,
                        std::unique_ptr<kernels::Kernels<float>> kernels, std::uint64_t seed, Comm* comm)
     : kernels_(std::move(kernels)),
       model_(shape, *kernels_),

@@ -18,7 +18,7 @@
 
 namespace slurm_train {
 
-struct StepOptions {
+struct CpuMlpStepOptions {
   float label_smoothing = 0.0f;
   float loss_scale = 1.0f;          // the loss's factor: 1 / global batch (the loss is a mean)
   std::uint64_t dropout_seed = 0;   // with the row index, keys the dropout masks
@@ -30,7 +30,7 @@ class CpuMlpStep final : public TrainStep {
  public:
   // Parameters initialised from `seed` (Mlp::initialize). With `comm` (which must outlive the
   // step), gradients are summed over its ranks; without, they stay this process's.
-  CpuMlpStep(const MlpShape& shape, const OptimizerConfig& optimizer, const StepOptions& options,
+  CpuMlpStep(const MlpShape& shape, const OptimizerConfig& optimizer, const CpuMlpStepOptions& options,
              std::unique_ptr<kernels::Kernels<float>> kernels, std::uint64_t seed, Comm* comm);
 
   void forward(const StepBatch& batch) override;
@@ -53,7 +53,7 @@ class CpuMlpStep final : public TrainStep {
   std::unique_ptr<kernels::Kernels<float>> kernels_;
   Mlp<float> model_;
   ModelLayout layout_;
-  StepOptions o_;
+  CpuMlpStepOptions o_;
   StepOptimizer optimizer_;
   StepBatch batch_;
   StepLoss loss_;

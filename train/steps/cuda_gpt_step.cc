@@ -50,7 +50,7 @@ struct CudaGptStep::State {
   cuda::OwnedStream owned;  // first: destroyed last
   GptConfig g;
   OptimizerConfig opt;
-  CudaGptOptions o;
+  CudaGptStepOptions o;
   ModelLayout model;
   std::vector<ParamTensor> tensors;
   std::vector<DecayRun> runs;  // the whole model's; sharded: this shard's parts of them
@@ -453,7 +453,7 @@ struct CudaGptStep::State {
   }
 };
 
-CudaGptStep::CudaGptStep(const GptConfig& config, const OptimizerConfig& optimizer, const CudaGptOptions& options,
+CudaGptStep::CudaGptStep(const GptConfig& config, const OptimizerConfig& optimizer, const CudaGptStepOptions& options,
                          const std::vector<float>& initial_parameters)
     : s_(std::make_unique<State>()) {
   State& s = *s_;

@@ -43,11 +43,11 @@
 
 namespace slurm_train {
 
-struct CudaGptOptions {
+struct CudaGptStepOptions {
   cuda::Precision precision = cuda::Precision::kFp32;
   bool deterministic = false;    // cuBLASLt algorithms without split-K reductions
   int max_rows = 8;              // the most windows (of block tokens) a step or an evaluation slice gets
-  float loss_scale = 1.0f;       // 1 / (global batch * block), as GptStepOptions
+  float loss_scale = 1.0f;       // 1 / (global batch * block), as CpuGptStepOptions
   float dropout = 0.0f;
   std::uint64_t dropout_seed = 0;
   double bucket_mb = 4.0;        // gradient all-reduce buckets, with reduce_gradients_with
@@ -62,7 +62,7 @@ class CudaGptStep final : public TrainStep {
   // On the current device (cudaSetDevice before), from parameters in gpt_layout(config)'s packed
   // order (gpt_initialize's). Throws std::invalid_argument for a shape the kernels cannot take
   // (a head size over kMaxAttentionHeadSize).
-  CudaGptStep(const GptConfig& config, const OptimizerConfig& optimizer, const CudaGptOptions& options,
+  CudaGptStep(const GptConfig& config, const OptimizerConfig& optimizer, const CudaGptStepOptions& options,
               const std::vector<float>& initial_parameters);
   ~CudaGptStep() override;
   CudaGptStep(const CudaGptStep&) = delete;

@@ -49,7 +49,7 @@ constexpr DataType data_type() {
 struct CudaMlpStep::State {
   MlpShape shape;
   OptimizerConfig opt;
-  CudaStepOptions o;
+  CudaMlpStepOptions o;
   std::vector<LayerLayout> packed, layers;  // host (checkpoint) layout, device layout
   ModelLayout model;                        // the packed layout's tensors
   bool half = false;  // bf16 precision (activations and the weights' working copy in bf16)
@@ -278,7 +278,7 @@ struct CudaMlpStep::State {
   }
 };
 
-CudaMlpStep::CudaMlpStep(const MlpShape& shape, const OptimizerConfig& optimizer, const CudaStepOptions& options,
+CudaMlpStep::CudaMlpStep(const MlpShape& shape, const OptimizerConfig& optimizer, const CudaMlpStepOptions& options,
                          const std::vector<float>& initial_parameters)
     : s_(std::make_unique<State>()) {
   State& s = *s_;

@@ -34,7 +34,7 @@
 
 namespace slurm_train {
 
-struct CudaStepOptions {
+struct CudaMlpStepOptions {
   cuda::Precision precision = cuda::Precision::kFp32;
   bool deterministic = false;
   int max_rows = 256;            // the largest batch (rows of this rank) a step or evaluation gets
@@ -50,7 +50,7 @@ struct CudaStepOptions {
 class CudaMlpStep final : public TrainStep {
  public:
   // On the current device (cudaSetDevice before), from parameters in mlp_layout(shape)'s order.
-  CudaMlpStep(const MlpShape& shape, const OptimizerConfig& optimizer, const CudaStepOptions& options,
+  CudaMlpStep(const MlpShape& shape, const OptimizerConfig& optimizer, const CudaMlpStepOptions& options,
               const std::vector<float>& initial_parameters);
   ~CudaMlpStep() override;
   CudaMlpStep(const CudaMlpStep&) = delete;

@@ -34,8 +34,8 @@ MlpShape shape_of(const RunConfig& c, std::size_t inputs) {
 
 std::uint64_t dropout_seed_of(const TrainConfig& tc) { return kernels::mix64(static_cast<std::uint64_t>(tc.seed) + 0xd509); }
 
-StepOptions mlp_step_options(const TrainConfig& tc) {
-  StepOptions o;
+CpuMlpStepOptions mlp_step_options(const TrainConfig& tc) {
+  CpuMlpStepOptions o;
   o.label_smoothing = static_cast<float>(tc.label_smoothing);
   o.loss_scale = 1.0f / static_cast<float>(tc.global_batch);  // the loss is a mean over the global batch
   o.dropout_seed = dropout_seed_of(tc);
@@ -72,7 +72,7 @@ void make_cuda_step(const RunConfig& config, std::size_t inputs, const DevicePla
     const GptConfig g = gpt_config_of(config.model, inputs);
     std::vector<float> initial;
     gpt_initialize(g, static_cast<std::uint64_t>(tc.seed), initial);
-    CudaGptOptions o;
+    CudaGptStepOptions o;
     o.precision = precision_of(plan.precision);
     o.deterministic = tc.deterministic;
     o.max_rows = static_cast<int>(share);  // evaluation runs in slices of as many windows
@@ -92,8 +92,8 @@ void make_cuda_step(const RunConfig& config, std::size_t inputs, const DevicePla
   auto reference = kernels::make_reference_kernels<float>();
   Mlp<float> initial(shape, *reference);
   initial.initialize(static_cast<std::uint64_t>(tc.seed));
-  const StepOptions so = mlp_step_options(tc);
-  CudaStepOptions o;
+  const CpuMlpStepOptions so = mlp_step_options(tc);
+  CudaMlpStepOptions o;
   o.precision = precision_of(plan.precision);
   o.deterministic = tc.deterministic;
   // The largest batch a step or an evaluation hands it: a rank's share or an evaluation batch.
@@ -162,7 +162,7 @@ ChosenStep make_train_step(const RunConfig& config, std::size_t inputs, Comm& co
   std::unique_ptr<TrainStep> step;
   std::size_t state_bytes = 0;
   if (config.model.kind == "gpt") {
-    GptStepOptions o;
+    CpuGptStepOptions o;
     o.loss_scale = 1.0f / static_cast<float>(static_cast<double>(tc.global_batch) * config.model.block);
     o.bucket_mb = tc.bucket_mb;
     o.dropout = static_cast<float>(config.model.dropout);
@@ -174,7 +174,7 @@ ChosenStep make_train_step(const RunConfig& config, std::size_t inputs, Comm& co
     state_bytes = gpt->optimizer_state_bytes();
     step = std::move(gpt);
   } else {
-    StepOptions o = mlp_step_options(tc);
+    CpuMlpStepOptions o = mlp_step_options(tc);
     o.shard_optimizer = shard;
     auto mlp = std::make_unique<CpuMlpStep>(shape_of(config, inputs), optimizer_config_of(tc), o, std::move(kernels),
                                             static_cast<std::uint64_t>(tc.seed), &comm);
