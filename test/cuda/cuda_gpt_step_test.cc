@@ -389,9 +389,13 @@ TEST_CASE("cuda gpt step: the optimizer sharded over a one-rank NCCL communicato
       CHECK(sharded.parameters() == replicated.parameters());
 
       // The shard a checkpoint of the ranks writes: here the whole state, as the replicated step's.
+      CHECK(!replicated.state_sharded());
       CHECK(!replicated.state_shard());
       replicated.state_to_host();
       const HostState whole = replicated.host_state();
+      CHECK(sharded.state_sharded());
+      CHECK_THROWS_AS(sharded.state_shard(), std::logic_error);  // a view: nothing copied yet
+      sharded.shard_to_host();
       const std::optional<StateShard> shard = sharded.state_shard();
       REQUIRE(shard);
       CHECK(shard->begin == 0);

@@ -195,7 +195,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   const OptimizerConfig schedule = optimizer_config_of(tc);
   Checkpointing ckpt({config.ckpt, tc.optimizer, schedule, static_cast<std::uint64_t>(tc.seed), d.global_batch,
                       d.per_epoch, total, comm.size(), config_as_toml(config), recipe, hooks.slow_checkpoint_ms,
-                      chosen.device, !config.ckpt.dir.empty() && comm.size() > 1 && model.state_shard() ? &comm : nullptr},
+                      chosen.device, !config.ckpt.dir.empty() && comm.size() > 1 && model.state_sharded() ? &comm : nullptr},
                      model, rank0, out);
   BatchPrefetcher batches(*d.train, static_cast<std::uint64_t>(tc.seed), d.global_batch, comm.rank(),
                           comm.size(), start.step, total);
@@ -306,8 +306,8 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
     if (ckpt.due(done, stop)) {
       // Every rank holds the same parameters: all of them stop here together. A sharded state
       // is written shard by shard, never gathered: in host memory, the parameters and this
-      // rank's shard (state_shard()).
-      if (ckpt.together()) model.state_shard();
+      // rank's shard (shard_to_host()).
+      if (ckpt.together()) model.shard_to_host();
       else model.state_to_host();
       if (const auto diverged = non_finite_parameters(done, *state.params)) throw TrainingDiverged(*diverged);
       ckpt.save(done, epoch_loss, epoch_seconds);

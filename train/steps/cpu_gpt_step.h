@@ -43,6 +43,7 @@ class CpuGptStep final : public TrainStep {
   const ModelLayout& model_layout() const override { return layout_; }
   HostState host_state() override;
   void state_to_host() override;
+  bool state_sharded() const override { return optimizer_.sharded(); }
   std::optional<StateShard> state_shard() override;
   void state_from_host() override;
   // Bytes of optimizer state this rank holds (sharded: its shard's).

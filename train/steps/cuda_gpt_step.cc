@@ -725,16 +725,22 @@ void CudaGptStep::state_from_host() {
   }
 }
 
+bool CudaGptStep::state_sharded() const { return s_->sharded(); }
+
+void CudaGptStep::shard_to_host() {
+  State& s = *s_;
+  if (!s.sharded() || s.shard_on_host) return;
+  s.allocate_moments();
+  s.host_params = s.download(s.params, s.model.parameters());
+  s.host_shard_first = s.download(s.m, s.shard_size());
+  if (s.has_second_moment()) s.host_shard_second = s.download(s.v, s.shard_size());
+  s.shard_on_host = true;
+}
+
 std::optional<StateShard> CudaGptStep::state_shard() {
   State& s = *s_;
   if (!s.sharded()) return std::nullopt;
-  if (!s.shard_on_host) {
-    s.allocate_moments();
-    s.host_params = s.download(s.params, s.model.parameters());
-    s.host_shard_first = s.download(s.m, s.shard_size());
-    if (s.has_second_moment()) s.host_shard_second = s.download(s.v, s.shard_size());
-    s.shard_on_host = true;
-  }
+  if (!s.shard_on_host) throw std::logic_error("CudaGptStep::state_shard(): the shard was not copied to host memory since the last update (shard_to_host())");
   return StateShard{s.shard_begin, s.shard_end, &s.host_params, &s.host_shard_first, &s.host_shard_second};
 }
 

@@ -80,6 +80,8 @@ class CudaGptStep final : public TrainStep {
   HostState host_state() override;
   void state_to_host() override;
   void state_from_host() override;
+  bool state_sharded() const override;
+  void shard_to_host() override;
   std::optional<StateShard> state_shard() override;
 
   // A whole step queued without waiting for the GPU (the clipping factor stays there): forward,

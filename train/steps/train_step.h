@@ -77,9 +77,15 @@ class TrainStep {
   virtual HostState host_state() = 0;
   virtual void state_to_host() {}
   virtual void state_from_host() {}
-  // This rank's shard of the state in host memory, for a checkpoint the ranks write together
-  // (host_state()'s params are current after it too); nullopt when every rank holds the whole
-  // state. A device step copies it there, once per update.
+  // Whether this rank holds only its shard of the optimizer state (train.shard_optimizer on
+  // several ranks): its checkpoints are then written by the ranks together.
+  virtual bool state_sharded() const { return false; }
+  // A device step copies this rank's shard and the parameters to host memory (before a
+  // checkpoint the ranks write together; once per update however often it is called); a CPU
+  // step's are there already.
+  virtual void shard_to_host() {}
+  // This rank's shard of the state in host memory, as of the last shard_to_host() (host_state()'s
+  // params too); nullopt when every rank holds the whole state. A view: it copies nothing.
   virtual std::optional<StateShard> state_shard() { return std::nullopt; }
 };
 
