@@ -155,7 +155,7 @@ rows = [r for r in lines if 'step' in r]
 evals = [r['eval'] for r in lines if 'eval' in r]
 assert len(evals) == 1 and evals[0]['step'] == 30 and 0 < evals[0]['test_accuracy'] < 1, evals
 assert [r['step'] for r in rows] == list(range(30))
-assert all(set(r['time_s']) == {'data', 'forward', 'backward', 'comm_wait', 'optimizer'} for r in rows)
+assert all(set(r['time_s']) == {'data', 'forward', 'backward', 'comm_wait', 'optimizer', 'checkpoint'} for r in rows)
 assert rows[-1]['loss'] < rows[0]['loss'], (rows[0]['loss'], rows[-1]['loss'])
 print('ok')"
   [ "$output" = ok ]

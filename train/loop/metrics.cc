@@ -64,7 +64,8 @@ void MetricsWriter::write(const StepMetrics& m) {
         {"forward", m.times.forward},
         {"backward", m.times.backward},
         {"comm_wait", m.times.comm_wait},
-        {"optimizer", m.times.optimizer}}},
+        {"optimizer", m.times.optimizer},
+        {"checkpoint", m.times.checkpoint}}},
   };
   if (m.tokens_per_sample > 0) line["tokens_per_s"] = m.samples_per_second * static_cast<double>(m.tokens_per_sample);
   if (!run_.empty()) line["run"] = run_;

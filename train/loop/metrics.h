@@ -12,8 +12,10 @@
 namespace slurm_train {
 
 struct StepTimes {
-  double data = 0, forward = 0, backward = 0, comm_wait = 0, optimizer = 0;  // seconds
-  double total() const { return data + forward + backward + comm_wait + optimizer; }
+  // Seconds. `checkpoint`: the wait before the update for the background writer's copy of the
+  // parameters (a checkpoint's stall), apart from the optimizer's own time.
+  double data = 0, forward = 0, backward = 0, comm_wait = 0, optimizer = 0, checkpoint = 0;
+  double total() const { return data + forward + backward + comm_wait + optimizer + checkpoint; }
 };
 
 struct StepMetrics {

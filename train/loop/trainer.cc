@@ -252,7 +252,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
     const auto predictions = static_cast<double>(d.global_batch * per_row);
     const double loss = sums[0] / predictions;
     if (const auto diverged = non_finite_step(step, loss, grad_norm, lr, tc.clip_norm)) throw TrainingDiverged(*diverged);
-    phases.enter(TrainPhase::kCheckpoint, &t.optimizer);
+    phases.enter(TrainPhase::kCheckpoint, &t.checkpoint);
     ckpt.wait_copied();
     phases.enter(TrainPhase::kOptimizer, &t.optimizer);
     model.update(lr, step);
