@@ -321,7 +321,7 @@ check_gpt_runs() {
     gt_run gpt-bf16 "$device" --train.precision bf16 --ckpt.dir "$work/gpt-ck"
     s1=$?
     grep -E '^(  rank|epoch|final)' "$work/gpt-bf16.log"
-    bpb=$(sed -n 's/^final: val_loss [0-9.]* (\([0-9.]*\) bits\/byte).*/\1/p' "$work/gpt-bf16.log" | tail -n1)
+    bpb=$(sed -n 's/^final: .*val_loss [0-9.]* (\([0-9.]*\) bits\/byte).*/\1/p' "$work/gpt-bf16.log" | tail -n1)
     unigram=$(grep -o 'unigram entropy [0-9.]*' "$work/gpt-bf16.log" | tail -n1 | awk '{print $3}')
     detail="validation ${bpb:-?} bits/byte, unigram entropy ${unigram:-?}"
     if [ "$s1" -eq 0 ] && [ -n "$bpb" ] && [ -n "$unigram" ] && awk -v b="$bpb" -v u="$unigram" 'BEGIN {exit !(b < 0.8 * u)}'; then

@@ -112,7 +112,7 @@ PYEOF
   [[ $out == *"preempted (SIGUSR2 on "?" of 2 rank(s)): stopped after step "* ]]
   [[ $out == *"requeued job $job: it resumes from step"* ]]
   [[ $out == *"resumed from checkpoints/gpt-tiny-$job/step-"* ]]
-  [[ $out == *"final: val_loss"* ]]
+  [[ $out == *"final: val_acc "*"%  val_loss "*" bits/byte)  after "* ]]
   run $PY "$ROOT/test/integration/compare_models.py" "$work/preempted.h5" "$work/uninterrupted.h5" 0
   echo "$output"
   [ "$status" -eq 0 ]

@@ -59,6 +59,25 @@ void load_labelled(const RunConfig& config, TrainingData& d) {
 }
 
 // A language model's windows: data.train's training split and data.test's validation split.
+// How the epoch and final lines name the evaluation: a language model's is on the validation
+// split, its loss also in bits per byte (byte tokens: comparable with the corpus's unigram
+// entropy), its speed in tokens/s; a classifier's on the test set, in samples/s.
+struct EvalTerms {
+  const char* split;           // "val" | "test"
+  const char* unit;            // what the speed counts
+  double per_sample;           // units a sample
+  double unigram_entropy_bits; // < 0: no bits per byte
+
+  std::string loss(double loss, bool with_entropy) const {
+    std::string s = fmt::format("{}_loss {:.4f}", split, loss);
+    if (unigram_entropy_bits < 0) return s;
+    if (with_entropy)
+      return s + fmt::format(" ({:.4f} bits/byte; unigram entropy {:.3f})", loss / std::log(2.0), unigram_entropy_bits);
+    return s + fmt::format(" ({:.4f} bits/byte)", loss / std::log(2.0));
+  }
+  std::string accuracy(double accuracy) const { return fmt::format("{}_acc {:.2f}%", split, 100.0 * accuracy); }
+};
+
 void load_tokens(const RunConfig& config, TrainingData& d) {
   const DataConfig& dc = config.data;
   const int block = config.model.block;
@@ -209,6 +228,8 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   };
   const bool tokens = config.model.kind == "gpt";
   const std::size_t per_row = d.train->predictions_per_row();
+  const EvalTerms terms = tokens ? EvalTerms{"val", "tokens", static_cast<double>(per_row), d.unigram_entropy_bits}
+                                 : EvalTerms{"test", "samples", 1.0, -1.0};
   if (rank0)
     out << fmt::format("training {} parameters on {} rank(s), {} steps ({} per epoch), global batch {}{}\n",
                        state.params->size(), comm.size(), total, d.per_epoch, d.global_batch,
@@ -277,16 +298,10 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
       metrics.write_eval(e.epoch, e.step, e.test_loss, e.test_accuracy);
       latest_test_accuracy = e.test_accuracy;
       publish(step_metrics);
-      if (rank0 && tokens)
-        // Byte tokens: a loss in bits is bits per byte, comparable with the corpus's unigram entropy.
-        out << fmt::format("epoch {:>3}  step {:>6}  train_loss {:.4f}  val_loss {:.4f} ({:.4f} bits/byte; unigram "
-                           "entropy {:.3f})  val_acc {:.2f}%  tokens/s {:.0f}\n",
-                           e.epoch, e.step, e.train_loss, e.test_loss, e.test_loss / std::log(2.0),
-                           d.unigram_entropy_bits, 100.0 * e.test_accuracy, e.samples_per_second * double(per_row))
-            << std::flush;
-      else if (rank0)
-        out << fmt::format("epoch {:>3}  step {:>6}  train_loss {:.4f}  test_loss {:.4f}  test_acc {:.2f}%  samples/s {:.0f}\n",
-                           e.epoch, e.step, e.train_loss, e.test_loss, 100.0 * e.test_accuracy, e.samples_per_second)
+      if (rank0)
+        out << fmt::format("epoch {:>3}  step {:>6}  train_loss {:.4f}  {}  {}  {}/s {:.0f}\n", e.epoch, e.step,
+                           e.train_loss, terms.loss(e.test_loss, true), terms.accuracy(e.test_accuracy), terms.unit,
+                           e.samples_per_second * terms.per_sample)
             << std::flush;
       epoch_loss = epoch_seconds = 0;
     }
@@ -329,15 +344,9 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   result.parameters = *state.params;
   if (!result.stopped_early) save_model_file();
   result.seconds = seconds_since(started);
-  if (rank0 && tokens && !result.stopped_early && !result.epochs.empty())
-    out << fmt::format("final: val_loss {:.4f} ({:.4f} bits/byte)  val_acc {:.2f}%  after {} steps in {:.1f} s\n",
-                       result.epochs.back().test_loss, result.epochs.back().test_loss / std::log(2.0),
-                       100.0 * result.epochs.back().test_accuracy, total, result.seconds)
-        << std::flush;
-  else if (rank0 && !result.stopped_early && !result.epochs.empty())
-    out << fmt::format("final: test_acc {:.2f}%  test_loss {:.4f}  after {} steps in {:.1f} s\n",
-                       100.0 * result.epochs.back().test_accuracy, result.epochs.back().test_loss, total,
-                       result.seconds)
+  if (rank0 && !result.stopped_early && !result.epochs.empty())
+    out << fmt::format("final: {}  {}  after {} steps in {:.1f} s\n", terms.accuracy(result.epochs.back().test_accuracy),
+                       terms.loss(result.epochs.back().test_loss, false), total, result.seconds)
         << std::flush;
   return result;
 }
