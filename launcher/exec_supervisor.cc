@@ -1,0 +1,472 @@
+#include "launcher/exec_supervisor.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <optional>
+
+#include "launcher/child_process.h"
+#include "launcher/cli_validators.h"
+#include "launcher/exit_codes.h"
+#include "launcher/heartbeat_file.h"
+#include "launcher/memory_cgroup.h"
+#include "launcher/munge_auth.h"
+#include "launcher/output_relay.h"
+#include "launcher/preempt_signals.h"
+#include "launcher/rank_log.h"
+#include "launcher/requeue.h"
+#include "launcher/restart_record.h"
+#include "launcher/watchdog.h"
+#include "spank/jobenv/env_names.h"
+#include "spank/jobenv/host.h"
+#include "spank/jobenv/hostlist.h"
+#include "spank/jobenv/rendezvous.h"
+#include "spank/jobenv/task_facts.h"
+#include "spank/jobenv/text.h"
+
+namespace slurm_train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+
+// Slurm's preemption warning (sbatch --signal) is one of these in practice, and SIGTERM comes
+// before a preemption or a cancel.
+constexpr int kPreemptionSignals[] = {SIGUSR1, SIGUSR2, SIGTERM};
+// Forwarded to the program as they are, without meaning preemption.
+constexpr int kForwardedSignals[] = {SIGINT, SIGHUP, SIGQUIT};
+
+bool is_preemption(int sig) {
+  for (const int s : kPreemptionSignals)
+    if (s == sig) return true;
+  return false;
+}
+
+// Where this task stands: a task of a Slurm job step, or a program run alone (one rank).
+struct ExecTask {
+  TaskFacts facts;
+  bool in_step = false;
+  std::string job;  // the log folder's name
+};
+
+ExecTask this_task(const Environment& env) {
+  ExecTask t;
+  // srun sets SLURM_STEP_NUM_TASKS in a step's tasks; a batch script's own shell has only the
+  // job's SLURM_NTASKS, which is not its own task count.
+  t.in_step = !env_value(env, "SLURM_STEP_NUM_TASKS").empty() && !env_value(env, "SLURM_PROCID").empty();
+  if (t.in_step) t.facts = task_facts_from_env(env);
+  t.job = log_job_id(env);
+  if (t.job.empty()) {
+    const std::time_t now = std::time(nullptr);
+    std::tm tm{};
+    localtime_r(&now, &tm);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+    t.job = fmt::format("local-{}-{}", stamp, ::getpid());
+  }
+  return t;
+}
+
+// A port no one listens on now, for MASTER_PORT of a program run alone.
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 29500;
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  socklen_t len = sizeof sa;
+  int port = 29500;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0)
+    port = ntohs(sa.sin_port);
+  ::close(fd);
+  return port;
+}
+
+// The rendezvous variables: the plugin's when it exported them for this task; otherwise the same
+// values from the same code, or those of a job of one rank.
+void add_rendezvous(Environment& child, const Environment& env, const ExecTask& task) {
+  if (!env_value(env, env_names::kPlugin).empty() && env_value(env, env_names::kEnv) == "on" &&
+      !env_value(env, env_names::kMasterAddr).empty())
+    return;
+  if (task.in_step) {
+    for (auto& [key, value] : rendezvous_variables(task.facts, PortRange{})) child[key] = value;
+    return;
+  }
+  child[env_names::kRank] = "0";
+  child[env_names::kLocalRank] = "0";
+  child[env_names::kWorldSize] = "1";
+  child[env_names::kLocalWorldSize] = "1";
+  child[env_names::kNodeRank] = "0";
+  child[env_names::kMasterAddr] = "127.0.0.1";
+  child[env_names::kMasterPort] = std::to_string(free_port());
+}
+
+void write_all(int fd, std::string_view text) {
+  while (!text.empty()) {
+    const ssize_t n = ::write(fd, text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    text.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+std::string base_name(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// The supervisor of one task: its program, the watchdog, the log, the signals.
+class Supervisor {
+ public:
+  Supervisor(const ExecOptions& options, const Environment& env, const ExecTask& task)
+      : o_(options), env_(env), task_(task), rank_(static_cast<int>(task.facts.global_rank)),
+        size_(task.in_step ? static_cast<int>(task.facts.world_size) : 1), host_(host_name()) {}
+
+  int run();
+
+ private:
+  int usage(const std::string& message);
+  void start_watchdog();
+  int supervise();
+  int finished_normally();
+  int preempted();
+  int failed(int status);
+  std::string who() const { return fmt::format("rank {} of {} on {}", rank_, size_, host_); }
+  void say(const std::string& text) {  // rank 0's console and this rank's log
+    log_.line(text);
+    if (rank_ == 0) write_all(2, "slurm-train exec: " + text + "\n");
+  }
+
+  const ExecOptions& o_;
+  const Environment& env_;
+  const ExecTask& task_;
+  const int rank_, size_;
+  const std::string host_;
+  const Clock::time_point started_ = Clock::now();
+  int forward_signal_ = 0;
+  int signal_fd_ = -1;
+  RankLog log_;
+  std::unique_ptr<HeartbeatFile> heartbeat_;
+  std::unique_ptr<ChildProcess> child_;
+  std::atomic<ChildProcess*> child_to_end_{nullptr};
+  std::unique_ptr<Watchdog> watchdog_;
+  std::optional<OutputRelay> relay_;
+  int preempted_by_ = 0;
+  std::uint64_t exited_at_ms_ = 0;
+  std::optional<std::uint64_t> oom_kills_at_start_;  // of this task's memory cgroup  // when the program ended (Unix ms): the first failure is the cause
+};
+
+int Supervisor::run() {
+  if (!o_.preempt_signal.empty()) {
+    try {
+      const auto list = parse_signal_list(o_.preempt_signal);
+      if (list.size() != 1)
+        throw std::invalid_argument(fmt::format("--preempt-signal '{}': expected one signal", o_.preempt_signal));
+      forward_signal_ = list[0];
+    } catch (const std::invalid_argument& e) {
+      return usage(e.what());
+    }
+  }
+  // A rank that cannot start says so at once, and through the watchdog ends the others, which
+  // would otherwise wait for it (every rank that finds the same says it too).
+  std::optional<std::pair<std::string, int>> cannot_start;
+  if (!o_.log_dir.empty()) {
+    try {
+      log_.open(fmt::format("{}/{}/rank-{}.log", o_.log_dir, task_.job, rank_), rank_);
+    } catch (const std::runtime_error& e) {
+      cannot_start.emplace(fmt::format("--log-dir: {}", e.what()), kExitUsage);
+    }
+  }
+  if (!cannot_start) {
+    try {
+      resolve_program(o_.command[0], env_value(env_, "PATH"));
+    } catch (const ProgramNotRunnable& e) {
+      cannot_start.emplace(e.what(), e.exit_code);
+    }
+  }
+  if (cannot_start) {
+    write_all(2, fmt::format("slurm-train: error: {}: {}\n", who(), cannot_start->first));
+    log_.line(fmt::format("error: {}", cannot_start->first));
+  }
+  // A console that went away (srun killed) must not kill the supervisor before it has ended its
+  // program; the program gets the default action back (child_process.cc).
+  ::signal(SIGPIPE, SIG_IGN);
+  // Blocked in every thread (the watchdog's is started after this) and read from a signalfd: the
+  // supervisor decides what a signal means, and the program gets them unblocked.
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (const int s : kPreemptionSignals) sigaddset(&signals, s);
+  for (const int s : kForwardedSignals) sigaddset(&signals, s);
+  if (::pthread_sigmask(SIG_BLOCK, &signals, nullptr) != 0 ||
+      (signal_fd_ = ::signalfd(-1, &signals, SFD_CLOEXEC | SFD_NONBLOCK)) < 0) {
+    write_all(2, fmt::format("slurm-train: error: {}: signalfd: {}\n", who(), std::strerror(errno)));
+    return kExitFailed;
+  }
+  try {
+    const std::string tmp = env_value(env_, "TMPDIR");
+    heartbeat_ = std::make_unique<HeartbeatFile>(
+        fmt::format("{}/slurm-train-heartbeat.{}.{}.{}.", tmp.empty() ? "/tmp" : tmp, task_.job, task_.facts.step_id, rank_));
+    start_watchdog();
+  } catch (const std::exception& e) {
+    write_all(2, fmt::format("slurm-train: error: {}: {}\n", who(), e.what()));
+    log_.line(fmt::format("error: {}", e.what()));
+    return kExitFailed;
+  }
+  if (cannot_start) {
+    // Rank 0 lets every rank connect first, so that none is left waiting to reach it.
+    watchdog_->wait_for_all_ranks(10);
+    watchdog_->report_failure(kExitFailed, "cannot start: " + cannot_start->first);
+    return cannot_start->second;
+  }
+  return supervise();
+}
+
+int Supervisor::usage(const std::string& message) {
+  write_all(2, fmt::format("slurm-train: error: {}\n", message));
+  return kExitUsage;
+}
+
+void Supervisor::start_watchdog() {
+  WatchdogOptions options;
+  options.hang_timeout = o_.hang_timeout;
+  options.connect_timeout = 120;
+  options.print_reported_failures = true;
+  options.gather_failures_seconds = 1;
+  options.before_exit = [this] {
+    if (ChildProcess* child = child_to_end_.load()) {
+      log_.line(fmt::format("ending the program (pid {}): SIGTERM, then SIGKILL after {:.0f} s", child->pid(), o_.kill_grace));
+      child->end(o_.kill_grace);
+    }
+    heartbeat_->remove();  // _exit skips its destructor
+  };
+  std::string device = env_value(env_, "CUDA_VISIBLE_DEVICES");
+  const RankIdentity me{host_, static_cast<int>(::getpid()), allowed_cpus(), device.empty() ? "-" : "gpu " + device};
+  WatchdogRendezvous where;
+  where.rank = rank_;
+  where.size = size_;
+  std::unique_ptr<ControlAuth> auth;
+  if (task_.in_step && size_ > 1) {
+    where.root_host = master_addr(task_.facts.step_nodelist);
+    where.port = control_port(task_.facts.job_id, task_.facts.step_id, PortRange{});
+    // Anyone can compute the port from squeue: a munge credential proves a task is the job's.
+    // Task 0 checks munged first, so that a dead one is named before any rank knocks.
+    auth = std::make_unique<MungeAuth>(task_.facts.job_id, task_.facts.step_id, munge_socket_for(env_), rank_ == 0);
+  }
+  watchdog_ = std::make_unique<Watchdog>(where, std::move(auth), me, options, log_);
+}
+
+int Supervisor::supervise() {
+  Environment child_env = env_;
+  add_rendezvous(child_env, env_, task_);
+  child_env["SLURM_TRAIN_HEARTBEAT"] = heartbeat_->path();
+  try {
+    child_ = std::make_unique<ChildProcess>(o_.command, child_env);
+  } catch (const ProgramNotRunnable& e) {
+    write_all(2, fmt::format("slurm-train: error: {}: {}\n", who(), e.what()));
+    watchdog_->wait_for_all_ranks(10);
+    watchdog_->report_failure(kExitFailed, fmt::format("cannot start: {}", e.what()));
+    return e.exit_code;
+  }
+  child_to_end_ = child_.get();
+  oom_kills_at_start_ = oom_kills();
+  watchdog_->set_pid(child_->pid());
+  std::string line;
+  for (const auto& a : o_.command) line += (line.empty() ? "" : " ") + a;
+  log_.line(fmt::format("slurm-train {} exec: rank {} of {} on {}: started {} (pid {}), supervisor pid {}",
+                        SLURM_TRAIN_VERSION, rank_, size_, host_, line, child_->pid(), ::getpid()));
+  if (rank_ == 0 && task_.in_step)
+    write_all(2, fmt::format("slurm-train exec: job {}: {} rank(s); rank logs in {}\n", task_.job, size_,
+                             o_.log_dir.empty() ? "(none: --log-dir is empty)" : o_.log_dir + "/" + task_.job + "/"));
+  relay_.emplace(log_, rank_, [](OutputRelay::Stream s, std::string_view bytes) {
+    write_all(s == OutputRelay::Stream::kStdout ? 1 : 2, bytes);
+  });
+  TrainProgress& progress = watchdog_->progress();
+  progress.set(TrainPhase::kProgram, 0);
+
+  std::optional<int> status;
+  std::optional<Clock::time_point> preempt_deadline, exited_at;
+  bool killed = false;
+  char buffer[65536];
+  for (;;) {
+    pollfd fds[4] = {{child_->stdout_fd(), POLLIN, 0}, {child_->stderr_fd(), POLLIN, 0}, {signal_fd_, POLLIN, 0},
+                     {status ? -1 : child_->pidfd(), POLLIN, 0}};
+    if (::poll(fds, 4, 200) < 0 && errno != EINTR) break;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      const ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
+      if (n > 0) {
+        relay_->take(i == 0 ? OutputRelay::Stream::kStdout : OutputRelay::Stream::kStderr,
+                     std::string_view(buffer, static_cast<std::size_t>(n)));
+        progress.set(TrainPhase::kProgram, progress.step());
+      } else if (n == 0 || errno != EINTR) {
+        i == 0 ? child_->close_stdout() : child_->close_stderr();
+      }
+    }
+    signalfd_siginfo info;
+    while (::read(signal_fd_, &info, sizeof info) == sizeof info) {
+      const int sig = static_cast<int>(info.ssi_signo);
+      if (status) continue;
+      const int to_program = is_preemption(sig) && forward_signal_ != 0 ? forward_signal_ : sig;
+      if (is_preemption(sig) && preempted_by_ == 0) {
+        preempted_by_ = sig;
+        preempt_deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o_.preempt_grace));
+        say(fmt::format("received {}: passed to the program (pid {}) as {}; waiting up to {:.0f} s "
+                        "(--preempt-grace) for it to checkpoint and exit",
+                        signal_name(sig), child_->pid(), signal_name(to_program), o_.preempt_grace));
+      } else {
+        log_.line(fmt::format("received {}: passed to the program as {}", signal_name(sig), signal_name(to_program)));
+      }
+      child_->signal(to_program);
+    }
+    if (heartbeat_->changed()) progress.set(TrainPhase::kProgram, heartbeat_->step().value_or(progress.step()));
+    if (!status) {
+      status = child_->try_wait();
+      if (status) {
+        exited_at = Clock::now();
+        exited_at_ms_ = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                        std::chrono::system_clock::now().time_since_epoch())
+                                                        .count());
+      }
+    }
+    if (status && child_->stdout_fd() < 0 && child_->stderr_fd() < 0) break;
+    // Its own children may hold the pipes open after it exited.
+    if (status && Clock::now() - *exited_at > std::chrono::seconds(2)) break;
+    if (!status && preempt_deadline && !killed && Clock::now() > *preempt_deadline) {
+      say(fmt::format("the program (pid {}) did not exit within --preempt-grace={:.0f} s of {}; ending it",
+                      child_->pid(), o_.preempt_grace, signal_name(preempted_by_)));
+      child_->end(o_.kill_grace);
+      killed = true;
+    }
+  }
+  relay_->flush();
+  if (!status) {
+    write_all(2, fmt::format("slurm-train: error: {}: poll: {}\n", who(), std::strerror(errno)));
+    watchdog_->report_failure(kExitFailed, fmt::format("{}: the supervisor failed (poll)", who()));
+    return kExitFailed;
+  }
+  if (heartbeat_->changed()) progress.set(TrainPhase::kProgram, heartbeat_->step().value_or(progress.step()));
+  log_.line(fmt::format("the program (pid {}) {}", child_->pid(), describe_wait_status(*status)));
+  if (preempted_by_ != 0) return preempted();
+  if (exit_code_of(*status) == 0) return finished_normally();
+  return failed(*status);
+}
+
+int Supervisor::finished_normally() {
+  if (rank_ != 0) {
+    const int code = watchdog_->finish_and_wait_for_rank0(kExitOk);
+    log_.line(fmt::format("done (exit {})", code));
+    return code;
+  }
+  const auto table = watchdog_->wait_for_all_finished();
+  for (const auto& r : table)
+    if (r.exit_code == kExitPreempted) return preempted();
+  watchdog_->finish(kExitOk);
+  log_.line("done (exit 0)");
+  return kExitOk;
+}
+
+// After a preemption signal: every rank's program has exited (the others waited for rank 0's
+// word); rank 0 keeps the restart record, decides, tells the others, and requeues the job.
+int Supervisor::preempted() {
+  if (rank_ != 0) {
+    const int code = watchdog_->finish_and_wait_for_rank0(kExitPreempted);
+    log_.line(fmt::format("preempted: exit {}", code));
+    return code;
+  }
+  watchdog_->wait_for_all_finished();
+  const double seconds = std::chrono::duration<double>(Clock::now() - started_).count();
+  const std::optional<std::uint64_t> step = heartbeat_->step();
+  const std::string signal = preempted_by_ != 0 ? signal_name(preempted_by_) : "a preemption signal on another rank";
+  const std::string reached = step ? fmt::format("its program reported step {}", *step)
+                                   : fmt::format("its program ran {:.0f} s and reported no step", seconds);
+  int code = kExitPreempted;
+  std::string detail;
+  RequeueResult target{false, ""};
+  if (!o_.log_dir.empty()) {
+    const std::string dir = fmt::format("{}/{}", o_.log_dir, task_.job);
+    try {
+      const RestartRecord record = next_exec_record(read_restart_record(dir), step, seconds);
+      write_restart_record(dir, record);
+      if (should_give_up(record, static_cast<std::uint64_t>(o_.max_restarts_without_progress))) {
+        code = kExitDoNotRequeue;
+        detail = fmt::format("not requeued: {} runs in a row made no progress (more than "
+                             "--max-restarts-without-progress={}); delete {}/restarts to allow it again",
+                             record.restarts_without_progress, o_.max_restarts_without_progress, dir);
+      }
+    } catch (const std::exception& e) {
+      detail = fmt::format("not requeued: the restart record: {}", e.what());
+    }
+  } else {
+    detail = "not requeued: without --log-dir there is no restart record to guard against requeueing forever";
+  }
+  if (detail.empty()) {
+    target = requeue_target_of_this_job(env_);
+    if (target.requeued) code = kExitRequeued;
+    else detail = fmt::format("not requeued: {}", target.detail);
+  }
+  // The others learn the code first: once requeued, Slurm ends the step's tasks.
+  watchdog_->finish(code);
+  if (code == kExitRequeued) {
+    const RequeueResult requeued = requeue_job(target.detail);
+    if (requeued.requeued) {
+      detail = fmt::format("requeued job {}", target.detail);
+    } else {
+      code = kExitPreempted;
+      detail = fmt::format("not requeued: {}", requeued.detail);
+    }
+  }
+  say(fmt::format("preempted ({}): {}; {} (exit {})", signal, reached, detail, code));
+  return code;
+}
+
+int Supervisor::failed(int status) {
+  std::string how = describe_wait_status(status);
+  if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && oom_kills_at_start_) {
+    const auto now = oom_kills();
+    if (now && *now > *oom_kills_at_start_)
+      how = fmt::format("was killed by the out-of-memory killer (SIGKILL; its memory cgroup's oom_kill count went from "
+                        "{} to {})",
+                        *oom_kills_at_start_, *now);
+  }
+  const std::string cause = fmt::format("its program {} (pid {}) {}", base_name(o_.command[0]), child_->pid(), how);
+  const std::string tail = relay_->tail();
+  const std::string detail = tail.empty() ? "" : "last lines of its output:\n" + tail;
+  log_.line("error: " + cause);
+  // Rank 0 judges it with the others' failures and ends the job naming the first.
+  if (rank_ == 0) watchdog_->fail_job(exit_code_of(status), cause, detail, exited_at_ms_);
+  watchdog_->report_failure(kExitFailed, cause, detail, exited_at_ms_);
+  return exit_code_of(status);
+}
+
+}  // namespace
+
+int supervise_exec(const ExecOptions& options, const Environment& env) {
+  ExecTask task;
+  try {
+    task = this_task(env);
+  } catch (const InputError& e) {
+    std::cerr << "slurm-train: error: exec: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  Supervisor supervisor(options, env, task);
+  return supervisor.run();
+}
+
+}  // namespace slurm_train
