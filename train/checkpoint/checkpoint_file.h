@@ -16,6 +16,8 @@
 // shard_rank (int64 [k]); `ckpt verify` checks each part and names the rank of a bad one. The scalars are one table (checkpoint_format.h);
 // the tensors' bytes go straight to and from the file (tensor_io.h); the folder of checkpoints
 // and its commit protocol are checkpoint_store.h's.
+// The writer is checkpoint_file_writer.cc, the reader checkpoint_file_reader.h; checkpoint_file.cc
+// runs every read of a file in a child process first (the crash-contained probe), then for real.
 #pragma once
 
 #include <cstdint>

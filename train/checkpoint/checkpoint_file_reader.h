@@ -1,0 +1,29 @@
+// A checkpoint file's reader (checkpoint_file.h has the layout): every check of its structure,
+// sizes and checksums, in two passes. checkpoint_file.cc runs the probe pass in a child process
+// (crash_contained.h) before the read pass in this one; nothing else calls these directly.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "train/checkpoint/checkpoint_file.h"
+
+namespace slurm_train {
+
+// What a read does with the bytes of a contiguous dataset (ours: the tensors). The first pass,
+// in a child process (crash_contained.h), probes: it runs everything libhdf5 parses but leaves
+// those bytes, which are the file's plain bytes at an offset (read by pread, or by libhdf5
+// without parsing anything more), so that the child copies no data and touches no memory of
+// this process's. The second pass reads them.
+enum class CheckpointPass { kProbe, kRead };
+
+// The whole checkpoint into `s` (a probe reads no tensor's bytes, and allocates nothing for them);
+// with `expected`, another model's file throws CheckpointMismatch before any buffer is sized.
+void read_checkpoint_uncontained(const std::string& path, CheckpointState& s, const ModelLayout* expected,
+                                 CheckpointPass pass);
+// Every problem of the file, one line each (empty: valid).
+std::vector<std::string> verify_checkpoint_uncontained(const std::string& path, CheckpointPass pass);
+// `ckpt show`'s text.
+std::string describe_checkpoint_uncontained(const std::string& path, CheckpointPass pass);
+
+}  // namespace slurm_train
