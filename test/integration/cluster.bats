@@ -86,7 +86,7 @@ teardown_file() {
   run "$CLUSTER_SH" start --dir "$other" --port "$TEST_CLUSTER_PORT"
   [ "$status" -ne 0 ]
   [[ $output == *"port $TEST_CLUSTER_PORT (slurmctld) is already in use"* ]]
-  ! ls "$other"/run/*.pid 2>/dev/null
+  [ -z "$(ls "$other"/run/*.pid 2>/dev/null)" ]
   [ -z "$(cluster_processes "$other")" ]
 }
 

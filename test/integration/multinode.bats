@@ -75,7 +75,8 @@ teardown_file() {
   [ -z "$output" ]
   run bash -c "ip netns list | grep '^sltr$port-'"
   [ -z "$output" ]
-  ! ip link show "sltr$port" 2>/dev/null
+  run ip link show "sltr$port"
+  [ "$status" -ne 0 ]
   run bash -c "ip -o link show | grep 'sltr${port}v'"
   [ -z "$output" ]
   # In this shell, srun's parent (run's subshell is not): its own exit status, non-zero.
@@ -107,5 +108,6 @@ teardown_file() {
   run env SLURM_CONF="$after/etc/slurm.conf" srun -N2 -n2 hostname
   [ "$status" -eq 0 ]
   "$CLUSTER_SH" stop --dir "$after"
-  ! ip link show "sltr$port" 2>/dev/null
+  run ip link show "sltr$port"
+  [ "$status" -ne 0 ]
 }
