@@ -7,6 +7,8 @@
 #   make install PREFIX=/opt/slurm-train/$(VERSION) [DESTDIR=...]; make uninstall (same PREFIX)
 #   make gpu-bundle           binaries + the shared libraries they link, for a GPU machine without
 #                             MPI/HDF5 (scripts/gpu-bundle.sh; CUDA builds only)
+#   make format               the C++ and CUDA sources formatted as .clang-format says (make test
+#                             checks it)
 #   make clean
 #   make fuzz [FUZZ_SECONDS=300] [FUZZ_RUNS=N FUZZ_SEED=S]  every libFuzzer target (each parser of
 #                             outside input) so long each; runs and seed make it repeatable
@@ -131,7 +133,7 @@ TEST_PROGRAMS := $(patsubst test/integration/%.cc,$(BUILD)/test/%,$(TESTPROG_SRC
 BENCH_PROGRAMS := $(patsubst bench/%.cc,$(BUILD)/bench/%,$(BENCH_SRC))
 
 # ---- targets --------------------------------------------------------------------------------
-.PHONY: all check-deps test test-programs demo bench install uninstall clean deps
+.PHONY: all check-deps test test-programs demo bench install uninstall clean deps format
 
 MAN_PAGES := $(BUILD)/share/man/man1/slurm-train.1 $(BUILD)/share/man/man8/spank_train.8
 
@@ -311,6 +313,9 @@ $(BUILD)/share/man/man1/%: docs/%.in VERSION
 $(BUILD)/share/man/man8/%: docs/%.in VERSION
 	@mkdir -p $(@D)
 	$(call say,GEN,$@)sed 's|@VERSION@|$(VERSION)|g' $< >$@
+
+format:
+	@git ls-files '*.cc' '*.h' '*.cu' '*.cuh' | xargs clang-format -i
 
 install: all
 	scripts/install.sh install $(BUILD) $(PREFIX) $(DESTDIR)
