@@ -19,8 +19,8 @@
 #include <numeric>
 
 #include "train/checkpoint/checkpoint_file.h"
-#include "train/io/contained_reads.h"
 #include "train/checkpoint/checkpoint_store.h"
+#include "train/io/contained_reads.h"
 
 using namespace slurm_train;
 using Clock = std::chrono::steady_clock;
@@ -114,10 +114,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   const double verify_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  std::cout << fmt::format("file_bytes {}\nparameters {}\nwrite_s {:.4f}\nread_s {:.4f}\nwrite_MBps {:.0f}\nread_MBps {:.0f}\n"
-                           "fresh_read_MBps {:.0f}\nverify_MBps {:.0f}\n",
-                           bytes, n, median(write_s), median(read_s), bytes / median(write_s) / 1e6,
-                           bytes / median(read_s) / 1e6, bytes / median(fresh_s) / 1e6, bytes / verify_s / 1e6);
+  std::cout << fmt::format(
+      "file_bytes {}\nparameters {}\nwrite_s {:.4f}\nread_s {:.4f}\nwrite_MBps {:.0f}\nread_MBps {:.0f}\n"
+      "fresh_read_MBps {:.0f}\nverify_MBps {:.0f}\n",
+      bytes, n, median(write_s), median(read_s), bytes / median(write_s) / 1e6, bytes / median(read_s) / 1e6,
+      bytes / median(fresh_s) / 1e6, bytes / verify_s / 1e6);
   std::filesystem::remove_all(dir);
   return 0;
 }

@@ -101,10 +101,11 @@ int main(int argc, char** argv) {
     }
     if (comm->rank() == 0) {
       const double bytes = 3.0 * static_cast<double>(n) * sizeof(float);
-      std::cout << fmt::format("ranks {}\nnodes {}\nMB {:.1f}\nserial_s {:.4f}\nparallel_s {:.4f}\nserial_MBps {:.1f}\n"
-                               "parallel_MBps {:.1f}\n",
-                               comm->size(), distinct.size(), bytes / 1e6, median(serial), median(parallel),
-                               bytes / 1e6 / median(serial), bytes / 1e6 / median(parallel));
+      std::cout << fmt::format(
+          "ranks {}\nnodes {}\nMB {:.1f}\nserial_s {:.4f}\nparallel_s {:.4f}\nserial_MBps {:.1f}\n"
+          "parallel_MBps {:.1f}\n",
+          comm->size(), distinct.size(), bytes / 1e6, median(serial), median(parallel), bytes / 1e6 / median(serial),
+          bytes / 1e6 / median(parallel));
     }
   } catch (const std::exception& e) {
     std::cerr << "checkpoint_parallel: " << e.what() << "\n";

@@ -22,8 +22,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -52,7 +52,8 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 double cpu_seconds() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
 void raise_open_files(int needed) {
@@ -161,7 +162,8 @@ int run_members(int ranks, int port, double steady, double limit, const AuthChoi
         beat.pid = r;
         beat.step = step;
         beat.counter = step;
-        seal_frame(beat, keys[static_cast<std::size_t>(r)], FrameDirection::kToRoot, seq[static_cast<std::size_t>(r)]++);
+        seal_frame(beat, keys[static_cast<std::size_t>(r)], FrameDirection::kToRoot,
+                   seq[static_cast<std::size_t>(r)]++);
         send_frame(fds[static_cast<std::size_t>(r)], beat);
       }
     }
@@ -269,20 +271,23 @@ int main(int argc, char** argv) {
     close(member_out[1]);
     std::string rank0_text, member_text;
     char buffer[4096];
-    for (ssize_t n; (n = read(member_out[0], buffer, sizeof buffer)) > 0;) member_text.append(buffer, static_cast<std::size_t>(n));
+    for (ssize_t n; (n = read(member_out[0], buffer, sizeof buffer)) > 0;)
+      member_text.append(buffer, static_cast<std::size_t>(n));
     int status = 0;
     waitpid(members, &status, 0);
     const bool finished = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     kill(root, SIGKILL);
     waitpid(root, nullptr, 0);
-    for (ssize_t n; (n = read(report[0], buffer, sizeof buffer)) > 0;) rank0_text.append(buffer, static_cast<std::size_t>(n));
+    for (ssize_t n; (n = read(report[0], buffer, sizeof buffer)) > 0;)
+      rank0_text.append(buffer, static_cast<std::size_t>(n));
     close(report[0]);
     close(member_out[0]);
     double connected = -1, cpu = -1, death = -1;
     std::sscanf(rank0_text.c_str(), "connected %lf\ncpu %lf", &connected, &cpu);
-    if (const auto at = member_text.find("death "); at != std::string::npos) std::sscanf(member_text.c_str() + at, "death %lf", &death);
-    std::printf("auth=%s ranks=%d finished=%d connect_s=%.3f rank0_cpu=%.4f death_s=%.3f table_ms=%.1f\n", auth.kind.c_str(), ranks, finished ? 1 : 0,
-                connected, cpu, death, table_ms(ranks));
+    if (const auto at = member_text.find("death "); at != std::string::npos)
+      std::sscanf(member_text.c_str() + at, "death %lf", &death);
+    std::printf("auth=%s ranks=%d finished=%d connect_s=%.3f rank0_cpu=%.4f death_s=%.3f table_ms=%.1f\n",
+                auth.kind.c_str(), ranks, finished ? 1 : 0, connected, cpu, death, table_ms(ranks));
     std::fflush(stdout);
   }
   return 0;

@@ -26,11 +26,11 @@
 #include "bench/square_sgemm.h"
 #include "kernels/cpu/attention_gemm.h"
 #include "kernels/kernels.h"
-#include "train/data/batches.h"
 #include "train/comm/comm.h"
-#include "train/steps/cpu_gpt_step.h"
+#include "train/data/batches.h"
 #include "train/data/samples.h"
 #include "train/data/token_dataset.h"
+#include "train/steps/cpu_gpt_step.h"
 
 using namespace slurm_train;
 
@@ -94,10 +94,11 @@ int run(const Options& o, Comm& comm) {
     if (sgemm) sgemm_best = std::max(sgemm_best, sgemm->run(flops * o.steps / comm.size()));
   }
   if (comm.rank() != 0) return 0;
-  std::printf("ranks=%d threads=%d params=%zu global_batch=%d seq=%d step_ms=%.2f tokens_per_s=%.0f gemm_gflops=%.2f "
-              "gemm_gflop_per_step=%.3f",
-              comm.size(), o.threads, model.host_state().params->size(), o.global_batch, g.block, 1e3 * best,
-              B * T / best, flops / best / 1e9, flops / 1e9);
+  std::printf(
+      "ranks=%d threads=%d params=%zu global_batch=%d seq=%d step_ms=%.2f tokens_per_s=%.0f gemm_gflops=%.2f "
+      "gemm_gflop_per_step=%.3f",
+      comm.size(), o.threads, model.host_state().params->size(), o.global_batch, g.block, 1e3 * best, B * T / best,
+      flops / best / 1e9, flops / 1e9);
   if (sgemm) std::printf(" sgemm_n=%d sgemm_gflops=%.2f", o.sgemm_n, sgemm_best);
   std::printf("\n");
   return 0;

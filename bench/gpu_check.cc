@@ -52,21 +52,21 @@
 #include "bench/kernel_times.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/lt_matmul.h"
 #include "kernels/kernels.h"
 #include "train/data/batches.h"
-#include "train/steps/cpu_gpt_step.h"
-#include "train/steps/cpu_mlp_step.h"
-#include "kernels/cuda/flash_attention.h"
-#include "train/steps/cuda_gpt_step.h"
-#include "train/steps/cuda_mlp_step.h"
 #include "train/data/dataset.h"
+#include "train/data/prefetcher.h"
 #include "train/loop/evaluation.h"
-#include "train/steps/device_batches.h"
 #include "train/models/gpt.h"
 #include "train/models/mlp.h"
+#include "train/steps/cpu_gpt_step.h"
+#include "train/steps/cpu_mlp_step.h"
+#include "train/steps/cuda_gpt_step.h"
+#include "train/steps/cuda_mlp_step.h"
+#include "train/steps/device_batches.h"
 #include "train/steps/optimizer.h"
-#include "train/data/prefetcher.h"
 
 using namespace slurm_train;
 using slurm_train::bench::KernelTime;
@@ -172,8 +172,8 @@ int run_train(const TrainOptions& o) {
   so.deterministic = o.deterministic;
   CudaMlpStep gpu(shape, opt, so, *cpu.host_state().params);
 
-  BatchPrefetcher batches(train_rows, static_cast<std::uint64_t>(o.seed), static_cast<std::size_t>(o.batch), 0, 1,
-                          0, total);
+  BatchPrefetcher batches(train_rows, static_cast<std::uint64_t>(o.seed), static_cast<std::size_t>(o.batch), 0, 1, 0,
+                          total);
   double worst = 0, worst_exact = 0;
   std::uint64_t worst_step = 0;
   const auto exact = static_cast<std::uint64_t>(std::max(o.exact_steps, 0));
@@ -203,9 +203,8 @@ int run_train(const TrainOptions& o) {
               gpu_test_loss, 100 * gpu_acc);
   // The final GPU parameters' CRC-32: two --deterministic runs must print the same.
   const std::vector<float> final_params = gpu.parameters();
-  std::printf("gpu_params_crc32 %08lx\n",
-              crc32(0L, reinterpret_cast<const Bytef*>(final_params.data()),
-                    static_cast<uInt>(final_params.size() * sizeof(float))));
+  std::printf("gpu_params_crc32 %08lx\n", crc32(0L, reinterpret_cast<const Bytef*>(final_params.data()),
+                                                static_cast<uInt>(final_params.size() * sizeof(float))));
   const bool fp32 = o.precision == "fp32";
   const double points = 100 * std::abs(gpu_acc - cpu_acc);
   const bool pass = (!fp32 || worst_exact <= o.loss_rtol) && points <= o.acc_points;
@@ -264,8 +263,7 @@ int run_bench(const BenchOptions& o) {
   CUDA_CHECK(cudaEventCreate(&end));
   for (int s = 0; s < o.warmup; ++s) step.train_step(batch, 0, 1e-4f, static_cast<std::uint64_t>(s));
   CUDA_CHECK(cudaEventRecord(begin, step.stream()));
-  for (int s = 0; s < o.steps; ++s)
-    step.train_step(batch, 0, 1e-4f, static_cast<std::uint64_t>(o.warmup + s));
+  for (int s = 0; s < o.steps; ++s) step.train_step(batch, 0, 1e-4f, static_cast<std::uint64_t>(o.warmup + s));
   CUDA_CHECK(cudaEventRecord(end, step.stream()));
   CUDA_CHECK(cudaEventSynchronize(end));
   const StepLoss last = step.local_loss();
@@ -288,7 +286,8 @@ int run_bench(const BenchOptions& o) {
   CUDA_CHECK(cudaMemset(a.data(), 0, a.size()));
   CUDA_CHECK(cudaMemset(b.data(), 0, b.size()));
   cuda::LtMatmul lt(precision == cuda::Precision::kTf32, o.deterministic);
-  cuda::MatmulArgs args{false, true, o.batch, o.width, o.width, a.data(), o.width, b.data(), o.width, c.data(), o.width};
+  cuda::MatmulArgs args{false,   true,     o.batch, o.width,  o.width, a.data(),
+                        o.width, b.data(), o.width, c.data(), o.width};
   args.ab_type = args.c_type = half ? cuda::DataType::kBF16 : cuda::DataType::kF32;
   const int products = 50;
   for (int i = 0; i < 5; ++i) lt.run(args, step.stream());
@@ -325,7 +324,7 @@ double bf16_peak_tflops(const std::string& name) {
 // subtracted). bench/torch_gpt_gpu.py uses the same formula.
 double gpt_flops_per_token(const GptConfig& g) {
   const double V = g.vocab, T = g.block, L = g.layers, C = g.embd;
-  const double per_layer = 12 * C * C + 13 * C;  // c_attn, attn.c_proj, c_fc, mlp.c_proj, two LayerNorms
+  const double per_layer = 12 * C * C + 13 * C;    // c_attn, attn.c_proj, c_fc, mlp.c_proj, two LayerNorms
   const double n = V * C + L * per_layer + 2 * C;  // wte, the blocks, ln_f
   return 6 * n + 12 * L * C * T;
 }
@@ -463,17 +462,19 @@ int run_gpt(const GptBenchOptions& o) {
   const double tflops = flops_per_token * tokens_per_s / 1e12;
   const double mfu = peak > 0 ? 100 * tflops / peak : std::nan("");
   const double loss = last.loss_sum / static_cast<double>(n);
-  if (peak <= 0)
-    std::printf("note: no bf16 peak known for '%s': give --peak-tflops for an MFU\n", prop.name);
-  std::printf("engine_gpt attention=%s precision=%s batch=%d block=%d layers=%d embd=%d vocab=%d params=%zu tokens_per_s=%.0f "
-              "step_ms=%.3f flops_per_token=%.4e tflops=%.1f peak_tflops=%.1f mfu=%.1f loss=%.4f\n",
-              so.precision == cuda::Precision::kBf16 && o.flash_attention && cuda::flash_attention_supported(g.embd, g.heads)
-                  ? "flash"
-                  : "fused-fp32",
-              o.precision.c_str(), o.batch, g.block, g.layers, g.embd, g.vocab, param_count, tokens_per_s,
-              1e3 * seconds / o.steps, flops_per_token, tflops, peak, mfu, loss);
-  if (!kernel_times_error.empty()) std::printf("kernel_times failed: %s\n", kernel_times_error.c_str());
-  else if (o.kernel_times > 0) print_kernel_times(kernel_rows, o.kernel_times, 1e3 * seconds / o.steps);
+  if (peak <= 0) std::printf("note: no bf16 peak known for '%s': give --peak-tflops for an MFU\n", prop.name);
+  std::printf(
+      "engine_gpt attention=%s precision=%s batch=%d block=%d layers=%d embd=%d vocab=%d params=%zu tokens_per_s=%.0f "
+      "step_ms=%.3f flops_per_token=%.4e tflops=%.1f peak_tflops=%.1f mfu=%.1f loss=%.4f\n",
+      so.precision == cuda::Precision::kBf16 && o.flash_attention && cuda::flash_attention_supported(g.embd, g.heads)
+          ? "flash"
+          : "fused-fp32",
+      o.precision.c_str(), o.batch, g.block, g.layers, g.embd, g.vocab, param_count, tokens_per_s,
+      1e3 * seconds / o.steps, flops_per_token, tflops, peak, mfu, loss);
+  if (!kernel_times_error.empty())
+    std::printf("kernel_times failed: %s\n", kernel_times_error.c_str());
+  else if (o.kernel_times > 0)
+    print_kernel_times(kernel_rows, o.kernel_times, 1e3 * seconds / o.steps);
   if (!std::isfinite(loss)) {
     std::fprintf(stderr, "gpu_check gpt: the last step's loss is not finite\n");
     return 1;
@@ -541,8 +542,9 @@ int main(int argc, char** argv) {
   gpt_cpu->add_option("--heads", gc.model.heads);
   gpt_cpu->add_option("--embd", gc.model.embd);
   gpt_cpu->add_option("--vocab", gc.model.vocab);
-  gpt_cpu->add_option("--loss-rtol", gc.loss_rtol, "bound on every step's relative loss difference (default: 1e-4 "
-                                                   "in fp32, 2e-2 otherwise)");
+  gpt_cpu->add_option("--loss-rtol", gc.loss_rtol,
+                      "bound on every step's relative loss difference (default: 1e-4 "
+                      "in fp32, 2e-2 otherwise)");
   CLI11_PARSE(app, argc, argv);
   try {
     openblas_set_num_threads(std::max(1u, std::thread::hardware_concurrency()));

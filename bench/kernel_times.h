@@ -21,15 +21,15 @@
 
 namespace slurm_train::bench {
 
-#define SLURM_TRAIN_CUPTI_CHECK(call)                                                                     \
-  do {                                                                                                    \
-    const CUptiResult cupti_status = (call);                                                              \
-    if (cupti_status != CUPTI_SUCCESS) {                                                                  \
-      const char* cupti_text = nullptr;                                                                   \
-      cuptiGetResultString(cupti_status, &cupti_text);                                                    \
-      throw std::runtime_error(fmt::format("CUPTI call {} failed: {} ({}:{})", #call,                     \
+#define SLURM_TRAIN_CUPTI_CHECK(call)                                                                       \
+  do {                                                                                                      \
+    const CUptiResult cupti_status = (call);                                                                \
+    if (cupti_status != CUPTI_SUCCESS) {                                                                    \
+      const char* cupti_text = nullptr;                                                                     \
+      cuptiGetResultString(cupti_status, &cupti_text);                                                      \
+      throw std::runtime_error(fmt::format("CUPTI call {} failed: {} ({}:{})", #call,                       \
                                            cupti_text ? cupti_text : "unknown error", __FILE__, __LINE__)); \
-    }                                                                                                     \
+    }                                                                                                       \
   } while (0)
 
 struct KernelTime {
@@ -52,8 +52,10 @@ inline std::string kernel_display_name(const char* name) {
   if (!text.empty() && text.back() == ')') {          // the parameter list: the last group at the top
     int depth = 0;
     for (std::size_t i = text.size(); i-- > 0;) {
-      if (text[i] == ')') ++depth;
-      else if (text[i] == '(' && --depth == 0) return text.substr(0, i);
+      if (text[i] == ')')
+        ++depth;
+      else if (text[i] == '(' && --depth == 0)
+        return text.substr(0, i);
     }
   }
   return text;
@@ -148,10 +150,14 @@ class KernelTimes {
   }
   static const char* copy_kind(std::uint8_t kind) {
     switch (kind) {
-      case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "HtoD";
-      case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "DtoH";
-      case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "DtoD";
-      default: return "other";
+      case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
+        return "HtoD";
+      case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH:
+        return "DtoH";
+      case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD:
+        return "DtoD";
+      default:
+        return "other";
     }
   }
 

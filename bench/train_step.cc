@@ -30,13 +30,13 @@
 
 #include "bench/square_sgemm.h"
 #include "kernels/kernels.h"
-#include "train/data/batches.h"
 #include "train/comm/comm.h"
-#include "train/steps/cpu_mlp_step.h"
+#include "train/data/batches.h"
 #include "train/data/dataset.h"
-#include "train/steps/optimizer.h"
 #include "train/loop/step_phases.h"
 #include "train/loop/stop_votes.h"
+#include "train/steps/cpu_mlp_step.h"
+#include "train/steps/optimizer.h"
 
 using namespace slurm_train;
 
@@ -72,7 +72,8 @@ Samples load_samples(const Options& o) {
     s.inputs = static_cast<int>(d.feature_size);
     s.x.resize(d.count * d.feature_size);
     for (std::size_t i = 0; i < d.count; ++i)
-      for (std::size_t j = 0; j < d.feature_size; ++j) s.x[i * d.feature_size + j] = (d.raw(i, j) - norm.mean) * norm.inv_stddev;
+      for (std::size_t j = 0; j < d.feature_size; ++j)
+        s.x[i * d.feature_size + j] = (d.raw(i, j) - norm.mean) * norm.inv_stddev;
     s.y = d.labels;
     return s;
   }
@@ -180,10 +181,11 @@ int run(const Options& o, Comm& comm) {
   }
   const double cpu_per_step = cpu_seconds / (static_cast<double>(o.steps) * o.repeats);
   if (comm.rank() != 0) return 0;
-  std::printf("ranks=%d threads=%d params=%zu global_batch=%d step_ms=%.3f samples_per_s=%.1f gemm_gflops=%.2f "
-              "gemm_gflop_per_step=%.3f rank0_cpu_ms_per_step=%.3f",
-              comm.size(), o.threads, model.host_state().params->size(), o.global_batch, 1e3 * best, o.global_batch / best,
-              flops / best / 1e9, flops / 1e9, 1e3 * cpu_per_step);
+  std::printf(
+      "ranks=%d threads=%d params=%zu global_batch=%d step_ms=%.3f samples_per_s=%.1f gemm_gflops=%.2f "
+      "gemm_gflop_per_step=%.3f rank0_cpu_ms_per_step=%.3f",
+      comm.size(), o.threads, model.host_state().params->size(), o.global_batch, 1e3 * best, o.global_batch / best,
+      flops / best / 1e9, flops / 1e9, 1e3 * cpu_per_step);
   if (sgemm) std::printf(" sgemm_n=%d sgemm_gflops=%.2f", o.sgemm_n, sgemm_best);
   if (o.phases) {
     const double n = static_cast<double>(o.steps) * o.repeats / 1e3;

@@ -72,9 +72,12 @@ ST_HD T gelu_tanh_derivative(T x) {
 template <typename T>
 ST_HD T activate(Activation a, T x) {
   switch (a) {
-    case Activation::kRelu: return x > T(0) ? x : T(0);
-    case Activation::kGelu: return gelu(x);
-    default: return x;
+    case Activation::kRelu:
+      return x > T(0) ? x : T(0);
+    case Activation::kGelu:
+      return gelu(x);
+    default:
+      return x;
   }
 }
 
@@ -82,9 +85,12 @@ ST_HD T activate(Activation a, T x) {
 template <typename T>
 ST_HD T activation_derivative(Activation a, T z) {
   switch (a) {
-    case Activation::kRelu: return z > T(0) ? T(1) : T(0);
-    case Activation::kGelu: return gelu_derivative(z);
-    default: return T(1);
+    case Activation::kRelu:
+      return z > T(0) ? T(1) : T(0);
+    case Activation::kGelu:
+      return gelu_derivative(z);
+    default:
+      return T(1);
   }
 }
 
@@ -114,9 +120,7 @@ ST_HD bool dropout_keeps(std::uint64_t seed, std::uint64_t row, std::uint64_t co
 
 // The same test in integers, for vector loops: bits * 2^-24 >= p exactly when bits >= p * 2^24
 // (scaling by a power of two is exact), that is when bits >= ceil(p * 2^24).
-ST_HD std::uint64_t dropout_threshold(float p) {
-  return static_cast<std::uint64_t>(std::ceil(p * 16777216.0f));
-}
+ST_HD std::uint64_t dropout_threshold(float p) { return static_cast<std::uint64_t>(std::ceil(p * 16777216.0f)); }
 
 // Dropout of one layer's output in a training step: unit (r, c) of a kernel's rows belongs to
 // global row first_row + r of the batch, and is kept when dropout_keeps(seed, first_row + r, c,
@@ -146,8 +150,7 @@ ST_HD AdamWBiasCorrection adamw_bias_correction(const AdamWParams& h) {
 }
 
 // Decoupled weight decay (Loshchilov & Hutter), as torch.optim.AdamW.
-ST_HD void adamw_one(float& p, float g, float& m, float& v, const AdamWParams& h, float bias1,
-                     float bias2_sqrt) {
+ST_HD void adamw_one(float& p, float g, float& m, float& v, const AdamWParams& h, float bias1, float bias2_sqrt) {
   p -= h.lr * h.weight_decay * p;
   m = h.beta1 * m + (1.0f - h.beta1) * g;
   v = h.beta2 * v + (1.0f - h.beta2) * g * g;

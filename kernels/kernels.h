@@ -19,7 +19,7 @@ namespace slurm_train::kernels {
 inline constexpr std::size_t kSumOfSquaresBlock = std::size_t{1} << 15;
 
 struct LossResult {
-  double loss_sum = 0.0;   // sum over rows of the (label-smoothed) cross-entropy
+  double loss_sum = 0.0;     // sum over rows of the (label-smoothed) cross-entropy
   std::int64_t correct = 0;  // rows whose arg-max logit is the label
 };
 
@@ -30,18 +30,18 @@ class Kernels {
   virtual const char* name() const = 0;
 
   // C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C; op(X) is X or X^T as trans_* says.
-  virtual void gemm(bool trans_a, bool trans_b, int m, int n, int k, T alpha, const T* a, int lda,
-                    const T* b, int ldb, T beta, T* c, int ldc) = 0;
+  virtual void gemm(bool trans_a, bool trans_b, int m, int n, int k, T alpha, const T* a, int lda, const T* b, int ldb,
+                    T beta, T* c, int ldc) = 0;
 
   // z[rows,cols] += bias[cols] (broadcast over rows), then out = dropout(act(z)). z keeps the
   // pre-activation for the backward pass; out may equal z only for kIdentity without dropout.
-  virtual void bias_activation_forward(Activation act, int rows, int cols, const T* bias, T* z,
-                                       T* out, const DropoutParams& dropout) = 0;
+  virtual void bias_activation_forward(Activation act, int rows, int cols, const T* bias, T* z, T* out,
+                                       const DropoutParams& dropout) = 0;
 
   // dz = dropout(dout) * act'(z), with the forward pass's mask and scale, and dbias[cols] = sum
   // over rows of dz (overwritten, not accumulated). dz may equal dout.
-  virtual void activation_backward(Activation act, int rows, int cols, const T* z, const T* dout,
-                                   T* dz, T* dbias, const DropoutParams& dropout) = 0;
+  virtual void activation_backward(Activation act, int rows, int cols, const T* z, const T* dout, T* dz, T* dbias,
+                                   const DropoutParams& dropout) = 0;
 
   // GELU where the backward pass needs nothing of z but GELU's derivative there (a transformer's
   // MLP): z[rows,cols] += bias, out = gelu(z), and z then becomes gelu'(z). Φ(z) and φ(z) serve
@@ -56,9 +56,8 @@ class Kernels {
   // Softmax cross-entropy over logits[rows,classes] with integer labels, fused with its
   // gradient: dlogits = (softmax - target) * grad_scale, where target puts 1 - smoothing on the
   // label and smoothing / classes on every class. dlogits may be null (evaluation).
-  virtual LossResult softmax_cross_entropy(int rows, int classes, const T* logits,
-                                           const std::int32_t* labels, float label_smoothing,
-                                           T grad_scale, T* dlogits) = 0;
+  virtual LossResult softmax_cross_entropy(int rows, int classes, const T* logits, const std::int32_t* labels,
+                                           float label_smoothing, T grad_scale, T* dlogits) = 0;
 
   // One pass over n parameters.
   virtual void adamw_update(std::size_t n, float* param, const float* grad, float* m, float* v,

@@ -47,7 +47,7 @@ ST_HD_VEXP float float_of(std::uint32_t u) {
 ST_HD_VEXP float exp_nonpositive(float a, float b = 0.0f) {
   using namespace vector_exp_detail;
   constexpr float kLog2e = 1.44269504088896341f, kLn2Hi = 0.693145751953125f, kLn2Lo = 1.42860682030941723e-6f;
-  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding and subtracting it rounds to an integer
+  constexpr float kRound = 12582912.0f;             // 1.5 * 2^23: adding and subtracting it rounds to an integer
   const float clamped = a > -100.0f ? a : -100.0f;  // NaN too: the cast below stays defined
   const float n = (clamped * kLog2e + kRound) - kRound;
   const float r = ((clamped - n * kLn2Hi) - n * kLn2Lo) + b;

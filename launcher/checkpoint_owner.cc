@@ -95,9 +95,10 @@ void remove_stale_record(const std::string& dir, const CheckpointOwner& stale) {
 }  // namespace
 
 std::string format_checkpoint_owner(const CheckpointOwner& o) {
-  return fmt::format("# the job whose run writes this checkpoint folder (slurm-train removes it when the run ends)\n"
-                     "job = {}\nstep = {}\nhost = {}\npid = {}\nstarted = {}\n",
-                     o.job, o.step, o.host, o.pid, o.started);
+  return fmt::format(
+      "# the job whose run writes this checkpoint folder (slurm-train removes it when the run ends)\n"
+      "job = {}\nstep = {}\nhost = {}\npid = {}\nstarted = {}\n",
+      o.job, o.step, o.host, o.pid, o.started);
 }
 
 CheckpointOwner parse_checkpoint_owner(const std::string& text) {
@@ -107,15 +108,22 @@ CheckpointOwner parse_checkpoint_owner(const std::string& text) {
   for (std::string line; std::getline(in, line);) {
     if (line.empty() || line[0] == '#') continue;
     const auto eq = line.find(" = ");
-    if (eq == std::string::npos) throw std::invalid_argument(fmt::format("cannot read the line '{}': expected KEY = VALUE", line));
+    if (eq == std::string::npos)
+      throw std::invalid_argument(fmt::format("cannot read the line '{}': expected KEY = VALUE", line));
     const std::string key = line.substr(0, eq), value = line.substr(eq + 3);
     bool ok = true;
-    if (key == "job") o.job = value;
-    else if (key == "step") o.step = value;
-    else if (key == "host") o.host = value;
-    else if (key == "pid") ok = parse_number(value, o.pid) && o.pid > 0;
-    else if (key == "started") ok = parse_number(value, o.started);
-    else throw std::invalid_argument(fmt::format("unknown key '{}'", key));
+    if (key == "job")
+      o.job = value;
+    else if (key == "step")
+      o.step = value;
+    else if (key == "host")
+      o.host = value;
+    else if (key == "pid")
+      ok = parse_number(value, o.pid) && o.pid > 0;
+    else if (key == "started")
+      ok = parse_number(value, o.started);
+    else
+      throw std::invalid_argument(fmt::format("unknown key '{}'", key));
     if (!ok) throw std::invalid_argument(fmt::format("cannot read the line '{}': expected a number", line));
     seen.insert(key);
   }
@@ -125,8 +133,8 @@ CheckpointOwner parse_checkpoint_owner(const std::string& text) {
 }
 
 std::string describe_checkpoint_owner(const CheckpointOwner& o) {
-  return fmt::format("job {} ({}host {}, pid {}, since {})", o.job, o.step.empty() ? "" : fmt::format("step {}, ", o.step),
-                     o.host, o.pid, utc(o.started));
+  return fmt::format("job {} ({}host {}, pid {}, since {})", o.job,
+                     o.step.empty() ? "" : fmt::format("step {}, ", o.step), o.host, o.pid, utc(o.started));
 }
 
 std::string stale_owner_reason(const CheckpointOwner& recorded, const CheckpointOwner& me, const OwnerFacts& facts) {
@@ -172,10 +180,11 @@ FolderClaim claim_checkpoint_folder(const std::string& dir, const CheckpointOwne
     if (is_slurm_job_id(recorded->job) && recorded->job != me.job) facts.job_active = job_active(recorded->job);
     const std::string stale = stale_owner_reason(*recorded, me, facts);
     if (stale.empty()) {
-      claim = {false, fmt::format("the checkpoint folder '{}' belongs to {}, which is still running: a folder holds the "
-                                  "checkpoints of one job at a time. Give this run its own ckpt.dir, or wait until "
-                                  "that job has ended",
-                                  dir, describe_checkpoint_owner(*recorded))};
+      claim = {false,
+               fmt::format("the checkpoint folder '{}' belongs to {}, which is still running: a folder holds the "
+                           "checkpoints of one job at a time. Give this run its own ckpt.dir, or wait until "
+                           "that job has ended",
+                           dir, describe_checkpoint_owner(*recorded))};
       break;
     }
     took_over = fmt::format("taking over the checkpoint folder '{}' from {}: {}", dir,
@@ -184,9 +193,10 @@ FolderClaim claim_checkpoint_folder(const std::string& dir, const CheckpointOwne
   }
   ::unlink(mine.c_str());
   if (!claim.granted && claim.message.empty())
-    claim.message = fmt::format("the checkpoint folder '{}': its owner record '{}' kept changing; another run is "
-                                "claiming it",
-                                dir, owner_path);
+    claim.message = fmt::format(
+        "the checkpoint folder '{}': its owner record '{}' kept changing; another run is "
+        "claiming it",
+        dir, owner_path);
   return claim;
 }
 

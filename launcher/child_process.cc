@@ -42,7 +42,9 @@ std::string resolve_program(const std::string& program, const std::string& path)
     if (S_ISDIR(st.st_mode)) throw ProgramNotRunnable(fmt::format("program '{}' is a directory", program), 126);
     if (!is_executable_file(program))
       throw ProgramNotRunnable(fmt::format("program '{}' is not executable (chmod +x it, or run it through its "
-                                           "interpreter: python3 {})", program, program), 126);
+                                           "interpreter: python3 {})",
+                                           program, program),
+                               126);
     return program;
   }
   bool found_not_executable = false;
@@ -57,7 +59,8 @@ std::string resolve_program(const std::string& program, const std::string& path)
   }
   if (found_not_executable)
     throw ProgramNotRunnable(fmt::format("program '{}' is on PATH but not executable", program), 126);
-  throw ProgramNotRunnable(fmt::format("program '{}' not found on PATH ({})", program, path.empty() ? "empty" : path), 127);
+  throw ProgramNotRunnable(fmt::format("program '{}' not found on PATH ({})", program, path.empty() ? "empty" : path),
+                           127);
 }
 
 std::string describe_wait_status(int status) {
@@ -177,7 +180,8 @@ void ChildProcess::end(double grace_seconds) noexcept {
     pollfd p{pidfd_, POLLIN, 0};
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_seconds);
     while (std::chrono::steady_clock::now() < deadline) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       const int r = ::poll(&p, 1, static_cast<int>(std::max<long>(1, left.count())));
       if (r == 1) break;
       if (r < 0 && errno != EINTR) break;

@@ -92,7 +92,8 @@ void add_ckpt_command(CLI::App& app, int& exit_code) {
     exit_code = kExitOk;
   });
 
-  CLI::App* v = ckpt->add_subcommand("verify", "check every checksum of a file or of every checkpoint in a folder; exit 1 on any failure");
+  CLI::App* v = ckpt->add_subcommand(
+      "verify", "check every checksum of a file or of every checkpoint in a folder; exit 1 on any failure");
   v->add_option("TARGET", *target, "checkpoint file or folder")->required()->check(CLI::ExistingPath);
   v->callback([target, &exit_code] { exit_code = verify(*target); });
 }

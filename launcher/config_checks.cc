@@ -9,9 +9,9 @@
 #include "launcher/launch_position.h"
 #include "train/data/batches.h"
 #include "train/data/dataset.h"
-#include "train/steps/device.h"
-#include "train/models/model_memory.h"
 #include "train/data/token_dataset.h"
+#include "train/models/model_memory.h"
+#include "train/steps/device.h"
 
 namespace slurm_train {
 
@@ -44,8 +44,9 @@ std::vector<Check> check_before_start(const RunConfig& c, std::uint64_t ranks, c
       const DatasetLayout layout = inspect_dataset(spec_of(c, path));
       require_dataset_memory(spec_of(c, path), layout, memory);
       data_bytes += *layout.feature_bytes;
-      checks.push_back({Verdict::kOk, what, fmt::format("{}: {} samples of {} features, {} classes", path, layout.count,
-                                                        layout.feature_size, c.data.num_classes)});
+      checks.push_back({Verdict::kOk, what,
+                        fmt::format("{}: {} samples of {} features, {} classes", path, layout.count,
+                                    layout.feature_size, c.data.num_classes)});
       return layout;
     } catch (const std::exception& e) {
       checks.push_back({Verdict::kFail, what, e.what()});
@@ -67,10 +68,11 @@ std::vector<Check> check_before_start(const RunConfig& c, std::uint64_t ranks, c
         const std::uint64_t windows = n == 0 ? 0 : (n - 1) / block;
         data_bytes += n;
         if (windows == 0)
-          throw std::invalid_argument(fmt::format("{}: its {} split has {} tokens; model.block = {} needs at least {}", path,
-                                                  training ? "training" : "validation", n, block, block + 1));
-        checks.push_back({Verdict::kOk, what, fmt::format("{}: {} {} tokens, {} windows of {}", path, n,
-                                                          training ? "training" : "validation", windows, block)});
+          throw std::invalid_argument(fmt::format("{}: its {} split has {} tokens; model.block = {} needs at least {}",
+                                                  path, training ? "training" : "validation", n, block, block + 1));
+        checks.push_back({Verdict::kOk, what,
+                          fmt::format("{}: {} {} tokens, {} windows of {}", path, n,
+                                      training ? "training" : "validation", windows, block)});
         return Rows{windows, static_cast<std::size_t>(t.vocab_size)};
       } catch (const std::exception& e) {
         checks.push_back({Verdict::kFail, what, e.what()});
@@ -84,22 +86,25 @@ std::vector<Check> check_before_start(const RunConfig& c, std::uint64_t ranks, c
     const auto train_layout = inspect("train data", c.data.train);
     const auto test = inspect("test data", c.data.test);
     if (train_layout && test && train_layout->feature_size != test->feature_size)
-      checks.push_back({Verdict::kFail, "data", fmt::format("{} has {} features per sample but {} has {}", c.data.test,
-                                                            test->feature_size, c.data.train, train_layout->feature_size)});
+      checks.push_back({Verdict::kFail, "data",
+                        fmt::format("{} has {} features per sample but {} has {}", c.data.test, test->feature_size,
+                                    c.data.train, train_layout->feature_size)});
     if (train_layout) train = Rows{train_layout->count, train_layout->feature_size};
   }
   if (ranks > 0 && static_cast<std::uint64_t>(c.train.global_batch) < ranks)
-    checks.push_back({Verdict::kFail, "data", fmt::format("train.global_batch = {} is smaller than the {} ranks: every "
-                                                          "rank needs a row", c.train.global_batch, ranks)});
+    checks.push_back({Verdict::kFail, "data",
+                      fmt::format("train.global_batch = {} is smaller than the {} ranks: every "
+                                  "rank needs a row",
+                                  c.train.global_batch, ranks)});
   if (train && batches_per_epoch(train->count, static_cast<std::size_t>(c.train.global_batch)) == 0)
-    checks.push_back({Verdict::kFail, "data", fmt::format("train.global_batch = {} is larger than the {} {} of {}",
-                                                          c.train.global_batch, train->count,
-                                                          c.model.kind == "gpt" ? "token windows" : "samples",
-                                                          c.data.train)});
+    checks.push_back({Verdict::kFail, "data",
+                      fmt::format("train.global_batch = {} is larger than the {} {} of {}", c.train.global_batch,
+                                  train->count, c.model.kind == "gpt" ? "token windows" : "samples", c.data.train)});
   if (train) {
     const ModelMemory model = model_training_memory(c, train->inputs, ranks);
     MemoryFacts rest = memory;  // what the datasets leave
-    rest.mem_available = memory.mem_available > data_bytes ? memory.mem_available - data_bytes : (memory.mem_available ? 1 : 0);
+    rest.mem_available =
+        memory.mem_available > data_bytes ? memory.mem_available - data_bytes : (memory.mem_available ? 1 : 0);
     rest.mapped += data_bytes;
     rest.data += data_bytes;
     try {
@@ -108,7 +113,8 @@ std::vector<Check> check_before_start(const RunConfig& c, std::uint64_t ranks, c
                                                  c.model.embd, c.model.block)
                                    : fmt::format("model.hidden = [{}]", fmt::join(c.model.hidden, ", "));
       require_memory(what, model.bytes, model.why, rest);
-      checks.push_back({Verdict::kOk, "model", fmt::format("{} parameters, {} to train", model.parameters, format_bytes(*model.bytes))});
+      checks.push_back({Verdict::kOk, "model",
+                        fmt::format("{} parameters, {} to train", model.parameters, format_bytes(*model.bytes))});
     } catch (const MemoryError& e) {
       checks.push_back({Verdict::kFail, "model", e.what()});
     }
@@ -130,8 +136,8 @@ std::vector<Check> check_before_start(const RunConfig& c, std::uint64_t ranks, c
 }
 
 std::vector<Check> check_configuration(const RunConfig& c, const Environment& env) {
-  std::vector<Check> checks = check_before_start(c, static_cast<std::uint64_t>(launch_position(env).size),
-                                                 current_memory_facts());
+  std::vector<Check> checks =
+      check_before_start(c, static_cast<std::uint64_t>(launch_position(env).size), current_memory_facts());
   const bool data_inspected = !any_failed(checks);
   for (const auto& [what, path] : {std::pair{"train data", c.data.train}, std::pair{"test data", c.data.test}}) {
     if (!data_inspected || c.model.kind == "gpt") break;  // token files: inspect_token_file checked them

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-
 namespace slurm_train {
 
 void add_config_key_options(CLI::App* cmd, const std::shared_ptr<ConfigOptions>& options) {

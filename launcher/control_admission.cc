@@ -23,13 +23,20 @@ bool ControlAdmission::refuse(ControlRefusal kind) { return refused_[static_cast
 
 const char* short_name(ControlRefusal kind) {
   switch (kind) {
-    case ControlRefusal::kNotAHello: return "not a hello";
-    case ControlRefusal::kUnproven: return "without a valid proof";
-    case ControlRefusal::kOtherUser: return "of another user";
-    case ControlRefusal::kOtherJob: return "for another job, step, rank or challenge";
-    case ControlRefusal::kDuplicateRank: return "for a rank already connected";
-    case ControlRefusal::kSilent: return "silent";
-    case ControlRefusal::kTooMany: return "over the limit of their address";
+    case ControlRefusal::kNotAHello:
+      return "not a hello";
+    case ControlRefusal::kUnproven:
+      return "without a valid proof";
+    case ControlRefusal::kOtherUser:
+      return "of another user";
+    case ControlRefusal::kOtherJob:
+      return "for another job, step, rank or challenge";
+    case ControlRefusal::kDuplicateRank:
+      return "for a rank already connected";
+    case ControlRefusal::kSilent:
+      return "silent";
+    case ControlRefusal::kTooMany:
+      return "over the limit of their address";
   }
   return "?";
 }

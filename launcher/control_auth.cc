@@ -14,13 +14,20 @@ namespace slurm_train {
 
 const char* describe(ControlRefusal kind) {
   switch (kind) {
-    case ControlRefusal::kNotAHello: return "it did not open with a hello of this protocol for a rank of the job";
-    case ControlRefusal::kUnproven: return "its hello carried no valid proof that it is one of the job's tasks";
-    case ControlRefusal::kOtherUser: return "its credential is another user's than the job's";
-    case ControlRefusal::kOtherJob: return "its proof was made for another job, step, rank or challenge (a replay?)";
-    case ControlRefusal::kDuplicateRank: return "it said hello for a rank that is already connected";
-    case ControlRefusal::kSilent: return "it sent no whole hello within the time allowed";
-    case ControlRefusal::kTooMany: return "its address has too many connections waiting to prove themselves";
+    case ControlRefusal::kNotAHello:
+      return "it did not open with a hello of this protocol for a rank of the job";
+    case ControlRefusal::kUnproven:
+      return "its hello carried no valid proof that it is one of the job's tasks";
+    case ControlRefusal::kOtherUser:
+      return "its credential is another user's than the job's";
+    case ControlRefusal::kOtherJob:
+      return "its proof was made for another job, step, rank or challenge (a replay?)";
+    case ControlRefusal::kDuplicateRank:
+      return "it said hello for a rank that is already connected";
+    case ControlRefusal::kSilent:
+      return "it sent no whole hello within the time allowed";
+    case ControlRefusal::kTooMany:
+      return "its address has too many connections waiting to prove themselves";
   }
   return "?";
 }
@@ -43,7 +50,8 @@ std::string SharedSecretAuth::new_secret() {
 
 SharedSecretAuth::SharedSecretAuth(std::string secret) : secret_(std::move(secret)) {
   if (secret_.size() != kSecretBytes)
-    throw std::invalid_argument(fmt::format("the control plane's secret has {} bytes, expected {}", secret_.size(), kSecretBytes));
+    throw std::invalid_argument(
+        fmt::format("the control plane's secret has {} bytes, expected {}", secret_.size(), kSecretBytes));
 }
 
 namespace {
@@ -58,8 +66,8 @@ SessionKey SharedSecretAuth::session_key(int rank, const Nonce& challenge, std::
   data.append(rank_nonce);
   SessionKey key{};
   unsigned int n = 0;
-  if (!HMAC(EVP_sha256(), secret_.data(), static_cast<int>(secret_.size()), reinterpret_cast<const unsigned char*>(data.data()),
-            data.size(), key.data(), &n))
+  if (!HMAC(EVP_sha256(), secret_.data(), static_cast<int>(secret_.size()),
+            reinterpret_cast<const unsigned char*>(data.data()), data.size(), key.data(), &n))
     throw std::runtime_error("HMAC-SHA-256 failed (out of memory?)");
   return key;
 }

@@ -27,13 +27,13 @@ namespace slurm_train {
 
 // Why rank 0 refused a connection: each kind is logged once (launcher/control_admission.h).
 enum class ControlRefusal {
-  kNotAHello,     // its first bytes are not a hello of this protocol, or name no rank of the job
-  kUnproven,      // its proof does not hold: not the job's secret, or a credential that does not decode
-  kOtherUser,     // a credential of another user than the job's
-  kOtherJob,      // a proof made for another job, step, rank or challenge
-  kDuplicateRank, // a hello for a rank that is already connected
-  kSilent,        // no whole hello within the time allowed
-  kTooMany,       // its source has too many connections waiting to prove themselves
+  kNotAHello,      // its first bytes are not a hello of this protocol, or name no rank of the job
+  kUnproven,       // its proof does not hold: not the job's secret, or a credential that does not decode
+  kOtherUser,      // a credential of another user than the job's
+  kOtherJob,       // a proof made for another job, step, rank or challenge
+  kDuplicateRank,  // a hello for a rank that is already connected
+  kSilent,         // no whole hello within the time allowed
+  kTooMany,        // its source has too many connections waiting to prove themselves
 };
 constexpr int kControlRefusalKinds = 7;
 // What the log says of it, after "refused a connection from ADDRESS: ".

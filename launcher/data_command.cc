@@ -18,9 +18,10 @@ void report(const std::vector<ImportedFile>& files) {
 }
 
 void report(const ImportedText& t) {
-  std::cout << fmt::format("wrote {} ({} training and {} validation tokens, bytes; unigram entropy of the "
-                           "training split {:.3f} bits per byte)\n",
-                           t.path, t.train_tokens, t.validation_tokens, t.unigram_entropy_bits);
+  std::cout << fmt::format(
+      "wrote {} ({} training and {} validation tokens, bytes; unigram entropy of the "
+      "training split {:.3f} bits per byte)\n",
+      t.path, t.train_tokens, t.validation_tokens, t.unigram_entropy_bits);
 }
 
 }  // namespace
@@ -72,7 +73,8 @@ void add_data_command(CLI::App& app) {
                     "the last fraction of each file that goes to the validation split")
         ->capture_default_str();
   };
-  CLI::App* tx = import->add_subcommand("text", "plain text files -> OUT/tokens.h5, byte-level tokens (vocabulary 256)");
+  CLI::App* tx =
+      import->add_subcommand("text", "plain text files -> OUT/tokens.h5, byte-level tokens (vocabulary 256)");
   tx->add_option("FILE", text->files, "text files, in this order")->required();
   text_options(tx);
   tx->callback([text] { report(import_text(text->files, text->out, text->validation_fraction)); });

@@ -15,9 +15,7 @@
 
 namespace slurm_train {
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 std::string format_check(const Check& c) {
   const char* word = c.verdict == Verdict::kOk ? "OK  " : c.verdict == Verdict::kWarn ? "WARN" : "FAIL";
@@ -40,7 +38,8 @@ Check check_slurm(const Environment& env) {
             fmt::format("job {} but not a job step: run me with srun to see what each rank gets", job)};
   return {Verdict::kOk, "Slurm",
           fmt::format("job {} step {}: task {} of {} on {} (nodes {})", job, step, env_value(env, "SLURM_PROCID"),
-                      env_value(env, "SLURM_NTASKS"), env_value(env, "SLURMD_NODENAME"), env_value(env, "SLURM_STEP_NODELIST"))};
+                      env_value(env, "SLURM_NTASKS"), env_value(env, "SLURMD_NODENAME"),
+                      env_value(env, "SLURM_STEP_NODELIST"))};
 }
 
 Check check_munge(const Environment& env) {
@@ -48,8 +47,10 @@ Check check_munge(const Environment& env) {
   const std::string where = socket.empty() ? "munge's default socket" : socket;
   try {
     MungeAuth probe(0, 0, socket, true);
-    return {Verdict::kOk, "munge", fmt::format("munged at {} vouches for this user (exec's supervisors prove "
-                                               "themselves to task 0 with it)", where)};
+    return {Verdict::kOk, "munge",
+            fmt::format("munged at {} vouches for this user (exec's supervisors prove "
+                        "themselves to task 0 with it)",
+                        where)};
   } catch (const std::exception& e) {
     return {Verdict::kWarn, "munge",
             fmt::format("exec on several tasks cannot start: {} (run does not need munge)", e.what())};
@@ -67,9 +68,9 @@ Check check_plugin(const Environment& env) {
   }
   return {Verdict::kOk, "plugin",
           fmt::format("spank_train {}: bind={} nccl={} RANK={} LOCAL_RANK={} MASTER_ADDR={}:{}", version,
-                      env_value(env, env_names::kBind), env_value(env, env_names::kNccl), env_value(env, env_names::kRank),
-                      env_value(env, env_names::kLocalRank), env_value(env, env_names::kMasterAddr),
-                      env_value(env, env_names::kMasterPort))};
+                      env_value(env, env_names::kBind), env_value(env, env_names::kNccl),
+                      env_value(env, env_names::kRank), env_value(env, env_names::kLocalRank),
+                      env_value(env, env_names::kMasterAddr), env_value(env, env_names::kMasterPort))};
 }
 
 Check check_gpus(const Environment& env, bool cuda_built) {
@@ -80,9 +81,10 @@ Check check_gpus(const Environment& env, bool cuda_built) {
             fmt::format("this build trains on CPUs (OpenBLAS); CUDA_VISIBLE_DEVICES={}",
                         visible.empty() ? "(unset)" : visible)};
   if (!has_device) return {Verdict::kWarn, "GPUs", "no NVIDIA device on this node: training falls back to CPUs"};
-  return {Verdict::kOk, "GPUs", fmt::format("CUDA_VISIBLE_DEVICES={} order={}", visible.empty() ? "(all)" : visible,
-                                            env_value(env, "CUDA_DEVICE_ORDER").empty() ? "(CUDA's default)"
-                                                                                  : env_value(env, "CUDA_DEVICE_ORDER"))};
+  return {Verdict::kOk, "GPUs",
+          fmt::format(
+              "CUDA_VISIBLE_DEVICES={} order={}", visible.empty() ? "(all)" : visible,
+              env_value(env, "CUDA_DEVICE_ORDER").empty() ? "(CUDA's default)" : env_value(env, "CUDA_DEVICE_ORDER"))};
 }
 
 Check check_nccl(const Environment& env, const std::string& node, const std::vector<std::string>& interfaces) {
@@ -93,27 +95,41 @@ Check check_nccl(const Environment& env, const std::string& node, const std::vec
   if (!ifname.empty()) {
     if (auto problem = check_socket_ifname(ifname, node, interfaces)) return {Verdict::kWarn, "NCCL", *problem};
   }
-  if (set.empty()) return {Verdict::kOk, "NCCL", "no NCCL_* variables (NCCL's defaults; the plugin sets a site profile's)"};
+  if (set.empty())
+    return {Verdict::kOk, "NCCL", "no NCCL_* variables (NCCL's defaults; the plugin sets a site profile's)"};
   return {Verdict::kOk, "NCCL", fmt::format("{}", fmt::join(set, " "))};
 }
 
 std::string filesystem_name(long magic) {
   switch (static_cast<unsigned long>(magic) & 0xffffffffUL) {
-    case 0x6969: return "nfs";
-    case 0x0bd00bd0: return "lustre";
-    case 0x47504653: return "gpfs";
-    case 0x19830326: return "beegfs";
-    case 0x65735546: return "fuse";
-    case 0xef53: return "ext4";
-    case 0x58465342: return "xfs";
-    case 0x9123683e: return "btrfs";
-    case 0x01021994: return "tmpfs";
-    case 0x794c7630: return "overlayfs";
-    default: return "unknown";
+    case 0x6969:
+      return "nfs";
+    case 0x0bd00bd0:
+      return "lustre";
+    case 0x47504653:
+      return "gpfs";
+    case 0x19830326:
+      return "beegfs";
+    case 0x65735546:
+      return "fuse";
+    case 0xef53:
+      return "ext4";
+    case 0x58465342:
+      return "xfs";
+    case 0x9123683e:
+      return "btrfs";
+    case 0x01021994:
+      return "tmpfs";
+    case 0x794c7630:
+      return "overlayfs";
+    default:
+      return "unknown";
   }
 }
 
-bool locking_is_risky(const std::string& fs) { return fs == "nfs" || fs == "lustre" || fs == "gpfs" || fs == "beegfs" || fs == "fuse"; }
+bool locking_is_risky(const std::string& fs) {
+  return fs == "nfs" || fs == "lustre" || fs == "gpfs" || fs == "beegfs" || fs == "fuse";
+}
 
 Check check_folder(const std::string& what, const std::string& path, const Environment& env) {
   std::error_code ec;
@@ -129,9 +145,10 @@ Check check_folder(const std::string& what, const std::string& path, const Envir
   const std::string fs = statfs(p.c_str(), &info) == 0 ? filesystem_name(static_cast<long>(info.f_type)) : "unknown";
   const std::string locking = env_value(env, "HDF5_USE_FILE_LOCKING");
   if (locking_is_risky(fs) && locking != "FALSE")
-    return {Verdict::kWarn, what,
-            fmt::format("'{}' is writable, on {}: HDF5 file locking often fails there; export HDF5_USE_FILE_LOCKING=FALSE",
-                        p.string(), fs)};
+    return {
+        Verdict::kWarn, what,
+        fmt::format("'{}' is writable, on {}: HDF5 file locking often fails there; export HDF5_USE_FILE_LOCKING=FALSE",
+                    p.string(), fs)};
   return {Verdict::kOk, what, fmt::format("'{}' is writable ({})", p.string(), fs)};
 }
 

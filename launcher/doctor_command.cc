@@ -27,7 +27,6 @@ struct DoctorOptions {
   std::vector<std::string> dirs;
 };
 
-
 std::vector<std::string> interfaces() {
   std::vector<std::string> names;
   if (struct if_nameindex* list = if_nameindex()) {
@@ -42,10 +41,11 @@ std::vector<Check> run_checks(const DoctorOptions& o, const Environment& env, Co
   std::vector<Check> checks = {check_slurm(env), check_plugin(env)};
   double one = 1.0;
   comm.allreduce_sum(&one, 1);
-  checks.push_back(one == comm.size()
-                       ? Check{Verdict::kOk, "MPI", fmt::format("{} rank(s), {} on this node; an all-reduce agreed",
-                                                                comm.size(), comm.local_size())}
-                       : Check{Verdict::kFail, "MPI", fmt::format("an all-reduce of ones gave {} on {} ranks", one, comm.size())});
+  checks.push_back(
+      one == comm.size()
+          ? Check{Verdict::kOk, "MPI",
+                  fmt::format("{} rank(s), {} on this node; an all-reduce agreed", comm.size(), comm.local_size())}
+          : Check{Verdict::kFail, "MPI", fmt::format("an all-reduce of ones gave {} on {} ranks", one, comm.size())});
 #ifdef SLURM_TRAIN_WITH_CUDA
   checks.push_back(check_gpus(env, true));
 #else
@@ -72,10 +72,10 @@ int doctor(const DoctorOptions& o) {
   const auto visible = env.find("CUDA_VISIBLE_DEVICES");  // unset: every GPU; empty: none
   // Rank 0 prints its checks and one line per rank; any rank's FAIL is shown and fails the run.
   std::string mine = fmt::format("rank {:>4}  {:<16} local {:>2}  CPUs {:<12} GPUs {}", comm->rank(), host_name(),
-                                 comm->local_rank(), allowed_cpus(),
-                                 visible == env.end() ? "-" : visible->second);
+                                 comm->local_rank(), allowed_cpus(), visible == env.end() ? "-" : visible->second);
   for (const auto& c : checks)
-    if (c.verdict == Verdict::kFail && comm->rank() != 0) mine += "\n  rank " + std::to_string(comm->rank()) + ": " + format_check(c);
+    if (c.verdict == Verdict::kFail && comm->rank() != 0)
+      mine += "\n  rank " + std::to_string(comm->rank()) + ": " + format_check(c);
   constexpr std::size_t kLine = 2048;
   mine.resize(kLine, '\0');
   std::vector<char> all(comm->rank() == 0 ? kLine * static_cast<std::size_t>(comm->size()) : kLine);
@@ -90,7 +90,8 @@ int doctor(const DoctorOptions& o) {
   if (comm->rank() == 0) {
     for (const auto& c : checks) std::cout << format_check(c) << "\n";
     for (int r = 0; r < comm->size(); ++r) std::cout << std::string(&all[static_cast<std::size_t>(r) * kLine]) << "\n";
-    std::cout << (failed > 0 ? fmt::format("doctor: {} rank(s) with a FAIL\n", failed) : "doctor: no FAIL\n") << std::flush;
+    std::cout << (failed > 0 ? fmt::format("doctor: {} rank(s) with a FAIL\n", failed) : "doctor: no FAIL\n")
+              << std::flush;
   }
   return failed > 0 ? kExitFailed : kExitOk;
 }

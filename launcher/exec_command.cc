@@ -30,7 +30,8 @@ void add_exec_command(CLI::App& app, int& exit_code, const ExecCommandLine& line
   const CLI::Validator seconds = non_negative_number("seconds, a number >= 0", "SECONDS");
   const CLI::Validator count = whole_number(std::numeric_limits<int>::max());
   CLI::App* cmd = app.add_subcommand(
-      "exec", "supervise any program on every task of a job step: srun slurm-train exec [OPTIONS] -- PROGRAM [ARGS...]");
+      "exec",
+      "supervise any program on every task of a job step: srun slurm-train exec [OPTIONS] -- PROGRAM [ARGS...]");
   cmd->add_option_function<std::string>(
          "--log-dir",
          [options](const std::string& dir) {
@@ -81,7 +82,8 @@ void add_exec_command(CLI::App& app, int& exit_code, const ExecCommandLine& line
     options->command = line.program;
     const Environment env = current_environment();
     // As for `run`, SLURM_TRAIN_LOG_DIR sets the default.
-    if (!options->log_dir_given && env.count("SLURM_TRAIN_LOG_DIR")) options->log_dir = env_value(env, "SLURM_TRAIN_LOG_DIR");
+    if (!options->log_dir_given && env.count("SLURM_TRAIN_LOG_DIR"))
+      options->log_dir = env_value(env, "SLURM_TRAIN_LOG_DIR");
     exit_code = supervise_exec(*options, env);
   });
 }

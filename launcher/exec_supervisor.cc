@@ -1,19 +1,19 @@
 #include "launcher/exec_supervisor.h"
 
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <netinet/in.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
 #include <atomic>
 #include <cerrno>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <ctime>
 #include <iostream>
@@ -45,7 +45,6 @@ namespace slurm_train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
 
 // Slurm's preemption warning (sbatch --signal) is one of these in practice, and SIGTERM comes
 // before a preemption or a cancel.
@@ -136,8 +135,12 @@ std::string base_name(const std::string& path) {
 class Supervisor {
  public:
   Supervisor(const ExecOptions& options, const Environment& env, const ExecTask& task)
-      : o_(options), env_(env), task_(task), rank_(static_cast<int>(task.facts.global_rank)),
-        size_(task.in_step ? static_cast<int>(task.facts.world_size) : 1), host_(host_name()) {}
+      : o_(options),
+        env_(env),
+        task_(task),
+        rank_(static_cast<int>(task.facts.global_rank)),
+        size_(task.in_step ? static_cast<int>(task.facts.world_size) : 1),
+        host_(host_name()) {}
 
   int run();
 
@@ -170,7 +173,8 @@ class Supervisor {
   std::optional<OutputRelay> relay_;
   int preempted_by_ = 0;
   std::uint64_t exited_at_ms_ = 0;
-  std::optional<std::uint64_t> oom_kills_at_start_;  // of this task's memory cgroup  // when the program ended (Unix ms): the first failure is the cause
+  std::optional<std::uint64_t> oom_kills_at_start_;  // of this task's memory cgroup  // when the program ended (Unix
+                                                     // ms): the first failure is the cause
 };
 
 int Supervisor::run() {
@@ -221,8 +225,8 @@ int Supervisor::run() {
   }
   try {
     const std::string tmp = env_value(env_, "TMPDIR");
-    heartbeat_ = std::make_unique<HeartbeatFile>(
-        fmt::format("{}/slurm-train-heartbeat.{}.{}.{}.", tmp.empty() ? "/tmp" : tmp, task_.job, task_.facts.step_id, rank_));
+    heartbeat_ = std::make_unique<HeartbeatFile>(fmt::format(
+        "{}/slurm-train-heartbeat.{}.{}.{}.", tmp.empty() ? "/tmp" : tmp, task_.job, task_.facts.step_id, rank_));
     start_watchdog();
   } catch (const std::exception& e) {
     write_all(2, fmt::format("slurm-train: error: {}: {}\n", who(), e.what()));
@@ -251,7 +255,8 @@ void Supervisor::start_watchdog() {
   options.gather_failures_seconds = 1;
   options.before_exit = [this] {
     if (ChildProcess* child = child_to_end_.load()) {
-      log_.line(fmt::format("ending the program (pid {}): SIGTERM, then SIGKILL after {:.0f} s", child->pid(), o_.kill_grace));
+      log_.line(fmt::format("ending the program (pid {}): SIGTERM, then SIGKILL after {:.0f} s", child->pid(),
+                            o_.kill_grace));
       child->end(o_.kill_grace);
     }
     heartbeat_->remove();  // _exit skips its destructor
@@ -305,7 +310,9 @@ int Supervisor::supervise() {
   bool killed = false;
   char buffer[65536];
   for (;;) {
-    pollfd fds[4] = {{child_->stdout_fd(), POLLIN, 0}, {child_->stderr_fd(), POLLIN, 0}, {signal_fd_, POLLIN, 0},
+    pollfd fds[4] = {{child_->stdout_fd(), POLLIN, 0},
+                     {child_->stderr_fd(), POLLIN, 0},
+                     {signal_fd_, POLLIN, 0},
                      {status ? -1 : child_->pidfd(), POLLIN, 0}};
     if (::poll(fds, 4, 200) < 0 && errno != EINTR) break;
     for (int i = 0; i < 2; ++i) {
@@ -326,8 +333,10 @@ int Supervisor::supervise() {
       const int to_program = is_preemption(sig) && forward_signal_ != 0 ? forward_signal_ : sig;
       if (is_preemption(sig) && preempted_by_ == 0) {
         preempted_by_ = sig;
-        preempt_deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o_.preempt_grace));
-        say(fmt::format("received {}: passed to the program (pid {}) as {}; waiting up to {:.0f} s "
+        preempt_deadline =
+            Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o_.preempt_grace));
+        say(
+            fmt::format("received {}: passed to the program (pid {}) as {}; waiting up to {:.0f} s "
                         "(--preempt-grace) for it to checkpoint and exit",
                         signal_name(sig), child_->pid(), signal_name(to_program), o_.preempt_grace));
       } else {
@@ -340,9 +349,9 @@ int Supervisor::supervise() {
       status = child_->try_wait();
       if (status) {
         exited_at = Clock::now();
-        exited_at_ms_ = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                        std::chrono::system_clock::now().time_since_epoch())
-                                                        .count());
+        exited_at_ms_ = static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+                .count());
       }
     }
     if (status && child_->stdout_fd() < 0 && child_->stderr_fd() < 0) break;
@@ -406,9 +415,10 @@ int Supervisor::preempted() {
       write_restart_record(dir, record);
       if (should_give_up(record, static_cast<std::uint64_t>(o_.max_restarts_without_progress))) {
         code = kExitDoNotRequeue;
-        detail = fmt::format("not requeued: {} runs in a row made no progress (more than "
-                             "--max-restarts-without-progress={}); delete {}/restarts to allow it again",
-                             record.restarts_without_progress, o_.max_restarts_without_progress, dir);
+        detail = fmt::format(
+            "not requeued: {} runs in a row made no progress (more than "
+            "--max-restarts-without-progress={}); delete {}/restarts to allow it again",
+            record.restarts_without_progress, o_.max_restarts_without_progress, dir);
       }
     } catch (const std::exception& e) {
       detail = fmt::format("not requeued: the restart record: {}", e.what());
@@ -418,8 +428,10 @@ int Supervisor::preempted() {
   }
   if (detail.empty()) {
     target = requeue_target_of_this_job(env_);
-    if (target.requeued) code = kExitRequeued;
-    else detail = fmt::format("not requeued: {}", target.detail);
+    if (target.requeued)
+      code = kExitRequeued;
+    else
+      detail = fmt::format("not requeued: {}", target.detail);
   }
   // The others learn the code first: once requeued, Slurm ends the step's tasks.
   watchdog_->finish(code);
@@ -441,9 +453,10 @@ int Supervisor::failed(int status) {
   if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && oom_kills_at_start_) {
     const auto now = oom_kills();
     if (now && *now > *oom_kills_at_start_)
-      how = fmt::format("was killed by the out-of-memory killer (SIGKILL; its memory cgroup's oom_kill count went from "
-                        "{} to {})",
-                        *oom_kills_at_start_, *now);
+      how = fmt::format(
+          "was killed by the out-of-memory killer (SIGKILL; its memory cgroup's oom_kill count went from "
+          "{} to {})",
+          *oom_kills_at_start_, *now);
   }
   const std::string cause = fmt::format("its program {} (pid {}) {}", base_name(o_.command[0]), child_->pid(), how);
   const std::string tail = relay_->tail();

@@ -5,15 +5,15 @@
 namespace slurm_train {
 
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailed = 1;        // an error on some rank (named in the message)
-inline constexpr int kExitUsage = 2;         // bad command line or configuration
-inline constexpr int kExitCheckpointWrite = 3;  // a checkpoint could not be written
-inline constexpr int kExitHang = 4;          // the watchdog found a rank without progress
-inline constexpr int kExitRequeued = 5;      // preempted: checkpoint written, job requeued
-inline constexpr int kExitPreempted = 6;     // preempted: checkpoint written, not requeued
-inline constexpr int kExitDoNotRequeue = 7;  // restarted too often without progress: give up
+inline constexpr int kExitFailed = 1;             // an error on some rank (named in the message)
+inline constexpr int kExitUsage = 2;              // bad command line or configuration
+inline constexpr int kExitCheckpointWrite = 3;    // a checkpoint could not be written
+inline constexpr int kExitHang = 4;               // the watchdog found a rank without progress
+inline constexpr int kExitRequeued = 5;           // preempted: checkpoint written, job requeued
+inline constexpr int kExitPreempted = 6;          // preempted: checkpoint written, not requeued
+inline constexpr int kExitDoNotRequeue = 7;       // restarted too often without progress: give up
 inline constexpr int kExitCheckpointDirBusy = 8;  // ckpt.dir belongs to another running job
-inline constexpr int kExitDiverged = 9;      // the loss or gradient norm is not finite
+inline constexpr int kExitDiverged = 9;           // the loss or gradient norm is not finite
 
 // For `slurm-train run --help` and the README.
 inline constexpr const char* kExitCodeTable =

@@ -34,7 +34,9 @@ FaultPlan parse_fault_plan(const std::string& spec) {
     if (more) rest = rest.substr(comma + 1);
     const auto at = part.find('@');
     const std::string_view kind = part.substr(0, at), arg = at == std::string_view::npos ? "" : part.substr(at + 1);
-    auto bad = [&] { return std::invalid_argument(fmt::format("--inject-fault '{}': cannot read '{}': {}", spec, part, kGrammar)); };
+    auto bad = [&] {
+      return std::invalid_argument(fmt::format("--inject-fault '{}': cannot read '{}': {}", spec, part, kGrammar));
+    };
     if (at == std::string_view::npos) throw bad();
     if (kind == "slow" || kind == "slow-ckpt") {
       if (!parse_number(arg, kind == "slow" ? plan.slow_ms : plan.slow_checkpoint_ms)) throw bad();

@@ -25,7 +25,8 @@ std::optional<std::uint64_t> parse_heartbeat_step(std::string_view text) {
 HeartbeatFile::HeartbeatFile(const std::string& prefix) {
   std::string folder = prefix + "XXXXXX";
   if (!::mkdtemp(folder.data()))
-    throw std::runtime_error(fmt::format("cannot create a folder for the heartbeat file, '{}': {}", folder, std::strerror(errno)));
+    throw std::runtime_error(
+        fmt::format("cannot create a folder for the heartbeat file, '{}': {}", folder, std::strerror(errno)));
   folder_ = folder;
   path_ = folder_ + "/heartbeat";
   const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);

@@ -2,9 +2,9 @@
 
 #include <charconv>
 #include <chrono>
-#include <thread>
 #include <initializer_list>
 #include <optional>
+#include <thread>
 
 namespace slurm_train {
 
@@ -32,7 +32,8 @@ void let_rank0_report_first(const LaunchPosition& launch) {
 LaunchPosition launch_position(const Environment& env) {
   LaunchPosition p;
   p.rank = first_number(env, {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}, 0).value_or(0);
-  p.size = first_number(env, {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"}, 1).value_or(1);
+  p.size =
+      first_number(env, {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"}, 1).value_or(1);
   for (const char* name : kMpiLauncherVariables)
     if (env.count(name)) p.mpi_launcher = true;
   return p;

@@ -12,9 +12,8 @@ namespace slurm_train {
 
 // What an MPI launcher sets in each process it starts: PMIx (srun --mpi=pmix), PMI-2
 // (--mpi=pmi2), PMI-1, and mpirun (Open MPI's own launcher).
-inline constexpr std::array kMpiLauncherVariables = {"PMIX_RANK",  "PMIX_NAMESPACE",       "PMI_FD",
-                                                     "PMI_RANK",   "PMI_SIZE",             "OMPI_COMM_WORLD_RANK",
-                                                     "OMPI_COMM_WORLD_SIZE"};
+inline constexpr std::array kMpiLauncherVariables = {
+    "PMIX_RANK", "PMIX_NAMESPACE", "PMI_FD", "PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"};
 
 struct LaunchPosition {
   int rank = 0;

@@ -13,7 +13,8 @@ std::optional<std::string> login_node_refusal(const RunConfig& config, const std
   return fmt::format(
       "train.device = cuda, but this shell has no Slurm allocation (SLURM_JOB_ID is not set): this looks like a "
       "login node, which is not for training. Submit it to the GPU nodes instead:\n"
-      "  slurm-train submit {0} --nodes 1 --gpus-per-node 1 --time 1:00:00   (prints the job id and where the logs go)\n"
+      "  slurm-train submit {0} --nodes 1 --gpus-per-node 1 --time 1:00:00   (prints the job id and where the logs "
+      "go)\n"
       "or, interactively: salloc --gpus-per-node=1, then srun --mpi=pmix slurm-train run --config {0}",
       file);
 }

@@ -58,7 +58,8 @@ int main(int argc, char** argv) {
     return slurm_train::kExitFailed;
   }
   if (app.get_subcommands().empty()) {
-    std::cerr << app.help() << "slurm-train: a subcommand is required (run, exec, data, submit, plot, doctor, ckpt, sample)\n";
+    std::cerr << app.help()
+              << "slurm-train: a subcommand is required (run, exec, data, submit, plot, doctor, ckpt, sample)\n";
     return slurm_train::kExitUsage;
   }
   return exit_code;

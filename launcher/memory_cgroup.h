@@ -13,7 +13,8 @@ namespace slurm_train {
 // The file holding the count, from /proc/self/cgroup's text: the v1 memory controller's line
 // ("4:memory:/slurm/uid_0/job_5") first, else the v2 line ("0::/system.slice/x"); nullopt when
 // neither names one.
-std::optional<std::string> oom_count_file(const std::string& proc_self_cgroup, const std::string& cgroup_root = "/sys/fs/cgroup");
+std::optional<std::string> oom_count_file(const std::string& proc_self_cgroup,
+                                          const std::string& cgroup_root = "/sys/fs/cgroup");
 
 // The "oom_kill N" line's N; nullopt when there is none.
 std::optional<std::uint64_t> parse_oom_kill(const std::string& text);

@@ -44,7 +44,8 @@ std::unique_ptr<MungeCtx> context_for(const std::string& socket) {
   auto c = std::make_unique<MungeCtx>();
   if (!c->ctx) throw std::runtime_error("munge_ctx_create: out of memory");
   if (!socket.empty() && munge_ctx_set(c->ctx, MUNGE_OPT_SOCKET, socket.c_str()) != EMUNGE_SUCCESS)
-    throw std::runtime_error(fmt::format("munge_ctx_set(MUNGE_OPT_SOCKET, {}): {}", socket, munge_ctx_strerror(c->ctx)));
+    throw std::runtime_error(
+        fmt::format("munge_ctx_set(MUNGE_OPT_SOCKET, {}): {}", socket, munge_ctx_strerror(c->ctx)));
   return c;
 }
 
@@ -61,7 +62,8 @@ std::string format_munge_payload(const MungePayload& p) {
 }
 
 std::optional<MungePayload> parse_munge_payload(std::string_view bytes) {
-  if (bytes.size() != kPayloadBytes || std::memcmp(bytes.data(), kPayloadMagic, sizeof kPayloadMagic) != 0) return std::nullopt;
+  if (bytes.size() != kPayloadBytes || std::memcmp(bytes.data(), kPayloadMagic, sizeof kPayloadMagic) != 0)
+    return std::nullopt;
   bytes.remove_prefix(sizeof kPayloadMagic);
   MungePayload p;
   get(bytes, p.job);
@@ -84,7 +86,8 @@ std::optional<std::string> munge_socket_in_slurm_conf(std::string_view text) {
       std::istringstream parts(word.substr(eq + 1));
       for (std::string part; std::getline(parts, part, ',');) {
         const auto inner = part.find('=');
-        if (inner != std::string::npos && ::strcasecmp(part.substr(0, inner).c_str(), "socket") == 0 && inner + 1 < part.size())
+        if (inner != std::string::npos && ::strcasecmp(part.substr(0, inner).c_str(), "socket") == 0 &&
+            inner + 1 < part.size())
           socket = part.substr(inner + 1);
       }
     }
@@ -111,7 +114,8 @@ MungeAuth::MungeAuth(std::uint32_t job, std::uint32_t step, std::string socket, 
   const ControlProof proof = prove(0, probe);
   const ProofCheck c = check(0, probe, proof.bytes);
   if (!c.key)
-    throw std::runtime_error(fmt::format("munged at {} cannot decode its own credential: {}", socket_.empty() ? "munge's default socket" : socket_, c.why));
+    throw std::runtime_error(fmt::format("munged at {} cannot decode its own credential: {}",
+                                         socket_.empty() ? "munge's default socket" : socket_, c.why));
 }
 
 std::string MungeAuth::name() const {
@@ -159,7 +163,8 @@ ProofCheck MungeAuth::check(int rank, const Nonce& challenge, std::string_view p
   uid_t uid = 0;
   gid_t gid = 0;
   const munge_err_t e = munge_decode(cred.c_str(), c->ctx, &data, &length, &uid, &gid);
-  const std::string payload_bytes = data ? std::string(static_cast<const char*>(data), static_cast<std::size_t>(length)) : "";
+  const std::string payload_bytes =
+      data ? std::string(static_cast<const char*>(data), static_cast<std::size_t>(length)) : "";
   std::free(data);
   if (e == EMUNGE_CRED_UNAUTHORIZED) {
     result.refusal = ControlRefusal::kOtherUser;
@@ -188,8 +193,8 @@ ProofCheck MungeAuth::check(int rank, const Nonce& challenge, std::string_view p
   if (payload->job != job_ || payload->step != step_ || payload->rank != rank || payload->challenge != challenge) {
     result.refusal = ControlRefusal::kOtherJob;
     result.why = fmt::format("a credential for job {} step {} rank {}{}, not for job {} step {} rank {}", payload->job,
-                             payload->step, payload->rank, payload->challenge != challenge ? " and another challenge" : "",
-                             job_, step_, rank);
+                             payload->step, payload->rank,
+                             payload->challenge != challenge ? " and another challenge" : "", job_, step_, rank);
     return result;
   }
   result.key = payload->key;

@@ -86,9 +86,9 @@ std::string chart_script(const std::vector<ChartRun>& runs, const std::string& o
     // One run: its final accuracy beside the last point. A sweep's runs end close together, so
     // their labels would cover each other: the legend gives each run's final value instead.
     if (runs.size() == 1)
-      final_labels = fmt::format("set label 1 {} at {}, {} right offset -1, 1 tc lt 1 boxed front\n",
-                                 gnuplot_quote(fmt::format("{:.2f}%", final_accuracy)), r.final_eval_step,
-                                 final_accuracy);
+      final_labels =
+          fmt::format("set label 1 {} at {}, {} right offset -1, 1 tc lt 1 boxed front\n",
+                      gnuplot_quote(fmt::format("{:.2f}%", final_accuracy)), r.final_eval_step, final_accuracy);
   }
   const AxisRange acc = accuracy_axis(runs);
   // Inside the panel where the curves leave room (loss falls, accuracy rises); a sweep's longer

@@ -41,7 +41,8 @@ ChartRun chart_run(const PlotRun& run, const std::string& label, const fs::path&
   c.steps_file = (tmp / fmt::format("run{}.tsv", index)).string();
   std::ofstream s(c.steps_file);
   for (std::size_t i = 0; i < run.step.size(); ++i)
-    s << fmt::format("{}\t{}\t{}\t{}\t{}\n", run.step[i], run.loss[i], loss_trend[i], accuracy_trend[i], speed_trend[i]);
+    s << fmt::format("{}\t{}\t{}\t{}\t{}\n", run.step[i], run.loss[i], loss_trend[i], accuracy_trend[i],
+                     speed_trend[i]);
   if (!s.flush()) throw std::runtime_error(fmt::format("cannot write the plot data '{}'", c.steps_file));
   c.last_step = run.step.back();
   c.late_train_accuracy.assign(accuracy_trend.begin() + static_cast<std::ptrdiff_t>(accuracy_trend.size() / 2),
@@ -80,7 +81,8 @@ void plot(const std::vector<std::string>& paths, const std::string& output, cons
   const fs::path script = tmp / "plot.gp";
   std::ofstream(script) << chart_script(runs, output, title);
   const ProcessResult r = run_process({"gnuplot", script.string()}, "gnuplot-nox");
-  if (r.exit_code != 0) throw std::runtime_error(fmt::format("gnuplot failed (exit {}) drawing {}", r.exit_code, output));
+  if (r.exit_code != 0)
+    throw std::runtime_error(fmt::format("gnuplot failed (exit {}) drawing {}", r.exit_code, output));
   std::cout << fmt::format("wrote {} ({} run(s))\n", output, runs.size());
 }
 

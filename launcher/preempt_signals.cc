@@ -18,9 +18,9 @@ struct Named {
   const char* name;
   int number;
 };
-constexpr Named kSignals[] = {{"HUP", SIGHUP}, {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"USR1", SIGUSR1},
+constexpr Named kSignals[] = {{"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"USR1", SIGUSR1},
                               {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"ALRM", SIGALRM}, {"CONT", SIGCONT},
-                              {"URG", SIGURG},  {"XCPU", SIGXCPU}, {"PWR", SIGPWR},   {"KILL", SIGKILL},
+                              {"URG", SIGURG},   {"XCPU", SIGXCPU}, {"PWR", SIGPWR},   {"KILL", SIGKILL},
                               {"STOP", SIGSTOP}};
 
 std::atomic<int> received{0};

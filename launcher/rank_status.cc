@@ -11,11 +11,16 @@ namespace {
 
 const char* state_name(RankState s) {
   switch (s) {
-    case RankState::kConnecting: return "connecting";
-    case RankState::kRunning: return "running";
-    case RankState::kFinished: return "finished";
-    case RankState::kLost: return "lost";
-    case RankState::kFailed: return "failed";
+    case RankState::kConnecting:
+      return "connecting";
+    case RankState::kRunning:
+      return "running";
+    case RankState::kFinished:
+      return "finished";
+    case RankState::kLost:
+      return "lost";
+    case RankState::kFailed:
+      return "failed";
   }
   return "?";
 }
@@ -40,7 +45,8 @@ HangVerdict judge_hang(const std::vector<RankStatus>& ranks, double timeout_seco
   HangVerdict v;
   std::vector<const RankStatus*> stalled;
   for (const auto& r : ranks)
-    if ((r.state == RankState::kRunning || r.state == RankState::kConnecting) && r.seconds_since_progress >= timeout_seconds)
+    if ((r.state == RankState::kRunning || r.state == RankState::kConnecting) &&
+        r.seconds_since_progress >= timeout_seconds)
       stalled.push_back(&r);
   if (stalled.empty()) return v;
   v.hung = true;
@@ -76,8 +82,8 @@ std::string format_status_table(const std::vector<RankStatus>& ranks) {
   std::string out = fmt::format("{:>5}  {:<20} {:>8}  {:<10} {:>8}  {:<24} {:>8}\n", "rank", "host", "pid", "state",
                                 "step", "phase", "idle s");
   for (const auto& r : ranks)
-    out += fmt::format("{:>5}  {:<20} {:>8}  {:<10} {:>8}  {:<24} {:>8.1f}\n", r.rank, r.host.empty() ? "?" : r.host, r.pid,
-                       state_name(r.state), r.step, phase_name(r.phase), r.seconds_since_progress);
+    out += fmt::format("{:>5}  {:<20} {:>8}  {:<10} {:>8}  {:<24} {:>8.1f}\n", r.rank, r.host.empty() ? "?" : r.host,
+                       r.pid, state_name(r.state), r.step, phase_name(r.phase), r.seconds_since_progress);
   return out;
 }
 

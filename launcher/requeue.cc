@@ -19,11 +19,16 @@ JobFacts parse_scontrol_show_job(const std::string& text) {
     const auto eq = word.find('=');
     if (eq == std::string::npos) continue;
     const std::string key = word.substr(0, eq), value = word.substr(eq + 1);
-    if (key == "JobId" && !have_id) job.job_id = value, have_id = true;
-    else if (key == "ArrayJobId") job.array_job_id = value;
-    else if (key == "ArrayTaskId") job.array_task_id = value;
-    else if (key == "BatchFlag") job.batch = value == "1";
-    else if (key == "Requeue") job.requeue = value == "1";
+    if (key == "JobId" && !have_id)
+      job.job_id = value, have_id = true;
+    else if (key == "ArrayJobId")
+      job.array_job_id = value;
+    else if (key == "ArrayTaskId")
+      job.array_task_id = value;
+    else if (key == "BatchFlag")
+      job.batch = value == "1";
+    else if (key == "Requeue")
+      job.requeue = value == "1";
   }
   if (!have_id || job.job_id.empty())
     throw std::invalid_argument(fmt::format("no JobId= in the scontrol output '{}'", text.substr(0, 200)));
@@ -58,7 +63,8 @@ RequeueResult requeue_target_of_this_job(const Environment& env) {
 RequeueResult requeue_job(const std::string& target) {
   try {
     const ProcessResult requeued = run_process({"scontrol", "requeue", target}, "slurm-client");
-    if (requeued.exit_code != 0) return {false, fmt::format("scontrol requeue {} failed (exit {})", target, requeued.exit_code)};
+    if (requeued.exit_code != 0)
+      return {false, fmt::format("scontrol requeue {} failed (exit {})", target, requeued.exit_code)};
     return {true, target};
   } catch (const std::exception& e) {
     return {false, e.what()};

@@ -12,11 +12,11 @@
 namespace slurm_train {
 
 struct JobFacts {
-  std::string job_id;          // JobId=
-  std::string array_job_id;    // ArrayJobId=, empty outside arrays
-  std::string array_task_id;   // ArrayTaskId=
-  bool batch = false;          // BatchFlag=1
-  bool requeue = false;        // Requeue=1
+  std::string job_id;         // JobId=
+  std::string array_job_id;   // ArrayJobId=, empty outside arrays
+  std::string array_task_id;  // ArrayTaskId=
+  bool batch = false;         // BatchFlag=1
+  bool requeue = false;       // Requeue=1
 };
 
 // Parses `scontrol show job --oneliner JOBID` output. Throws std::invalid_argument when JobId is

@@ -60,14 +60,20 @@ RestartRecord parse_restart_record(const std::string& text) {
     const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), number);
     if (eq == std::string::npos || value.empty() || ec != std::errc() || end != value.data() + value.size())
       throw std::invalid_argument(fmt::format("cannot read the line '{}': expected KEY = NUMBER", line));
-    if (key == "starts") r.starts = number, seen[0] = true;
-    else if (key == "restarts_without_progress") r.restarts_without_progress = number, seen[1] = true;
-    else if (key == "last_start_step") r.last_start_step = number, seen[2] = true;
-    else if (key == "last_step_reached") r.last_step_reached = number, seen[3] = true;
-    else throw std::invalid_argument(fmt::format("unknown key '{}'", key));
+    if (key == "starts")
+      r.starts = number, seen[0] = true;
+    else if (key == "restarts_without_progress")
+      r.restarts_without_progress = number, seen[1] = true;
+    else if (key == "last_start_step")
+      r.last_start_step = number, seen[2] = true;
+    else if (key == "last_step_reached")
+      r.last_step_reached = number, seen[3] = true;
+    else
+      throw std::invalid_argument(fmt::format("unknown key '{}'", key));
   }
   if (!seen[0] || !seen[1] || !seen[2] || !seen[3])
-    throw std::invalid_argument("expected the keys starts, restarts_without_progress, last_start_step and last_step_reached");
+    throw std::invalid_argument(
+        "expected the keys starts, restarts_without_progress, last_start_step and last_step_reached");
   return r;
 }
 
@@ -83,7 +89,8 @@ std::optional<RestartRecord> read_restart_record(const std::string& dir) {
   try {
     return parse_restart_record(text.str());
   } catch (const std::invalid_argument& e) {
-    throw std::runtime_error(fmt::format("the restart record '{}' is damaged: {} (delete it to start counting anew)", path, e.what()));
+    throw std::runtime_error(
+        fmt::format("the restart record '{}' is damaged: {} (delete it to start counting anew)", path, e.what()));
   }
 }
 

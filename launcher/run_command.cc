@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 
 #include <array>
-#include <chrono>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
@@ -18,12 +18,12 @@
 
 #include "launcher/checkpoint_owner.h"
 #include "launcher/config_checks.h"
-#include "launcher/doctor_checks.h"
 #include "launcher/config_options.h"
 #include "launcher/console.h"
+#include "launcher/doctor_checks.h"
 #include "launcher/exit_codes.h"
-#include "launcher/folder_trust.h"
 #include "launcher/fault_injection.h"
+#include "launcher/folder_trust.h"
 #include "launcher/launch_position.h"
 #include "launcher/login_node.h"
 #include "launcher/mpi_plugin_check.h"
@@ -40,10 +40,10 @@
 #include "train/checkpoint/checkpoint_policy.h"
 #include "train/comm/comm.h"
 #include "train/config/config.h"
-#include "train/steps/device.h"
-#include "train/loop/divergence.h"
 #include "train/io/durable_file.h"
+#include "train/loop/divergence.h"
 #include "train/loop/trainer.h"
+#include "train/steps/device.h"
 
 namespace slurm_train {
 
@@ -112,20 +112,21 @@ FolderVerdict agreed_folder_claim(const std::string& dir, const CheckpointOwner&
 }
 
 CheckpointOwner this_run(const std::string& job, const Environment& env) {
-  return {job, env_value(env, "SLURM_STEP_ID"), host_name(), static_cast<long>(::getpid()), static_cast<std::int64_t>(std::time(nullptr))};
+  return {job, env_value(env, "SLURM_STEP_ID"), host_name(), static_cast<long>(::getpid()),
+          static_cast<std::int64_t>(std::time(nullptr))};
 }
 
 // After the checkpoint of a preemption: agree on the exit code, stop the watchdog (once the job
 // is requeued Slurm kills its steps, which must not read as ranks that died), then requeue.
 int finish_preempted(const RunConfig& config, const Environment& env, Comm& comm, Watchdog& watchdog, Console& console,
                      const TrainResult& result) {
-  const std::string signal = fmt::format("{} on {} of {} rank(s)", signal_name(result.stop_signal),
-                                         result.stop_signal_ranks, comm.size());
+  const std::string signal =
+      fmt::format("{} on {} of {} rank(s)", signal_name(result.stop_signal), result.stop_signal_ranks, comm.size());
   int code = kExitPreempted;
   RequeueResult target{false, "no checkpoint was written (ckpt.dir is not set), so the job is not requeued"};
   if (comm.rank() == 0 && !config.ckpt.dir.empty()) {
-    console.line(fmt::format("preempted ({}): stopped after step {}, checkpoint {}/{} written", signal, result.steps_done,
-                             config.ckpt.dir, checkpoint_file_name(result.steps_done)));
+    console.line(fmt::format("preempted ({}): stopped after step {}, checkpoint {}/{} written", signal,
+                             result.steps_done, config.ckpt.dir, checkpoint_file_name(result.steps_done)));
     target = requeue_target_of_this_job(env);
     if (target.requeued) code = kExitRequeued;
   }
@@ -142,7 +143,8 @@ int finish_preempted(const RunConfig& config, const Environment& env, Comm& comm
   if (code == kExitRequeued) {
     const RequeueResult requeued = requeue_job(target.detail);
     if (requeued.requeued) {
-      detail = fmt::format("requeued job {}: it resumes from step {} when it runs again", target.detail, result.steps_done);
+      detail =
+          fmt::format("requeued job {}: it resumes from step {} when it runs again", target.detail, result.steps_done);
     } else {
       code = kExitPreempted;
       detail = fmt::format("not requeued: {}; requeue it or run the same command again to resume from step {}",
@@ -167,10 +169,12 @@ class PreMpiReporter {
   int usage_error(const std::string& message) const {
     if (speaks())
       std::cerr << "slurm-train: error: " << message
-                << (launch_.size > 1 ? fmt::format("\n(found alike by all {} ranks before MPI started; reported by rank 0)",
-                                                   launch_.size)
-                                     : "")
-                << "\n" << std::flush;
+                << (launch_.size > 1
+                        ? fmt::format("\n(found alike by all {} ranks before MPI started; reported by rank 0)",
+                                      launch_.size)
+                        : "")
+                << "\n"
+                << std::flush;
     return exit_with(kExitUsage);
   }
   // A failure's exit code, after rank 0 has had the time to say why (let_rank0_report_first).
@@ -239,7 +243,7 @@ int run(const RunOptions& options) {
     return kExitOk;
   }
   if (const auto refusal = login_node_refusal(config, env, options.config->file,
-                                                    config.train.device == "cuda" ? probe_cuda().devices : 0)) {
+                                              config.train.device == "cuda" ? probe_cuda().devices : 0)) {
     if (reporter.speaks()) std::cerr << "slurm-train: " << *refusal << "\n";
     return reporter.exit_with(kExitUsage);
   }
@@ -314,8 +318,11 @@ int run(const RunOptions& options) {
       console->line(fmt::format("job {}: {} rank(s); rank logs in {}/{}/", job, comm->size(),
                                 log_dir.empty() ? "(none: --log-dir is empty)" : log_dir, job));
       for (const auto& r : ranks)
-        console->line(fmt::format("  rank {:>4}  host {}  pid {}  cpus {}  device {}", r.rank, r.host, r.pid, r.cpus, r.device));
-      if (!faults.empty()) console->line(fmt::format("--inject-fault={}: faults will be injected (a testing aid)", config.run.inject_fault));
+        console->line(
+            fmt::format("  rank {:>4}  host {}  pid {}  cpus {}  device {}", r.rank, r.host, r.pid, r.cpus, r.device));
+      if (!faults.empty())
+        console->line(
+            fmt::format("--inject-fault={}: faults will be injected (a testing aid)", config.run.inject_fault));
     }
     hooks.mark_startup(fmt::format("{} {:.2f} s, watchdog", mpi ? "MPI" : "one process without MPI", mpi_seconds));
     LineStream out([&](const std::string& line) { console->line(line); });
@@ -333,14 +340,16 @@ int run(const RunOptions& options) {
     return code;
   } catch (const GiveUp& e) {
     if (console) console->end_live();
-    if (comm->rank() == 0) std::cerr << "slurm-train: error: " << e.what() << " (exit " << kExitDoNotRequeue << ")\n" << std::flush;
+    if (comm->rank() == 0)
+      std::cerr << "slurm-train: error: " << e.what() << " (exit " << kExitDoNotRequeue << ")\n" << std::flush;
     log.line(e.what());
     if (watchdog) watchdog->finish();
     return kExitDoNotRequeue;
   } catch (const TrainingDiverged& e) {
     // Every rank found it at the same step (the values are agreed): they stop together.
     if (console) console->end_live();
-    if (comm->rank() == 0) std::cerr << "slurm-train: error: " << e.what() << " (exit " << kExitDiverged << ")\n" << std::flush;
+    if (comm->rank() == 0)
+      std::cerr << "slurm-train: error: " << e.what() << " (exit " << kExitDiverged << ")\n" << std::flush;
     log.line(fmt::format("error: {}", e.what()));
     if (watchdog) watchdog->finish();
     return kExitDiverged;
@@ -371,19 +380,23 @@ int run(const RunOptions& options) {
 void add_run_command(CLI::App& app, int& exit_code) {
   auto options = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand("run", "train on every rank of the job (srun --mpi=pmix, mpirun, or alone)");
-  cmd->add_flag("--print-config", options->print_config, "print every effective value and where it came from, then exit");
-  cmd->add_flag("--dry-run", options->dry_run,
-                "check the configuration and the files it names (datasets, memory, output folders), then exit: 0 ready, "
-                "1 a deeper check failed (the data read), 2 the configuration cannot run");
-  cmd->add_option("--config,-c", options->config->file, "TOML file with [data], [model], [train], [ckpt] and [run] sections")
+  cmd->add_flag("--print-config", options->print_config,
+                "print every effective value and where it came from, then exit");
+  cmd->add_flag(
+      "--dry-run", options->dry_run,
+      "check the configuration and the files it names (datasets, memory, output folders), then exit: 0 ready, "
+      "1 a deeper check failed (the data read), 2 the configuration cannot run");
+  cmd->add_option("--config,-c", options->config->file,
+                  "TOML file with [data], [model], [train], [ckpt] and [run] sections")
       ->check(CLI::ExistingFile);
   // The launcher's settings are [run] keys (train/config/config.h: file < environment < command line,
   // shown by --print-config); these options are their usual names.
   auto set = [options](const char* key) {
     return [options, key](const std::string& value) { options->config->overrides.emplace_back(key, value); };
   };
-  cmd->add_flag_callback("--no-resume", [options] { options->config->overrides.emplace_back("ckpt.resume", "false"); },
-                         "start fresh even when ckpt.dir holds a checkpoint (same as --ckpt.resume=false)");
+  cmd->add_flag_callback(
+      "--no-resume", [options] { options->config->overrides.emplace_back("ckpt.resume", "false"); },
+      "start fresh even when ckpt.dir holds a checkpoint (same as --ckpt.resume=false)");
   // "--log-dir=" is the empty value (no rank logs), and never takes the next argument as its own.
   cmd->add_option_function<std::string>("--log-dir", set("run.log_dir"),
                                         "every rank appends to <log-dir>/<job id>/rank-<N>.log (default "
@@ -396,8 +409,10 @@ void add_run_command(CLI::App& app, int& exit_code) {
         double seconds = 0;
         const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), seconds);
         if (ec != std::errc() || end != value.data() + value.size() || !std::isfinite(seconds) || seconds < 0)
-          throw CLI::ValidationError(fmt::format("--hang-timeout {}: expected seconds (a finite number), or 0 to turn "
-                                                 "hang detection off", value));
+          throw CLI::ValidationError(
+              fmt::format("--hang-timeout {}: expected seconds (a finite number), or 0 to turn "
+                          "hang detection off",
+                          value));
         options->config->overrides.emplace_back("run.hang_timeout", value);
       },
       "seconds a rank may go without progress before the watchdog ends the job (exit 4); 0: off (default 600) "

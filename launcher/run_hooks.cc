@@ -38,7 +38,8 @@ void RunHooks::on_phase(TrainPhase p, std::uint64_t done) {
       resuming_ = true;
     }
   }
-  if (p == TrainPhase::kData && faults_.slow_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(faults_.slow_ms));
+  if (p == TrainPhase::kData && faults_.slow_ms > 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(faults_.slow_ms));
   if (p == TrainPhase::kForward) {
     switch (fault_at(faults_, done, comm_.rank())) {
       case FaultAction::kCrash:
@@ -48,7 +49,8 @@ void RunHooks::on_phase(TrainPhase p, std::uint64_t done) {
       case FaultAction::kHang:
         console_.line(fmt::format("--inject-fault: rank {} hangs at step {}", comm_.rank(), done));
         for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
-      case FaultAction::kNone: break;
+      case FaultAction::kNone:
+        break;
     }
   }
 }
@@ -58,30 +60,33 @@ bool RunHooks::may_start(std::uint64_t first_step) {
   startup_open_ = false;
   first_step_ = first_step;
   const double since_start = std::chrono::duration<double>(Clock::now() - started_).count();
-  const auto unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                           std::chrono::system_clock::now().time_since_epoch()).count();
+  const auto unix_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   if (comm_.rank() != 0) return true;
-  console_.line(fmt::format("start-up: {}; first step {:.2f} s after start (unix time {}.{:03})", startup_,
-                            since_start, unix_ms / 1000, unix_ms % 1000));
+  console_.line(fmt::format("start-up: {}; first step {:.2f} s after start (unix time {}.{:03})", startup_, since_start,
+                            unix_ms / 1000, unix_ms % 1000));
   if (config_.ckpt.dir.empty()) return true;
   std::optional<RestartRecord> previous;
   if (config_.ckpt.resume) previous = read_restart_record(config_.ckpt.dir);
   record_ = next_start(previous, first_step_);
   write_record(*record_);
   if (record_->restarts_without_progress > 0)
-    console_.line(fmt::format("restart {} of this job from step {}: {} in a row without progress (the limit is "
-                              "--max-restarts-without-progress={})",
-                              record_->starts - 1, first_step_, record_->restarts_without_progress,
-                              config_.run.max_restarts_without_progress));
+    console_.line(
+        fmt::format("restart {} of this job from step {}: {} in a row without progress (the limit is "
+                    "--max-restarts-without-progress={})",
+                    record_->starts - 1, first_step_, record_->restarts_without_progress,
+                    config_.run.max_restarts_without_progress));
   return !should_give_up(*record_, static_cast<std::uint64_t>(config_.run.max_restarts_without_progress));
 }
 
 std::string RunHooks::give_up_message() const {
-  return fmt::format("started {} times in a row from step {} without getting further (more than "
-                     "--max-restarts-without-progress={}); not training again. Look at the rank logs for why "
-                     "it made no progress, then delete {}/restarts to try again",
-                     record_ ? record_->restarts_without_progress : 0, first_step_,
-                     config_.run.max_restarts_without_progress, config_.ckpt.dir);
+  return fmt::format(
+      "started {} times in a row from step {} without getting further (more than "
+      "--max-restarts-without-progress={}); not training again. Look at the rank logs for why "
+      "it made no progress, then delete {}/restarts to try again",
+      record_ ? record_->restarts_without_progress : 0, first_step_, config_.run.max_restarts_without_progress,
+      config_.ckpt.dir);
 }
 
 void RunHooks::write_record(const RestartRecord& record) const {
@@ -115,8 +120,9 @@ void RunHooks::on_step(const StepMetrics& m, std::uint64_t total) {
     }
   } else if (due) {
     console_.line(format_progress(done, total, losses_.mean(), rate, eta, m.tokens_per_sample) +
-                  (comm_.rank() == 0 ? "" : fmt::format("  (this rank: data {:.1f} ms, all-reduce wait {:.1f} ms)",
-                                                        1e3 * m.times.data, 1e3 * m.times.comm_wait)));
+                  (comm_.rank() == 0 ? ""
+                                     : fmt::format("  (this rank: data {:.1f} ms, all-reduce wait {:.1f} ms)",
+                                                   1e3 * m.times.data, 1e3 * m.times.comm_wait)));
   }
 }
 

@@ -25,8 +25,13 @@ class RunHooks {
 
   RunHooks(const RunConfig& config, Comm& comm, Watchdog& watchdog, Console& console, const FaultPlan& faults,
            Clock::time_point started)
-      : config_(config), comm_(comm), watchdog_(watchdog), console_(console), faults_(faults),
-        started_(started), phase_started_(Clock::now()) {}
+      : config_(config),
+        comm_(comm),
+        watchdog_(watchdog),
+        console_(console),
+        faults_(faults),
+        started_(started),
+        phase_started_(Clock::now()) {}
 
   // Ends the start-up phase `what` now: its time goes into the start-up line.
   void mark_startup(const std::string& what);

@@ -13,8 +13,8 @@
 #include "train/checkpoint/checkpoint_file.h"
 #include "train/checkpoint/checkpoint_store.h"
 #include "train/models/cuda_gpt_sampler.h"
-#include "train/steps/device.h"
 #include "train/models/gpt_sampler.h"
+#include "train/steps/device.h"
 
 namespace slurm_train {
 
@@ -30,9 +30,11 @@ struct SampleArgs {
 int sample(const SampleArgs& a) {
   std::string path = a.checkpoint;
   if (std::filesystem::is_directory(path)) {
-    path = find_newest_valid_checkpoint(path, [](const std::string& line) { std::cerr << "slurm-train: " << line << "\n"; });
+    path = find_newest_valid_checkpoint(path,
+                                        [](const std::string& line) { std::cerr << "slurm-train: " << line << "\n"; });
     if (path.empty())
-      throw std::runtime_error(fmt::format("{}: no valid checkpoint (step-<8 digits>.h5) in this folder", a.checkpoint));
+      throw std::runtime_error(
+          fmt::format("{}: no valid checkpoint (step-<8 digits>.h5) in this folder", a.checkpoint));
   }
   const CheckpointState state = read_checkpoint_file(path);
   if (state.model.kind != "gpt")
@@ -41,10 +43,13 @@ int sample(const SampleArgs& a) {
   check_sample_inputs(state.model.gpt, a.options);  // before the line below, and before a GPU is set up
   const CudaProbe probe = a.device == "cpu" ? CudaProbe{} : probe_cuda();
   const bool on_gpu = a.device != "cpu" && probe.devices > 0;
-  if (a.device == "cuda" && !on_gpu) throw std::runtime_error(fmt::format("sample --device cuda: no usable GPU: {}", probe.problem));
+  if (a.device == "cuda" && !on_gpu)
+    throw std::runtime_error(fmt::format("sample --device cuda: no usable GPU: {}", probe.problem));
   std::unique_ptr<GptDecoder> decoder;
-  if (on_gpu) decoder = make_cuda_gpt_decoder(state.model.gpt, state.params, 0);
-  else decoder = std::make_unique<GptSampler>(state.model.gpt, state.params);
+  if (on_gpu)
+    decoder = make_cuda_gpt_decoder(state.model.gpt, state.params, 0);
+  else
+    decoder = std::make_unique<GptSampler>(state.model.gpt, state.params);
   if (!a.quiet)
     std::cerr << fmt::format("slurm-train: sampling {} tokens from {} (step {}), temperature {}, seed {}, on {}\n",
                              a.options.tokens, path, state.counters.step, a.options.temperature, a.options.seed,
@@ -65,7 +70,8 @@ int sample(const SampleArgs& a) {
 
 void add_sample_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<SampleArgs>();
-  CLI::App* s = app.add_subcommand("sample", "generate text from a gpt checkpoint (the prompt, then what the model writes)");
+  CLI::App* s =
+      app.add_subcommand("sample", "generate text from a gpt checkpoint (the prompt, then what the model writes)");
   s->add_option("CHECKPOINT", args->checkpoint, "checkpoint file, or a folder: its newest valid checkpoint")
       ->required()
       ->check(CLI::ExistingPath);
@@ -85,7 +91,7 @@ void add_sample_command(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(whole_number(std::numeric_limits<std::uint64_t>::max()));
   s->add_option("--device", args->device,
-                 "auto: the first visible GPU when there is one, else the CPU; cpu; cuda (an error without a GPU)")
+                "auto: the first visible GPU when there is one, else the CPU; cpu; cuda (an error without a GPU)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   s->add_flag("--quiet", args->quiet, "no line on stderr saying what is sampled");

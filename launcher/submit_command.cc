@@ -81,15 +81,17 @@ void submit(SubmitOptions o, const ConfigOptions& config_options, bool dry_run) 
   const fs::path script_path = log_dir / (o.job_name + ".sbatch");
   write_file_durably(script_path.string(), script);  // a resubmission replaces it whole, or not at all
   const ProcessResult r = run_process({"sbatch", "--parsable", script_path.string()}, "slurm-client");
-  if (r.exit_code != 0) throw std::runtime_error(fmt::format("sbatch failed (exit {}) for {}", r.exit_code, script_path.string()));
+  if (r.exit_code != 0)
+    throw std::runtime_error(fmt::format("sbatch failed (exit {}) for {}", r.exit_code, script_path.string()));
   const std::string job = r.out.substr(0, r.out.find_first_of(";\n"));
   std::cout << fmt::format("submitted job {}\n  script: {}\n  log:    {}\n", job, script_path.string(),
                            (log_dir / fmt::format("{}-{}.out", o.job_name, job)).string());
   const std::string ckpt_prefix = added_checkpoint_dir_prefix(o);
   if (!ckpt_prefix.empty())
-    std::cout << fmt::format("  checkpoints: {}{} (added: the configuration names no ckpt.dir and the job may be "
-                             "requeued; --no-requeue or ckpt.dir to choose otherwise)\n",
-                             ckpt_prefix, job);
+    std::cout << fmt::format(
+        "  checkpoints: {}{} (added: the configuration names no ckpt.dir and the job may be "
+        "requeued; --no-requeue or ckpt.dir to choose otherwise)\n",
+        ckpt_prefix, job);
 }
 
 }  // namespace
@@ -109,8 +111,8 @@ void add_submit_command(CLI::App& app) {
   cmd->add_option("--qos", o->qos, "quality of service");
   cmd->add_option("--job-name,-J", o->job_name, "job name")->capture_default_str();
   cmd->add_option("--log-dir", o->log_dir, "folder of the job's log (created)")->capture_default_str();
-  cmd->add_option("--signal-seconds", o->signal_seconds,
-                  "send USR2 this long before the time limit (0: none)")->capture_default_str();
+  cmd->add_option("--signal-seconds", o->signal_seconds, "send USR2 this long before the time limit (0: none)")
+      ->capture_default_str();
   cmd->add_flag("!--no-requeue", o->requeue,
                 "do not requeue the job on preemption or node failure (a requeued job whose configuration names "
                 "no ckpt.dir checkpoints to <submit folder>/checkpoints/<job name>-<job id>)");

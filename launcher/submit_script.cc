@@ -35,13 +35,17 @@ std::vector<std::string> validate_submit_options(const SubmitOptions& o) {
   require(o.nodes >= 1 && o.nodes <= 100000, fmt::format("--nodes {}: expected a whole number of at least 1", o.nodes));
   require(o.tasks_per_node >= 0 && o.tasks_per_node <= 1024,
           fmt::format("--tasks-per-node {}: expected 1 to 1024 (0: one per GPU, else 1)", o.tasks_per_node));
-  require(o.gpus_per_node >= 0 && o.gpus_per_node <= 64, fmt::format("--gpus-per-node {}: expected 0 to 64", o.gpus_per_node));
+  require(o.gpus_per_node >= 0 && o.gpus_per_node <= 64,
+          fmt::format("--gpus-per-node {}: expected 0 to 64", o.gpus_per_node));
   require(std::regex_match(o.time, time_limit),
           fmt::format("--time '{}': expected a Slurm time limit such as 30, 02:00:00 or 1-12:00:00", o.time));
   require(o.signal_seconds >= 0 && o.signal_seconds <= 65535,
           fmt::format("--signal-seconds {}: expected 0 to 65535", o.signal_seconds));
-  for (const auto& [name, value] : {std::pair{"--partition", o.partition}, {"--account", o.account}, {"--qos", o.qos},
-                                    {"--job-name", o.job_name}, {"--log-dir", o.log_dir}}) {
+  for (const auto& [name, value] : {std::pair{"--partition", o.partition},
+                                    {"--account", o.account},
+                                    {"--qos", o.qos},
+                                    {"--job-name", o.job_name},
+                                    {"--log-dir", o.log_dir}}) {
     require(std::regex_match(value, plain) && value.size() <= 200,
             fmt::format("{} '{}': expected letters, digits and _.,:@%+=/- only", name, value));
   }
@@ -81,8 +85,10 @@ std::string sbatch_script(const SubmitOptions& o, const std::string& version) {
   s += "echo \"== $(date -Is) job ${SLURM_JOB_ID} (restart ${SLURM_RESTART_COUNT:-0}) on ${SLURM_JOB_NODELIST}\"\n";
   const std::string ckpt_prefix = added_checkpoint_dir_prefix(o);
   if (!ckpt_prefix.empty())
-    s += fmt::format("# The configuration names no ckpt.dir and the job may be requeued: checkpoints go to\n"
-                     "# {}<job id>, from where a requeued job resumes.\n", ckpt_prefix);
+    s += fmt::format(
+        "# The configuration names no ckpt.dir and the job may be requeued: checkpoints go to\n"
+        "# {}<job id>, from where a requeued job resumes.\n",
+        ckpt_prefix);
   s += fmt::format("srun --mpi=pmix {} run --config {}", shell_quote(o.program), shell_quote(o.config));
   for (const auto& [key, value] : o.overrides) s += " " + shell_quote("--" + key + "=" + value);
   if (!ckpt_prefix.empty()) s += " " + shell_quote("--ckpt.dir=" + ckpt_prefix) + "\"${SLURM_JOB_ID}\"";

@@ -9,12 +9,12 @@
 namespace slurm_train {
 
 struct SubmitOptions {
-  std::string program;      // absolute path of the slurm-train to run (the one submitting)
-  std::string config;       // absolute path of the TOML configuration
-  std::string workdir;      // absolute: the job runs here (relative paths in the config resolve here)
+  std::string program;  // absolute path of the slurm-train to run (the one submitting)
+  std::string config;   // absolute path of the TOML configuration
+  std::string workdir;  // absolute: the job runs here (relative paths in the config resolve here)
   std::string job_name = "slurm-train";
   int nodes = 1;
-  int tasks_per_node = 0;   // 0: one per GPU with GPUs, else 1
+  int tasks_per_node = 0;  // 0: one per GPU with GPUs, else 1
   int gpus_per_node = 0;
   std::string time = "01:00:00";
   std::string partition, account, qos;

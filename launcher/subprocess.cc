@@ -31,8 +31,9 @@ ProcessResult run_process(const std::vector<std::string>& argv, const std::strin
   close(pipe_fds[1]);
   if (rc != 0) {
     close(pipe_fds[0]);
-    throw std::runtime_error(fmt::format("cannot run '{}': {}{}", argv[0], std::strerror(rc),
-                                         package.empty() ? "" : fmt::format(" (install the Debian package {})", package)));
+    throw std::runtime_error(
+        fmt::format("cannot run '{}': {}{}", argv[0], std::strerror(rc),
+                    package.empty() ? "" : fmt::format(" (install the Debian package {})", package)));
   }
   ProcessResult result;
   char buffer[4096];

@@ -11,8 +11,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <limits>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -26,15 +26,15 @@ namespace slurm_train {
 
 struct Watchdog::Conn {
   int fd = -1;
-  int rank = -1;  // -1 until its hello is proved
-  std::string source;  // the peer's address
+  int rank = -1;         // -1 until its hello is proved
+  std::string source;    // the peer's address
   bool pending = false;  // counted by admission_ until it is let in or closed
   std::chrono::steady_clock::time_point accepted_at;
   Nonce challenge{};
   SessionKey key{};
   std::uint64_t seq_in = 1, seq_out = 1;  // the hello and the welcome were frame 0 each way
   std::string in;
-  std::string tail;  // the text of kTail frames, for the kFail that follows
+  std::string tail;    // the text of kTail frames, for the kFail that follows
   int closed_fd = -1;  // the fd it had, once closed
   ~Conn() {
     if (fd >= 0) ::close(fd);
@@ -49,7 +49,9 @@ constexpr int kPollMs = 200;
 // 10,000 ranks (sending it is then most of rank 0's work).
 double root_beat_seconds(int ranks) { return std::max(5.0, 2 * member_beat_seconds(ranks)); }
 
-double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
 
 void write_stderr(const std::string& text) {
   std::size_t done = 0;
@@ -138,7 +140,8 @@ Watchdog::Watchdog(Comm& comm, const RankIdentity& me, const WatchdogOptions& op
     std::string text = fmt::format("{} {}", hex(secret), listener.port);
     for (const auto& a : local_addresses(me.host)) text += " " + a;
     std::snprintf(address, sizeof address, "%s", text.c_str());
-    log_.line(fmt::format("watchdog: listening on port {} for the job's {} ranks (proof: {})", listener.port, size_, auth_->name()));
+    log_.line(fmt::format("watchdog: listening on port {} for the job's {} ranks (proof: {})", listener.port, size_,
+                          auth_->name()));
     thread_ = std::thread([this] { run_root(); });
   }
   comm.broadcast(address, sizeof address, 0);
@@ -170,8 +173,10 @@ Watchdog::Watchdog(const WatchdogRendezvous& rendezvous, std::unique_ptr<Control
       try {
         listen_fd_ = listen_on_port(rendezvous.port).fd;
       } catch (const std::runtime_error& e) {
-        throw std::runtime_error(fmt::format("{} (the port is derived from the job and step ids; is another job's "
-                                             "task 0 on this node using it?)", e.what()));
+        throw std::runtime_error(
+            fmt::format("{} (the port is derived from the job and step ids; is another job's "
+                        "task 0 on this node using it?)",
+                        e.what()));
       }
       log_.line(fmt::format("watchdog: listening on port {} for the job's {} ranks (proof: {})", rendezvous.port, size_,
                             auth_->name()));
@@ -181,8 +186,10 @@ Watchdog::Watchdog(const WatchdogRendezvous& rendezvous, std::unique_ptr<Control
   }
   const auto addresses = host_addresses(rendezvous.root_host);
   if (addresses.empty())
-    throw std::runtime_error(fmt::format("watchdog: the host of task 0, '{}' (the step's first node), does not "
-                                         "resolve to an IPv4 address on {}", rendezvous.root_host, me.host));
+    throw std::runtime_error(
+        fmt::format("watchdog: the host of task 0, '{}' (the step's first node), does not "
+                    "resolve to an IPv4 address on {}",
+                    rendezvous.root_host, me.host));
   connect_to_root(rendezvous.port, addresses);
 }
 
@@ -202,7 +209,8 @@ void Watchdog::connect_to_root(int port, const std::vector<std::string>& address
       try {
         session = join_control_plane(a, port, hello, *auth_, kAnswerMs);
       } catch (const std::runtime_error& e) {
-        throw std::runtime_error(fmt::format("watchdog: cannot prove to rank 0 that this is rank {} of the job: {}", rank_, e.what()));
+        throw std::runtime_error(
+            fmt::format("watchdog: cannot prove to rank 0 that this is rank {} of the job: {}", rank_, e.what()));
       }
       if (!session) continue;
       root_fd_ = session->fd;
@@ -282,7 +290,8 @@ void Watchdog::fail_job(int exit_code, const std::string& cause, const std::stri
 
 void Watchdog::add_failure(Failure f, TimePoint now) {
   if (failures_.empty())
-    failures_deadline_ = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.gather_failures_seconds));
+    failures_deadline_ = now + std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(options_.gather_failures_seconds));
   failures_.push_back(std::move(f));
 }
 
@@ -318,7 +327,8 @@ std::vector<RankStatus> Watchdog::wait_for_all_finished() {
   table_[static_cast<std::size_t>(rank_)].state = RankState::kFinished;
   if (rank_ != 0) return {};
   all_finished_.wait(lock, [&] {
-    return std::all_of(table_.begin(), table_.end(), [](const RankStatus& s) { return s.state == RankState::kFinished; });
+    return std::all_of(table_.begin(), table_.end(),
+                       [](const RankStatus& s) { return s.state == RankState::kFinished; });
   });
   return table_;
 }
@@ -420,8 +430,10 @@ void Watchdog::run_root() {
     bool listener_ready = false;
     for (int i = 0; i < n; ++i) {
       const int fd = ready[static_cast<std::size_t>(i)].data.fd;
-      if (fd == listen_fd_) listener_ready = true;
-      else if (fd != wake_[0]) readable.push_back(conn_by_fd_[fd]);
+      if (fd == listen_fd_)
+        listener_ready = true;
+      else if (fd != wake_[0])
+        readable.push_back(conn_by_fd_[fd]);
     }
     std::unique_lock lock(mutex_);
     if (listener_ready) accept_ranks(now);
@@ -515,9 +527,10 @@ void Watchdog::pause_accepting(TimePoint until) {
 
 void Watchdog::note_refusal(ControlRefusal kind, const std::string& source, const std::string& why) {
   if (!admission_.refuse(kind)) return;
-  log_.line(fmt::format("watchdog: refused a connection from {}: {}{}; the job goes on (refusals of this kind are "
-                        "counted from now on, not logged)",
-                        source, describe(kind), why.empty() ? "" : " (" + why + ")"));
+  log_.line(
+      fmt::format("watchdog: refused a connection from {}: {}{}; the job goes on (refusals of this kind are "
+                  "counted from now on, not logged)",
+                  source, describe(kind), why.empty() ? "" : " (" + why + ")"));
 }
 
 void Watchdog::close_conn(Conn& c) {
@@ -641,13 +654,15 @@ void Watchdog::judge(TimePoint started, TimePoint now, std::unique_lock<std::mut
   if (!failures_.empty() && now >= failures_deadline_) {
     const auto first = std::min_element(failures_.begin(), failures_.end(),
                                         [](const Failure& a, const Failure& b) { return a.when_ms < b.when_ms; });
-    std::string message = fmt::format("ending the job: rank {} on {} failed: {}", first->rank, first->host, first->text);
+    std::string message =
+        fmt::format("ending the job: rank {} on {} failed: {}", first->rank, first->host, first->text);
     if (!first->tail.empty()) message += "\n" + first->tail;
     std::vector<int> others;
     for (const auto& f : failures_)
       if (&f != &*first) others.push_back(f.rank);
     if (!others.empty())
-      message += fmt::format("{}(rank(s) {} failed too, after it)", message.back() == '\n' ? "" : "\n", format_rank_list(others));
+      message += fmt::format("{}(rank(s) {} failed too, after it)", message.back() == '\n' ? "" : "\n",
+                             format_rank_list(others));
     const int code = first->code;
     lock.unlock();
     // `run`: the failing rank printed its own message; rank 0 ends everyone else.
@@ -661,7 +676,8 @@ void Watchdog::judge(TimePoint started, TimePoint now, std::unique_lock<std::mut
     last_progress_[0] = now;
   }
   for (int r = 0; r < size_; ++r)
-    table_[static_cast<std::size_t>(r)].seconds_since_progress = seconds_between(last_progress_[static_cast<std::size_t>(r)], now);
+    table_[static_cast<std::size_t>(r)].seconds_since_progress =
+        seconds_between(last_progress_[static_cast<std::size_t>(r)], now);
 
   if (connected_ < size_ && seconds_between(started, now) > options_.connect_timeout) {
     std::vector<int> missing;
@@ -680,8 +696,8 @@ void Watchdog::judge(TimePoint started, TimePoint now, std::unique_lock<std::mut
       lock.unlock();
       log_.line("rank status:\n" + table);
       write_stderr("slurm-train: rank status (gathered by the watchdog, not through MPI):\n" + table);
-      end_job(kExitHang, fmt::format("hang: {}; ending the job (--hang-timeout={:.0f})", v.summary, options_.hang_timeout),
-              true);
+      end_job(kExitHang,
+              fmt::format("hang: {}; ending the job (--hang-timeout={:.0f})", v.summary, options_.hang_timeout), true);
     }
   }
 }
@@ -731,10 +747,11 @@ void Watchdog::run_member() {
                           root_address_, rank_),
               rank_ == 1);
     if (seconds_between(last_heard, now) > silence_limit)
-      end_job(kExitHang,
-              fmt::format("rank 0's watchdog sent nothing for {:.0f} s (stopped? its node unreachable?); ending rank {}",
-                          silence_limit, rank_),
-              rank_ == 1);
+      end_job(
+          kExitHang,
+          fmt::format("rank 0's watchdog sent nothing for {:.0f} s (stopped? its node unreachable?); ending rank {}",
+                      silence_limit, rank_),
+          rank_ == 1);
     const std::uint64_t counter = progress_.counter();
     if (counter != seen_counter) seen_counter = counter, last_change = now;
     if (seconds_between(last_beat, now) >= beat_seconds) {
@@ -748,7 +765,8 @@ void Watchdog::run_member() {
       beat.idle_ms = static_cast<std::uint32_t>(
           std::min<double>(1e3 * seconds_between(last_change, now), std::numeric_limits<std::uint32_t>::max()));
       if (!send_to_root(beat) && !stop_)
-        end_job(kExitFailed, fmt::format("rank 0 is gone: cannot send to its watchdog ({}); ending rank {}", root_address_, rank_),
+        end_job(kExitFailed,
+                fmt::format("rank 0 is gone: cannot send to its watchdog ({}); ending rank {}", root_address_, rank_),
                 rank_ == 1);
       last_beat = now;
     }

@@ -66,8 +66,8 @@ struct RankIdentity {
 };
 
 struct WatchdogOptions {
-  double hang_timeout = 600;    // seconds without progress; 0: no hang detection
-  double connect_timeout = 120; // for every rank to reach rank 0
+  double hang_timeout = 600;     // seconds without progress; 0: no hang detection
+  double connect_timeout = 120;  // for every rank to reach rank 0
   // Runs on whichever thread ends this process, just before _exit: `exec` ends its program there.
   std::function<void()> before_exit;
   // Rank 0 prints the failures other ranks report, with the last lines they sent (`exec`: the
@@ -83,8 +83,8 @@ struct WatchdogOptions {
 // from the job's facts.
 struct WatchdogRendezvous {
   int rank = 0, size = 1;
-  std::string root_host;    // the host task 0 runs on (the step's first node)
-  int port = 0;             // rank 0 listens on it
+  std::string root_host;  // the host task 0 runs on (the step's first node)
+  int port = 0;           // rank 0 listens on it
 };
 
 class Watchdog {
@@ -140,12 +140,12 @@ class Watchdog {
   void accept_ranks(TimePoint now);
   void pause_accepting(TimePoint until);
   void read_rank(Conn& c, TimePoint now, std::unique_lock<std::mutex>& lock);
-  bool admit_rank(Conn& c, TimePoint now);                 // with mutex_ held: false when refused
+  bool admit_rank(Conn& c, TimePoint now);                            // with mutex_ held: false when refused
   void refuse(Conn& c, ControlRefusal kind, const std::string& why);  // with mutex_ held
   void note_refusal(ControlRefusal kind, const std::string& source, const std::string& why);
-  void close_silent(TimePoint now);                       // with mutex_ held
+  void close_silent(TimePoint now);  // with mutex_ held
   void close_conn(Conn& c);
-  void log_refusals();                                    // rank 0, at its end
+  void log_refusals();  // rank 0, at its end
   void judge(TimePoint started, TimePoint now, std::unique_lock<std::mutex>& lock);
   void init_table(const RankIdentity& me);
   void connect_to_root(int port, const std::vector<std::string>& addresses);
@@ -153,7 +153,7 @@ class Watchdog {
   void run_member();
   [[noreturn]] void end_job(int exit_code, const std::string& message, bool print);
   [[noreturn]] void exit_process(int exit_code);
-  void send_all(const WatchdogFrame& f);      // rank 0, with mutex_ held: sealed for each
+  void send_all(const WatchdogFrame& f);       // rank 0, with mutex_ held: sealed for each
   void send_to_peers(const WatchdogFrame& f);  // rank 0: to all; the others: to rank 0
   void stop_thread();
   void say_bye(int code) noexcept;  // once: kBye with `code` to the peers

@@ -60,7 +60,8 @@ class ThreadMac {
   bool compute(const SessionKey& key, const unsigned char* data, std::size_t n, unsigned char (&out)[32]) {
     if (!ctx_) return false;
     char digest[] = "SHA256";
-    const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0), OSSL_PARAM_construct_end()};
+    const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+                                 OSSL_PARAM_construct_end()};
     std::size_t length = 0;
     return EVP_MAC_init(ctx_, key.data(), key.size(), params) == 1 && EVP_MAC_update(ctx_, data, n) == 1 &&
            EVP_MAC_final(ctx_, out, &length, sizeof out) == 1 && length == sizeof out;
@@ -154,7 +155,8 @@ Listener listen_on(int port) {
   socklen_t len = sizeof sa;
   try {
     const int on = 1;
-    if (port != 0 && ::setsockopt(l.fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0) socket_fail("setsockopt(SO_REUSEADDR)", "");
+    if (port != 0 && ::setsockopt(l.fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0)
+      socket_fail("setsockopt(SO_REUSEADDR)", "");
     if (::bind(l.fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
       socket_fail("bind", fmt::format("0.0.0.0:{}", port));
     if (::listen(l.fd, 4096) != 0) socket_fail("listen", "");

@@ -31,9 +31,9 @@ struct WatchdogFrame {
   std::uint32_t idle_ms = 0;  // in a member's beat: milliseconds since its progress last changed
   std::uint32_t length = 0;   // in a hello: the bytes of proof that follow the frame
   std::uint64_t step = 0;
-  std::uint64_t counter = 0;  // progress counter
-  std::uint64_t seq = 0;      // the frame's number in its direction on its connection (the hello's is 0)
-  char text[184] = {};        // in a challenge: the nonce
+  std::uint64_t counter = 0;   // progress counter
+  std::uint64_t seq = 0;       // the frame's number in its direction on its connection (the hello's is 0)
+  char text[184] = {};         // in a challenge: the nonce
   unsigned char mac[16] = {};  // the seal: HMAC-SHA-256 of the direction and the bytes above, cut to 16
 
   // The protocol's version is in it: a peer of another version is refused as a stranger.

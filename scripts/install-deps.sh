@@ -21,7 +21,7 @@ readonly PROJECT_PACKAGES=(
   dataset-fashion-mnist                                    # the real training data
   fortunes                                                 # a plain-text corpus (data import fortunes)
   python3-torch python3-h5py python3-numpy                 # PyTorch tests and peer, h5py checks
-  clang-14 libclang-rt-14-dev                              # make fuzz (libFuzzer, sanitizers)
+  clang-14 libclang-rt-14-dev clang-format                 # make fuzz (libFuzzer, sanitizers), the format check
   lmod gnuplot-nox man-db python3-prometheus-client        # module, plot, man pages; checks the .prom file
 )
 

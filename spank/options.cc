@@ -12,8 +12,10 @@ const std::vector<OptionSpec>& option_table() {
        "spank_train: GPU/CPU binding per task: soft (all GPUs, nearest first), strict (own share), none "
        "[SLURM_TRAIN_BIND]",
        env_names::kBind},
-      {OptionId::nccl, "train-nccl", "PROFILE|off", "spank_train: NCCL settings from a site profile (ib, roce, tcp, off, ...) "
-       "[SLURM_TRAIN_NCCL]", env_names::kNccl},
+      {OptionId::nccl, "train-nccl", "PROFILE|off",
+       "spank_train: NCCL settings from a site profile (ib, roce, tcp, off, ...) "
+       "[SLURM_TRAIN_NCCL]",
+       env_names::kNccl},
       {OptionId::env, "train-env", "on|off",
        "spank_train: export RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ... (default on) [SLURM_TRAIN_ENV]",
        env_names::kEnv},
@@ -81,10 +83,18 @@ std::string record_option(RecordedOptions& recorded, OptionId id, const char* op
     slot.value = optarg;
   };
   switch (id) {
-    case OptionId::bind: keep(recorded.bind); break;
-    case OptionId::nccl: keep(recorded.nccl); break;
-    case OptionId::env: keep(recorded.env); break;
-    case OptionId::verbose: recorded.verbose = true; break;
+    case OptionId::bind:
+      keep(recorded.bind);
+      break;
+    case OptionId::nccl:
+      keep(recorded.nccl);
+      break;
+    case OptionId::env:
+      keep(recorded.env);
+      break;
+    case OptionId::verbose:
+      recorded.verbose = true;
+      break;
   }
   if (!message.empty() && recorded.error.empty()) recorded.error = message;
   return message;

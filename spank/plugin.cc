@@ -59,7 +59,7 @@ struct PluginState {
   RecordedOptions recorded;
   std::optional<StepContext> step;  // remote: set in user_init for a real task step
   bool special_step = false;
-  std::string deferred_error;       // found where Slurm swallows errors; fails task_init
+  std::string deferred_error;  // found where Slurm swallows errors; fails task_init
 };
 
 PluginState& state() {
@@ -153,9 +153,8 @@ const std::vector<spank_option>& spank_options_table() {
   static const std::vector<spank_option> options = [] {
     std::vector<spank_option> table;
     for (const auto& spec : option_table())
-      table.push_back({const_cast<char*>(spec.name), const_cast<char*>(spec.arginfo),
-                       const_cast<char*>(spec.usage), spec.arginfo ? 1 : 0, static_cast<int>(spec.id),
-                       option_callback});
+      table.push_back({const_cast<char*>(spec.name), const_cast<char*>(spec.arginfo), const_cast<char*>(spec.usage),
+                       spec.arginfo ? 1 : 0, static_cast<int>(spec.id), option_callback});
     return table;
   }();
   return options;

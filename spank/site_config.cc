@@ -16,8 +16,7 @@ std::string folder(const std::string& what, const std::string& value) {
   check_text(what, value, 4096);
   if (value.front() != '/') throw InputError(what + " " + quote_value(value) + ": expected an absolute path");
   std::error_code ec;
-  if (!std::filesystem::is_directory(value, ec))
-    throw InputError(what + " " + quote_value(value) + ": no such folder");
+  if (!std::filesystem::is_directory(value, ec)) throw InputError(what + " " + quote_value(value) + ": no such folder");
   return value;
 }
 

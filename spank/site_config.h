@@ -14,12 +14,12 @@
 namespace slurm_train {
 
 struct SiteConfig {
-  std::string profiles_dir;              // profiles=DIR: site NCCL profiles NAME.conf
-  std::string default_profile = "off";   // default_profile=NAME: when the user names none
-  BindMode bind = BindMode::soft;        // bind=soft|strict|none: default of --train-bind
-  bool env = true;                       // env=on|off: default of --train-env
-  PortRange ports;                       // port_range=LOW-HIGH: MASTER_PORT's range
-  std::string sysfs = "/sys";            // sysfs=DIR: where the topology is read
+  std::string profiles_dir;             // profiles=DIR: site NCCL profiles NAME.conf
+  std::string default_profile = "off";  // default_profile=NAME: when the user names none
+  BindMode bind = BindMode::soft;       // bind=soft|strict|none: default of --train-bind
+  bool env = true;                      // env=on|off: default of --train-env
+  PortRange ports;                      // port_range=LOW-HIGH: MASTER_PORT's range
+  std::string sysfs = "/sys";           // sysfs=DIR: where the topology is read
 };
 
 // Throws InputError naming the argument and what was expected. Checks that the folders exist

@@ -18,8 +18,10 @@ std::string join(const std::vector<T>& items) {
   std::string out;
   for (const auto& item : items) {
     if (!out.empty()) out += ',';
-    if constexpr (std::is_same_v<T, std::string>) out += item;
-    else out += std::to_string(item);
+    if constexpr (std::is_same_v<T, std::string>)
+      out += item;
+    else
+      out += std::to_string(item);
   }
   return out;
 }
@@ -91,8 +93,8 @@ TaskEnv plan_task_env(const StepContext& step, const TaskInput& task) {
   add(env_names::kCpus, format_cpulist(out.cpus));
   add(env_names::kPlugin, SLURM_TRAIN_VERSION);
 
-  std::string visible = binding.visible_devices ? join(*binding.visible_devices)
-                                                : slurm_value(task.getenv, "CUDA_VISIBLE_DEVICES");
+  std::string visible =
+      binding.visible_devices ? join(*binding.visible_devices) : slurm_value(task.getenv, "CUDA_VISIBLE_DEVICES");
   out.verbose_line = "host " + step.node + " rank " + std::to_string(task.global_id) + " local rank " +
                      std::to_string(task.local_id) + " GPUs " + (visible.empty() ? "-" : visible) + " CPUs " +
                      (out.cpus.empty() ? "-" : format_cpulist(out.cpus)) + " bind " +

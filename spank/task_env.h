@@ -40,9 +40,9 @@ struct TaskInput {
 struct TaskEnv {
   std::vector<std::pair<std::string, std::string>> set;  // to export, in this order
   CpuSet cpus;
-  bool set_affinity = false;       // cpus narrows the task's affinity
+  bool set_affinity = false;          // cpus narrows the task's affinity
   std::vector<std::string> warnings;  // once per node: printed by local task 0
-  std::string verbose_line;        // for --train-verbose
+  std::string verbose_line;           // for --train-verbose
 };
 
 // Throws InputError or HostlistError for a malformed Slurm variable.

@@ -84,7 +84,8 @@ void attention_forward_gemm(Kernels<float>& k, int B, int T, int C, int H, const
         // The block's scores against keys [0, r1): fewer instructions than a triangle of dots.
         k.gemm(false, true, r1 - r0, r1, hs, scale, q + static_cast<std::int64_t>(r0) * ld, ld, q + C, ld, 0.0f, pr, T);
         for (int t = r0; t < r1; ++t) causal_softmax_row(t + 1, T, p + static_cast<std::int64_t>(t) * T);
-        k.gemm(false, false, r1 - r0, hs, r1, 1.0f, pr, T, q + 2 * C, ld, 0.0f, o + static_cast<std::int64_t>(r0) * C, C);
+        k.gemm(false, false, r1 - r0, hs, r1, 1.0f, pr, T, q + 2 * C, ld, 0.0f, o + static_cast<std::int64_t>(r0) * C,
+               C);
       }
     }
 }
@@ -105,10 +106,13 @@ void attention_backward_gemm(Kernels<float>& k, int B, int T, int C, int H, cons
       for (int r0 = 0; r0 < T; r0 += kBlock) {
         const int r1 = std::min(T, r0 + kBlock);
         float* dsr = ds + static_cast<std::int64_t>(r0) * T;
-        k.gemm(false, true, r1 - r0, r1, hs, 1.0f, d + static_cast<std::int64_t>(r0) * C, C, q + 2 * C, ld, 0.0f, dsr, T);
+        k.gemm(false, true, r1 - r0, r1, hs, 1.0f, d + static_cast<std::int64_t>(r0) * C, C, q + 2 * C, ld, 0.0f, dsr,
+               T);
         for (int t = r0; t < r1; ++t)
-          softmax_backward_row(t + 1, T, p + static_cast<std::int64_t>(t) * T, ds + static_cast<std::int64_t>(t) * T, scale);
-        k.gemm(false, false, r1 - r0, hs, r1, 1.0f, dsr, T, q + C, ld, 0.0f, dq + static_cast<std::int64_t>(r0) * ld, ld);
+          softmax_backward_row(t + 1, T, p + static_cast<std::int64_t>(t) * T, ds + static_cast<std::int64_t>(t) * T,
+                               scale);
+        k.gemm(false, false, r1 - r0, hs, r1, 1.0f, dsr, T, q + C, ld, 0.0f, dq + static_cast<std::int64_t>(r0) * ld,
+               ld);
       }
       // Key rows [c0, c1): dV = P^T dO and dK = dS^T Q over queries [c0, T).
       for (int c0 = 0; c0 < T; c0 += kBlock) {

@@ -2,8 +2,8 @@
 // the scores Q K^T, the weighted values P V, and in the backward pass dP = dO V^T, dV = P^T dO,
 // dQ = dS K, dK = dS^T Q, with the softmax between them as in kernels/cpu/transformer_ops.h
 // (the plain-loop reference it is tested against). The same layouts and results: qkv[B,T,3C],
-// out[B,T,C], probs[B,H,T,T] (zero above the diagonal); the backward pass writes every element of dqkv (each sequence and
-// head owns its slices, so no pass has to clear it first).
+// out[B,T,C], probs[B,H,T,T] (zero above the diagonal); the backward pass writes every element of dqkv (each sequence
+// and head owns its slices, so no pass has to clear it first).
 #pragma once
 
 #include <cstdint>

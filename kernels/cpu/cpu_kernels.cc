@@ -65,8 +65,8 @@ template <Activation A>
 // Row by row: dbias is one row of accumulators that stays in cache while dz streams by.
 template <Activation A>
 [[gnu::always_inline]] inline void activation_backward_rows(int rows, int cols, const float* z, const float* dout,
-                                                            float* dz, float* __restrict dbias,
-                                                            const DropoutParams& d, std::uint32_t* __restrict keep) {
+                                                            float* dz, float* __restrict dbias, const DropoutParams& d,
+                                                            std::uint32_t* __restrict keep) {
   const float keep_scale = 1.0f / (1.0f - d.p);
   const std::uint64_t threshold = dropout_threshold(d.p);
   std::fill(dbias, dbias + cols, 0.0f);
@@ -97,9 +97,12 @@ ST_VECTOR_CLONES
 void bias_activation_loop(Activation act, int rows, int cols, const float* bias, float* z, float* out,
                           const DropoutParams& d, std::uint32_t* keep) {
   switch (act) {
-    case Activation::kRelu: return bias_activation_rows<Activation::kRelu>(rows, cols, bias, z, out, d, keep);
-    case Activation::kGelu: return bias_activation_rows<Activation::kGelu>(rows, cols, bias, z, out, d, keep);
-    default: return bias_activation_rows<Activation::kIdentity>(rows, cols, bias, z, out, d, keep);
+    case Activation::kRelu:
+      return bias_activation_rows<Activation::kRelu>(rows, cols, bias, z, out, d, keep);
+    case Activation::kGelu:
+      return bias_activation_rows<Activation::kGelu>(rows, cols, bias, z, out, d, keep);
+    default:
+      return bias_activation_rows<Activation::kIdentity>(rows, cols, bias, z, out, d, keep);
   }
 }
 
@@ -107,9 +110,12 @@ ST_VECTOR_CLONES
 void activation_backward_loop(Activation act, int rows, int cols, const float* z, const float* dout, float* dz,
                               float* dbias, const DropoutParams& d, std::uint32_t* keep) {
   switch (act) {
-    case Activation::kRelu: return activation_backward_rows<Activation::kRelu>(rows, cols, z, dout, dz, dbias, d, keep);
-    case Activation::kGelu: return activation_backward_rows<Activation::kGelu>(rows, cols, z, dout, dz, dbias, d, keep);
-    default: return activation_backward_rows<Activation::kIdentity>(rows, cols, z, dout, dz, dbias, d, keep);
+    case Activation::kRelu:
+      return activation_backward_rows<Activation::kRelu>(rows, cols, z, dout, dz, dbias, d, keep);
+    case Activation::kGelu:
+      return activation_backward_rows<Activation::kGelu>(rows, cols, z, dout, dz, dbias, d, keep);
+    default:
+      return activation_backward_rows<Activation::kIdentity>(rows, cols, z, dout, dz, dbias, d, keep);
   }
 }
 
@@ -160,8 +166,8 @@ void adamw_loop(std::size_t n, float* __restrict param, const float* __restrict 
 }
 
 ST_VECTOR_CLONES
-void sgd_loop(std::size_t n, float* __restrict param, const float* __restrict grad,
-              float* __restrict momentum_buffer, SgdParams h) {
+void sgd_loop(std::size_t n, float* __restrict param, const float* __restrict grad, float* __restrict momentum_buffer,
+              SgdParams h) {
   for (std::size_t i = 0; i < n; ++i) sgd_one(param[i], grad[i], momentum_buffer[i], h);
 }
 
@@ -205,8 +211,8 @@ class CpuKernels final : public Kernels<float> {
 
   const char* name() const override { return "cpu"; }
 
-  void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
-            const float* b, int ldb, float beta, float* c, int ldc) override {
+  void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
+            int ldb, float beta, float* c, int ldc) override {
     // OpenBLAS clears C for beta = 0 with a pass of its own (sgemm_beta) before accumulating into
     // it; memset clears it faster, and the product then adds to zeros exactly as it would have:
     // the same bits, 4% less time over the GPT step's products, 20% on the attention's small ones.
@@ -218,13 +224,13 @@ class CpuKernels final : public Kernels<float> {
         for (int i = 0; i < m; ++i) std::memset(c + static_cast<std::ptrdiff_t>(i) * ldc, 0, row_bytes);
       beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha,
+                a, lda, b, ldb, beta, c, ldc);
   }
 
   // Pieces of whole rows.
-  void bias_activation_forward(Activation act, int rows, int cols, const float* bias, float* z,
-                               float* out, const DropoutParams& dropout) override {
+  void bias_activation_forward(Activation act, int rows, int cols, const float* bias, float* z, float* out,
+                               const DropoutParams& dropout) override {
     in_row_pieces(rows, cols, [&](std::size_t first, int n, std::size_t at) {
       DropoutParams d = dropout;
       d.first_row += first;
@@ -241,8 +247,8 @@ class CpuKernels final : public Kernels<float> {
   // order: the same sums for any number of threads. (Splitting the columns instead keeps each
   // column's sum in row order, but measured 20% slower on two threads than on one here: every
   // thread then streams short pieces of every row.)
-  void activation_backward(Activation act, int rows, int cols, const float* z, const float* dout,
-                           float* dz, float* dbias, const DropoutParams& dropout) override {
+  void activation_backward(Activation act, int rows, int cols, const float* z, const float* dout, float* dz,
+                           float* dbias, const DropoutParams& dropout) override {
     in_row_blocks(rows, cols, dbias, [&](std::size_t first, int n, std::size_t at, float* block_dbias) {
       DropoutParams d = dropout;
       d.first_row += first;
@@ -250,8 +256,7 @@ class CpuKernels final : public Kernels<float> {
     });
   }
 
-  void gelu_backward(int rows, int cols, const float* derivative, const float* dout, float* dz,
-                     float* dbias) override {
+  void gelu_backward(int rows, int cols, const float* derivative, const float* dout, float* dz, float* dbias) override {
     in_row_blocks(rows, cols, dbias, [&](std::size_t, int n, std::size_t at, float* block_dbias) {
       gelu_backward_loop(n, cols, derivative + at, dout + at, dz + at, block_dbias);
     });
@@ -260,9 +265,8 @@ class CpuKernels final : public Kernels<float> {
   // Per row: one pass for the maximum, one for the exponentials (kept in dlogits), one to turn
   // them into the gradient. With sum(target) = 1 the loss is
   //   log(sum exp(z - max)) - (1 - s) * (z_label - max) - s / classes * sum(z - max).
-  LossResult softmax_cross_entropy(int rows, int classes, const float* logits,
-                                   const std::int32_t* labels, float label_smoothing,
-                                   float grad_scale, float* dlogits) override {
+  LossResult softmax_cross_entropy(int rows, int classes, const float* logits, const std::int32_t* labels,
+                                   float label_smoothing, float grad_scale, float* dlogits) override {
     check_labels(rows, classes, labels);
     const float smooth_target = label_smoothing / static_cast<float>(classes);
     LossResult result;
@@ -280,8 +284,7 @@ class CpuKernels final : public Kernels<float> {
         sum_shifted += shifted;
         if (dz) dz[c] = e;
       }
-      const float loss = std::log(sum_exp) - (1.0f - label_smoothing) * (z[label] - max) -
-                         smooth_target * sum_shifted;
+      const float loss = std::log(sum_exp) - (1.0f - label_smoothing) * (z[label] - max) - smooth_target * sum_shifted;
       result.loss_sum += static_cast<double>(loss);
       result.correct += arg_max == label;
       if (!dz) continue;
@@ -292,16 +295,14 @@ class CpuKernels final : public Kernels<float> {
     return result;
   }
 
-  void adamw_update(std::size_t n, float* param, const float* grad, float* m, float* v,
-                    const AdamWParams& h) override {
+  void adamw_update(std::size_t n, float* param, const float* grad, float* m, float* v, const AdamWParams& h) override {
     pool_.parallel(threads(), pieces_of(n, kPiece), [&](std::size_t piece) {
       const std::size_t at = piece * kPiece;
       adamw_loop(std::min(kPiece, n - at), param + at, grad + at, m + at, v + at, h);
     });
   }
 
-  void sgd_update(std::size_t n, float* param, const float* grad, float* momentum_buffer,
-                  const SgdParams& h) override {
+  void sgd_update(std::size_t n, float* param, const float* grad, float* momentum_buffer, const SgdParams& h) override {
     pool_.parallel(threads(), pieces_of(n, kPiece), [&](std::size_t piece) {
       const std::size_t at = piece * kPiece;
       sgd_loop(std::min(kPiece, n - at), param + at, grad + at, momentum_buffer + at, h);

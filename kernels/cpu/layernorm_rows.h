@@ -10,7 +10,7 @@ namespace slurm_train::kernels {
 void layernorm_rows_forward(int rows, int C, const float* x, const float* weight, const float* bias, float* out,
                             float* mean, float* rstd, float eps = 1e-5f);
 
-void layernorm_rows_backward(int rows, int C, const float* x, const float* weight, const float* mean,
-                             const float* rstd, const float* dout, float* dx, float* dweight, float* dbias);
+void layernorm_rows_backward(int rows, int C, const float* x, const float* weight, const float* mean, const float* rstd,
+                             const float* dout, float* dx, float* dweight, float* dbias);
 
 }  // namespace slurm_train::kernels

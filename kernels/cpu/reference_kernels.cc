@@ -29,8 +29,8 @@ void apply_dropout(int rows, int cols, const DropoutParams& d, T* x) {
 }  // namespace
 
 template <typename T>
-void ReferenceKernels<T>::gemm(bool trans_a, bool trans_b, int m, int n, int k, T alpha,
-                               const T* a, int lda, const T* b, int ldb, T beta, T* c, int ldc) {
+void ReferenceKernels<T>::gemm(bool trans_a, bool trans_b, int m, int n, int k, T alpha, const T* a, int lda,
+                               const T* b, int ldb, T beta, T* c, int ldc) {
   auto a_at = [&](int i, int p) { return trans_a ? a[at(p, i, lda)] : a[at(i, p, lda)]; };
   auto b_at = [&](int p, int j) { return trans_b ? b[at(j, p, ldb)] : b[at(p, j, ldb)]; };
   for (int i = 0; i < m; ++i) {
@@ -45,8 +45,7 @@ void ReferenceKernels<T>::gemm(bool trans_a, bool trans_b, int m, int n, int k, 
 }
 
 template <typename T>
-void ReferenceKernels<T>::bias_activation_forward(Activation act, int rows, int cols,
-                                                  const T* bias, T* z, T* out,
+void ReferenceKernels<T>::bias_activation_forward(Activation act, int rows, int cols, const T* bias, T* z, T* out,
                                                   const DropoutParams& dropout) {
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < cols; ++c) z[at(r, c, cols)] += bias[c];
@@ -55,14 +54,12 @@ void ReferenceKernels<T>::bias_activation_forward(Activation act, int rows, int 
 }
 
 template <typename T>
-void ReferenceKernels<T>::activation_backward(Activation act, int rows, int cols, const T* z,
-                                              const T* dout, T* dz, T* dbias,
-                                              const DropoutParams& dropout) {
+void ReferenceKernels<T>::activation_backward(Activation act, int rows, int cols, const T* z, const T* dout, T* dz,
+                                              T* dbias, const DropoutParams& dropout) {
   if (dz != dout) std::copy(dout, dout + std::size_t(rows) * cols, dz);
   // The same mask and scale as forward: d(mask * a / keep)/da = mask / keep.
   apply_dropout(rows, cols, dropout, dz);
-  for (std::size_t i = 0; i < std::size_t(rows) * cols; ++i)
-    dz[i] *= activation_derivative(act, z[i]);
+  for (std::size_t i = 0; i < std::size_t(rows) * cols; ++i) dz[i] *= activation_derivative(act, z[i]);
   for (int c = 0; c < cols; ++c) {
     T sum = 0;
     for (int r = 0; r < rows; ++r) sum += dz[at(r, c, cols)];
@@ -92,8 +89,7 @@ void ReferenceKernels<T>::gelu_backward(int rows, int cols, const T* derivative,
 
 template <typename T>
 LossResult ReferenceKernels<T>::softmax_cross_entropy(int rows, int classes, const T* logits,
-                                                      const std::int32_t* labels,
-                                                      float label_smoothing, T grad_scale,
+                                                      const std::int32_t* labels, float label_smoothing, T grad_scale,
                                                       T* dlogits) {
   check_labels(rows, classes, labels);
   LossResult result;
@@ -118,23 +114,21 @@ LossResult ReferenceKernels<T>::softmax_cross_entropy(int rows, int classes, con
     result.loss_sum += static_cast<double>(loss);
     result.correct += arg_max == labels[r];
     if (dlogits == nullptr) continue;
-    for (int c = 0; c < classes; ++c)
-      dlogits[at(r, c, classes)] = (std::exp(log_softmax[c]) - target[c]) * grad_scale;
+    for (int c = 0; c < classes; ++c) dlogits[at(r, c, classes)] = (std::exp(log_softmax[c]) - target[c]) * grad_scale;
   }
   return result;
 }
 
 template <typename T>
-void ReferenceKernels<T>::adamw_update(std::size_t n, float* param, const float* grad, float* m,
-                                       float* v, const AdamWParams& h) {
+void ReferenceKernels<T>::adamw_update(std::size_t n, float* param, const float* grad, float* m, float* v,
+                                       const AdamWParams& h) {
   const AdamWBiasCorrection bias = adamw_bias_correction(h);
-  for (std::size_t i = 0; i < n; ++i)
-    adamw_one(param[i], grad[i], m[i], v[i], h, bias.bias1, bias.bias2_sqrt);
+  for (std::size_t i = 0; i < n; ++i) adamw_one(param[i], grad[i], m[i], v[i], h, bias.bias1, bias.bias2_sqrt);
 }
 
 template <typename T>
-void ReferenceKernels<T>::sgd_update(std::size_t n, float* param, const float* grad,
-                                     float* momentum_buffer, const SgdParams& h) {
+void ReferenceKernels<T>::sgd_update(std::size_t n, float* param, const float* grad, float* momentum_buffer,
+                                     const SgdParams& h) {
   for (std::size_t i = 0; i < n; ++i) sgd_one(param[i], grad[i], momentum_buffer[i], h);
 }
 

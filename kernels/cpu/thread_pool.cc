@@ -31,8 +31,8 @@ void ThreadPool::worker_loop() {
 }
 
 void ThreadPool::run(int threads, std::size_t tasks, PieceFn fn, void* context) {
-  const int helpers = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(std::max(threads, 1)) - 1,
-                                                             tasks > 0 ? tasks - 1 : 0));
+  const int helpers = static_cast<int>(
+      std::min<std::size_t>(static_cast<std::size_t>(std::max(threads, 1)) - 1, tasks > 0 ? tasks - 1 : 0));
   if (helpers == 0) {
     for (std::size_t i = 0; i < tasks; ++i) fn(context, i);
     return;

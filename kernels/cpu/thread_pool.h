@@ -32,7 +32,8 @@ class ThreadPool {
   // The same with a callable, for the kernels: parallel(threads, tasks, [&](std::size_t i) {...}).
   template <typename F>
   void parallel(int threads, std::size_t tasks, F&& f) {
-    run(threads, tasks, [](void* c, std::size_t i) { (*static_cast<F*>(c))(i); }, &f);
+    run(
+        threads, tasks, [](void* c, std::size_t i) { (*static_cast<F*>(c))(i); }, &f);
   }
 
  private:

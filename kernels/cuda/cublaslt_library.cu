@@ -33,9 +33,10 @@ CublasLt open_cublaslt() {
     if (!symbol) {
       const std::string why = loader_error();
       dlclose(library);
-      throw CudaError(std::string("cannot load cuBLASLt: ") + kCublasLtLibrary + " has no " + name + ": " + why +
-                      " (a cuBLAS older than the CUDA " SLURM_TRAIN_STRINGIFY(CUBLAS_VER_MAJOR) "." SLURM_TRAIN_STRINGIFY(
-                          CUBLAS_VER_MINOR) " headers this program was built with)");
+      throw CudaError(
+          std::string("cannot load cuBLASLt: ") + kCublasLtLibrary + " has no " + name + ": " + why +
+          " (a cuBLAS older than the CUDA " SLURM_TRAIN_STRINGIFY(CUBLAS_VER_MAJOR) "." SLURM_TRAIN_STRINGIFY(
+              CUBLAS_VER_MINOR) " headers this program was built with)");
     }
     function = reinterpret_cast<std::remove_reference_t<decltype(function)>>(symbol);
   };

@@ -8,20 +8,20 @@
 namespace slurm_train::cuda {
 
 // The functions this program calls.
-#define SLURM_TRAIN_CUBLASLT_FUNCTIONS(X)                                                              \
-  X(cublasLtCreate)                                                                                    \
-  X(cublasLtDestroy)                                                                                   \
-  X(cublasLtGetStatusName)                                                                             \
-  X(cublasLtGetStatusString)                                                                           \
-  X(cublasLtMatmul)                                                                                    \
-  X(cublasLtMatmulAlgoGetHeuristic)                                                                    \
-  X(cublasLtMatmulDescCreate)                                                                          \
-  X(cublasLtMatmulDescDestroy)                                                                         \
-  X(cublasLtMatmulDescSetAttribute)                                                                    \
-  X(cublasLtMatmulPreferenceCreate)                                                                    \
-  X(cublasLtMatmulPreferenceDestroy)                                                                   \
-  X(cublasLtMatmulPreferenceSetAttribute)                                                              \
-  X(cublasLtMatrixLayoutCreate)                                                                        \
+#define SLURM_TRAIN_CUBLASLT_FUNCTIONS(X) \
+  X(cublasLtCreate)                       \
+  X(cublasLtDestroy)                      \
+  X(cublasLtGetStatusName)                \
+  X(cublasLtGetStatusString)              \
+  X(cublasLtMatmul)                       \
+  X(cublasLtMatmulAlgoGetHeuristic)       \
+  X(cublasLtMatmulDescCreate)             \
+  X(cublasLtMatmulDescDestroy)            \
+  X(cublasLtMatmulDescSetAttribute)       \
+  X(cublasLtMatmulPreferenceCreate)       \
+  X(cublasLtMatmulPreferenceDestroy)      \
+  X(cublasLtMatmulPreferenceSetAttribute) \
+  X(cublasLtMatrixLayoutCreate)           \
   X(cublasLtMatrixLayoutDestroy)
 
 // Each function with the type its header declares.

@@ -28,7 +28,8 @@ const char* cuda_hint(cudaError_t rc) {
       return " (out of GPU memory: a smaller batch or model, or another process holds the GPU)";
     case cudaErrorNoKernelImageForDevice:
       return " (this GPU's architecture is not among the build's: sm_80, sm_90 and PTX for newer)";
-    default: return "";
+    default:
+      return "";
   }
 }
 
@@ -65,14 +66,15 @@ void out_of_device_memory(std::size_t bytes, const char* file, int line) {
 
 void cuda_fail(cudaError_t rc, const char* call, const char* file, int line) {
   throw CudaError("CUDA call " + std::string(call) + " failed at " + file + ":" + std::to_string(line) + " on " +
-                  host_name() + current_device() + ": " + cudaGetErrorName(rc) + ": " + cudaGetErrorString(rc) + cuda_hint(rc));
+                  host_name() + current_device() + ": " + cudaGetErrorName(rc) + ": " + cudaGetErrorString(rc) +
+                  cuda_hint(rc));
 }
 
 void cublas_fail(cublasStatus_t rc, const char* call, const char* file, int line) {
-  const char* hint = rc == CUBLAS_STATUS_NOT_SUPPORTED
-                         ? " (this combination of types, layout, alignment and epilogue has no kernel)"
-                     : rc == CUBLAS_STATUS_INVALID_VALUE ? " (a dimension, leading dimension or attribute is out of range)"
-                                                         : "";
+  const char* hint =
+      rc == CUBLAS_STATUS_NOT_SUPPORTED   ? " (this combination of types, layout, alignment and epilogue has no kernel)"
+      : rc == CUBLAS_STATUS_INVALID_VALUE ? " (a dimension, leading dimension or attribute is out of range)"
+                                          : "";
   throw CudaError("cuBLAS call " + std::string(call) + " failed at " + file + ":" + std::to_string(line) + " on " +
                   host_name() + ": " + cublaslt().cublasLtGetStatusName(rc) + ": " +
                   cublaslt().cublasLtGetStatusString(rc) + hint);

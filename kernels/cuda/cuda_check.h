@@ -25,16 +25,15 @@ struct CudaError : std::runtime_error {
 
 }  // namespace slurm_train::cuda
 
-#define CUDA_CHECK(call)                                                                       \
-  do {                                                                                         \
-    const cudaError_t cuda_check_rc_ = (call);                                                 \
-    if (cuda_check_rc_ != cudaSuccess)                                                         \
-      ::slurm_train::cuda::cuda_fail(cuda_check_rc_, #call, __FILE__, __LINE__);               \
+#define CUDA_CHECK(call)                                                                                          \
+  do {                                                                                                            \
+    const cudaError_t cuda_check_rc_ = (call);                                                                    \
+    if (cuda_check_rc_ != cudaSuccess) ::slurm_train::cuda::cuda_fail(cuda_check_rc_, #call, __FILE__, __LINE__); \
   } while (0)
 
-#define CUBLAS_CHECK(call)                                                                     \
-  do {                                                                                         \
-    const cublasStatus_t cublas_check_rc_ = (call);                                            \
-    if (cublas_check_rc_ != CUBLAS_STATUS_SUCCESS)                                             \
-      ::slurm_train::cuda::cublas_fail(cublas_check_rc_, #call, __FILE__, __LINE__);           \
+#define CUBLAS_CHECK(call)                                                           \
+  do {                                                                               \
+    const cublasStatus_t cublas_check_rc_ = (call);                                  \
+    if (cublas_check_rc_ != CUBLAS_STATUS_SUCCESS)                                   \
+      ::slurm_train::cuda::cublas_fail(cublas_check_rc_, #call, __FILE__, __LINE__); \
   } while (0)

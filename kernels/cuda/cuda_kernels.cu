@@ -109,7 +109,8 @@ std::unique_ptr<kernels::Kernels<float>> make_cuda_kernels(const CudaKernelOptio
 
 cudaStream_t stream_of(kernels::Kernels<float>& cuda_kernels) {
   auto* k = dynamic_cast<CudaKernels*>(&cuda_kernels);
-  if (!k) throw std::invalid_argument(std::string("stream_of: '") + cuda_kernels.name() + "' kernels are not CUDA kernels");
+  if (!k)
+    throw std::invalid_argument(std::string("stream_of: '") + cuda_kernels.name() + "' kernels are not CUDA kernels");
   return k->stream();
 }
 

@@ -50,8 +50,10 @@ class Buffer {
  private:
   void release() noexcept {
     // Errors while freeing are not actionable (and may be the sticky error of an earlier fault).
-    if constexpr (kPinnedHost) cudaFreeHost(data_);
-    else cudaFree(data_);
+    if constexpr (kPinnedHost)
+      cudaFreeHost(data_);
+    else
+      cudaFree(data_);
     data_ = nullptr;
     size_ = 0;
   }

@@ -56,8 +56,8 @@ void gelu_backward(int rows, int cols, const T* derivative, const T* dout, T* dz
 
 template <typename TGrad>
 void softmax_cross_entropy(int rows, int classes, const float* logits, const std::int32_t* labels,
-                           float label_smoothing, float grad_scale, TGrad* dlogits, LossScratch scratch,
-                           LossSums* sums, cudaStream_t stream) {
+                           float label_smoothing, float grad_scale, TGrad* dlogits, LossScratch scratch, LossSums* sums,
+                           cudaStream_t stream) {
   constexpr int kRowsPerBlock = kThreads / 32;
   if (rows > 0) {
     softmax_cross_entropy_kernel<<<(rows + kRowsPerBlock - 1) / kRowsPerBlock, kThreads, 0, stream>>>(
@@ -146,8 +146,8 @@ template void bias_gelu_forward<float>(int, int, const float*, float*, float*, c
 template void gelu_backward<float>(int, int, const float*, const float*, float*, float*, cudaStream_t);
 template void softmax_cross_entropy<float>(int, int, const float*, const std::int32_t*, float, float, float*,
                                            LossScratch, LossSums*, cudaStream_t);
-template void softmax_cross_entropy<bf16>(int, int, const float*, const std::int32_t*, float, float, bf16*,
-                                          LossScratch, LossSums*, cudaStream_t);
+template void softmax_cross_entropy<bf16>(int, int, const float*, const std::int32_t*, float, float, bf16*, LossScratch,
+                                          LossSums*, cudaStream_t);
 template void scale<float>(std::size_t, float, float*, cudaStream_t);
 template void scale<bf16>(std::size_t, float, bf16*, cudaStream_t);
 

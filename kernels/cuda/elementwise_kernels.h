@@ -61,8 +61,8 @@ struct LossScratch {
 // Kernels::softmax_cross_entropy); dlogits may be null. The sums go to *sums (device memory).
 template <typename TGrad>
 void softmax_cross_entropy(int rows, int classes, const float* logits, const std::int32_t* labels,
-                           float label_smoothing, float grad_scale, TGrad* dlogits, LossScratch scratch,
-                           LossSums* sums, cudaStream_t stream);
+                           float label_smoothing, float grad_scale, TGrad* dlogits, LossScratch scratch, LossSums* sums,
+                           cudaStream_t stream);
 
 // Parameter ranges that take no weight decay (the biases), for the one-pass optimizers.
 struct DecayFreeRanges {

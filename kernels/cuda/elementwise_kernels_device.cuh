@@ -29,7 +29,8 @@ template <typename T>
 __global__ void bias_activation_kernel(Activation act, int rows, int cols, const T* bias, T* z, T* out,
                                        DropoutParams d) {
   const std::size_t total = static_cast<std::size_t>(rows) * cols;
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < total; i += std::size_t(gridDim.x) * blockDim.x) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < total;
+       i += std::size_t(gridDim.x) * blockDim.x) {
     const int row = static_cast<int>(i / cols), col = static_cast<int>(i % cols);
     float pre = to_float(z[i]);
     if (bias) {
@@ -79,7 +80,8 @@ __global__ void activation_backward_kernel(Activation act, int rows, int cols, c
 template <typename T>
 __global__ void bias_gelu_kernel(int rows, int cols, const T* bias, T* z, T* out) {
   const std::size_t total = static_cast<std::size_t>(rows) * cols;
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < total; i += std::size_t(gridDim.x) * blockDim.x) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < total;
+       i += std::size_t(gridDim.x) * blockDim.x) {
     const float pre = to_float(from_float<T>(to_float(z[i]) + to_float(bias[i % cols])));
     const kernels::GeluWithDerivative g = kernels::gelu_with_derivative(pre);
     out[i] = from_float<T>(g.value);
@@ -195,7 +197,8 @@ __global__ void adamw_kernel(std::size_t n, float* param, const float* grad, flo
                              float bias2_sqrt) {
   const float factor = grad_scale ? *grad_scale : 1.0f;
   const float decay = h.weight_decay;
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x) {
     h.weight_decay = decays(no_decay, i) ? decay : 0.0f;
     float p = param[i], mi = m[i], vi = v[i];
     kernels::adamw_one(p, grad[i] * factor, mi, vi, h, bias1, bias2_sqrt);
@@ -208,7 +211,8 @@ __global__ void sgd_kernel(std::size_t n, float* param, const float* grad, float
                            DecayFreeRanges no_decay, const float* grad_scale, bf16* working_copy) {
   const float factor = grad_scale ? *grad_scale : 1.0f;
   const float decay = h.weight_decay;
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x) {
     h.weight_decay = decays(no_decay, i) ? decay : 0.0f;
     float p = param[i], b = buffer[i];
     kernels::sgd_one(p, grad[i] * factor, b, h);
@@ -241,13 +245,15 @@ __global__ void clip_factor_kernel(const double* sum_of_squares, float max_norm,
 
 template <typename T>
 __global__ void scale_kernel(std::size_t n, float alpha, T* x) {
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x)
     x[i] = from_float<T>(to_float(x[i]) * alpha);
 }
 
 template <typename From, typename To>
 __global__ void cast_kernel(std::size_t n, const From* in, To* out) {
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x)
     out[i] = from_float<To>(to_float(in[i]));
 }
 

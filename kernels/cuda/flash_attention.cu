@@ -43,8 +43,7 @@ int head_size(const char* name, int B, int T, int C, int H) {
 // The inputs are read four floats at a time (stage_rows), the outputs written two at a time.
 void require_aligned(const char* name, const char* what, const float* p, unsigned bytes) {
   if (reinterpret_cast<std::uintptr_t>(p) % bytes != 0)
-    throw std::invalid_argument(std::string(name) + ": " + what + " is not " + std::to_string(bytes) +
-                                "-byte aligned");
+    throw std::invalid_argument(std::string(name) + ": " + what + " is not " + std::to_string(bytes) + "-byte aligned");
 }
 
 // Opts the kernel in to more than 48 KiB of dynamic shared memory (cheap: an attribute).
@@ -54,9 +53,7 @@ void allow_shared(Kernel kernel, std::size_t bytes) {
 }
 
 // The delta's floats, rounded up to keep the dS tiles after them 256-byte aligned.
-std::size_t delta_floats(int B, int T, int H) {
-  return (static_cast<std::size_t>(B) * H * T + 63) / 64 * 64;
-}
+std::size_t delta_floats(int B, int T, int H) { return (static_cast<std::size_t>(B) * H * T + 63) / 64 * 64; }
 
 }  // namespace
 
@@ -88,8 +85,8 @@ void flash_attention_forward(int B, int T, int C, int H, const float* qkv, float
   with_head_size(hs, [&](auto head_size) {
     constexpr int HS = decltype(head_size)::value;
     allow_shared(flash_forward_kernel<HS>, bytes);
-    flash_forward_kernel<HS><<<grid, kFlashQueryThreads, bytes, stream>>>(T, C, H, scale, qkv, out, logsumexp,
-                                                                          out_copy);
+    flash_forward_kernel<HS>
+        <<<grid, kFlashQueryThreads, bytes, stream>>>(T, C, H, scale, qkv, out, logsumexp, out_copy);
     CUDA_CHECK(cudaGetLastError());
   });
 }
@@ -116,8 +113,8 @@ void flash_attention_backward(int B, int T, int C, int H, const float* qkv, cons
     constexpr int HS = decltype(head_size)::value;
     allow_shared(flash_dkdv_kernel<HS>, bytes);
     allow_shared(flash_dq_kernel<HS>, dq_bytes);
-    flash_dkdv_kernel<HS><<<key_grid, kFlashKeyThreads, bytes, stream>>>(T, C, H, scale, qkv, dout, logsumexp,
-                                                                          scratch, dqkv, ds_tiles);
+    flash_dkdv_kernel<HS>
+        <<<key_grid, kFlashKeyThreads, bytes, stream>>>(T, C, H, scale, qkv, dout, logsumexp, scratch, dqkv, ds_tiles);
     CUDA_CHECK(cudaGetLastError());
     flash_dq_kernel<HS><<<query_grid, kFlashQueryThreads, dq_bytes, stream>>>(T, C, H, scale, qkv, ds_tiles, dqkv);
     CUDA_CHECK(cudaGetLastError());

@@ -87,20 +87,30 @@ __host__ __device__ constexpr std::int64_t flash_ds_tile_index(int T, int bh, in
   return static_cast<std::int64_t>(bh) * flash_ds_tiles(T) + static_cast<std::int64_t>(i) * (i + 1) / 2 + j;
 }
 
-// Calls f(std::integral_constant<int, HS>{}) for head size hs: the kernels' template argument. Throws std::invalid_argument for a head size they do not take.
+// Calls f(std::integral_constant<int, HS>{}) for head size hs: the kernels' template argument. Throws
+// std::invalid_argument for a head size they do not take.
 template <typename F>
 void with_head_size(int hs, F&& f) {
   switch (hs) {
-    case 16: return f(std::integral_constant<int, 16>{});
-    case 32: return f(std::integral_constant<int, 32>{});
-    case 48: return f(std::integral_constant<int, 48>{});
-    case 64: return f(std::integral_constant<int, 64>{});
-    case 80: return f(std::integral_constant<int, 80>{});
-    case 96: return f(std::integral_constant<int, 96>{});
-    case 112: return f(std::integral_constant<int, 112>{});
-    case 128: return f(std::integral_constant<int, 128>{});
-    default: throw std::invalid_argument("flash attention: head size " + std::to_string(hs) +
-                                         ": expected a multiple of 16 up to 128");
+    case 16:
+      return f(std::integral_constant<int, 16>{});
+    case 32:
+      return f(std::integral_constant<int, 32>{});
+    case 48:
+      return f(std::integral_constant<int, 48>{});
+    case 64:
+      return f(std::integral_constant<int, 64>{});
+    case 80:
+      return f(std::integral_constant<int, 80>{});
+    case 96:
+      return f(std::integral_constant<int, 96>{});
+    case 112:
+      return f(std::integral_constant<int, 112>{});
+    case 128:
+      return f(std::integral_constant<int, 128>{});
+    default:
+      throw std::invalid_argument("flash attention: head size " + std::to_string(hs) +
+                                  ": expected a multiple of 16 up to 128");
   }
 }
 
@@ -330,14 +340,13 @@ __global__ void __launch_bounds__(kFlashQueryThreads, 2)
       const int tq = wq0 + g + 8 * half;
       float tile_max = -INFINITY;
       FLASH_UNROLL
-      for (int j = 0; j < kFlashTile / 8; ++j)
-        FLASH_UNROLL
-        for (int e = 0; e < 2; ++e) {
-          const int tk = k0 + 8 * j + 2 * t + e;
-          float& x = s[j][2 * half + e];
-          x = masked && (tk > tq || tk >= T) ? -INFINITY : x * scale_log2;
-          tile_max = fmaxf(tile_max, x);
-        }
+      for (int j = 0; j < kFlashTile / 8; ++j) FLASH_UNROLL
+      for (int e = 0; e < 2; ++e) {
+        const int tk = k0 + 8 * j + 2 * t + e;
+        float& x = s[j][2 * half + e];
+        x = masked && (tk > tq || tk >= T) ? -INFINITY : x * scale_log2;
+        tile_max = fmaxf(tile_max, x);
+      }
       tile_max = fmaxf(tile_max, __shfl_xor_sync(kFlashFullMask, tile_max, 1));
       tile_max = fmaxf(tile_max, __shfl_xor_sync(kFlashFullMask, tile_max, 2));
       const float new_max = fmaxf(row_max[half], tile_max);
@@ -345,13 +354,12 @@ __global__ void __launch_bounds__(kFlashQueryThreads, 2)
       const float rescale = exp2f(row_max[half] - base);
       float sum = 0.0f;
       FLASH_UNROLL
-      for (int j = 0; j < kFlashTile / 8; ++j)
-        FLASH_UNROLL
-        for (int e = 0; e < 2; ++e) {
-          float& x = s[j][2 * half + e];
-          x = exp2f(x - base);
-          sum += x;
-        }
+      for (int j = 0; j < kFlashTile / 8; ++j) FLASH_UNROLL
+      for (int e = 0; e < 2; ++e) {
+        float& x = s[j][2 * half + e];
+        x = exp2f(x - base);
+        sum += x;
+      }
       row_max[half] = new_max;
       row_sum[half] = row_sum[half] * rescale + sum;
       FLASH_UNROLL
@@ -380,7 +388,8 @@ __global__ void __launch_bounds__(kFlashQueryThreads, 2)
 // D[(b*H + h)*T + t] = sum over head h's columns of dout * out, one warp per (b, h, t): its
 // lanes read the row's adjacent columns (one thread a row would read 32 rows' columns apart).
 constexpr int kDeltaWarps = 8;
-__global__ void flash_delta_kernel(int B, int T, int C, int H, int hs, const float* out, const float* dout, float* delta) {
+__global__ void flash_delta_kernel(int B, int T, int C, int H, int hs, const float* out, const float* dout,
+                                   float* delta) {
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kDeltaWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (i >= static_cast<std::int64_t>(B) * H * T) return;  // the whole warp: i is the warp's
@@ -408,7 +417,7 @@ __global__ void __launch_bounds__(kFlashKeyThreads, 2)
   bf16* q = v + kFlashTile * ldh;
   bf16* dout16 = q + kFlashTile * ldh;
   float* lse2 = reinterpret_cast<float*>(dout16 + kFlashTile * ldh);  // the query tile's, in log2 units
-  float* dl = lse2 + kFlashTile;                                        // and its D
+  float* dl = lse2 + kFlashTile;                                      // and its D
   const TileStager<HS, kFlashKeyThreads> next_q{dl + kFlashTile}, next_dout{dl + kFlashTile + kFlashTile * HS};
   const int bh = blockIdx.x, b = bh / H, h = bh % H, k0 = blockIdx.y * kFlashTile;
   const int warp = threadIdx.x / 32, g = lane_id() / 4, t = lane_id() % 4, wk0 = k0 + warp * 16;
@@ -447,14 +456,13 @@ __global__ void __launch_bounds__(kFlashKeyThreads, 2)
     // P^T = exp(S^T scale - logsumexp) and dS^T = P^T (dP^T - D), 0 where the mask or T cuts.
     const bool masked = q0 < wk0 + 15 || q0 + kFlashTile > T || wk0 + 16 > T;
     FLASH_UNROLL
-    for (int j = 0; j < kFlashTile / 8; ++j)
-      FLASH_UNROLL
-      for (int e = 0; e < 4; ++e) {
-        const int col = 8 * j + 2 * t + e % 2, tq = q0 + col, tk = wk0 + g + 8 * (e / 2);
-        const float p = masked && (tk > tq || tq >= T || tk >= T) ? 0.0f : exp2f(s[j][e] * scale_log2 - lse2[col]);
-        s[j][e] = p;
-        dp[j][e] = p * (dp[j][e] - dl[col]);
-      }
+    for (int j = 0; j < kFlashTile / 8; ++j) FLASH_UNROLL
+    for (int e = 0; e < 4; ++e) {
+      const int col = 8 * j + 2 * t + e % 2, tq = q0 + col, tk = wk0 + g + 8 * (e / 2);
+      const float p = masked && (tk > tq || tq >= T || tk >= T) ? 0.0f : exp2f(s[j][e] * scale_log2 - lse2[col]);
+      s[j][e] = p;
+      dp[j][e] = p * (dp[j][e] - dl[col]);
+    }
     std::uint32_t p16[kFlashTile / 16][4], ds16[kFlashTile / 16][4];
     to_operand<kFlashTile>(s, p16);
     to_operand<kFlashTile>(dp, ds16);

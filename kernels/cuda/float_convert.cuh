@@ -11,9 +11,13 @@ __device__ inline float to_float(__nv_bfloat16 x) { return __bfloat162float(x); 
 template <typename T>
 __device__ inline T from_float(float x);
 template <>
-__device__ inline float from_float<float>(float x) { return x; }
+__device__ inline float from_float<float>(float x) {
+  return x;
+}
 template <>
-__device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+__device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
 
 // Four adjacent values as fp32, in one 16-byte (fp32) or 8-byte (bf16) access: p aligned to four
 // values.

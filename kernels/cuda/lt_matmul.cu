@@ -10,12 +10,18 @@ cudaDataType_t cuda_type(DataType t) { return t == DataType::kBF16 ? CUDA_R_16BF
 
 cublasLtEpilogue_t lt_epilogue(Epilogue e) {
   switch (e) {
-    case Epilogue::kBias: return CUBLASLT_EPILOGUE_BIAS;
-    case Epilogue::kReluAuxBias: return CUBLASLT_EPILOGUE_RELU_AUX_BIAS;
-    case Epilogue::kGeluAuxBias: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-    case Epilogue::kDReluBgrad: return CUBLASLT_EPILOGUE_DRELU_BGRAD;
-    case Epilogue::kDGeluBgrad: return CUBLASLT_EPILOGUE_DGELU_BGRAD;
-    default: return CUBLASLT_EPILOGUE_DEFAULT;
+    case Epilogue::kBias:
+      return CUBLASLT_EPILOGUE_BIAS;
+    case Epilogue::kReluAuxBias:
+      return CUBLASLT_EPILOGUE_RELU_AUX_BIAS;
+    case Epilogue::kGeluAuxBias:
+      return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case Epilogue::kDReluBgrad:
+      return CUBLASLT_EPILOGUE_DRELU_BGRAD;
+    case Epilogue::kDGeluBgrad:
+      return CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    default:
+      return CUBLASLT_EPILOGUE_DEFAULT;
   }
 }
 
@@ -40,9 +46,12 @@ void set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const T
 
 const char* precision_name(Precision p) {
   switch (p) {
-    case Precision::kTf32: return "tf32";
-    case Precision::kBf16: return "bf16";
-    default: return "fp32";
+    case Precision::kTf32:
+      return "tf32";
+    case Precision::kBf16:
+      return "bf16";
+    default:
+      return "fp32";
   }
 }
 
@@ -80,9 +89,24 @@ LtMatmul::~LtMatmul() {
 }
 
 LtMatmul::Plan* LtMatmul::plan_for(const MatmulArgs& x) {
-  const Key key{x.trans_a, x.trans_b, x.m, x.n, x.k, x.lda, x.ldb, x.ldc, static_cast<int>(x.ab_type),
-                static_cast<int>(x.c_type), static_cast<int>(x.epilogue), x.beta != 0.0f, x.aux_ld,
-                alignment_of(x.a), alignment_of(x.b), alignment_of(x.c), alignment_of(x.bias), alignment_of(x.aux)};
+  const Key key{x.trans_a,
+                x.trans_b,
+                x.m,
+                x.n,
+                x.k,
+                x.lda,
+                x.ldb,
+                x.ldc,
+                static_cast<int>(x.ab_type),
+                static_cast<int>(x.c_type),
+                static_cast<int>(x.epilogue),
+                x.beta != 0.0f,
+                x.aux_ld,
+                alignment_of(x.a),
+                alignment_of(x.b),
+                alignment_of(x.c),
+                alignment_of(x.bias),
+                alignment_of(x.aux)};
   if (auto it = plans_.find(key); it != plans_.end()) return it->second->supported ? it->second : nullptr;
   const CublasLt& lt = cublaslt();
   auto* plan = new Plan;
@@ -104,8 +128,10 @@ LtMatmul::Plan* LtMatmul::plan_for(const MatmulArgs& x) {
   }
   // Stored (column-major) shapes: cuBLASLt's op(A) is [M=n, K=k], op(B) is [K=k, N=m], D [n, m].
   const std::uint64_t m = x.m, n = x.n, k = x.k;
-  CUBLAS_CHECK(lt.cublasLtMatrixLayoutCreate(&plan->a, cuda_type(x.ab_type), x.trans_b ? k : n, x.trans_b ? n : k, x.ldb));
-  CUBLAS_CHECK(lt.cublasLtMatrixLayoutCreate(&plan->b, cuda_type(x.ab_type), x.trans_a ? m : k, x.trans_a ? k : m, x.lda));
+  CUBLAS_CHECK(
+      lt.cublasLtMatrixLayoutCreate(&plan->a, cuda_type(x.ab_type), x.trans_b ? k : n, x.trans_b ? n : k, x.ldb));
+  CUBLAS_CHECK(
+      lt.cublasLtMatrixLayoutCreate(&plan->b, cuda_type(x.ab_type), x.trans_a ? m : k, x.trans_a ? k : m, x.lda));
   CUBLAS_CHECK(lt.cublasLtMatrixLayoutCreate(&plan->c, cuda_type(x.c_type), n, m, x.ldc));
 
   cublasLtMatmulPreference_t pref = nullptr;
@@ -114,13 +140,16 @@ LtMatmul::Plan* LtMatmul::plan_for(const MatmulArgs& x) {
   const std::uint32_t align_a = alignment_of(x.b), align_b = alignment_of(x.a), align_c = alignment_of(x.c);
   const std::uint32_t reductions = deterministic_ ? CUBLASLT_REDUCTION_SCHEME_NONE : CUBLASLT_REDUCTION_SCHEME_MASK;
   const std::pair<cublasLtMatmulPreferenceAttributes_t, const void*> prefs[] = {
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a}, {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c}, {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c},
       {CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions}};
   cublasStatus_t status = lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                                   &workspace, sizeof workspace);
   for (const auto& [attr, value] : prefs)
-    if (status == CUBLAS_STATUS_SUCCESS) status = lt.cublasLtMatmulPreferenceSetAttribute(pref, attr, value, sizeof(std::uint32_t));
+    if (status == CUBLAS_STATUS_SUCCESS)
+      status = lt.cublasLtMatmulPreferenceSetAttribute(pref, attr, value, sizeof(std::uint32_t));
   if (status != CUBLAS_STATUS_SUCCESS) {
     lt.cublasLtMatmulPreferenceDestroy(pref);
     CUBLAS_CHECK(status);

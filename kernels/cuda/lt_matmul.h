@@ -52,8 +52,8 @@ struct MatmulArgs {
   DataType ab_type = DataType::kF32, c_type = DataType::kF32;
   float alpha = 1.0f, beta = 0.0f;
   Epilogue epilogue = Epilogue::kNone;
-  void* bias = nullptr;    // [n], C's type: read for kBias/k*AuxBias, written for k*Bgrad
-  void* aux = nullptr;     // the mask or pre-activation (see above)
+  void* bias = nullptr;     // [n], C's type: read for kBias/k*AuxBias, written for k*Bgrad
+  void* aux = nullptr;      // the mask or pre-activation (see above)
   std::int64_t aux_ld = 0;  // elements (bits for the ReLU mask) between two rows of ours
 };
 
@@ -87,8 +87,8 @@ class LtMatmul {
   bool tf32_, deterministic_;
   DeviceBuffer<std::uint8_t> workspace_;
   // Shape, types, epilogue, beta != 0, aux ld and the alignments of a, b, c, bias and aux.
-  using Key = std::tuple<bool, bool, int, int, int, int, int, int, int, int, int, bool, std::int64_t, unsigned, unsigned,
-                         unsigned, unsigned, unsigned>;
+  using Key = std::tuple<bool, bool, int, int, int, int, int, int, int, int, int, bool, std::int64_t, unsigned,
+                         unsigned, unsigned, unsigned, unsigned>;
   std::map<Key, Plan*> plans_;
 };
 

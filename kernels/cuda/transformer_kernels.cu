@@ -43,8 +43,8 @@ int attention_head_size(const char* name, int B, int T, int C, int H) {
 
 }  // namespace
 
-void embedding_forward(int B, int T, int C, const std::int32_t* tokens, const float* wte, const float* wpe,
-                       float* out, cudaStream_t stream) {
+void embedding_forward(int B, int T, int C, const std::int32_t* tokens, const float* wte, const float* wpe, float* out,
+                       cudaStream_t stream) {
   const std::size_t n = static_cast<std::size_t>(B) * T * C;
   if (n == 0) return;
   embedding_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(T, C, n, tokens, wte, wpe, out);
@@ -56,8 +56,8 @@ void embedding_backward(int B, int T, int C, const TokenPositions& by_token, con
   const std::size_t positions = static_cast<std::size_t>(B) * T;
   require(positions <= 0x7fffffffu, "embedding_backward: B*T above 2^31 - 1");
   require(by_token.count >= 0 && static_cast<std::size_t>(by_token.count) <= positions,
-          "embedding_backward: " + std::to_string(by_token.count) + " distinct tokens in " +
-              std::to_string(positions) + " positions");
+          "embedding_backward: " + std::to_string(by_token.count) + " distinct tokens in " + std::to_string(positions) +
+              " positions");
   if (positions == 0 || C == 0) return;
   if (by_token.count > 0) {
     embedding_dwte_kernel<<<dim3(static_cast<unsigned>(by_token.count), ceil_div(C, kThreads)), kThreads, 0, stream>>>(
@@ -68,8 +68,8 @@ void embedding_backward(int B, int T, int C, const TokenPositions& by_token, con
   CUDA_CHECK(cudaGetLastError());
 }
 
-void layernorm_forward(int rows, int C, const float* x, const float* weight, const float* bias, float* out,
-                       float* mean, float* rstd, cudaStream_t stream, __nv_bfloat16* copy) {
+void layernorm_forward(int rows, int C, const float* x, const float* weight, const float* bias, float* out, float* mean,
+                       float* rstd, cudaStream_t stream, __nv_bfloat16* copy) {
   require(out || copy, "layernorm_forward: neither out nor its bf16 copy given");
   if (rows <= 0) return;
   layernorm_forward_kernel<<<ceil_div(rows, kWarps), kThreads, 0, stream>>>(rows, C, x, weight, bias, out, mean, rstd,
@@ -183,20 +183,19 @@ void cross_entropy(int rows, int V, const float* logits, const std::int32_t* tar
                                                               hits.hits ? hits.row_hit : nullptr);
     CUDA_CHECK(cudaGetLastError());
   }
-  sum_rows_kernel<<<1, kThreads, 0, stream>>>(rows, row_loss, loss_sum, hits.hits ? hits.row_hit : nullptr,
-                                              hits.hits);
+  sum_rows_kernel<<<1, kThreads, 0, stream>>>(rows, row_loss, loss_sum, hits.hits ? hits.row_hit : nullptr, hits.hits);
   CUDA_CHECK(cudaGetLastError());
 }
 }  // namespace
 
-void cross_entropy_forward_backward(int rows, int V, const float* logits, const std::int32_t* targets,
-                                    float grad_scale, float* dlogits, float* row_loss, double* loss_sum,
-                                    cudaStream_t stream, ArgmaxHits hits) {
+void cross_entropy_forward_backward(int rows, int V, const float* logits, const std::int32_t* targets, float grad_scale,
+                                    float* dlogits, float* row_loss, double* loss_sum, cudaStream_t stream,
+                                    ArgmaxHits hits) {
   cross_entropy(rows, V, logits, targets, grad_scale, dlogits, row_loss, loss_sum, stream, hits);
 }
-void cross_entropy_forward_backward(int rows, int V, const float* logits, const std::int32_t* targets,
-                                    float grad_scale, bf16* dlogits, float* row_loss, double* loss_sum,
-                                    cudaStream_t stream, ArgmaxHits hits) {
+void cross_entropy_forward_backward(int rows, int V, const float* logits, const std::int32_t* targets, float grad_scale,
+                                    bf16* dlogits, float* row_loss, double* loss_sum, cudaStream_t stream,
+                                    ArgmaxHits hits) {
   cross_entropy(rows, V, logits, targets, grad_scale, dlogits, row_loss, loss_sum, stream, hits);
 }
 

@@ -22,8 +22,8 @@ namespace slurm_train::cuda {
 
 // out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]. Tokens must lie in [0, V) (the caller checks them,
 // as Gpt::forward does): the kernel reads the row a token names.
-void embedding_forward(int B, int T, int C, const std::int32_t* tokens, const float* wte, const float* wpe,
-                       float* out, cudaStream_t stream);
+void embedding_forward(int B, int T, int C, const std::int32_t* tokens, const float* wte, const float* wpe, float* out,
+                       cudaStream_t stream);
 
 // A batch's positions grouped by token (kernels/positions_by_token.h builds them on the host), in
 // device memory: count distinct tokens, count + 1 starts into positions.
@@ -47,14 +47,15 @@ void embedding_backward(int B, int T, int C, const TokenPositions& by_token, con
 // copy is given, copy = out in bf16 (as cast rounds it), written in the same pass; out may then
 // be null, where the bf16 copy is all the products read (the backward pass needs only x, mean
 // and rstd).
-void layernorm_forward(int rows, int C, const float* x, const float* weight, const float* bias, float* out,
-                       float* mean, float* rstd, cudaStream_t stream, __nv_bfloat16* copy = nullptr);
+void layernorm_forward(int rows, int C, const float* x, const float* weight, const float* bias, float* out, float* mean,
+                       float* rstd, cudaStream_t stream, __nv_bfloat16* copy = nullptr);
 
 // The floats of scratch layernorm_backward needs for (rows, C): a partial dweight and dbias row
 // per chunk of kLayerNormChunkRows rows.
 constexpr int kLayerNormChunkRows = 256;
 constexpr std::size_t layernorm_backward_scratch_floats(int rows, int C) {
-  return 2 * static_cast<std::size_t>(C) * static_cast<std::size_t>((rows + kLayerNormChunkRows - 1) / kLayerNormChunkRows);
+  return 2 * static_cast<std::size_t>(C) *
+         static_cast<std::size_t>((rows + kLayerNormChunkRows - 1) / kLayerNormChunkRows);
 }
 
 // dx += the gradient of layernorm_forward's out given dout (dx must not be dout); dweight and
@@ -71,7 +72,8 @@ void layernorm_backward(int rows, int C, const float* x, const float* weight, co
 // adds the chunks in a fixed order.
 constexpr int kColumnSumChunkRows = 128;
 constexpr std::size_t column_sums_scratch_floats(int rows, int cols) {
-  return static_cast<std::size_t>(cols) * static_cast<std::size_t>((rows + kColumnSumChunkRows - 1) / kColumnSumChunkRows);
+  return static_cast<std::size_t>(cols) *
+         static_cast<std::size_t>((rows + kColumnSumChunkRows - 1) / kColumnSumChunkRows);
 }
 void column_sums(int rows, int cols, const float* x, float* out, float* scratch, cudaStream_t stream,
                  __nv_bfloat16* copy = nullptr);
@@ -105,15 +107,15 @@ void gelu_backward(std::size_t n, const T* x, const T* dout, T* dx, cudaStream_t
 // read out of bounds. With `hits`, the rows whose target is the first index of their maximum (the
 // CPU kernels' `correct`) are counted too.
 struct ArgmaxHits {
-  int* row_hit = nullptr;       // [rows] scratch
-  long long* hits = nullptr;    // device memory: their count
+  int* row_hit = nullptr;     // [rows] scratch
+  long long* hits = nullptr;  // device memory: their count
 };
-void cross_entropy_forward_backward(int rows, int V, const float* logits, const std::int32_t* targets,
-                                    float grad_scale, float* dlogits, float* row_loss, double* loss_sum,
-                                    cudaStream_t stream, ArgmaxHits hits = {});
-void cross_entropy_forward_backward(int rows, int V, const float* logits, const std::int32_t* targets,
-                                    float grad_scale, __nv_bfloat16* dlogits, float* row_loss, double* loss_sum,
-                                    cudaStream_t stream, ArgmaxHits hits = {});
+void cross_entropy_forward_backward(int rows, int V, const float* logits, const std::int32_t* targets, float grad_scale,
+                                    float* dlogits, float* row_loss, double* loss_sum, cudaStream_t stream,
+                                    ArgmaxHits hits = {});
+void cross_entropy_forward_backward(int rows, int V, const float* logits, const std::int32_t* targets, float grad_scale,
+                                    __nv_bfloat16* dlogits, float* row_loss, double* loss_sum, cudaStream_t stream,
+                                    ArgmaxHits hits = {});
 
 // The largest head size (C / H) the attention kernels take: each lane of a warp holds up to
 // four of a row's dimensions.
@@ -124,8 +126,7 @@ constexpr int kMaxAttentionHeadSize = 128;
 // out[B*T, C], and logsumexp[B*H*T] (index (b*H + h)*T + t) of each row of scaled scores, which
 // the backward pass recomputes the probabilities from. One warp per query; keys in tiles of 32
 // in shared memory, with a running maximum and sum (online softmax).
-void attention_forward(int B, int T, int C, int H, const float* qkv, float* out, float* logsumexp,
-                       cudaStream_t stream);
+void attention_forward(int B, int T, int C, int H, const float* qkv, float* out, float* logsumexp, cudaStream_t stream);
 
 // dqkv[B*T, 3C] += the gradient of attention_forward given its out, logsumexp and dout[B*T, C].
 // Three kernels: D = rowsum(dout * out) per (b,h,t) into scratch[B*H*T]; dk and dv, one warp per

@@ -32,7 +32,9 @@ constexpr float kLayerNormEps = 1e-5f;
 
 struct Sum {
   template <typename V>
-  __device__ V operator()(V a, V b) const { return a + b; }
+  __device__ V operator()(V a, V b) const {
+    return a + b;
+  }
 };
 struct Max {
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
@@ -66,7 +68,8 @@ __device__ V block_reduce(V v, Op op, V* shared) {
 
 __global__ void embedding_forward_kernel(int T, int C, std::size_t n, const std::int32_t* tokens, const float* wte,
                                          const float* wpe, float* out) {
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x) {
     const std::size_t position = i / C;
     const int c = static_cast<int>(i % C), t = static_cast<int>(position % T);
     out[i] = wte[static_cast<std::int64_t>(tokens[position]) * C + c] + wpe[static_cast<std::int64_t>(t) * C + c];
@@ -89,7 +92,8 @@ __global__ void embedding_dwte_kernel(int C, const std::int32_t* tokens, const s
 // One thread per (t, c) of dwpe, adding over b in order.
 __global__ void embedding_dwpe_kernel(int B, int T, int C, const float* dout, float* dwpe) {
   const std::size_t n = static_cast<std::size_t>(T) * C;
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x) {
     float sum = dwpe[i];
     for (int b = 0; b < B; ++b) sum += dout[static_cast<std::size_t>(b) * n + i];
     dwpe[i] = sum;
@@ -180,8 +184,8 @@ __global__ void layernorm_param_partials_kernel(int rows, int C, const float* x,
 }
 
 // Block (32, kSumGroups): dweight and dbias += the chunks' partials of 32 columns.
-__global__ void layernorm_param_sums_kernel(int chunks, int C, const float* partial_dweight,
-                                            const float* partial_dbias, float* dweight, float* dbias) {
+__global__ void layernorm_param_sums_kernel(int chunks, int C, const float* partial_dweight, const float* partial_dbias,
+                                            float* dweight, float* dbias) {
   __shared__ float dweight_parts[kSumGroups][33], dbias_parts[kSumGroups][33];
   const int col = blockIdx.x * 32 + threadIdx.x;
   float sum_dweight = 0.0f, sum_dbias = 0.0f;
@@ -244,19 +248,22 @@ __global__ void column_chunk_sums_kernel(int chunks, int cols, const float* part
 
 template <typename T>
 __global__ void residual_kernel(std::size_t n, const T* a, const T* b, T* out) {
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x)
     out[i] = from_float<T>(to_float(a[i]) + to_float(b[i]));
 }
 
 template <typename In, typename Out>
 __global__ void gelu_forward_kernel(std::size_t n, const In* x, Out* out) {
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x)
     out[i] = from_float<Out>(kernels::gelu(to_float(x[i])));
 }
 
 template <typename T>
 __global__ void gelu_backward_kernel(std::size_t n, const T* x, const T* dout, T* dx) {
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x)
     dx[i] = from_float<T>(to_float(dout[i]) * kernels::gelu_derivative(to_float(x[i])));
 }
 
@@ -422,7 +429,7 @@ __device__ void add_weighted_rows(float (&acc)[kDimsPerLane], float weight, cons
   const int lane = threadIdx.x % 32;
   for (int r = from; r < to; ++r) {
     const float w = __shfl_sync(kFullMask, weight, r);
-ST_UNROLL
+    ST_UNROLL
     for (int i = 0; i < kDimsPerLane; ++i)
       if (lane + 32 * i < hs) acc[i] += w * tile[r][lane + 32 * i];
   }
@@ -431,7 +438,7 @@ ST_UNROLL
 // acc[i] * factor into (or, accumulating, onto) row[lane + 32 i].
 __device__ void store_row(float* row, const float (&acc)[kDimsPerLane], float factor, bool accumulate, int hs) {
   const int lane = threadIdx.x % 32;
-ST_UNROLL
+  ST_UNROLL
   for (int i = 0; i < kDimsPerLane; ++i) {
     const int d = lane + 32 * i;
     if (d < hs) row[d] = accumulate ? row[d] + acc[i] * factor : acc[i] * factor;
@@ -466,7 +473,7 @@ __global__ void attention_forward_kernel(int T, int C, int H, float scale, const
     const float new_max = fmaxf(max, warp_max(s));
     const float p = expf(s - new_max), correction = expf(max - new_max);
     sum = sum * correction + warp_sum(p);
-ST_UNROLL
+    ST_UNROLL
     for (int i = 0; i < kDimsPerLane; ++i) acc[i] *= correction;
     add_weighted_rows(acc, p, v_tile, 0, keys, hs);
     max = new_max;
@@ -478,8 +485,7 @@ ST_UNROLL
 
 // dsum[(b*H + h)*T + t] = dout . out over the head's hs columns: the sum over keys of p * dp
 // that the softmax's gradient subtracts. One warp per row.
-__global__ void attention_dsum_kernel(int rows, int T, int C, int H, const float* out, const float* dout,
-                                      float* dsum) {
+__global__ void attention_dsum_kernel(int rows, int T, int C, int H, const float* out, const float* dout, float* dsum) {
   const int row = blockIdx.x * kWarps + threadIdx.x / 32;
   if (row >= rows) return;
   const int hs = C / H, bh = row / T, t = row % T, b = bh / H, h = bh % H;

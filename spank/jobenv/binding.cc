@@ -9,9 +9,12 @@ namespace slurm_train {
 
 std::string_view to_string(BindMode mode) {
   switch (mode) {
-    case BindMode::soft: return "soft";
-    case BindMode::strict: return "strict";
-    case BindMode::none: return "none";
+    case BindMode::soft:
+      return "soft";
+    case BindMode::strict:
+      return "strict";
+    case BindMode::none:
+      return "none";
   }
   return "?";
 }
@@ -137,15 +140,16 @@ TaskBinding bind_task(const BindingInput& in, int local_id) {
 
   bool slurm_bound_gpus = gpus > 0 && (in.slurm_visible.size() < in.step_gpus.size() || in.node_gpu_count > gpus);
   if (slurm_bound_gpus && in.mode != BindMode::none)
-    out.warnings.push_back("Slurm already bound GPUs per task (--gpus-per-task, --gpu-bind); "
-                           "CUDA_VISIBLE_DEVICES is left as Slurm set it");
+    out.warnings.push_back(
+        "Slurm already bound GPUs per task (--gpus-per-task, --gpu-bind); "
+        "CUDA_VISIBLE_DEVICES is left as Slurm set it");
   int node_gpus = std::max(gpus, in.node_gpu_count);
   if (node_gpus > 0 && tasks > node_gpus && in.mode != BindMode::none)
     out.warnings.push_back(std::to_string(tasks) + " tasks share " + std::to_string(node_gpus) +
                            " GPU(s) on this node: more tasks than GPUs");
 
-  bool place_gpus = in.mode != BindMode::none && gpus > 0 && !slurm_bound_gpus &&
-                    in.slurm_visible.size() == in.step_gpus.size();
+  bool place_gpus =
+      in.mode != BindMode::none && gpus > 0 && !slurm_bound_gpus && in.slurm_visible.size() == in.step_gpus.size();
   if (place_gpus) {
     std::vector<std::string> visible;
     for (int pos : gpu_order_for_task(input, local_id)) {

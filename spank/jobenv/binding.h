@@ -53,7 +53,7 @@ struct TaskBinding {
   std::optional<std::vector<std::string>> visible_devices;
   // The same GPUs as the node numbers them (SLURM_STEP_GPUS numbering), for logs.
   std::vector<int> node_gpus;
-  CpuSet cpus;          // the task's CPU set after binding (never outside task_cpus)
+  CpuSet cpus;  // the task's CPU set after binding (never outside task_cpus)
   bool cpus_changed = false;
   int omp_threads = 1;  // |cpus|, at least 1
   // Facts worth one warning per node (only local task 0 needs to print them).

@@ -22,7 +22,8 @@ CpuSet parse_cpulist(std::string_view what, std::string_view text) {
     int lo = id(item.substr(0, dash));
     int hi = dash == std::string_view::npos ? lo : id(item.substr(dash + 1));
     if (hi < lo)
-      throw InputError(std::string(what) + " " + quote_value(text) + ": range " + quote_value(item) + " runs backwards");
+      throw InputError(std::string(what) + " " + quote_value(text) + ": range " + quote_value(item) +
+                       " runs backwards");
     for (int c = lo; c <= hi; ++c) cpus.push_back(c);
     if (comma == std::string_view::npos) break;
     start = comma + 1;

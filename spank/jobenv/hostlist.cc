@@ -9,13 +9,11 @@ namespace {
 [[noreturn]] void fail(std::string_view hostlist, std::size_t pos, std::string_view what) {
   std::string shown(hostlist.substr(0, 80));
   if (hostlist.size() > 80) shown += "...";
-  throw HostlistError("hostlist '" + shown + "': " + std::string(what) + " at position " +
-                      std::to_string(pos));
+  throw HostlistError("hostlist '" + shown + "': " + std::string(what) + " at position " + std::to_string(pos));
 }
 
 bool is_name_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-         c == '_' || c == '.';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
 }
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
@@ -56,8 +54,7 @@ struct Parser {
       if (!done() && peek() == '-') {
         ++pos;
         hi = number().first;
-        if (hi < lo) fail(text, pos, "range runs backwards (" + std::to_string(lo) + "-" +
-                                         std::to_string(hi) + ")");
+        if (hi < lo) fail(text, pos, "range runs backwards (" + std::to_string(lo) + "-" + std::to_string(hi) + ")");
       }
       if (hi - lo >= kMaxHosts || values.size() + (hi - lo + 1) > kMaxHosts)
         fail(text, pos, "more than " + std::to_string(kMaxHosts) + " hosts");
@@ -67,8 +64,14 @@ struct Parser {
         values.push_back(std::move(digits));
       }
       if (done()) fail(text, open, "unclosed '['");
-      if (peek() == ',') { ++pos; continue; }
-      if (peek() == ']') { ++pos; return values; }
+      if (peek() == ',') {
+        ++pos;
+        continue;
+      }
+      if (peek() == ']') {
+        ++pos;
+        return values;
+      }
       fail(text, pos, "unexpected " + describe(peek()) + " in a range (expected digits, '-', ',' or ']')");
     }
   }

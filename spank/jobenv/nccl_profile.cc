@@ -17,13 +17,28 @@ namespace fs = std::filesystem;
 namespace {
 
 // NCCL's debugging and per-experiment tuning variables (NCCL documentation, "Debugging").
-constexpr std::string_view kDebugKeys[] = {
-    "NCCL_ALGO",          "NCCL_PROTO",          "NCCL_DEBUG",          "NCCL_DEBUG_FILE",
-    "NCCL_DEBUG_SUBSYS",  "NCCL_P2P_DISABLE",    "NCCL_SHM_DISABLE",    "NCCL_BUFFSIZE",
-    "NCCL_NTHREADS",      "NCCL_MAX_NCHANNELS",  "NCCL_MIN_NCHANNELS",  "NCCL_CHECKS_DISABLE",
-    "NCCL_CHECK_POINTERS", "NCCL_LAUNCH_MODE",   "NCCL_GRAPH_DUMP_FILE", "NCCL_GRAPH_FILE",
-    "NCCL_TOPO_DUMP_FILE", "NCCL_SET_THREAD_NAME", "NCCL_P2P_DIRECT_DISABLE",
-    "NCCL_NET_DISABLE_INTRA", "NCCL_IGNORE_DISABLED_P2P", "NCCL_MAX_CTAS"};
+constexpr std::string_view kDebugKeys[] = {"NCCL_ALGO",
+                                           "NCCL_PROTO",
+                                           "NCCL_DEBUG",
+                                           "NCCL_DEBUG_FILE",
+                                           "NCCL_DEBUG_SUBSYS",
+                                           "NCCL_P2P_DISABLE",
+                                           "NCCL_SHM_DISABLE",
+                                           "NCCL_BUFFSIZE",
+                                           "NCCL_NTHREADS",
+                                           "NCCL_MAX_NCHANNELS",
+                                           "NCCL_MIN_NCHANNELS",
+                                           "NCCL_CHECKS_DISABLE",
+                                           "NCCL_CHECK_POINTERS",
+                                           "NCCL_LAUNCH_MODE",
+                                           "NCCL_GRAPH_DUMP_FILE",
+                                           "NCCL_GRAPH_FILE",
+                                           "NCCL_TOPO_DUMP_FILE",
+                                           "NCCL_SET_THREAD_NAME",
+                                           "NCCL_P2P_DIRECT_DISABLE",
+                                           "NCCL_NET_DISABLE_INTRA",
+                                           "NCCL_IGNORE_DISABLED_P2P",
+                                           "NCCL_MAX_CTAS"};
 
 bool is_debug_key(std::string_view key) {
   return std::find(std::begin(kDebugKeys), std::end(kDebugKeys), key) != std::end(kDebugKeys);
@@ -68,7 +83,8 @@ std::vector<std::string> split_list(std::string_view text) {
 std::string read_profile_file(const fs::path& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
-    if (errno == ELOOP) throw InputError(path.string() + ": a symbolic link (the profiles folder holds regular files only)");
+    if (errno == ELOOP)
+      throw InputError(path.string() + ": a symbolic link (the profiles folder holds regular files only)");
     throw InputError(path.string() + ": cannot be read: " + std::strerror(errno));
   }
   struct stat st {};
@@ -115,11 +131,12 @@ std::optional<NcclProfile> builtin_profile(std::string_view name) {
   if (name == "ib")
     return NcclProfile{"ib", {{"NCCL_IB_DISABLE", "0"}, {"NCCL_IB_TIMEOUT", "22"}, {"NCCL_IB_RETRY_CNT", "7"}}};
   if (name == "roce")
-    return NcclProfile{"roce", {{"NCCL_IB_DISABLE", "0"}, {"NCCL_IB_GID_INDEX", "3"}, {"NCCL_IB_TC", "106"},
-                                {"NCCL_IB_TIMEOUT", "22"}}};
+    return NcclProfile{
+        "roce",
+        {{"NCCL_IB_DISABLE", "0"}, {"NCCL_IB_GID_INDEX", "3"}, {"NCCL_IB_TC", "106"}, {"NCCL_IB_TIMEOUT", "22"}}};
   if (name == "tcp")
-    return NcclProfile{"tcp", {{"NCCL_IB_DISABLE", "1"}, {"NCCL_SOCKET_NTHREADS", "4"},
-                               {"NCCL_NSOCKS_PERTHREAD", "4"}}};
+    return NcclProfile{"tcp",
+                       {{"NCCL_IB_DISABLE", "1"}, {"NCCL_SOCKET_NTHREADS", "4"}, {"NCCL_NSOCKS_PERTHREAD", "4"}}};
   if (name == "off") return NcclProfile{"off", {}};
   return std::nullopt;
 }
@@ -178,12 +195,11 @@ NcclProfile load_profile(std::string_view name, const std::string& profiles_dir)
     fs::path path = fs::path(profiles_dir) / (std::string(name) + ".conf");
     std::error_code ec;
     // symlink_status: a dangling link is a link too, refused rather than taken for no file.
-    if (fs::exists(fs::symlink_status(path, ec)))
-      return parse_profile(name, path.string(), read_profile_file(path));
+    if (fs::exists(fs::symlink_status(path, ec))) return parse_profile(name, path.string(), read_profile_file(path));
   }
   if (auto builtin = builtin_profile(name)) return *builtin;
-  throw InputError("NCCL profile " + quote_value(name) + " does not exist (available: " +
-                   join(available_profiles(profiles_dir)) + ")");
+  throw InputError("NCCL profile " + quote_value(name) +
+                   " does not exist (available: " + join(available_profiles(profiles_dir)) + ")");
 }
 
 std::vector<std::string> available_profiles(const std::string& profiles_dir) {

@@ -32,9 +32,7 @@ std::uint16_t control_port(std::uint32_t job_id, std::uint32_t step_id, PortRang
   return master_port(job_id, step_id + size / 2, range);
 }
 
-std::string master_addr(std::string_view step_nodelist) {
-  return expand_hostlist(step_nodelist).front();
-}
+std::string master_addr(std::string_view step_nodelist) { return expand_hostlist(step_nodelist).front(); }
 
 std::vector<std::pair<std::string, std::string>> rendezvous_variables(const TaskFacts& f, PortRange range) {
   return {

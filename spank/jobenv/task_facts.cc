@@ -59,7 +59,8 @@ TaskFacts task_facts_from_env(const Environment& env) {
   f.local_rank = id_of(env, {"SLURM_LOCALID"});
   f.world_size = id_of(env, {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"}, 1);
   f.node_rank = id_of(env, {"SLURM_NODEID"});
-  f.local_world_size = tasks_on_node(first_set(env, {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}), f.node_rank);
+  f.local_world_size =
+      tasks_on_node(first_set(env, {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}), f.node_rank);
   f.step_nodelist = first_set(env, {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST"});
   if (f.global_rank >= f.world_size)
     throw InputError("SLURM_PROCID " + std::to_string(f.global_rank) + " is not below the step's task count " +

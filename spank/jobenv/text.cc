@@ -39,8 +39,7 @@ std::string escape_bytes(std::string_view text) {
   return out;
 }
 
-void check_text(std::string_view what, std::string_view value, std::size_t max_length,
-                bool allow_space) {
+void check_text(std::string_view what, std::string_view value, std::size_t max_length, bool allow_space) {
   if (value.empty()) throw InputError(std::string(what) + " is empty");
   if (value.size() > max_length)
     throw InputError(std::string(what) + " " + quote_value(value) + " is " + std::to_string(value.size()) +
@@ -49,13 +48,13 @@ void check_text(std::string_view what, std::string_view value, std::size_t max_l
     bool printable = c > 0x20 && c < 0x7f;
     if (printable || (allow_space && c == ' ')) continue;
     throw InputError(std::string(what) + " " + quote_value(value) +
-                     (c == '\n' ? " contains a newline" : c == ' ' ? " contains a space"
-                                                                    : " contains a control character"));
+                     (c == '\n'  ? " contains a newline"
+                      : c == ' ' ? " contains a space"
+                                 : " contains a control character"));
   }
 }
 
-std::uint64_t parse_uint(std::string_view what, std::string_view value, std::uint64_t lo,
-                         std::uint64_t hi) {
+std::uint64_t parse_uint(std::string_view what, std::string_view value, std::uint64_t lo, std::uint64_t hi) {
   auto expected = [&] {
     return InputError(std::string(what) + " " + quote_value(value) + ": expected a whole number from " +
                       std::to_string(lo) + " to " + std::to_string(hi));
@@ -63,8 +62,7 @@ std::uint64_t parse_uint(std::string_view what, std::string_view value, std::uin
   if (value.empty() || value.size() > 20) throw expected();
   std::uint64_t number = 0;
   auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), number);
-  if (ec != std::errc() || end != value.data() + value.size() || number < lo || number > hi)
-    throw expected();
+  if (ec != std::errc() || end != value.data() + value.size() || number < lo || number > hi) throw expected();
   return number;
 }
 

@@ -24,12 +24,10 @@ std::string escape_bytes(std::string_view text);
 
 // Throws InputError unless value is 1..max_length printable ASCII characters (no space when
 // allow_space is false, never a newline, NUL or other control byte). `what` names the input.
-void check_text(std::string_view what, std::string_view value, std::size_t max_length,
-                bool allow_space = false);
+void check_text(std::string_view what, std::string_view value, std::size_t max_length, bool allow_space = false);
 
 // A whole decimal number in [lo, hi]; InputError naming `what` otherwise.
-std::uint64_t parse_uint(std::string_view what, std::string_view value, std::uint64_t lo,
-                         std::uint64_t hi);
+std::uint64_t parse_uint(std::string_view what, std::string_view value, std::uint64_t lo, std::uint64_t hi);
 
 // Leading and trailing blanks (space, tab, CR, LF) removed.
 std::string_view trim(std::string_view text);

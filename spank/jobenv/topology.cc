@@ -56,8 +56,7 @@ void read_numa(const fs::path& root, Topology& topology) {
   std::vector<std::pair<int, fs::path>> nodes;
   for (const auto& path : sorted_entries(root / "devices/system/node")) {
     std::string name = path.filename().string();
-    if (name.rfind("node", 0) != 0 || name.size() == 4 ||
-        name.find_first_not_of("0123456789", 4) != std::string::npos)
+    if (name.rfind("node", 0) != 0 || name.size() == 4 || name.find_first_not_of("0123456789", 4) != std::string::npos)
       continue;
     nodes.emplace_back(static_cast<int>(parse_uint(path.string(), name.substr(4), 0, 4095)), path);
   }
@@ -70,8 +69,8 @@ void read_numa(const fs::path& root, Topology& topology) {
     topology.numa_cpus[id] = parse_cpulist((path / "cpulist").string(), attribute(path / "cpulist"));
     std::istringstream row(attribute(path / "distance"));
     std::string field;
-    while (row >> field) topology.numa_distance[id].push_back(
-        static_cast<int>(parse_uint((path / "distance").string(), field, 0, 255)));
+    while (row >> field)
+      topology.numa_distance[id].push_back(static_cast<int>(parse_uint((path / "distance").string(), field, 0, 255)));
   }
 }
 

@@ -20,7 +20,8 @@ using namespace slurm_train;
 using namespace slurm_train::cuda_test;
 using slurm_train::testing::trained_looking_params;
 
-TEST_CASE("CUDA gpt decoder: every position's logits as the CPU decoder's, within fp32 rounding" * doctest::skip(no_gpu())) {
+TEST_CASE("CUDA gpt decoder: every position's logits as the CPU decoder's, within fp32 rounding" *
+          doctest::skip(no_gpu())) {
   const std::uint64_t seed = fresh_seed();
   CAPTURE(seed);
   // Head size 24 (not a multiple of 32) and a block of 20: the cache fills and is re-primed.
@@ -52,7 +53,8 @@ TEST_CASE("CUDA gpt decoder: every position's logits as the CPU decoder's, withi
   CHECK_THROWS_AS(gpu->feed(-1), std::invalid_argument);
 }
 
-TEST_CASE("CUDA gpt decoder: sample_text greedy on the GPU takes the CPU's most likely byte each time" * doctest::skip(no_gpu())) {
+TEST_CASE("CUDA gpt decoder: sample_text greedy on the GPU takes the CPU's most likely byte each time" *
+          doctest::skip(no_gpu())) {
   const std::uint64_t seed = fresh_seed();
   CAPTURE(seed);
   const GptConfig g{256, 16, 2, 2, 32};

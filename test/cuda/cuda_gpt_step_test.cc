@@ -27,9 +27,9 @@
 #include "kernels/kernels.h"
 #include "test/cuda/cuda_test_support.h"
 #include "train/comm/comm_nccl.h"
+#include "train/models/gpt.h"
 #include "train/steps/cpu_gpt_step.h"
 #include "train/steps/cuda_gpt_step.h"
-#include "train/models/gpt.h"
 #include "train/steps/optimizer.h"
 
 namespace {
@@ -149,9 +149,9 @@ void check_pass(const Recipe& r, std::uint64_t seed, bool fuse_bias) {
   const Windows w = windows(r.config, r.rows, seed + 1);
   const std::uint64_t first_row = 5;  // not 0: the masks' positions start at window 5
   step.forward(batch(w, r.rows, first_row));
-  const kernels::LossResult want = model.forward_sums(w.tokens.data(), w.targets.data(), r.rows, r.config.block,
-                                                      1.0f / float(r.tokens()),
-                                                      {r.dropout, dropout_seed(seed), first_row});
+  const kernels::LossResult want =
+      model.forward_sums(w.tokens.data(), w.targets.data(), r.rows, r.config.block, 1.0f / float(r.tokens()),
+                         {r.dropout, dropout_seed(seed), first_row});
   const std::span<const float> logits = model.logits();
   CHECK(scaled_error(step.logits(), std::vector<float>(logits.begin(), logits.end())) < kLogitsBound);
   step.backward();
@@ -194,8 +194,7 @@ TEST_CASE("cuda gpt step: fp32 matches Gpt's pass and CpuGptStep's steps, withou
   }
 }
 
-TEST_CASE("cuda gpt step: fp32 with dropout 0.1 matches too (the same counter-based masks)" *
-          doctest::skip(no_gpu())) {
+TEST_CASE("cuda gpt step: fp32 with dropout 0.1 matches too (the same counter-based masks)" * doctest::skip(no_gpu())) {
   for (bool fuse_bias : {true, false}) {
     const std::uint64_t seed = fresh_seed();
     CAPTURE(seed);
@@ -242,8 +241,7 @@ TEST_CASE("cuda gpt step: evaluate() gives CpuGptStep's loss sum and correct cou
     w.targets[row] = static_cast<std::int32_t>(std::max_element(z, z + V) - z);
   }
   auto cpu_model = cpu_step(r, seed);
-  CudaGptStep gpu_model(r.config, r.opt, gpu_options(r, seed, cuda::Precision::kFp32),
-                        initial_params(r.config, seed));
+  CudaGptStep gpu_model(r.config, r.opt, gpu_options(r, seed, cuda::Precision::kFp32), initial_params(r.config, seed));
   const StepLoss cpu = cpu_model.evaluate(batch(w, r.eval_rows, 0)), gpu = gpu_model.evaluate(batch(w, r.eval_rows, 0));
   // Equal, but for rows where the target ties another logit for the maximum to within the logits'
   // bound: there the first arg-max may go either way by rounding alone (almost always none).
@@ -293,8 +291,7 @@ TEST_CASE("cuda gpt step: train_step() queues the same step as the phases" * doc
   CHECK(scaled_error(queued.parameters(), phases.parameters()) < kStepBound);
 }
 
-TEST_CASE("cuda gpt step: its state through host memory continues the training bit for bit" *
-          doctest::skip(no_gpu())) {
+TEST_CASE("cuda gpt step: its state through host memory continues the training bit for bit" * doctest::skip(no_gpu())) {
   const std::uint64_t seed = fresh_seed();
   CAPTURE(seed);
   const Recipe r = recipe(0.1f);
@@ -356,8 +353,10 @@ TEST_CASE("cuda gpt step: a one-rank NCCL gradient reduction changes no bit" * d
   CHECK(reduced.parameters() == alone.parameters());
 }
 
-TEST_CASE("cuda gpt step: the optimizer sharded over a one-rank NCCL communicator: the replicated step's norms, "
-          "parameters and state, bit for bit" * doctest::skip(no_gpu())) {
+TEST_CASE(
+    "cuda gpt step: the optimizer sharded over a one-rank NCCL communicator: the replicated step's norms, "
+    "parameters and state, bit for bit" *
+    doctest::skip(no_gpu())) {
   // One rank holds the one shard: what this checks is the sharded path's own code (the
   // reduce-scatter into the shard, the norm by blocks through an all-reduce, the update of the
   // shard's runs, the all-gather, the bf16 copy refreshed after it, the state's way through the

@@ -58,15 +58,16 @@ Operands random_operands(int m, int n, int k, bool ta, bool tb, std::uint64_t se
 }
 std::vector<double> reference_product(const Operands& o) {
   std::vector<double> c(std::size_t(o.m) * o.n);
-  kernels::make_reference_kernels<double>()->gemm(o.ta, o.tb, o.m, o.n, o.k, 1.0, o.a.data(), o.lda, o.b.data(),
-                                                  o.ldb, 0.0, c.data(), o.ldc);
+  kernels::make_reference_kernels<double>()->gemm(o.ta, o.tb, o.m, o.n, o.k, 1.0, o.a.data(), o.lda, o.b.data(), o.ldb,
+                                                  0.0, c.data(), o.ldc);
   return c;
 }
 std::vector<float> as_float(const std::vector<double>& x) { return std::vector<float>(x.begin(), x.end()); }
 
 // ---- products ----------------------------------------------------------------------------------
 
-TEST_CASE("cuda: gemm (fp32 and tf32) matches the reference, every transpose, alpha and beta" * doctest::skip(no_gpu())) {
+TEST_CASE("cuda: gemm (fp32 and tf32) matches the reference, every transpose, alpha and beta" *
+          doctest::skip(no_gpu())) {
   for (bool tf32 : {false, true}) {
     auto k = cuda::make_cuda_kernels({tf32, false, nullptr});
     for (int t = 0; t < 4; ++t) {
@@ -134,7 +135,11 @@ struct LinearCase {
   std::vector<double> x, w, bias;
 };
 LinearCase random_linear(int rows, int in, int out, std::uint64_t seed) {
-  return {rows, in, out, uniform<double>(std::size_t(rows) * in, seed), uniform<double>(std::size_t(out) * in, seed + 1),
+  return {rows,
+          in,
+          out,
+          uniform<double>(std::size_t(rows) * in, seed),
+          uniform<double>(std::size_t(out) * in, seed + 1),
           uniform<double>(out, seed + 2)};
 }
 
@@ -207,7 +212,8 @@ void check_activation_epilogues(bool relu) {
   auto dx = to_device(x_t), dw = to_device(w_t), db = to_device(bias_t);
   DeviceBuffer<T> da(z.size());
   const std::int64_t aux_ld = relu ? cuda::relu_mask_ld(c.out) : cuda::gelu_aux_ld(c.out);
-  DeviceBuffer<std::uint8_t> aux(relu ? cuda::relu_mask_bytes(c.rows, c.out) : std::size_t(aux_ld) * c.rows * sizeof(T));
+  DeviceBuffer<std::uint8_t> aux(relu ? cuda::relu_mask_bytes(c.rows, c.out)
+                                      : std::size_t(aux_ld) * c.rows * sizeof(T));
   cuda::LtMatmul lt(false, false);
   MatmulArgs fwd{false, true, c.rows, c.out, c.in, dx.data(), c.in, dw.data(), c.in, da.data(), c.out};
   fwd.ab_type = fwd.c_type = type;
@@ -298,8 +304,8 @@ TEST_CASE("cuda: bf16 bias_activation_forward and activation_backward round as s
   const auto z16 = to_bf16(uniform<float>(std::size_t(rows) * cols, seed, -3, 3));
   const auto bias16 = to_bf16(uniform<float>(cols, seed + 1));
   const auto dout16 = to_bf16(uniform<float>(z16.size(), seed + 2));
-  std::vector<double> z = to_double(z16), bias = to_double(bias16), dout = to_double(dout16), a(z.size()),
-                      dz(z.size()), dbias(cols);
+  std::vector<double> z = to_double(z16), bias = to_double(bias16), dout = to_double(dout16), a(z.size()), dz(z.size()),
+                      dbias(cols);
   ref->bias_activation_forward(Activation::kGelu, rows, cols, bias.data(), z.data(), a.data(), kDropouts[1]);
   auto d_z = to_device(z16), d_bias = to_device(bias16), d_dout = to_device(dout16);
   DeviceBuffer<bf16> d_a(z.size()), d_dz(z.size());
@@ -388,19 +394,19 @@ TEST_CASE("cuda: softmax_cross_entropy matches the reference (loss, correct, gra
       std::mt19937 rng(static_cast<unsigned>(seed));
       for (auto& l : labels) l = static_cast<std::int32_t>(rng() % classes);
       std::vector<float> dlogits(logits.size());
-      const auto want = ref->softmax_cross_entropy(rows, classes, logits.data(), labels.data(), smoothing,
-                                                   1.0f / rows, dlogits.data());
+      const auto want = ref->softmax_cross_entropy(rows, classes, logits.data(), labels.data(), smoothing, 1.0f / rows,
+                                                   dlogits.data());
       auto d_logits = to_device(logits);
       auto d_labels = to_device(labels);
       DeviceBuffer<float> d_dlogits(logits.size());
-      const auto got = k->softmax_cross_entropy(rows, classes, d_logits.data(), d_labels.data(), smoothing,
-                                                1.0f / rows, d_dlogits.data());
+      const auto got = k->softmax_cross_entropy(rows, classes, d_logits.data(), d_labels.data(), smoothing, 1.0f / rows,
+                                                d_dlogits.data());
       CHECK(got.loss_sum == doctest::Approx(want.loss_sum).epsilon(1e-5));
       CHECK(got.correct == want.correct);
       CHECK(scaled_error(to_host(d_dlogits.data(), dlogits.size()), dlogits) < 1e-5);
       // Evaluation: no gradient, the same sums.
-      const auto eval = k->softmax_cross_entropy(rows, classes, d_logits.data(), d_labels.data(), smoothing, 1.0f,
-                                                 nullptr);
+      const auto eval =
+          k->softmax_cross_entropy(rows, classes, d_logits.data(), d_labels.data(), smoothing, 1.0f, nullptr);
       CHECK(eval.loss_sum == got.loss_sum);
     }
   }

@@ -1,7 +1,7 @@
 // The GPU training step against the CPU step (CpuMlpStep, the trainer's), both driven through
-// TrainStep as the training loop drives them, from the same initial parameters on the same random batches: fp32 with and without
-// dropout, with and without the fused epilogues; bf16 within its precision; evaluation; and the
-// gradient reduction through a one-rank NCCL communicator.
+// TrainStep as the training loop drives them, from the same initial parameters on the same random batches: fp32 with
+// and without dropout, with and without the fused epilogues; bf16 within its precision; evaluation; and the gradient
+// reduction through a one-rank NCCL communicator.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -10,9 +10,9 @@
 #include "kernels/kernels.h"
 #include "test/cuda/cuda_test_support.h"
 #include "train/comm/comm_nccl.h"
+#include "train/models/mlp.h"
 #include "train/steps/cpu_mlp_step.h"
 #include "train/steps/cuda_mlp_step.h"
-#include "train/models/mlp.h"
 #include "train/steps/optimizer.h"
 
 namespace {
@@ -120,7 +120,8 @@ TEST_CASE("cuda step: fp32 follows the CPU path step by step (dropout on and off
       double scale = 0;
       for (float p : cpu.params) scale = std::max(scale, double(std::abs(p)));
       std::size_t apart = 0;
-      for (std::size_t i = 0; i < cpu.params.size(); ++i) apart += std::abs(gpu.params[i] - cpu.params[i]) > 1e-4 * scale;
+      for (std::size_t i = 0; i < cpu.params.size(); ++i)
+        apart += std::abs(gpu.params[i] - cpu.params[i]) > 1e-4 * scale;
       CHECK(apart <= cpu.params.size() / 1000);
       CHECK(gpu.eval_loss == doctest::Approx(cpu.eval_loss).epsilon(1e-4));
     }

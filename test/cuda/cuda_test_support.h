@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -65,6 +65,5 @@ double scaled_error(const std::vector<A>& got, const std::vector<B>& want) {
   }
   return worst / scale;
 }
-
 
 }  // namespace slurm_train::cuda_test

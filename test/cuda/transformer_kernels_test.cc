@@ -223,8 +223,7 @@ TEST_CASE("cuda transformer: residual_forward (fp32 bit-identical, bf16 within o
 
   const auto a16 = to_bf16(a), b16 = to_bf16(b);
   std::vector<double> want16(n);
-  kernels::residual_forward(static_cast<std::int64_t>(n), to_double(a16).data(), to_double(b16).data(),
-                            want16.data());
+  kernels::residual_forward(static_cast<std::int64_t>(n), to_double(a16).data(), to_double(b16).data(), want16.data());
   auto d_a16 = to_device(a16), d_b16 = to_device(b16);
   DeviceBuffer<bf16> d_out16(n);
   cuda::residual_forward(n, d_a16.data(), d_b16.data(), d_out16.data(), nullptr);
@@ -289,9 +288,9 @@ TEST_CASE("cuda transformer: cross_entropy_forward_backward matches the referenc
     const double loss_sum =
         ref->softmax_cross_entropy(rows, V, logits_d.data(), targets.data(), 0.0f, grad_scale, dlogits.data()).loss_sum;
     for (int r = 0; r < rows; ++r)
-      row_loss[r] = ref->softmax_cross_entropy(1, V, logits_d.data() + std::size_t(r) * V, targets.data() + r, 0.0f,
-                                               1.0, nullptr)
-                        .loss_sum;
+      row_loss[r] =
+          ref->softmax_cross_entropy(1, V, logits_d.data() + std::size_t(r) * V, targets.data() + r, 0.0f, 1.0, nullptr)
+              .loss_sum;
 
     auto d_logits = to_device(logits);
     auto d_targets = to_device(targets);
@@ -412,8 +411,8 @@ struct AttentionShape {
 };
 // Head sizes 16, 128 (the largest), 48 and 5 (not multiples of the warp); T odd, below one block
 // of queries (5), and across several key tiles with a remainder (130).
-constexpr AttentionShape kAttentionShapes[] = {{2, 37, 64, 4}, {2, 37, 256, 2}, {1, 130, 128, 1},
-                                               {2, 5, 96, 2},  {3, 45, 40, 8}};
+constexpr AttentionShape kAttentionShapes[] = {
+    {2, 37, 64, 4}, {2, 37, 256, 2}, {1, 130, 128, 1}, {2, 5, 96, 2}, {3, 45, 40, 8}};
 
 // The per-row log-sum-exp of the scaled causal scores, in double: what the forward kernel keeps.
 std::vector<double> reference_logsumexp(const AttentionShape& s, const std::vector<double>& qkv) {
@@ -499,8 +498,8 @@ TEST_CASE("cuda transformer: attention_backward matches the reference (dq, dk, d
 TEST_CASE("cuda transformer: attention refuses a head size above the largest it takes, and C not a multiple of H" *
           doctest::skip(no_gpu())) {
   DeviceBuffer<float> buffer(1);
-  CHECK_THROWS_AS(cuda::attention_forward(1, 4, 2 * (cuda::kMaxAttentionHeadSize + 1), 2, buffer.data(),
-                                          buffer.data(), buffer.data(), nullptr),
+  CHECK_THROWS_AS(cuda::attention_forward(1, 4, 2 * (cuda::kMaxAttentionHeadSize + 1), 2, buffer.data(), buffer.data(),
+                                          buffer.data(), nullptr),
                   std::invalid_argument);
   CHECK_THROWS_AS(cuda::attention_backward(1, 4, 66, 4, buffer.data(), buffer.data(), buffer.data(), buffer.data(),
                                            buffer.data(), buffer.data(), nullptr),

@@ -64,7 +64,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::abort();
   }
   if (config_as_toml(again) != text) {
-    std::fprintf(stderr, "config_as_toml does not round-trip:\n%s\n---\n%s\n", text.c_str(), config_as_toml(again).c_str());
+    std::fprintf(stderr, "config_as_toml does not round-trip:\n%s\n---\n%s\n", text.c_str(),
+                 config_as_toml(again).c_str());
     std::abort();
   }
   return 0;

@@ -16,8 +16,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cstring>
@@ -57,8 +57,10 @@ long closed_within(int fd, int ms) {
 }
 
 void report(const std::string& what, long ms) {
-  if (ms >= 0) std::printf("%s: closed by rank 0 after %ld ms\n", what.c_str(), ms);
-  else std::printf("%s: still open\n", what.c_str());
+  if (ms >= 0)
+    std::printf("%s: closed by rank 0 after %ld ms\n", what.c_str(), ms);
+  else
+    std::printf("%s: still open\n", what.c_str());
   std::fflush(stdout);
 }
 

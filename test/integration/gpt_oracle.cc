@@ -15,8 +15,8 @@
 
 #include "kernels/elementwise.h"
 #include "kernels/kernels.h"
-#include "train/models/gpt.h"
 #include "train/io/h5.h"
+#include "train/models/gpt.h"
 #include "train/steps/optimizer.h"
 
 using namespace slurm_train;
@@ -45,8 +45,8 @@ int main(int argc, char** argv) {
     gpt.backward();
 
     h5::Handle file = h5::create_file(path);
-    h5::write_int64_list_attribute(file, "config", {config.vocab, config.block, config.layers, config.heads, config.embd},
-                                   path);
+    h5::write_int64_list_attribute(file, "config",
+                                   {config.vocab, config.block, config.layers, config.heads, config.embd}, path);
     h5::write_double_attribute(file, "loss", loss, path);
     h5::write_uint8(file, "/tokens", {B, T}, tokens8.data(), path);
     h5::write_uint8(file, "/targets", {B, T}, targets8.data(), path);
@@ -68,7 +68,8 @@ int main(int argc, char** argv) {
     adamw.weight_decay = 0.1f;
     Optimizer optimizer(adamw, gpt_decay_layout(gpt.layout()), gpt.params().size());
     // Half the first norm: the clip binds on the first step at least, whatever the batch.
-    const auto clip_norm = static_cast<float>(0.5 * std::sqrt(kernels->sum_of_squares(gpt.grads().size(), gpt.grads().data())));
+    const auto clip_norm =
+        static_cast<float>(0.5 * std::sqrt(kernels->sum_of_squares(gpt.grads().size(), gpt.grads().data())));
     h5::write_double_attribute(file, "clip_norm", clip_norm, path);
     for (std::uint64_t step = 0; step < 3; ++step) {
       if (step > 0) {

@@ -5,8 +5,8 @@
 // (/losses) written to --out for gpt_trajectory.py, which runs PyTorch from the same
 // parameters on the same batch. Where two runs part, this says whether the step differs or only
 // the starting point did.
-#include <CLI/CLI.hpp>
 #include <hdf5.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdint>
 #include <cstdio>
@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "kernels/kernels.h"
-#include "train/steps/cpu_gpt_step.h"
-#include "train/models/gpt.h"
 #include "train/io/h5.h"
+#include "train/models/gpt.h"
+#include "train/steps/cpu_gpt_step.h"
 
 using namespace slurm_train;
 
@@ -79,8 +79,10 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  CLI::App app{"the engine's GPT step from its initial parameters on one repeated random batch, for "
-               "gpt_trajectory.py", "gpt_trajectory"};
+  CLI::App app{
+      "the engine's GPT step from its initial parameters on one repeated random batch, for "
+      "gpt_trajectory.py",
+      "gpt_trajectory"};
   app.add_option("--vocab", o.model.vocab)->capture_default_str();
   app.add_option("--seq", o.model.block, "sequence length (the block size)")->capture_default_str();
   app.add_option("--layers", o.model.layers)->capture_default_str();

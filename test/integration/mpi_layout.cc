@@ -56,13 +56,12 @@ int main(int argc, char** argv) {
   char host[64] = {};
   gethostname(host, sizeof host - 1);
   char line[kLineLength];
-  std::snprintf(line, sizeof line, "rank %d/%d host %s procid %s localid %s gpus %s cpus %s", rank,
-                size, host, env_or("SLURM_PROCID", "-"), env_or("SLURM_LOCALID", "-"),
-                env_or("CUDA_VISIBLE_DEVICES", "-"), allowed_cpus().c_str());
+  std::snprintf(line, sizeof line, "rank %d/%d host %s procid %s localid %s gpus %s cpus %s", rank, size, host,
+                env_or("SLURM_PROCID", "-"), env_or("SLURM_LOCALID", "-"), env_or("CUDA_VISIBLE_DEVICES", "-"),
+                allowed_cpus().c_str());
 
   std::vector<char> lines(rank == 0 ? static_cast<std::size_t>(size) * kLineLength : 0);
-  MPI_CHECK(MPI_Gather(line, kLineLength, MPI_CHAR, lines.data(), kLineLength, MPI_CHAR, 0,
-                       MPI_COMM_WORLD));
+  MPI_CHECK(MPI_Gather(line, kLineLength, MPI_CHAR, lines.data(), kLineLength, MPI_CHAR, 0, MPI_COMM_WORLD));
 
   long contribution = rank + 1, sum = 0;
   MPI_CHECK(MPI_Allreduce(&contribution, &sum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));

@@ -34,7 +34,7 @@ double relative_error(const std::vector<float>& a, const std::vector<double>& b)
 
 TEST_CASE("attention: products and the softmax between them match the reference loops, forward and backward") {
   for (const auto [B, T, C, H] : {std::array{2, 7, 12, 3}, std::array{1, 33, 32, 4}, std::array{3, 1, 8, 2},
-                                    std::array{1, 150, 16, 2}}) {  // blocks of 64 rows, the last partial
+                                  std::array{1, 150, 16, 2}}) {  // blocks of 64 rows, the last partial
     CAPTURE(T);
     const std::size_t nqkv = static_cast<std::size_t>(B) * T * 3 * C, nout = static_cast<std::size_t>(B) * T * C,
                       nprobs = static_cast<std::size_t>(B) * H * T * T;

@@ -11,20 +11,20 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <future>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <numeric>
 #include <thread>
 
-#include "train/comm/comm.h"
 #include "test/unit/test_support.h"
 #include "train/checkpoint/checkpoint_file.h"
 #include "train/checkpoint/checkpoint_resume.h"
 #include "train/checkpoint/checkpoint_store.h"
-#include "train/io/durable_file.h"
 #include "train/checkpoint/checkpoint_writer.h"
+#include "train/comm/comm.h"
+#include "train/io/durable_file.h"
 #include "train/io/h5.h"
 
 using namespace slurm_train;
@@ -97,7 +97,9 @@ TEST_CASE("checkpoint file: everything written reads back bit for bit, SGD and A
   }
 }
 
-TEST_CASE("checkpoint file: a flipped byte is reported with the file and dataset, a truncation with the file and both sizes") {
+TEST_CASE(
+    "checkpoint file: a flipped byte is reported with the file and dataset, a truncation with the file and both "
+    "sizes") {
   TempDir dir;
   const std::string path = dir.path + "/c.h5";
   write_checkpoint_file(path, sample_state(3));
@@ -179,7 +181,8 @@ TEST_CASE("checkpoint writer: a background write's error reaches the training th
   int writes = 0;
   CheckpointWriter writer(true, [&](const CheckpointState& s) {
     ++writes;
-    if (s.counters.step == 2) throw CheckpointWriteError("cannot write the checkpoint '/x/step-00000002.h5': disk full");
+    if (s.counters.step == 2)
+      throw CheckpointWriteError("cannot write the checkpoint '/x/step-00000002.h5': disk full");
   });
   auto step = [](std::uint64_t n) { return [n](CheckpointState& s) { s.counters.step = n; }; };
   writer.submit(step(1));
@@ -287,7 +290,8 @@ TEST_CASE("checkpoint resume: a step beyond the run's schedule, or counters that
   CHECK(checkpoint_mismatch(s, t).empty());
   CheckpointState bad = s;
   bad.counters.step = ~std::uint64_t{0};
-  CHECK(checkpoint_mismatch(bad, t) == "its /train/step is 18446744073709551615 but this run has 100 steps (expected 0 to 100)");
+  CHECK(checkpoint_mismatch(bad, t) ==
+        "its /train/step is 18446744073709551615 but this run has 100 steps (expected 0 to 100)");
   t.total_steps = 25;  // a finished run's last checkpoint
   CHECK(checkpoint_mismatch(s, t).empty());
   t.total_steps = 24;
@@ -301,7 +305,8 @@ TEST_CASE("checkpoint resume: a step beyond the run's schedule, or counters that
   CHECK(checkpoint_mismatch(bad, t) == "its /train/batch_in_epoch is 9 but step 25 at 10 batches per epoch is batch 5");
   bad = s;
   bad.counters.samples_seen = 1;
-  CHECK(checkpoint_mismatch(bad, t) == "its /train/samples_seen is 1 but step 25 of global batches of 32 is 800 samples");
+  CHECK(checkpoint_mismatch(bad, t) ==
+        "its /train/samples_seen is 1 but step 25 of global batches of 32 is 800 samples");
   bad = s;
   bad.counters.optimizer_steps = 3;
   CHECK(checkpoint_mismatch(bad, t) == "its /optimizer/step_count is 3 but its /train/step is 25 (expected equal)");
@@ -387,7 +392,8 @@ TEST_CASE("checkpoint file: tensors of several read pieces verify, and a flip in
   write_checkpoint_file(path, s);
   CHECK(read_checkpoint_file(path).params == s.params);
   flip_byte(path, data_offset(path, "/model/layer1.weight") + (std::uintmax_t{17} << 19));  // at 8.5 MiB: a later piece
-  testing::check_refused<CheckpointError>([&] { read_checkpoint_file(path); }, "/model/layer1.weight: checksum mismatch");
+  testing::check_refused<CheckpointError>([&] { read_checkpoint_file(path); },
+                                          "/model/layer1.weight: checksum mismatch");
 }
 
 namespace {

@@ -66,7 +66,8 @@ TEST_CASE("checkpoint owner: stale when it is this job, a gone process of this h
   CHECK(stale_owner_reason(other_host, me, {true, std::nullopt}).empty());
   CHECK(stale_owner_reason(other_host, me, {true, false}) == "Slurm says job 99 has ended");
   const CheckpointOwner requeued{"100", "0", "node2", 40, 1000};
-  CHECK(stale_owner_reason(requeued, me, {true, true}) == "it is this job's own record (job 100 requeued or restarted)");
+  CHECK(stale_owner_reason(requeued, me, {true, true}) ==
+        "it is this job's own record (job 100 requeued or restarted)");
   // Made-up local job ids are never "the same job".
   const CheckpointOwner local{"local-1", "", "node2", 40, 1000};
   CHECK(stale_owner_reason(local, {"local-1", "", "node1", 50, 2000}, {true, std::nullopt}).empty());
@@ -94,9 +95,8 @@ TEST_CASE("checkpoint owner: a second run is refused naming the owner; a stale o
   fs::remove(dir / "owner");
   REQUIRE(claim_checkpoint_folder(dir, elsewhere, no_slurm).granted);
   touch(dir / "step-00000010.h5.tmp-another-host-77");  // the ended owner's partial checkpoint
-  const FolderClaim ended = claim_checkpoint_folder(dir, second, [](const std::string& job) {
-    return std::optional<bool>(job != "11");
-  });
+  const FolderClaim ended =
+      claim_checkpoint_folder(dir, second, [](const std::string& job) { return std::optional<bool>(job != "11"); });
   CHECK(ended.granted);
   CHECK(ended.message.find("taking over the checkpoint folder") != std::string::npos);
   CHECK(ended.message.find("Slurm says job 11 has ended") != std::string::npos);

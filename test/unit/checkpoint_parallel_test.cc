@@ -116,12 +116,18 @@ TEST_CASE("shard parts: a missing file, or a part past its tensor's end, is name
   const std::vector<TensorPiece> pieces = create_checkpoint_file(path, meta_of(whole));
   const float data[30] = {};
   testing::check_refused<CheckpointWriteError>(
-      [&] { write_shard_parts(dir.path + "/none.h5", pieces, {{0, 0, 1, data}}, 1); },
-      "cannot open '" + dir.path + "/none.h5' for writing: No such file or directory (is the folder on storage that "
-      "every node shares?)");
+      [&] {
+        write_shard_parts(dir.path + "/none.h5", pieces, {{0, 0, 1, data}}, 1);
+      },
+      "cannot open '" + dir.path +
+          "/none.h5' for writing: No such file or directory (is the folder on storage that "
+          "every node shares?)");
   // layer1.bias (tensor 1) holds 4 elements: elements 2 to 6 pass its end.
-  testing::check_refused<CheckpointWriteError>([&] { write_shard_parts(path, pieces, {{1, 2, 4, data}}, 1); },
-                                               "elements 2 to 6 of /model/layer1.bias, which holds 4");
+  testing::check_refused<CheckpointWriteError>(
+      [&] {
+        write_shard_parts(path, pieces, {{1, 2, 4, data}}, 1);
+      },
+      "elements 2 to 6 of /model/layer1.bias, which holds 4");
 }
 
 TEST_CASE("crc32 combine: the checksums of two parts give the whole's") {
@@ -189,7 +195,8 @@ TEST_CASE("parallel checkpoint: a world of one commits it with the serial write'
   TempDir dir;
   const auto comm = make_single_process_comm();
   const CheckpointState whole = whole_state();
-  const std::string path = save_checkpoint_parallel(*comm, dir.path + "/ck", meta_of(whole), shard_of(whole, 0, 43), {2, 0});
+  const std::string path =
+      save_checkpoint_parallel(*comm, dir.path + "/ck", meta_of(whole), shard_of(whole, 0, 43), {2, 0});
   CHECK(path == dir.path + "/ck/step-00000020.h5");
   CHECK(verify_checkpoint_file(path).empty());
   CHECK(read_checkpoint_file(path).second == whole.second);
@@ -203,5 +210,6 @@ TEST_CASE("parallel checkpoint: a world of one commits it with the serial write'
   fs::create_directories(dir.path + "/file");
   std::ofstream(dir.path + "/file/ck") << "not a folder";
   testing::check_refused<CheckpointWriteError>(
-      [&] { save_checkpoint_parallel(*comm, dir.path + "/file/ck", meta_of(whole), shard_of(whole, 0, 43), {}); }, dir.path + "/file/ck");
+      [&] { save_checkpoint_parallel(*comm, dir.path + "/file/ck", meta_of(whole), shard_of(whole, 0, 43), {}); },
+      dir.path + "/file/ck");
 }

@@ -34,12 +34,13 @@ TEST_CASE("checkpoint policy: keep the newest N plus every K-th step") {
   CHECK(checkpoints_to_remove({10, 20, 30, 40, 50}, 2, 0) == V{30, 20, 10});
   CHECK(checkpoints_to_remove({50, 10, 40, 20, 30}, 2, 20) == V{30, 10});
   CHECK(checkpoints_to_remove({10, 20}, 3, 0).empty());
-  CHECK(checkpoints_to_remove({10, 20, 30}, 0, 0).empty());  // 0: keep all
+  CHECK(checkpoints_to_remove({10, 20, 30}, 0, 0).empty());   // 0: keep all
   CHECK(checkpoints_to_remove({10, 10, 20}, 1, 0) == V{10});  // duplicates count once
 }
 
 TEST_CASE("checkpoint policy: the newest valid checkpoint wins, each refusal is reported, nothing when none loads") {
-  std::map<std::uint64_t, std::string> refusals = {{30, "truncated"}, {20, "checksum mismatch in /model/layer1.weight"}};
+  std::map<std::uint64_t, std::string> refusals = {{30, "truncated"},
+                                                   {20, "checksum mismatch in /model/layer1.weight"}};
   std::vector<std::string> warnings;
   std::vector<std::uint64_t> tried;
   auto try_load = [&](std::uint64_t step) {

@@ -86,12 +86,17 @@ TEST_CASE("config: the launcher's [run] keys: in a file, by their own variables,
 }
 
 TEST_CASE("config: a table header without a name is refused with its place (toml++ 3.3 would abort)") {
-  for (const auto& [text, place] : std::vector<std::pair<std::string, std::string>>{
-           {"[#x]\n", ":1:2: "}, {"[train]\nlr = 0.1\n  [ =x]\n", ":3:5: "}, {"[[,x]]\n", ":1:3: "},
-           {"[\n[ata*\n", ":1:2: "}, {"[ \r\n", ":1:3: "}}) {
+  for (const auto& [text, place] :
+       std::vector<std::pair<std::string, std::string>>{{"[#x]\n", ":1:2: "},
+                                                        {"[train]\nlr = 0.1\n  [ =x]\n", ":3:5: "},
+                                                        {"[[,x]]\n", ":1:3: "},
+                                                        {"[\n[ata*\n", ":1:2: "},
+                                                        {"[ \r\n", ":1:3: "}}) {
     const std::string file = write_temp(text);
     RunConfig c;
-    CHECK(error_of([&] { apply_config_file(c, file); }).starts_with(file + place + "a table header must start with a name"));
+    CHECK(error_of([&] {
+            apply_config_file(c, file);
+          }).starts_with(file + place + "a table header must start with a name"));
     std::remove(file.c_str());
   }
   // What the parser checks by assertion is an error about the file too.
@@ -105,16 +110,21 @@ TEST_CASE("config: a table header without a name is refused with its place (toml
   const std::string accent = write_temp("ses\xcd\x91[T \n");
   RunConfig r;
   CHECK(error_of([&] { apply_config_file(r, accent); }) ==
-        accent + ":1:4: a character that is not ASCII outside a string or comment (TOML allows them only in quoted "
-                 "strings and comments)");
+        accent +
+            ":1:4: a character that is not ASCII outside a string or comment (TOML allows them only in quoted "
+            "strings and comments)");
   std::remove(accent.c_str());
   // A '[' or UTF-8 in a comment or a string, on one line or several, is fine.
-  const std::string fine = write_temp("# [#x] \xc3\xa9\n[data]\ntrain = \"[#x]\"\nfeatures = \"/donn\xc3\xa9" "es\"\ntest = \"\"\"\n[#x]\n\"\"\"\n"
-                                      "labels = \'\'\'\n[=x]\'\'\'\n[ \"model\" ]\nhidden = [\n  1,\n]\n");
+  const std::string fine = write_temp(
+      "# [#x] \xc3\xa9\n[data]\ntrain = \"[#x]\"\nfeatures = \"/donn\xc3\xa9"
+      "es\"\ntest = \"\"\"\n[#x]\n\"\"\"\n"
+      "labels = \'\'\'\n[=x]\'\'\'\n[ \"model\" ]\nhidden = [\n  1,\n]\n");
   RunConfig c;
   apply_config_file(c, fine);
   CHECK(c.data.train == "[#x]");
-  CHECK(c.data.features == "/donn\xc3\xa9" "es");
+  CHECK(c.data.features ==
+        "/donn\xc3\xa9"
+        "es");
   CHECK(c.data.test == "[#x]\n");
   CHECK(c.data.labels == "[=x]");
   CHECK(c.model.hidden == std::vector<int>{1});
@@ -123,15 +133,23 @@ TEST_CASE("config: a table header without a name is refused with its place (toml
 
 TEST_CASE("config: a text value from the command line or the environment must be UTF-8") {
   RunConfig c;
-  apply_config_override(c, "ckpt.dir", "/scratch/donn\xc3\xa9" "es/\xf0\x9f\x93\x81");
-  CHECK(c.ckpt.dir == "/scratch/donn\xc3\xa9" "es/\xf0\x9f\x93\x81");
+  apply_config_override(c, "ckpt.dir",
+                        "/scratch/donn\xc3\xa9"
+                        "es/\xf0\x9f\x93\x81");
+  CHECK(c.ckpt.dir ==
+        "/scratch/donn\xc3\xa9"
+        "es/\xf0\x9f\x93\x81");
   CHECK(error_of([&] { apply_config_override(c, "ckpt.dir", "/scratch/c\xb0x"); }) ==
         "ckpt.dir: byte 11 of the value (0xb0) is not UTF-8 (expected UTF-8 text)");
-  CHECK(error_of([&] { apply_config_override(c, "ckpt.dir", "\xc0\xaf"); }).find("byte 1 ") != std::string::npos);  // overlong
-  CHECK(error_of([&] { apply_config_override(c, "ckpt.dir", "\xed\xa0\x80"); }).find("byte 1 ") != std::string::npos);  // surrogate
+  CHECK(error_of([&] { apply_config_override(c, "ckpt.dir", "\xc0\xaf"); }).find("byte 1 ") !=
+        std::string::npos);  // overlong
+  CHECK(error_of([&] { apply_config_override(c, "ckpt.dir", "\xed\xa0\x80"); }).find("byte 1 ") !=
+        std::string::npos);  // surrogate
   CHECK(error_of([&] { apply_config_environment(c, {"SLURM_TRAIN_DATA_TRAIN=x\xe2\x82"}); }) ==
         "data.train: byte 2 of the value (0xe2) is not UTF-8 (expected UTF-8 text)");
-  CHECK(c.ckpt.dir == "/scratch/donn\xc3\xa9" "es/\xf0\x9f\x93\x81");
+  CHECK(c.ckpt.dir ==
+        "/scratch/donn\xc3\xa9"
+        "es/\xf0\x9f\x93\x81");
 }
 
 TEST_CASE("config: unknown keys name the nearest, with the file position") {
@@ -149,8 +167,9 @@ TEST_CASE("config: unknown keys name the nearest, with the file position") {
   CHECK(nearest_config_key("batch_size") == "train.global_batch");
   CHECK(nearest_config_key("max_grad_norm") == "train.clip_norm");
   CHECK(nearest_config_key("train.max_stepsx") == "");
-  CHECK(error_of([&] { apply_config_environment(c, {"SLURM_TRAIN_MODEL_HIDDN=[1]"}); }) ==
-        "environment variable SLURM_TRAIN_MODEL_HIDDN: not a configuration key (did you mean SLURM_TRAIN_MODEL_HIDDEN?)");
+  CHECK(
+      error_of([&] { apply_config_environment(c, {"SLURM_TRAIN_MODEL_HIDDN=[1]"}); }) ==
+      "environment variable SLURM_TRAIN_MODEL_HIDDN: not a configuration key (did you mean SLURM_TRAIN_MODEL_HIDDEN?)");
   const std::string section = write_temp("[optimiser]\nlr = 1\n");
   CHECK(error_of([&] { apply_config_file(c, section); }).find("unknown key 'optimiser.lr'") != std::string::npos);
   std::remove(file.c_str());
@@ -174,11 +193,15 @@ TEST_CASE("config: a control character in the file is refused with its place, no
 
 TEST_CASE("config: values of the wrong type say what is expected") {
   RunConfig c;
-  CHECK(error_of([&] { apply_config_override(c, "train.epochs", "many"); }) == "train.epochs = 'many': expected a whole number in [-2147483648, 2147483647]");
-  CHECK(error_of([&] { apply_config_override(c, "train.lr", "1e-3x"); }) == "train.lr = '1e-3x': expected a finite number");
-  CHECK(error_of([&] { apply_config_override(c, "train.nesterov", "maybe"); }) == "train.nesterov = 'maybe': expected true or false");
+  CHECK(error_of([&] { apply_config_override(c, "train.epochs", "many"); }) ==
+        "train.epochs = 'many': expected a whole number in [-2147483648, 2147483647]");
+  CHECK(error_of([&] { apply_config_override(c, "train.lr", "1e-3x"); }) ==
+        "train.lr = '1e-3x': expected a finite number");
+  CHECK(error_of([&] { apply_config_override(c, "train.nesterov", "maybe"); }) ==
+        "train.nesterov = 'maybe': expected true or false");
   const std::string file = write_temp("[model]\nhidden = \"wide\"\n");
-  CHECK(error_of([&] { apply_config_file(c, file); }) == file + ":2:10: model.hidden: expected an array of whole numbers, e.g. [1024, 512]");
+  CHECK(error_of([&] { apply_config_file(c, file); }) ==
+        file + ":2:10: model.hidden: expected an array of whole numbers, e.g. [1024, 512]");
   std::remove(file.c_str());
   apply_config_override(c, "model.hidden", "[16, 8]");
   CHECK(c.model.hidden == std::vector<int>{16, 8});
@@ -233,7 +256,8 @@ TEST_CASE("config: non-finite numbers are refused in every source") {
     CHECK(error_of([&] { apply_config_override(c, "train.eps", text); }) ==
           std::string("train.eps = '") + text + "': expected a finite number");
   const std::string file = write_temp("[train]\nweight_decay = inf\n");
-  CHECK(error_of([&] { apply_config_file(c, file); }) == file + ":2:16: train.weight_decay = inf: expected a finite number");
+  CHECK(error_of([&] { apply_config_file(c, file); }) ==
+        file + ":2:16: train.weight_decay = inf: expected a finite number");
   const std::string nan = write_temp("[model]\ndropout = nan\n");
   CHECK(error_of([&] { apply_config_file(c, nan); }) == nan + ":2:11: model.dropout = nan: expected a finite number");
   CHECK(error_of([&] { apply_config_environment(c, {"SLURM_TRAIN_TRAIN_LR=nan"}); }) ==
@@ -248,7 +272,8 @@ TEST_CASE("config: numbers outside what trains are refused by validation") {
     apply_config_override(c, key, value);
     return validate_config(c);
   };
-  CHECK(problems_with("train.lr", "1e30") == std::vector<std::string>{"train.lr = 1e+30: expected a number in (0, 10]"});
+  CHECK(problems_with("train.lr", "1e30") ==
+        std::vector<std::string>{"train.lr = 1e+30: expected a number in (0, 10]"});
   CHECK(problems_with("train.weight_decay", "1e6") ==
         std::vector<std::string>{"train.weight_decay = 1000000: expected a number in [0, 10]"});
   CHECK(problems_with("train.eps", "0") == std::vector<std::string>{"train.eps = 0: expected a number in (0, 1]"});

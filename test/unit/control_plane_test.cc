@@ -192,8 +192,8 @@ TEST_CASE("control plane: munge payloads keep their fields, and anything else is
 }
 
 TEST_CASE("control plane: munged's socket from slurm.conf's AuthInfo, in any case, comments ignored") {
-  CHECK(munge_socket_in_slurm_conf("ClusterName=c\nAuthType=auth/munge\nAuthInfo=socket=/srv/munge/s,cred_expire=10\n") ==
-        "/srv/munge/s");
+  CHECK(munge_socket_in_slurm_conf(
+            "ClusterName=c\nAuthType=auth/munge\nAuthInfo=socket=/srv/munge/s,cred_expire=10\n") == "/srv/munge/s");
   CHECK(munge_socket_in_slurm_conf("authinfo=cred_expire=30,SOCKET=/run/m.sock # the site's\n") == "/run/m.sock");
   CHECK(munge_socket_in_slurm_conf("NodeName=n1 CPUs=4\nAuthInfo=cred_expire=30\n") == std::nullopt);
   CHECK(munge_socket_in_slurm_conf("#AuthInfo=socket=/old\n") == std::nullopt);
@@ -206,7 +206,8 @@ TEST_CASE("control plane: munged's socket from slurm.conf's AuthInfo, in any cas
   CHECK(munge_socket_for({{"SLURM_CONF", dir.path + "/none.conf"}}) == "");
 }
 
-TEST_CASE("control plane: admission holds a bounded number of strangers per address and in all, and logs each kind once") {
+TEST_CASE(
+    "control plane: admission holds a bounded number of strangers per address and in all, and logs each kind once") {
   ControlAdmission::Limits limits;
   limits.per_source = 3;
   limits.pending = 5;
@@ -234,7 +235,9 @@ TEST_CASE("control plane: admission holds a bounded number of strangers per addr
   CHECK(a.summary() == "1001 connection(s) refused: 1 of another user, 1000 silent");
 }
 
-TEST_CASE("control plane: strangers against a real watchdog are closed and logged once; the job's rank gets in and finishes") {
+TEST_CASE(
+    "control plane: strangers against a real watchdog are closed and logged once; the job's rank gets in and "
+    "finishes") {
   TempDir dir;
   RankLog log0, log1;
   log0.open(dir.path + "/rank-0.log", 0);
@@ -290,11 +293,14 @@ TEST_CASE("control plane: strangers against a real watchdog are closed and logge
   REQUIRE(ranks.size() == 2);
   CHECK(ranks[1].host == "127.0.0.1");
   // Now a second hello for rank 1, even a genuine one, is refused, and the rank stays in.
-  auto session = join_control_plane("127.0.0.1", port, [] {
-    WatchdogFrame h;
-    h.rank = 1;
-    return h;
-  }(), same, 3000);
+  auto session = join_control_plane(
+      "127.0.0.1", port,
+      [] {
+        WatchdogFrame h;
+        h.rank = 1;
+        return h;
+      }(),
+      same, 3000);
   CHECK_FALSE(session);
   hello_again_done.set_value();
   const auto table = root.wait_for_all_finished();
@@ -307,5 +313,7 @@ TEST_CASE("control plane: strangers against a real watchdog are closed and logge
   CHECK(count_of(log, "its hello carried no valid proof") == 1);
   CHECK(count_of(log, "it did not open with a hello of this protocol") == 1);
   CHECK(count_of(log, "it said hello for a rank that is already connected") == 1);
-  CHECK(count_of(log, "watchdog: 5 connection(s) refused: 1 not a hello, 3 without a valid proof, 1 for a rank already connected") == 1);
+  CHECK(count_of(log,
+                 "watchdog: 5 connection(s) refused: 1 not a hello, 3 without a valid proof, 1 for a rank already "
+                 "connected") == 1);
 }

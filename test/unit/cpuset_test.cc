@@ -17,7 +17,8 @@ TEST_CASE("cpuset: kernel list format parses and prints back") {
 }
 
 TEST_CASE("cpuset: bad lists are refused, naming the input") {
-  check_refused<InputError>([] { parse_cpulist("local_cpulist", "3-1"); }, "local_cpulist '3-1': range '3-1' runs backwards");
+  check_refused<InputError>([] { parse_cpulist("local_cpulist", "3-1"); },
+                            "local_cpulist '3-1': range '3-1' runs backwards");
   check_refused<InputError>([] { parse_cpulist("local_cpulist", "0,,1"); }, "expected a whole number");
   check_refused<InputError>([] { parse_cpulist("local_cpulist", "a-b"); }, "local_cpulist CPU id 'a'");
   check_refused<InputError>([] { parse_cpulist("l", "0-70000"); }, "from 0 to 65535");
@@ -26,7 +27,8 @@ TEST_CASE("cpuset: bad lists are refused, naming the input") {
 
 TEST_CASE("text: values are checked for length and characters") {
   check_text("v", "abc", 3);
-  check_refused<InputError>([] { check_text("--train-bind", "abcd", 3); }, "--train-bind 'abcd' is 4 characters long (at most 3)");
+  check_refused<InputError>([] { check_text("--train-bind", "abcd", 3); },
+                            "--train-bind 'abcd' is 4 characters long (at most 3)");
   check_refused<InputError>([] { check_text("v", "a\nb", 10); }, "v 'a\\x0ab' contains a newline");
   check_refused<InputError>([] { check_text("v", std::string("a\0b", 3), 10); }, "contains a control character");
   check_refused<InputError>([] { check_text("v", "a b", 10); }, "contains a space");

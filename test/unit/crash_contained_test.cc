@@ -56,9 +56,11 @@ TEST_CASE("crash_in_child: a child that exits on its own before finishing is a c
 
 TEST_CASE("crash_in_child: a read that does not finish in time is stopped and named") {
   const auto start = std::chrono::steady_clock::now();
-  const auto hung = crash_in_child([] {
-    for (;;) pause();
-  }, 200ms);
+  const auto hung = crash_in_child(
+      [] {
+        for (;;) pause();
+      },
+      200ms);
   REQUIRE(hung.has_value());
   CHECK(*hung == "was stopped after 0.2 s without finishing");
   CHECK(std::chrono::steady_clock::now() - start < 5s);
@@ -75,11 +77,13 @@ TEST_CASE("crash_in_child: the child dies with the process that started it") {
     if (pipe(pids) != 0) _exit(10);
     const pid_t parent = fork();
     if (parent == 0) {
-      crash_in_child([&] {
-        const pid_t me = getpid();
-        if (write(pids[1], &me, sizeof me) != sizeof me) _exit(1);
-        for (;;) pause();
-      }, 3600s);
+      crash_in_child(
+          [&] {
+            const pid_t me = getpid();
+            if (write(pids[1], &me, sizeof me) != sizeof me) _exit(1);
+            for (;;) pause();
+          },
+          3600s);
       _exit(11);
     }
     pid_t reader = 0;

@@ -89,7 +89,8 @@ void launch(Index grid, Index block, std::size_t shared_bytes, Kernel kernel, Ar
       BlockState state(threads);
       const std::size_t floats = (shared_bytes + sizeof(float) - 1) / sizeof(float);
       const std::size_t bytes = std::max<std::size_t>((floats * sizeof(float) + 127) / 128 * 128, 128);
-      std::unique_ptr<float, decltype(&std::free)> shared(static_cast<float*>(std::aligned_alloc(128, bytes)), &std::free);
+      std::unique_ptr<float, decltype(&std::free)> shared(static_cast<float*>(std::aligned_alloc(128, bytes)),
+                                                          &std::free);
       if (!shared) throw std::bad_alloc();
       std::fill_n(shared.get(), floats, std::numeric_limits<float>::quiet_NaN());
       std::vector<std::thread> pool;
@@ -294,8 +295,10 @@ inline void cp_async_16(void* shared, const void* global, bool valid) {
 inline void cp_async_commit() {}
 inline void cp_async_wait_all() {
   for (const auto& c : ::cuda_emu::pending_copies) {
-    if (c.valid) std::memcpy(c.shared, c.global, 16);
-    else std::memset(c.shared, 0, 16);
+    if (c.valid)
+      std::memcpy(c.shared, c.global, 16);
+    else
+      std::memset(c.shared, 0, 16);
   }
   ::cuda_emu::pending_copies.clear();
 }

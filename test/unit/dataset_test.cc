@@ -12,8 +12,8 @@
 #include <limits>
 
 #include "test/unit/test_support.h"
-#include "train/io/h5.h"
 #include "train/data/idx.h"
+#include "train/io/h5.h"
 
 using namespace slurm_train;
 
@@ -61,12 +61,18 @@ TEST_CASE("dataset: a non-finite feature is refused at load, naming the file, da
   features[2 * 3 + 1] = std::numeric_limits<float>::quiet_NaN();
   features[3 * 3 + 0] = std::numeric_limits<float>::infinity();
   const std::string path = write_float_dataset(4, 3, features);
-  testing::check_refused<h5::Error>([&] { load_dataset({path, "/images", "/labels", 2}); },
-                                    path + ":/images: feature 1 of sample 2 is nan (expected finite numbers");
+  testing::check_refused<h5::Error>(
+      [&] {
+        load_dataset({path, "/images", "/labels", 2});
+      },
+      path + ":/images: feature 1 of sample 2 is nan (expected finite numbers");
   features[2 * 3 + 1] = 0;
   const std::string inf = write_float_dataset(4, 3, features);
-  testing::check_refused<h5::Error>([&] { load_dataset({inf, "/images", "/labels", 2}); },
-                                    inf + ":/images: feature 0 of sample 3 is inf");
+  testing::check_refused<h5::Error>(
+      [&] {
+        load_dataset({inf, "/images", "/labels", 2});
+      },
+      inf + ":/images: feature 0 of sample 3 is inf");
   features[3 * 3 + 0] = 0;
   const std::string good = write_float_dataset(4, 3, features);
   CHECK(load_dataset({good, "/images", "/labels", 2}).count == 4);
@@ -81,8 +87,11 @@ TEST_CASE("dataset: the features' size is checked against memory before they are
   CHECK(layout.feature_bytes == 64u * 16 * 4);
   MemoryFacts tight;
   tight.mem_available = 1000;
-  testing::check_refused<MemoryError>([&] { load_dataset({path, "/images", "/labels", 2}, tight); },
-                                      path + ":/images needs 4.0 KiB (float32 of [64, 16]), but only 1000 bytes");
+  testing::check_refused<MemoryError>(
+      [&] {
+        load_dataset({path, "/images", "/labels", 2}, tight);
+      },
+      path + ":/images needs 4.0 KiB (float32 of [64, 16]), but only 1000 bytes");
   std::remove(path.c_str());
 }
 
@@ -103,8 +112,9 @@ TEST_CASE("idx: the header is checked before the data is inflated") {
   MemoryFacts facts;
   facts.mem_available = 1ull << 30;
   testing::check_refused<IdxError>([&] { read_idx_ubyte(big, facts); },
-                                   "IDX file '" + big + "' needs 4.0 TiB (its header promises [65536, 65536, 1024] "
-                                   "unsigned bytes), but only 1.0 GiB");
+                                   "IDX file '" + big +
+                                       "' needs 4.0 TiB (its header promises [65536, 65536, 1024] "
+                                       "unsigned bytes), but only 1.0 GiB");
   const std::string exact = write_gzip({0, 0, 8, 1, 0, 0, 0, 3}, 3);
   CHECK(read_idx_ubyte(exact, facts).data.size() == 3);
   for (const auto& p : {bomb, big, exact}) std::remove(p.c_str());

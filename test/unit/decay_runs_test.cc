@@ -21,7 +21,8 @@ TEST_CASE("decay runs: the GPT's tensors merge into runs of matrices and of vect
     CHECK(runs[i].decay != runs[i - 1].decay);
   }
   for (const ParamTensor& t : tensors) {
-    const auto run = std::find_if(runs.begin(), runs.end(), [&](const DecayRun& r) { return r.begin <= t.offset && t.offset < r.end; });
+    const auto run = std::find_if(runs.begin(), runs.end(),
+                                  [&](const DecayRun& r) { return r.begin <= t.offset && t.offset < r.end; });
     REQUIRE(run != runs.end());
     CHECK(t.offset + t.size <= run->end);
     CHECK(run->decay == (t.shape.size() >= 2));

@@ -19,8 +19,9 @@ TEST_CASE("device: cpu is the CPU, silently, whatever the probe found") {
 }
 
 TEST_CASE("device: auto without a GPU falls back to the CPU with one short line, not the runtime's error") {
-  const std::string reason = "cudaGetDeviceCount: cudaErrorInsufficientDriver: CUDA driver version is insufficient "
-                             "for CUDA runtime version";
+  const std::string reason =
+      "cudaGetDeviceCount: cudaErrorInsufficientDriver: CUDA driver version is insufficient "
+      "for CUDA runtime version";
   const DeviceChoice d = choose_device("auto", {0, reason, {}});
   CHECK(d.kind == DeviceKind::kCpu);
   CHECK(d.note == "no GPU on this node: training on the CPU");
@@ -35,8 +36,11 @@ TEST_CASE("device: auto with a GPU is the GPU, silently") {
 
 TEST_CASE("device: cuda is the GPU when there is one, and refused with the reason when there is none") {
   CHECK(choose_device("cuda", {4, "", {}}).kind == DeviceKind::kCuda);
-  testing::check_refused<ConfigError>([] { choose_device("cuda", {0, "cudaGetDeviceCount: no device", {}}); },
-                                      "train.device = cuda, but there is no usable GPU: cudaGetDeviceCount: no device");
+  testing::check_refused<ConfigError>(
+      [] {
+        choose_device("cuda", {0, "cudaGetDeviceCount: no device", {}});
+      },
+      "train.device = cuda, but there is no usable GPU: cudaGetDeviceCount: no device");
 }
 
 TEST_CASE("device: one GPU per rank: the only one the binding left, the rank's place, or train.gpu") {
@@ -73,7 +77,8 @@ TEST_CASE("device: the plan names the rank's GPU and precision") {
   const DevicePlan cpu = plan_device("auto", "bf16", -1, {0, "no driver", {}}, 0, 1);
   CHECK(cpu.kind == DeviceKind::kCpu);
   CHECK(cpu.name == "cpu");
-  CHECK(cpu.note == "no GPU on this node: training on the CPU\ntrain.precision = bf16 applies to the GPU: the CPU trains in fp32");
+  CHECK(cpu.note ==
+        "no GPU on this node: training on the CPU\ntrain.precision = bf16 applies to the GPU: the CPU trains in fp32");
   CHECK(plan_device("cuda", "fp32", 1, two, 0, 1).name == "cuda:1 (NVIDIA H200, fp32)");
 }
 

@@ -7,8 +7,12 @@ using namespace slurm_train;
 TEST_CASE("doctor: Slurm facts from the environment") {
   CHECK(check_slurm({}).verdict == Verdict::kOk);
   CHECK(check_slurm({{"SLURM_JOB_ID", "7"}}).verdict == Verdict::kWarn);
-  const Check c = check_slurm({{"SLURM_JOB_ID", "7"}, {"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "3"},
-                               {"SLURM_NTASKS", "4"}, {"SLURMD_NODENAME", "n2"}, {"SLURM_STEP_NODELIST", "n[1-2]"}});
+  const Check c = check_slurm({{"SLURM_JOB_ID", "7"},
+                               {"SLURM_STEP_ID", "0"},
+                               {"SLURM_PROCID", "3"},
+                               {"SLURM_NTASKS", "4"},
+                               {"SLURMD_NODENAME", "n2"},
+                               {"SLURM_STEP_NODELIST", "n[1-2]"}});
   CHECK(c.verdict == Verdict::kOk);
   CHECK(c.detail == "job 7 step 0: task 3 of 4 on n2 (nodes n[1-2])");
 }

@@ -15,10 +15,12 @@
 #include <random>
 #include <vector>
 
+// First: the device code below is compiled against the emulation.
+#include "test/unit/cuda_emulation.h"
+
+#include "kernels/cuda/elementwise_kernels_device.cuh"
 #include "kernels/kernels.h"
 #include "test/cuda/cuda_test_support.h"
-#include "test/unit/cuda_emulation.h"
-#include "kernels/cuda/elementwise_kernels_device.cuh"
 
 namespace {
 
@@ -37,7 +39,8 @@ TEST_CASE("elementwise kernels (emulated): bias, activation and dropout, forward
       CAPTURE(static_cast<int>(act));
       CAPTURE(p);
       const DropoutParams dropout{p, 0x5eed, 77};
-      const auto z0 = uniform<float>(std::size_t(rows) * cols, 1, -3, 3), bias = uniform<float>(cols, 2), dout = uniform<float>(z0.size(), 3);
+      const auto z0 = uniform<float>(std::size_t(rows) * cols, 1, -3, 3), bias = uniform<float>(cols, 2),
+                 dout = uniform<float>(z0.size(), 3);
       std::vector<float> z = z0, out(z0.size()), dz(z0.size()), dbias(cols);
       const std::size_t total = z.size();
       cuda_emu::launch({3, 1, 1}, kThreads, 0, bias_activation_kernel<float>, act, rows, cols,
@@ -92,7 +95,8 @@ TEST_CASE("elementwise kernels (emulated): softmax cross-entropy with label smoo
                    dlogits.data(), scratch);
   cuda_emu::launch({1, 1, 1}, kThreads, 0, loss_sums_kernel, rows, scratch, &sums);
   std::vector<float> want_d(logits.size());
-  const auto want = reference->softmax_cross_entropy(rows, classes, logits.data(), labels.data(), 0.1f, 0.5f, want_d.data());
+  const auto want =
+      reference->softmax_cross_entropy(rows, classes, logits.data(), labels.data(), 0.1f, 0.5f, want_d.data());
   CHECK(scaled_error(dlogits, want_d) < 1e-6);
   CHECK(std::abs(sums.loss_sum - want.loss_sum) < 1e-5 * std::abs(want.loss_sum));
   CHECK(sums.correct == want.correct);
@@ -105,10 +109,12 @@ TEST_CASE("elementwise kernels (emulated): softmax cross-entropy with label smoo
   CHECK(sums.first_bad_row == 13);
 }
 
-TEST_CASE("elementwise kernels (emulated): AdamW with decay-free ranges, a clipping factor and the bf16 copy; the norm") {
+TEST_CASE(
+    "elementwise kernels (emulated): AdamW with decay-free ranges, a clipping factor and the bf16 copy; the norm") {
   auto reference = slurm_train::kernels::make_reference_kernels<float>();
   const std::size_t n = 1000;
-  const auto p0 = uniform<float>(n, 5), g = uniform<float>(n, 6), m0 = uniform<float>(n, 7, -0.1f, 0.1f), v0 = uniform<float>(n, 8, 0.0f, 0.01f);
+  const auto p0 = uniform<float>(n, 5), g = uniform<float>(n, 6), m0 = uniform<float>(n, 7, -0.1f, 0.1f),
+             v0 = uniform<float>(n, 8, 0.0f, 0.01f);
   AdamWParams h{1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 3};
   DecayFreeRanges no_decay;
   no_decay.count = 2, no_decay.begin[0] = 100, no_decay.end[0] = 150, no_decay.begin[1] = 990, no_decay.end[1] = 1000;
@@ -116,29 +122,32 @@ TEST_CASE("elementwise kernels (emulated): AdamW with decay-free ranges, a clipp
   std::vector<float> p = p0, m = m0, v = v0;
   std::vector<bf16> copy(n);
   const auto bias = slurm_train::kernels::adamw_bias_correction(h);
-  cuda_emu::launch({2, 1, 1}, kThreads, 0, adamw_kernel, n, p.data(), g.data(), m.data(), v.data(), h, no_decay, &factor,
-                   copy.data(), bias.bias1, bias.bias2_sqrt);
+  cuda_emu::launch({2, 1, 1}, kThreads, 0, adamw_kernel, n, p.data(), g.data(), m.data(), v.data(), h, no_decay,
+                   &factor, copy.data(), bias.bias1, bias.bias2_sqrt);
   // The reference on the same scaled gradients, decaying the ranges outside no_decay only.
   std::vector<float> rp = p0, rm = m0, rv = v0, scaled(n);
   for (std::size_t i = 0; i < n; ++i) scaled[i] = g[i] * factor;
   const auto run = [&](std::size_t begin, std::size_t end, float decay) {
     AdamWParams hh = h;
     hh.weight_decay = decay;
-    reference->adamw_update(end - begin, rp.data() + begin, scaled.data() + begin, rm.data() + begin, rv.data() + begin, hh);
+    reference->adamw_update(end - begin, rp.data() + begin, scaled.data() + begin, rm.data() + begin, rv.data() + begin,
+                            hh);
   };
   run(0, 100, 0.1f), run(100, 150, 0.0f), run(150, 990, 0.1f), run(990, 1000, 0.0f);
   CHECK(p == rp);
   CHECK(m == rm);
   CHECK(v == rv);
   bool copy_ok = true;
-  for (std::size_t i = 0; i < n; ++i) copy_ok = copy_ok && __bfloat162float(copy[i]) == __bfloat162float(__float2bfloat16_rn(p[i]));
+  for (std::size_t i = 0; i < n; ++i)
+    copy_ok = copy_ok && __bfloat162float(copy[i]) == __bfloat162float(__float2bfloat16_rn(p[i]));
   CHECK(copy_ok);
 
   // The global norm: one sum per block of kNormBlock, then the blocks' sums in order.
   std::vector<double> partials(1);
   double norm_sq = 0;
   cuda_emu::launch({1, 1, 1}, kThreads, 0, block_sums_of_squares_kernel, n, g.data(), partials.data());
-  cuda_emu::launch({1, 1, 1}, kThreads, 0, sum_in_order_kernel, std::size_t{1}, static_cast<const double*>(partials.data()), &norm_sq);
+  cuda_emu::launch({1, 1, 1}, kThreads, 0, sum_in_order_kernel, std::size_t{1},
+                   static_cast<const double*>(partials.data()), &norm_sq);
   const double want = reference->sum_of_squares(n, g.data());
   CHECK(std::abs(norm_sq - want) < 1e-12 * want);
   float clip = 0;
@@ -179,14 +188,17 @@ TEST_CASE("elementwise kernels (emulated): two ranks' shards of the norm give th
   for (std::size_t b = 0; b < 4; ++b) reduced[b] = rank0[b] + rank1[b];
   CHECK(reduced == whole);
   double from_whole = 0, from_shards = 0;
-  cuda_emu::launch({1, 1, 1}, kThreads, 0, sum_in_order_kernel, std::size_t{4}, static_cast<const double*>(whole.data()), &from_whole);
-  cuda_emu::launch({1, 1, 1}, kThreads, 0, sum_in_order_kernel, std::size_t{4}, static_cast<const double*>(reduced.data()), &from_shards);
+  cuda_emu::launch({1, 1, 1}, kThreads, 0, sum_in_order_kernel, std::size_t{4},
+                   static_cast<const double*>(whole.data()), &from_whole);
+  cuda_emu::launch({1, 1, 1}, kThreads, 0, sum_in_order_kernel, std::size_t{4},
+                   static_cast<const double*>(reduced.data()), &from_shards);
   CHECK(from_shards == from_whole);
   // Each block's sum is within double rounding of the exact one.
   long double exact_total = 0;
   for (std::size_t b = 0; b < 4; ++b) {
     long double exact = 0;
-    for (std::size_t i = b * block; i < std::min(n, (b + 1) * block); ++i) exact += static_cast<long double>(g[i]) * g[i];
+    for (std::size_t i = b * block; i < std::min(n, (b + 1) * block); ++i)
+      exact += static_cast<long double>(g[i]) * g[i];
     CHECK(std::abs(static_cast<long double>(whole[b]) - exact) < 1e-12L * exact);
     exact_total += exact;
   }

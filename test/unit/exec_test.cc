@@ -35,9 +35,14 @@ using slurm_train::testing::check_refused;
 namespace {
 
 Environment step_env() {
-  return {{"SLURM_JOB_ID", "4242"},       {"SLURM_STEP_ID", "3"},         {"SLURM_PROCID", "5"},
-          {"SLURM_LOCALID", "1"},         {"SLURM_STEP_NUM_TASKS", "6"},  {"SLURM_NODEID", "2"},
-          {"SLURM_STEP_TASKS_PER_NODE", "2(x3)"}, {"SLURM_STEP_NODELIST", "gpu-[07-09]"}};
+  return {{"SLURM_JOB_ID", "4242"},
+          {"SLURM_STEP_ID", "3"},
+          {"SLURM_PROCID", "5"},
+          {"SLURM_LOCALID", "1"},
+          {"SLURM_STEP_NUM_TASKS", "6"},
+          {"SLURM_NODEID", "2"},
+          {"SLURM_STEP_TASKS_PER_NODE", "2(x3)"},
+          {"SLURM_STEP_NODELIST", "gpu-[07-09]"}};
 }
 
 std::string read_file(const std::string& path) {
@@ -82,7 +87,8 @@ TEST_CASE("exec: tasks per node in Slurm's compressed form") {
 TEST_CASE("exec: missing or inconsistent variables are named") {
   Environment env = step_env();
   env.erase("SLURM_PROCID");
-  check_refused<InputError>([&] { task_facts_from_env(env); }, "SLURM_PROCID is set: this is not a task of a Slurm job step");
+  check_refused<InputError>([&] { task_facts_from_env(env); },
+                            "SLURM_PROCID is set: this is not a task of a Slurm job step");
   env = step_env();
   env["SLURM_PROCID"] = "6";
   check_refused<InputError>([&] { task_facts_from_env(env); }, "SLURM_PROCID 6 is not below the step's task count 6");
@@ -127,7 +133,8 @@ TEST_CASE("exec: the heartbeat file's step, and a file only touched") {
   CHECK_FALSE(std::filesystem::exists(path.parent_path()));
 }
 
-TEST_CASE("exec: the heartbeat file is in a folder of its own that only its user may enter, under a name no one foresees") {
+TEST_CASE(
+    "exec: the heartbeat file is in a folder of its own that only its user may enter, under a name no one foresees") {
   const std::string prefix = (std::filesystem::temp_directory_path() / "heartbeat-test.").string();
   HeartbeatFile a(prefix), b(prefix);
   CHECK(a.path() != b.path());
@@ -157,12 +164,13 @@ TEST_CASE("folders of a job's state: trusted when its user's or root's and not w
   slurm_train::testing::check_refused<UntrustedFolder>([&] { require_trusted_folder("the log folder", dir.path); },
                                                        "can be written by every user (mode 0777)");
   RankLog log;
-  slurm_train::testing::check_refused<UntrustedFolder>([&] { log.open(dir.path + "/rank-0.log", 0); },
-                                                       "the log folder '" + dir.path + "' can be written by every user");
+  slurm_train::testing::check_refused<UntrustedFolder>(
+      [&] { log.open(dir.path + "/rank-0.log", 0); }, "the log folder '" + dir.path + "' can be written by every user");
   ::chmod(dir.path.c_str(), 0755);
   // A link in place of the log is not followed.
   REQUIRE(::symlink("/etc/hostname", (dir.path + "/rank-1.log").c_str()) == 0);
-  slurm_train::testing::check_refused<std::runtime_error>([&] { log.open(dir.path + "/rank-1.log", 1); }, "cannot open the rank log");
+  slurm_train::testing::check_refused<std::runtime_error>([&] { log.open(dir.path + "/rank-1.log", 1); },
+                                                          "cannot open the rank log");
 }
 
 TEST_CASE("exec: a preempted run makes progress by its reported step, or by a minute of running") {
@@ -195,9 +203,12 @@ TEST_CASE("exec: the output relay logs lines, echoes by rank, and keeps the tail
   RankLog log;
   log.open((dir / "rank-2.log").string(), 2);
   std::string echoed;
-  OutputRelay relay(log, 2, [&](OutputRelay::Stream s, std::string_view b) {
-    echoed += (s == OutputRelay::Stream::kStderr ? "E:" : "O:") + std::string(b);
-  }, 3);
+  OutputRelay relay(
+      log, 2,
+      [&](OutputRelay::Stream s, std::string_view b) {
+        echoed += (s == OutputRelay::Stream::kStderr ? "E:" : "O:") + std::string(b);
+      },
+      3);
   relay.take(OutputRelay::Stream::kStdout, "one\ntw");
   relay.take(OutputRelay::Stream::kStdout, "o\n");
   relay.take(OutputRelay::Stream::kStderr, "bad thing\r\n");
@@ -207,7 +218,8 @@ TEST_CASE("exec: the output relay logs lines, echoes by rank, and keeps the tail
   CHECK(echoed == "E:[rank 2] bad thing\n");
   CHECK(relay.tail() == "  | bad thing\n  | three\n  | unfinished\n");
   const std::string text = read_file((dir / "rank-2.log").string());
-  for (const char* line : {"rank 2: one\n", "rank 2: two\n", "rank 2: bad thing\n", "rank 2: three\n", "rank 2: unfinished\n"})
+  for (const char* line :
+       {"rank 2: one\n", "rank 2: two\n", "rank 2: bad thing\n", "rank 2: three\n", "rank 2: unfinished\n"})
     CHECK(text.find(line) != std::string::npos);
   std::filesystem::remove_all(dir);
 }
@@ -248,11 +260,14 @@ TEST_CASE("exec: programs that cannot run are named, with the shell's exit codes
 }
 
 TEST_CASE("exec: the child gets exactly its environment, its output comes on the pipes, its status back") {
-  ChildProcess child({"sh", "-c", "echo \"$GREETING\"; echo oops >&2; exit 7"}, {{"PATH", "/usr/bin:/bin"}, {"GREETING", "hello"}});
+  ChildProcess child({"sh", "-c", "echo \"$GREETING\"; echo oops >&2; exit 7"},
+                     {{"PATH", "/usr/bin:/bin"}, {"GREETING", "hello"}});
   std::string out, err;
   char buffer[256];
-  for (ssize_t n; (n = ::read(child.stdout_fd(), buffer, sizeof buffer)) > 0;) out.append(buffer, static_cast<std::size_t>(n));
-  for (ssize_t n; (n = ::read(child.stderr_fd(), buffer, sizeof buffer)) > 0;) err.append(buffer, static_cast<std::size_t>(n));
+  for (ssize_t n; (n = ::read(child.stdout_fd(), buffer, sizeof buffer)) > 0;)
+    out.append(buffer, static_cast<std::size_t>(n));
+  for (ssize_t n; (n = ::read(child.stderr_fd(), buffer, sizeof buffer)) > 0;)
+    err.append(buffer, static_cast<std::size_t>(n));
   CHECK(out == "hello\n");
   CHECK(err == "oops\n");
   std::optional<int> status;
@@ -301,11 +316,13 @@ TEST_CASE("exec: the watchdog's bootstrap without MPI: a fixed port, rank 0 by i
   options.connect_timeout = 10;
   const RankIdentity me0{"127.0.0.1", 100, "0", "-"}, me1{"127.0.0.1", 101, "1", "-"};
   const std::string secret = SharedSecretAuth::new_secret();
-  Watchdog root(WatchdogRendezvous{0, 2, "localhost", port}, std::make_unique<SharedSecretAuth>(secret), me0, options, log0);
+  Watchdog root(WatchdogRendezvous{0, 2, "localhost", port}, std::make_unique<SharedSecretAuth>(secret), me0, options,
+                log0);
   std::optional<int> member_code;
   std::promise<void> table_read;
   std::thread member([&] {
-    Watchdog w(WatchdogRendezvous{1, 2, "localhost", port}, std::make_unique<SharedSecretAuth>(secret), me1, options, log1);
+    Watchdog w(WatchdogRendezvous{1, 2, "localhost", port}, std::make_unique<SharedSecretAuth>(secret), me1, options,
+               log1);
     table_read.get_future().wait();  // the hello's pid first, then the program's
     w.set_pid(4321);
     member_code = w.finish_and_wait_for_rank0(6);
@@ -329,12 +346,14 @@ TEST_CASE("exec: a member without the job's secret is not let in") {
   WatchdogOptions root_options, options;
   root_options.connect_timeout = 30;
   options.connect_timeout = 1;
-  Watchdog root(WatchdogRendezvous{0, 2, "localhost", port}, std::make_unique<SharedSecretAuth>(SharedSecretAuth::new_secret()),
-                {"127.0.0.1", 1, "0", "-"}, root_options, log0);
+  Watchdog root(WatchdogRendezvous{0, 2, "localhost", port},
+                std::make_unique<SharedSecretAuth>(SharedSecretAuth::new_secret()), {"127.0.0.1", 1, "0", "-"},
+                root_options, log0);
   check_refused<std::runtime_error>(
       [&] {
-        Watchdog w(WatchdogRendezvous{1, 2, "localhost", port}, std::make_unique<SharedSecretAuth>(SharedSecretAuth::new_secret()),
-                   {"127.0.0.1", 2, "0", "-"}, options, log1);
+        Watchdog w(WatchdogRendezvous{1, 2, "localhost", port},
+                   std::make_unique<SharedSecretAuth>(SharedSecretAuth::new_secret()), {"127.0.0.1", 2, "0", "-"},
+                   options, log1);
       },
       "cannot reach rank 0's watchdog on port");
   root.report_failure(1, "test over");  // let the root's thread end without waiting for rank 1
@@ -348,7 +367,8 @@ TEST_CASE("exec: what follows `--` is the program's, never parsed as options") {
     const ExecCommandLine line = split_exec_command_line(argc, argv.data());
     return std::make_pair(argc, line);
   };
-  auto [argc, line] = split({"slurm-train", "exec", "--hang-timeout", "6", "--", "python3", "t.py", "--steps", "5", "--", "x"});
+  auto [argc, line] =
+      split({"slurm-train", "exec", "--hang-timeout", "6", "--", "python3", "t.py", "--steps", "5", "--", "x"});
   CHECK(argc == 4);
   CHECK(line.separator);
   CHECK(line.program == std::vector<std::string>{"python3", "t.py", "--steps", "5", "--", "x"});

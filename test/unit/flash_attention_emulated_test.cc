@@ -22,10 +22,12 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/transformer_ops.h"
-#include "test/cuda/cuda_test_support.h"
+// First: the device code below is compiled against the emulation.
 #include "test/unit/cuda_emulation.h"
+
+#include "kernels/cpu/transformer_ops.h"
 #include "kernels/cuda/flash_attention_kernels.cuh"
+#include "test/cuda/cuda_test_support.h"
 
 namespace {
 
@@ -89,8 +91,8 @@ Result run_emulated(const Shape& s, const std::vector<float>& qkv, const std::ve
   const unsigned rows = static_cast<unsigned>(s.B * s.H * s.T);
   with_head_size(hs, [&](auto head_size) {
     constexpr int HS = decltype(head_size)::value;
-    cuda_emu::launch(query_grid, kFlashQueryThreads, flash_forward_shared_bytes(hs), flash_forward_kernel<HS>, s.T,
-                     s.C, s.H, scale, qkv.data(), r.out.data(), r.lse.data(), r.out_copy.data());
+    cuda_emu::launch(query_grid, kFlashQueryThreads, flash_forward_shared_bytes(hs), flash_forward_kernel<HS>, s.T, s.C,
+                     s.H, scale, qkv.data(), r.out.data(), r.lse.data(), r.out_copy.data());
     cuda_emu::launch({(rows + kDeltaWarps - 1) / kDeltaWarps, 1, 1}, kDeltaWarps * 32, 0, flash_delta_kernel, s.B, s.T,
                      s.C, s.H, hs, r.out.data(), dout.data(), delta.data());
     cuda_emu::launch(key_grid, kFlashKeyThreads, flash_backward_shared_bytes(hs), flash_dkdv_kernel<HS>, s.T, s.C, s.H,
@@ -103,7 +105,8 @@ Result run_emulated(const Shape& s, const std::vector<float>& qkv, const std::ve
 
 }  // namespace
 
-TEST_CASE("flash attention (emulated): forward and backward against the reference, partial tiles and head sizes 16 to 128") {
+TEST_CASE(
+    "flash attention (emulated): forward and backward against the reference, partial tiles and head sizes 16 to 128") {
   // T: one partial tile, whole tiles, two and a half, and three 128-query blocks (the last
   // partial) over five key tiles; head sizes 16, 32, 64, 96, 128.
   const Shape shapes[] = {{1, 17, 64, 2},   {2, 64, 64, 4},  {1, 130, 96, 1},
@@ -158,7 +161,8 @@ TEST_CASE("flash attention (emulated): the bounds catch a wrong kernel") {
       double max = -1e300;
       for (int t2 = 0; t2 <= last; ++t2) {
         double dot = 0;
-        for (int i = 0; i < hs; ++i) dot += double(qkv[t * 3 * s.C + h * hs + i]) * qkv[t2 * 3 * s.C + s.C + h * hs + i];
+        for (int i = 0; i < hs; ++i)
+          dot += double(qkv[t * 3 * s.C + h * hs + i]) * qkv[t2 * 3 * s.C + s.C + h * hs + i];
         w.push_back(dot / std::sqrt(double(hs)));
         max = std::max(max, w.back());
       }
@@ -209,10 +213,10 @@ TEST_CASE("flash attention (emulated): the kernels' head sizes are the multiples
   }
   for (const int hs : {0, 8, 40, 144}) {
     CAPTURE(hs);
-    CHECK_THROWS_WITH_AS(with_head_size(hs, [](auto) {}),
-                         ("flash attention: head size " + std::to_string(hs) + ": expected a multiple of 16 up to 128")
-                             .c_str(),
-                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(
+        with_head_size(hs, [](auto) {}),
+        ("flash attention: head size " + std::to_string(hs) + ": expected a multiple of 16 up to 128").c_str(),
+        std::invalid_argument);
   }
 }
 #endif  // SLURM_TRAIN_WITH_CUDA

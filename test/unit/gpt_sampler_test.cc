@@ -33,7 +33,8 @@ constexpr float kTolerance = 1e-4f;
 bool close(float a, float b) { return std::abs(a - b) <= kTolerance * std::max(1.0f, std::abs(b)); }
 
 // Gpt::forward's logits [T, V] of one sequence.
-std::vector<float> forward_logits(const GptConfig& g, const std::vector<float>& params, const std::vector<std::int32_t>& tokens) {
+std::vector<float> forward_logits(const GptConfig& g, const std::vector<float>& params,
+                                  const std::vector<std::int32_t>& tokens) {
   auto k = kernels::make_cpu_kernels(1);
   Gpt gpt(g, *k);
   gpt.params() = params;
@@ -75,7 +76,8 @@ TEST_CASE("gpt sampler: the KV cache gives Gpt::forward's logits at every positi
     REQUIRE(logits.size() == 256u);
     for (std::size_t v = 0; v < 256; ++v) {
       const float expected = full[t * 256 + v];
-      if (!close(logits[v], expected)) FAIL_CHECK("position " << t << " token " << v << ": " << logits[v] << " vs " << expected);
+      if (!close(logits[v], expected))
+        FAIL_CHECK("position " << t << " token " << v << ": " << logits[v] << " vs " << expected);
       worst = std::max(worst, std::abs(logits[v] - expected));
       spread = std::max(spread, std::abs(expected));
     }
@@ -157,7 +159,8 @@ TEST_CASE("gpt sampler: past the block size the context is the last block / 2 to
   // A prompt longer than the block: its last block - 1 bytes are the context.
   const std::string long_prompt = "the quick brown fox jumps over the lazy dog";
   const std::string tail = long_prompt.substr(long_prompt.size() - (kConfig.block - 1));
-  CHECK(sample_text(kConfig, params, long_prompt, {5, 0.0, 0, 0}) == sample_text(kConfig, params, tail, {5, 0.0, 0, 0}));
+  CHECK(sample_text(kConfig, params, long_prompt, {5, 0.0, 0, 0}) ==
+        sample_text(kConfig, params, tail, {5, 0.0, 0, 0}));
 }
 
 TEST_CASE("gpt sampler: bad inputs are refused, naming the value") {
@@ -168,11 +171,13 @@ TEST_CASE("gpt sampler: bad inputs are refused, naming the value") {
   check_refused<std::invalid_argument>(sample({4, std::numeric_limits<double>::quiet_NaN(), 0, 0}), "temperature nan");
   check_refused<std::invalid_argument>(sample({4, std::numeric_limits<double>::infinity(), 0, 0}), "temperature inf");
   check_refused<std::invalid_argument>(sample({-1, 1.0, 0, 0}), "-1 tokens: expected a count of at least 0");
-  check_refused<std::invalid_argument>(sample({4, 1.0, 0, -1}), "top_k -1: expected 0 (every token) up to the vocabulary size 256");
+  check_refused<std::invalid_argument>(sample({4, 1.0, 0, -1}),
+                                       "top_k -1: expected 0 (every token) up to the vocabulary size 256");
   check_refused<std::invalid_argument>(sample({4, 1.0, 0, 257}), "top_k 257");
 
   std::vector<float> short_params(params.begin(), params.end() - 1);
-  const std::string expected = std::to_string(params.size() - 1) + " parameters: expected " + std::to_string(params.size());
+  const std::string expected =
+      std::to_string(params.size() - 1) + " parameters: expected " + std::to_string(params.size());
   check_refused<std::invalid_argument>([&] { sample_text(kConfig, short_params, "a", {}); }, expected);
   check_refused<std::invalid_argument>([&] { static_cast<void>(GptSampler(kConfig, short_params)); }, expected);
 
@@ -180,7 +185,8 @@ TEST_CASE("gpt sampler: bad inputs are refused, naming the value") {
   words.vocab = 100;
   std::vector<float> word_params;
   gpt_initialize(words, 1, word_params);
-  check_refused<std::invalid_argument>([&] { sample_text(words, word_params, "a", {}); }, "vocab 100: expected 256, one token per byte");
+  check_refused<std::invalid_argument>([&] { sample_text(words, word_params, "a", {}); },
+                                       "vocab 100: expected 256, one token per byte");
 
   GptSampler sampler(kConfig, params);
   check_refused<std::invalid_argument>([&] { sampler.feed(256); }, "token 256 is outside the vocabulary [0, 256)");

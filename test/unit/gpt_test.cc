@@ -28,7 +28,8 @@ TEST_CASE("gpt: parameters named and shaped as GPT-2's, packed in order") {
   }
   // 12 C^2 + 13 C per block, embeddings, final LayerNorm.
   CHECK(offset == 256u * 32 + 64 * 32 + 2 * (12 * 32 * 32 + 13 * 32) + 2 * 32);
-  CHECK_THROWS_WITH_AS(gpt_layout({256, 64, 2, 3, 32}), doctest::Contains("embd a multiple of heads"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(gpt_layout({256, 64, 2, 3, 32}), doctest::Contains("embd a multiple of heads"),
+                       std::invalid_argument);
 }
 
 TEST_CASE("gpt: GPT-2's initialisation depends on the seed alone") {
@@ -67,7 +68,8 @@ TEST_CASE("gpt: a token outside the vocabulary or a sequence longer than the blo
   gpt_initialize(gpt.config(), 3, gpt.params());
   const std::int32_t ok[4] = {1, 2, 3, 4}, bad[4] = {1, 2, 16, 4};
   CHECK(std::isfinite(gpt.forward(ok, ok, 1, 4)));
-  CHECK_THROWS_WITH_AS(gpt.forward(bad, ok, 1, 4), doctest::Contains("token or target 16 at position 2 is outside the vocabulary [0, 16)"),
+  CHECK_THROWS_WITH_AS(gpt.forward(bad, ok, 1, 4),
+                       doctest::Contains("token or target 16 at position 2 is outside the vocabulary [0, 16)"),
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS(gpt.forward(ok, ok, 1, 5), doctest::Contains("at most the block size 4"), std::invalid_argument);
 }
@@ -99,11 +101,13 @@ TEST_CASE("gpt: dropout masks follow the global window, and the gradient goes th
   }
   const float scale = 1.0f / (B * T);
   const GptDropout drop{0.3f, 99, 40};
-  const auto loss = [&](const GptDropout& d) { return gpt.forward_sums(tokens.data(), targets.data(), B, T, scale, d).loss_sum * scale; };
+  const auto loss = [&](const GptDropout& d) {
+    return gpt.forward_sums(tokens.data(), targets.data(), B, T, scale, d).loss_sum * scale;
+  };
   const double plain = loss({}), dropped = loss(drop);
   CHECK(dropped != plain);
-  CHECK(loss(drop) == dropped);                       // the same windows, the same masks
-  CHECK(loss({0.3f, 99, 41}) != dropped);             // other windows, other masks
+  CHECK(loss(drop) == dropped);            // the same windows, the same masks
+  CHECK(loss({0.3f, 99, 41}) != dropped);  // other windows, other masks
   CHECK_THROWS_WITH_AS(loss({1.0f, 99, 0}), doctest::Contains("dropout 1: expected a probability in [0, 1)"),
                        std::invalid_argument);
 

@@ -21,20 +21,21 @@ namespace {
 
 using namespace slurm_train::kernels;
 
-constexpr Activation kActivations[] = {Activation::kIdentity, Activation::kRelu,
-                                       Activation::kGelu};
+constexpr Activation kActivations[] = {Activation::kIdentity, Activation::kRelu, Activation::kGelu};
 
 const char* activation_name(Activation act) {
   switch (act) {
-    case Activation::kRelu: return "relu";
-    case Activation::kGelu: return "gelu";
-    default: return "identity";
+    case Activation::kRelu:
+      return "relu";
+    case Activation::kGelu:
+      return "gelu";
+    default:
+      return "identity";
   }
 }
 
 template <typename T>
-std::vector<T> uniform_vector(std::size_t n, std::uint64_t seed, double lo = -1.0,
-                              double hi = 1.0) {
+std::vector<T> uniform_vector(std::size_t n, std::uint64_t seed, double lo = -1.0, double hi = 1.0) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> uniform(lo, hi);
   std::vector<T> v(n);
@@ -52,8 +53,7 @@ std::vector<std::int32_t> random_labels(int rows, int classes, std::uint64_t see
 
 // Index of the first element with |got - want| > atol + rtol * |want|, or -1 when all are close.
 template <typename T>
-long first_mismatch(const std::vector<T>& got, const std::vector<T>& want, double rtol,
-                    double atol) {
+long first_mismatch(const std::vector<T>& got, const std::vector<T>& want, double rtol, double atol) {
   REQUIRE(got.size() == want.size());
   for (std::size_t i = 0; i < got.size(); ++i) {
     const double g = got[i], w = want[i];
@@ -62,13 +62,13 @@ long first_mismatch(const std::vector<T>& got, const std::vector<T>& want, doubl
   return -1;
 }
 
-#define CHECK_ALL_CLOSE(got, want, rtol, atol)                                           \
-  do {                                                                                   \
-    const auto& got_ = (got);                                                            \
-    const auto& want_ = (want);                                                          \
-    const long bad = first_mismatch(got_, want_, rtol, atol);                            \
-    CHECK_MESSAGE(bad == -1, "element " << bad << ": " << (bad < 0 ? 0.0 : double(got_[bad])) \
-                                        << " vs " << (bad < 0 ? 0.0 : double(want_[bad])));  \
+#define CHECK_ALL_CLOSE(got, want, rtol, atol)                                                          \
+  do {                                                                                                  \
+    const auto& got_ = (got);                                                                           \
+    const auto& want_ = (want);                                                                         \
+    const long bad = first_mismatch(got_, want_, rtol, atol);                                           \
+    CHECK_MESSAGE(bad == -1, "element " << bad << ": " << (bad < 0 ? 0.0 : double(got_[bad])) << " vs " \
+                                        << (bad < 0 ? 0.0 : double(want_[bad])));                       \
   } while (0)
 
 // The two float implementations, for test cases that compare them or hold for both.
@@ -101,20 +101,17 @@ TEST_CASE("kernels: reference gemm on a hand-computed product, every transpose")
       CAPTURE(ta);
       CAPTURE(tb);
       double c[] = {1, 1, 1, 1};
-      ref->gemm(ta, tb, 2, 2, 3, 2.0, ta ? a_t : a, ta ? 2 : 3, tb ? b_t : b, tb ? 3 : 2, -1.0, c,
-                2);
+      ref->gemm(ta, tb, 2, 2, 3, 2.0, ta ? a_t : a, ta ? 2 : 3, tb ? b_t : b, tb ? 3 : 2, -1.0, c, 2);
       CHECK(std::vector<double>(c, c + 4) == std::vector<double>{115, 127, 277, 307});
     }
   }
 }
 
-TEST_CASE_FIXTURE(FloatKernels,
-                  "kernels: gemm cpu matches the reference (float) on random shapes") {
+TEST_CASE_FIXTURE(FloatKernels, "kernels: gemm cpu matches the reference (float) on random shapes") {
   struct Shape {
     int m, n, k;
   };
-  const Shape shapes[] = {{1, 1, 1}, {1, 7, 3}, {5, 1, 9}, {3, 5, 1}, {17, 31, 13}, {64, 10, 128},
-                          {257, 129, 65}};
+  const Shape shapes[] = {{1, 1, 1}, {1, 7, 3}, {5, 1, 9}, {3, 5, 1}, {17, 31, 13}, {64, 10, 128}, {257, 129, 65}};
   struct Scalars {
     float alpha, beta;
   };
@@ -141,14 +138,11 @@ TEST_CASE_FIXTURE(FloatKernels,
             const auto b = padded_matrix(b_rows, b_cols, ldb, ++seed);
             auto c_ref = padded_matrix(s.m, s.n, ldc, ++seed);
             // The padding of C must survive: a sentinel instead of NaN.
-            for (int i = 0; i < s.m; ++i)
-              std::fill_n(c_ref.begin() + std::size_t(i) * ldc + s.n, pad, 12345.0f);
+            for (int i = 0; i < s.m; ++i) std::fill_n(c_ref.begin() + std::size_t(i) * ldc + s.n, pad, 12345.0f);
             const auto c_old = c_ref;
             auto c_cpu = c_ref;
-            ref->gemm(ta, tb, s.m, s.n, s.k, sc.alpha, a.data(), lda, b.data(), ldb, sc.beta,
-                      c_ref.data(), ldc);
-            cpu->gemm(ta, tb, s.m, s.n, s.k, sc.alpha, a.data(), lda, b.data(), ldb, sc.beta,
-                      c_cpu.data(), ldc);
+            ref->gemm(ta, tb, s.m, s.n, s.k, sc.alpha, a.data(), lda, b.data(), ldb, sc.beta, c_ref.data(), ldc);
+            cpu->gemm(ta, tb, s.m, s.n, s.k, sc.alpha, a.data(), lda, b.data(), ldb, sc.beta, c_cpu.data(), ldc);
             // Error bound of a k-term dot product (Higham: k u sum|a b|), plus alpha and beta,
             // doubled for two independently rounded results; u = 2^-24.
             const double u = std::ldexp(1.0, -24);
@@ -212,8 +206,7 @@ TEST_CASE("kernels: reference activations at known points") {
     Activation act;
     std::vector<double> out;
   };
-  for (const Expected& e : {Expected{Activation::kIdentity, {-1, 1, 1, -1}},
-                            Expected{Activation::kRelu, {0, 1, 1, 0}},
+  for (const Expected& e : {Expected{Activation::kIdentity, {-1, 1, 1, -1}}, Expected{Activation::kRelu, {0, 1, 1, 0}},
                             Expected{Activation::kGelu, {gelu1 - 1, gelu1, gelu1, gelu1 - 1}}}) {
     CAPTURE(activation_name(e.act));
     std::vector<double> z(z_in, z_in + 4), out(4);
@@ -226,8 +219,7 @@ TEST_CASE("kernels: reference activations at known points") {
 // No dropout, and dropout with p = 0.3 (kept units scaled by 1 / 0.7, not exact in float).
 const DropoutParams kDropouts[] = {{}, {0.3f, 0x5eed, 1000}};
 
-TEST_CASE_FIXTURE(FloatKernels,
-                  "kernels: bias_activation_forward cpu matches the reference, every activation") {
+TEST_CASE_FIXTURE(FloatKernels, "kernels: bias_activation_forward cpu matches the reference, every activation") {
   struct Shape {
     int rows, cols;
   };
@@ -242,10 +234,8 @@ TEST_CASE_FIXTURE(FloatKernels,
         const auto bias = uniform_vector<float>(s.cols, 31);
         auto z_ref = uniform_vector<float>(n, 32, -3, 3), z_cpu = z_ref;
         std::vector<float> out_ref(n), out_cpu(n);
-        ref->bias_activation_forward(act, s.rows, s.cols, bias.data(), z_ref.data(),
-                                     out_ref.data(), dropout);
-        cpu->bias_activation_forward(act, s.rows, s.cols, bias.data(), z_cpu.data(),
-                                     out_cpu.data(), dropout);
+        ref->bias_activation_forward(act, s.rows, s.cols, bias.data(), z_ref.data(), out_ref.data(), dropout);
+        cpu->bias_activation_forward(act, s.rows, s.cols, bias.data(), z_cpu.data(), out_cpu.data(), dropout);
         CHECK(z_cpu == z_ref);  // one float addition each: exact
         CHECK_ALL_CLOSE(out_cpu, out_ref, 1e-6, 1e-7);
         CHECK(out_cpu == out_ref);  // no libm call (GELU's too): bit for bit, at every vector width
@@ -256,16 +246,13 @@ TEST_CASE_FIXTURE(FloatKernels,
     INFO("identity in place (out == z)");
     const auto bias = uniform_vector<float>(5, 33);
     auto z_ref = uniform_vector<float>(15, 34), z_cpu = z_ref;
-    ref->bias_activation_forward(Activation::kIdentity, 3, 5, bias.data(), z_ref.data(),
-                                 z_ref.data(), {});
-    cpu->bias_activation_forward(Activation::kIdentity, 3, 5, bias.data(), z_cpu.data(),
-                                 z_cpu.data(), {});
+    ref->bias_activation_forward(Activation::kIdentity, 3, 5, bias.data(), z_ref.data(), z_ref.data(), {});
+    cpu->bias_activation_forward(Activation::kIdentity, 3, 5, bias.data(), z_cpu.data(), z_cpu.data(), {});
     CHECK(z_cpu == z_ref);
   }
 }
 
-TEST_CASE_FIXTURE(FloatKernels,
-                  "kernels: activation_backward cpu matches the reference, every activation") {
+TEST_CASE_FIXTURE(FloatKernels, "kernels: activation_backward cpu matches the reference, every activation") {
   struct Shape {
     int rows, cols;
   };
@@ -284,10 +271,10 @@ TEST_CASE_FIXTURE(FloatKernels,
           std::vector<float> dz_ref(n), dz_cpu(n), dbias_ref(s.cols), dbias_cpu(s.cols, 99.0f);
           float* dz_ref_at = in_place ? dout_ref.data() : dz_ref.data();
           float* dz_cpu_at = in_place ? dout_cpu.data() : dz_cpu.data();
-          ref->activation_backward(act, s.rows, s.cols, z.data(), dout_ref.data(), dz_ref_at,
-                                   dbias_ref.data(), dropout);
-          cpu->activation_backward(act, s.rows, s.cols, z.data(), dout_cpu.data(), dz_cpu_at,
-                                   dbias_cpu.data(), dropout);
+          ref->activation_backward(act, s.rows, s.cols, z.data(), dout_ref.data(), dz_ref_at, dbias_ref.data(),
+                                   dropout);
+          cpu->activation_backward(act, s.rows, s.cols, z.data(), dout_cpu.data(), dz_cpu_at, dbias_cpu.data(),
+                                   dropout);
           CHECK_ALL_CLOSE(in_place ? dout_cpu : dz_cpu, in_place ? dout_ref : dz_ref, 1e-6, 1e-7);
           // Column sums of up to 300 terms below 1: float rounding stays far below 1e-5.
           CHECK_ALL_CLOSE(dbias_cpu, dbias_ref, 1e-5, 1e-5);
@@ -305,8 +292,7 @@ std::vector<float> dropout_forward(Kernels<float>& k, int rows, int cols, const 
                                    std::vector<float> x) {
   const std::vector<float> zero_bias(cols, 0.0f);
   std::vector<float> out(x.size());
-  k.bias_activation_forward(Activation::kIdentity, rows, cols, zero_bias.data(), x.data(),
-                            out.data(), d);
+  k.bias_activation_forward(Activation::kIdentity, rows, cols, zero_bias.data(), x.data(), out.data(), d);
   return out;
 }
 
@@ -314,8 +300,7 @@ std::vector<float> dropout_backward(Kernels<float>& k, int rows, int cols, const
                                     const std::vector<float>& dout) {
   const std::vector<float> z(dout.size(), 0.0f);
   std::vector<float> dz(dout.size()), dbias(cols);
-  k.activation_backward(Activation::kIdentity, rows, cols, z.data(), dout.data(), dz.data(),
-                        dbias.data(), d);
+  k.activation_backward(Activation::kIdentity, rows, cols, z.data(), dout.data(), dz.data(), dbias.data(), d);
   return dz;
 }
 
@@ -341,18 +326,14 @@ TEST_CASE_FIXTURE(FloatKernels, "kernels: dropout") {
   const int rows = 8, cols = 37;
   const std::size_t n = std::size_t(rows) * cols;
   const std::uint64_t seed = 0x5eed, first_row = 1000;
-  auto params = [&](float p, std::uint64_t s = 0x5eed, std::uint64_t row = 1000) {
-    return DropoutParams{p, s, row};
-  };
+  auto params = [&](float p, std::uint64_t s = 0x5eed, std::uint64_t row = 1000) { return DropoutParams{p, s, row}; };
   // Values bounded away from zero, so that a zero output means a dropped unit.
   const auto x = uniform_vector<float>(n, 51, 0.5, 2.0);
 
   {
     INFO("cpu equals the reference bit for bit");
-    CHECK(dropout_forward(*cpu, rows, cols, params(0.3f), x) ==
-          dropout_forward(*ref, rows, cols, params(0.3f), x));
-    CHECK(dropout_backward(*cpu, rows, cols, params(0.3f), x) ==
-          dropout_backward(*ref, rows, cols, params(0.3f), x));
+    CHECK(dropout_forward(*cpu, rows, cols, params(0.3f), x) == dropout_forward(*ref, rows, cols, params(0.3f), x));
+    CHECK(dropout_backward(*cpu, rows, cols, params(0.3f), x) == dropout_backward(*ref, rows, cols, params(0.3f), x));
   }
   for (Kernels<float>* k : both()) {
     INFO("kernels " << k->name());
@@ -401,8 +382,7 @@ TEST_CASE_FIXTURE(FloatKernels, "kernels: dropout") {
     for (float p : {0.1f, 0.5f, 0.9f}) {
       CAPTURE(p);
       const auto out = dropout_forward(*cpu, 200, 1000, params(p, seed, 0), std::vector<float>(200 * 1000, 1.0f));
-      const double kept = double(std::count_if(out.begin(), out.end(),
-                                               [](float v) { return v != 0.0f; })) / out.size();
+      const double kept = double(std::count_if(out.begin(), out.end(), [](float v) { return v != 0.0f; })) / out.size();
       CHECK(std::abs(kept - (1.0 - p)) < 0.005);
     }
   }
@@ -419,8 +399,7 @@ struct DirectLoss {
 // The definition, written out in double: softmax, then -sum target log softmax.
 template <typename T>
 DirectLoss direct_softmax_cross_entropy(int rows, int classes, const std::vector<T>& logits,
-                                        const std::vector<std::int32_t>& labels, double smoothing,
-                                        double grad_scale) {
+                                        const std::vector<std::int32_t>& labels, double smoothing, double grad_scale) {
   DirectLoss out;
   out.dlogits.resize(logits.size());
   for (int r = 0; r < rows; ++r) {
@@ -441,8 +420,7 @@ DirectLoss direct_softmax_cross_entropy(int rows, int classes, const std::vector
   return out;
 }
 
-TEST_CASE_FIXTURE(FloatKernels,
-                  "kernels: softmax_cross_entropy matches a direct double computation") {
+TEST_CASE_FIXTURE(FloatKernels, "kernels: softmax_cross_entropy matches a direct double computation") {
   struct Shape {
     int rows, classes;
   };
@@ -457,11 +435,10 @@ TEST_CASE_FIXTURE(FloatKernels,
         const auto labels = random_labels(s.rows, s.classes, 62);
         const float grad_scale = 1.0f / s.rows;
         std::vector<float> dlogits(logits.size());
-        const LossResult got = k->softmax_cross_entropy(s.rows, s.classes, logits.data(),
-                                                        labels.data(), smoothing, grad_scale,
-                                                        dlogits.data());
-        const DirectLoss want = direct_softmax_cross_entropy(s.rows, s.classes, logits, labels,
-                                                             double(smoothing), grad_scale);
+        const LossResult got = k->softmax_cross_entropy(s.rows, s.classes, logits.data(), labels.data(), smoothing,
+                                                        grad_scale, dlogits.data());
+        const DirectLoss want =
+            direct_softmax_cross_entropy(s.rows, s.classes, logits, labels, double(smoothing), grad_scale);
         // Float logits up to 8 in magnitude: a few ulps of 8 per row, relative 1e-5 of the sum.
         CHECK(got.loss_sum == doctest::Approx(want.loss_sum).epsilon(1e-5).scale(1.0));
         CHECK(got.correct == want.correct);
@@ -475,9 +452,8 @@ TEST_CASE_FIXTURE(FloatKernels,
           for (int c = 0; c < s.classes; ++c) row_sum += dlogits[std::size_t(r) * s.classes + c];
           REQUIRE(std::abs(row_sum) <= row_tolerance);
         }
-        const LossResult eval = k->softmax_cross_entropy(s.rows, s.classes, logits.data(),
-                                                         labels.data(), smoothing, grad_scale,
-                                                         nullptr);
+        const LossResult eval =
+            k->softmax_cross_entropy(s.rows, s.classes, logits.data(), labels.data(), smoothing, grad_scale, nullptr);
         CHECK(eval.loss_sum == got.loss_sum);
         CHECK(eval.correct == got.correct);
       }
@@ -493,8 +469,7 @@ TEST_CASE_FIXTURE(FloatKernels, "kernels: softmax_cross_entropy edge cases") {
       const std::vector<float> logits = {1000.0f, 0.0f, -1000.0f, 1000.0f, 999.0f, 998.0f};
       const std::int32_t labels[] = {1, 0};
       std::vector<float> d(6);
-      const LossResult got = k->softmax_cross_entropy(2, 3, logits.data(), labels, 0.0f, 1.0f,
-                                                      d.data());
+      const LossResult got = k->softmax_cross_entropy(2, 3, logits.data(), labels, 0.0f, 1.0f, d.data());
       // Row 0: loss 1000; row 1: log(1 + e^-1 + e^-2) = 0.40760596444.
       CHECK(got.loss_sum == doctest::Approx(1000.40760596444).epsilon(1e-6));
       CHECK(got.correct == 1);
@@ -504,8 +479,7 @@ TEST_CASE_FIXTURE(FloatKernels, "kernels: softmax_cross_entropy edge cases") {
       INFO("ties: the first maximum is the prediction");
       const std::vector<float> logits = {2.0f, 2.0f, 1.0f, 1.0f, 3.0f, 3.0f};
       const std::int32_t labels[] = {0, 1};
-      const LossResult got =
-          k->softmax_cross_entropy(2, 3, logits.data(), labels, 0.0f, 1.0f, nullptr);
+      const LossResult got = k->softmax_cross_entropy(2, 3, logits.data(), labels, 0.0f, 1.0f, nullptr);
       CHECK(got.correct == 2);
     }
     {
@@ -513,8 +487,7 @@ TEST_CASE_FIXTURE(FloatKernels, "kernels: softmax_cross_entropy edge cases") {
       const std::vector<float> logits(4 * 5, 0.25f);
       const std::int32_t labels[] = {0, 1, 2, 4};
       std::vector<float> d(20, 7.0f);
-      const LossResult got =
-          k->softmax_cross_entropy(4, 5, logits.data(), labels, 1.0f, 1.0f, d.data());
+      const LossResult got = k->softmax_cross_entropy(4, 5, logits.data(), labels, 1.0f, 1.0f, d.data());
       CHECK(got.loss_sum == doctest::Approx(4 * std::log(5.0)).epsilon(1e-6));
       CHECK(std::all_of(d.begin(), d.end(), [](float v) { return std::abs(v) < 1e-7f; }));
     }
@@ -544,10 +517,8 @@ TEST_CASE("kernels: softmax_cross_entropy cpu is deterministic") {
   const auto logits = uniform_vector<float>(128 * 10, 64, -5, 5);
   const auto labels = random_labels(128, 10, 65);
   std::vector<float> d1(logits.size()), d2(logits.size());
-  const LossResult r1 =
-      cpu->softmax_cross_entropy(128, 10, logits.data(), labels.data(), 0.1f, 0.5f, d1.data());
-  const LossResult r2 =
-      cpu->softmax_cross_entropy(128, 10, logits.data(), labels.data(), 0.1f, 0.5f, d2.data());
+  const LossResult r1 = cpu->softmax_cross_entropy(128, 10, logits.data(), labels.data(), 0.1f, 0.5f, d1.data());
+  const LossResult r2 = cpu->softmax_cross_entropy(128, 10, logits.data(), labels.data(), 0.1f, 0.5f, d2.data());
   CHECK(std::memcmp(&r1.loss_sum, &r2.loss_sum, sizeof(double)) == 0);
   CHECK(std::memcmp(d1.data(), d2.data(), d1.size() * sizeof(float)) == 0);
 }
@@ -598,9 +569,8 @@ TEST_CASE_FIXTURE(FloatKernels, "kernels: sgd one step by hand, nesterov off and
 //   for g in GRADS: p.grad = torch.tensor(g); opt.step()
 //   print(", ".join("%.9gf" % x for x in p.tolist()))
 const std::vector<float> kP0 = {0.5f, -1.0f, 2.0f, 0.0f, 3e-3f};
-const std::vector<std::vector<float>> kGrads = {{0.1f, -0.2f, 0.3f, 1.0f, -4e-4f},
-                                                {-0.05f, 0.4f, 0.0f, -1.0f, 2e-4f},
-                                                {0.2f, 0.2f, -0.3f, 0.5f, 0.0f}};
+const std::vector<std::vector<float>> kGrads = {
+    {0.1f, -0.2f, 0.3f, 1.0f, -4e-4f}, {-0.05f, 0.4f, 0.0f, -1.0f, 2e-4f}, {0.2f, 0.2f, -0.3f, 0.5f, 0.0f}};
 
 // Parameters of order 1 after three float steps; beta1 and beta2 are floats here and Python
 // doubles in torch: agreement to 2e-6 absolute.
@@ -608,8 +578,7 @@ constexpr double kTorchTolerance = 2e-6;
 
 TEST_CASE_FIXTURE(FloatKernels, "kernels: adamw matches torch.optim.AdamW over three steps") {
   // AdamW(lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1)
-  const std::vector<float> want = {0.479279667f, -0.995872855f, 1.9781909f, -0.0112014757f,
-                                   0.0176901054f};
+  const std::vector<float> want = {0.479279667f, -0.995872855f, 1.9781909f, -0.0112014757f, 0.0176901054f};
   for (Kernels<float>* k : both()) {
     INFO("kernels " << k->name());
     auto p = kP0;
@@ -637,8 +606,7 @@ TEST_CASE_FIXTURE(FloatKernels, "kernels: sgd matches torch.optim.SGD over three
       {"SGD(lr=0.1, momentum=0.9, weight_decay=0.01, nesterov=True)",
        {0.1f, 0.9f, 0.01f, true},
        {0.437227309f, -1.06964636f, 1.93806863f, -0.167231888f, 0.00305891503f}},
-      {"SGD(lr=0.1)", {0.1f, 0.0f, 0.0f, false},
-       {0.474999994f, -1.03999996f, 2.0f, -0.0500000007f, 0.00302000018f}},
+      {"SGD(lr=0.1)", {0.1f, 0.0f, 0.0f, false}, {0.474999994f, -1.03999996f, 2.0f, -0.0500000007f, 0.00302000018f}},
   };
   for (Kernels<float>* k : both()) {
     for (const Case& c : cases) {
@@ -652,8 +620,7 @@ TEST_CASE_FIXTURE(FloatKernels, "kernels: sgd matches torch.optim.SGD over three
   }
 }
 
-TEST_CASE_FIXTURE(FloatKernels,
-                  "kernels: optimizers cpu equal the reference bit for bit on random parameters") {
+TEST_CASE_FIXTURE(FloatKernels, "kernels: optimizers cpu equal the reference bit for bit on random parameters") {
   const std::size_t n = 1001;
   const auto grad = uniform_vector<float>(n, 71);
   auto p_ref = uniform_vector<float>(n, 72), p_cpu = p_ref;
@@ -748,8 +715,9 @@ TEST_CASE("kernels: cpu forward and backward are bit-identical for any number of
   }
 }
 
-TEST_CASE("kernels: bias_gelu_forward and gelu_backward give bias_activation_forward's and activation_backward's "
-          "bits with kGelu, keep GELU's derivative, on any number of threads, in place, and as the reference") {
+TEST_CASE(
+    "kernels: bias_gelu_forward and gelu_backward give bias_activation_forward's and activation_backward's "
+    "bits with kGelu, keep GELU's derivative, on any number of threads, in place, and as the reference") {
   auto ref = make_reference_kernels<float>();
   struct Shape {
     int rows, cols;
@@ -872,8 +840,7 @@ TEST_CASE("kernels: reference<double> bias+activation(+dropout) gradients match 
       };
       std::vector<double> z = z0, out(n), dz(n), dbias(cols);
       ref->bias_activation_forward(act, rows, cols, bias.data(), z.data(), out.data(), dropout);
-      ref->activation_backward(act, rows, cols, z.data(), weight.data(), dz.data(), dbias.data(),
-                               dropout);
+      ref->activation_backward(act, rows, cols, z.data(), weight.data(), dz.data(), dbias.data(), dropout);
       for (std::size_t i = 0; i < n; ++i) {
         auto plus = z0, minus = z0;
         plus[i] += kStep, minus[i] -= kStep;
@@ -886,8 +853,7 @@ TEST_CASE("kernels: reference<double> bias+activation(+dropout) gradients match 
         plus[c] += kStep, minus[c] -= kStep;
         const double numeric = (loss(z0, plus) - loss(z0, minus)) / (2 * kStep);
         CAPTURE(c);
-        REQUIRE(std::abs(numeric - dbias[c]) <=
-                kGradientTolerance * std::max(1.0, std::abs(dbias[c])));
+        REQUIRE(std::abs(numeric - dbias[c]) <= kGradientTolerance * std::max(1.0, std::abs(dbias[c])));
       }
     }
   }
@@ -902,20 +868,18 @@ TEST_CASE("kernels: reference<double> softmax cross-entropy gradient matches fin
   for (float smoothing : {0.0f, 0.1f}) {
     CAPTURE(smoothing);
     auto loss = [&](const std::vector<double>& z) {
-      return grad_scale * ref->softmax_cross_entropy(rows, classes, z.data(), labels.data(),
-                                                     smoothing, grad_scale, nullptr)
-                              .loss_sum;
+      return grad_scale *
+             ref->softmax_cross_entropy(rows, classes, z.data(), labels.data(), smoothing, grad_scale, nullptr)
+                 .loss_sum;
     };
     std::vector<double> dlogits(logits.size());
-    ref->softmax_cross_entropy(rows, classes, logits.data(), labels.data(), smoothing, grad_scale,
-                               dlogits.data());
+    ref->softmax_cross_entropy(rows, classes, logits.data(), labels.data(), smoothing, grad_scale, dlogits.data());
     for (std::size_t i = 0; i < logits.size(); ++i) {
       auto plus = logits, minus = logits;
       plus[i] += kStep, minus[i] -= kStep;
       const double numeric = (loss(plus) - loss(minus)) / (2 * kStep);
       CAPTURE(i);
-      REQUIRE(std::abs(numeric - dlogits[i]) <=
-              kGradientTolerance * std::max(1.0, std::abs(dlogits[i])));
+      REQUIRE(std::abs(numeric - dlogits[i]) <= kGradientTolerance * std::max(1.0, std::abs(dlogits[i])));
     }
   }
 }

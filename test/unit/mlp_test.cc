@@ -47,7 +47,8 @@ void check_gradients(Activation act, float dropout) {
   Problem p = make_problem(act, dropout);
   Mlp<double> model(p.shape, k);
   model.initialize(3);
-  for (std::size_t i = 0; i < model.params().size(); ++i) model.params()[i] += 0.01 * std::sin(double(i));  // non-zero biases
+  for (std::size_t i = 0; i < model.params().size(); ++i)
+    model.params()[i] += 0.01 * std::sin(double(i));  // non-zero biases
 
   std::vector<double> dlogits(static_cast<std::size_t>(p.rows) * 4);
   loss_of(model, k, p, &dlogits);

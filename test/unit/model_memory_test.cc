@@ -7,7 +7,8 @@ using namespace slurm_train;
 TEST_CASE("model memory: parameters counted without overflow") {
   CHECK(mlp_parameter_count(784, {}, 10) == 7850u);
   CHECK(mlp_parameter_count(784, {64, 32}, 10) == 784u * 64 + 64 + 64 * 32 + 32 + 32 * 10 + 10);
-  CHECK(mlp_parameter_count(784, {65536, 65536}, 10) == 784ull * 65536 + 65536 + 65536ull * 65536 + 65536 + 65536 * 10 + 10);
+  CHECK(mlp_parameter_count(784, {65536, 65536}, 10) ==
+        784ull * 65536 + 65536 + 65536ull * 65536 + 65536 + 65536 * 10 + 10);
   CHECK_FALSE(mlp_parameter_count(1ull << 62, {65536}, 10).has_value());
 }
 

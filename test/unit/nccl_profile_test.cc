@@ -60,7 +60,8 @@ TEST_CASE("nccl: bad site files are refused with file, line and reason") {
     CAPTURE(text);
     check_refused<InputError>([&] { parse_profile("p", "p.conf", text); }, reason);
   };
-  refuses("NCCL_ALGO=Ring\n", "p.conf:1: NCCL_ALGO is a debugging key; a profile sets it only when the file says allow_debug=NCCL_ALGO");
+  refuses("NCCL_ALGO=Ring\n",
+          "p.conf:1: NCCL_ALGO is a debugging key; a profile sets it only when the file says allow_debug=NCCL_ALGO");
   refuses("\nNCCL_PROTO=LL\nallow_debug=NCCL_ALGO\n", "p.conf:2: NCCL_PROTO is a debugging key");
   refuses("allow_debug=NCCL_IB_HCA\n", "p.conf:1: allow_debug names NCCL_IB_HCA, which is not a debugging key");
   refuses("NCCL_IB_HCA\n", "p.conf:1: expected KEY=VALUE");
@@ -77,8 +78,8 @@ TEST_CASE("nccl: bad site files are refused with file, line and reason") {
 }
 
 TEST_CASE("nccl: profile names are file names: no path, no dots") {
-  for (const char* bad : {"../etc/passwd", "a/b", ".hidden", "Ib", "-x", "", "a b",
-                          "abcdefghijklmnopqrstuvwxyz0123456789"}) {
+  for (const char* bad :
+       {"../etc/passwd", "a/b", ".hidden", "Ib", "-x", "", "a b", "abcdefghijklmnopqrstuvwxyz0123456789"}) {
     CAPTURE(bad);
     check_refused<InputError>([&] { check_profile_name("--train-nccl", bad); }, "expected a profile name");
   }
@@ -94,7 +95,8 @@ TEST_CASE("nccl: site files are found by name, override built-ins, and unknown n
   CHECK(as_map(load_profile("fabric", dir.path.string()).variables).at("NCCL_IB_HCA") == "mlx5_0");
   CHECK(as_map(load_profile("tcp", dir.path.string()).variables).at("NCCL_SOCKET_IFNAME") == "eth0");
   CHECK(load_profile("roce", dir.path.string()).name == "roce");
-  check_refused<InputError>([&] { load_profile("broken", dir.path.string()); }, "broken.conf:1: NCCL_ALGO is a debugging key");
+  check_refused<InputError>([&] { load_profile("broken", dir.path.string()); },
+                            "broken.conf:1: NCCL_ALGO is a debugging key");
   check_refused<InputError>([&] { load_profile("nope", dir.path.string()); },
                             "NCCL profile 'nope' does not exist (available: broken, fabric, ib, off, roce, tcp)");
   check_refused<InputError>([&] { load_profile("nope", ""); }, "(available: ib, off, roce, tcp)");

@@ -11,7 +11,9 @@
 
 using namespace slurm_train::kernels;
 
-TEST_CASE("normal_cdf_density: within a few ulp of double-precision erfc and exp over every float step of 1e-4 in [-13, 13]") {
+TEST_CASE(
+    "normal_cdf_density: within a few ulp of double-precision erfc and exp over every float step of 1e-4 in [-13, "
+    "13]") {
   double worst_cdf_rel = 0, worst_cdf_abs = 0, worst_density_rel = 0;
   for (int i = -130000; i <= 130000; ++i) {
     const float x = static_cast<float>(i * 1e-4);

@@ -51,8 +51,12 @@ TEST_CASE("options: precedence: option > SLURM_TRAIN_* > site > built-in") {
   CHECK_FALSE(s.env);
   CHECK_FALSE(s.verbose);
 
-  s = resolve({}, {{"SLURM_TRAIN_BIND", "none"}, {"SLURM_TRAIN_NCCL", "tcp"}, {"SLURM_TRAIN_ENV", "on"},
-                   {"SLURM_TRAIN_VERBOSE", "1"}}, site);
+  s = resolve({},
+              {{"SLURM_TRAIN_BIND", "none"},
+               {"SLURM_TRAIN_NCCL", "tcp"},
+               {"SLURM_TRAIN_ENV", "on"},
+               {"SLURM_TRAIN_VERBOSE", "1"}},
+              site);
   CHECK(s.bind == BindMode::none);
   CHECK(s.nccl_profile == "tcp");
   CHECK_FALSE(s.nccl_from_option);
@@ -107,17 +111,28 @@ TEST_CASE("options: the same option twice with different values is an error; the
 TEST_CASE("options: srun may override what it inherited from sbatch, once") {
   RecordedOptions r;
   CHECK(record_option(r, OptionId::bind, "strict", true) == "");  // replayed from the batch job
-  CHECK(record_option(r, OptionId::bind, "soft") == "");           // srun's own command line
+  CHECK(record_option(r, OptionId::bind, "soft") == "");          // srun's own command line
   CHECK(resolve(r).bind == BindMode::soft);
-  CHECK(record_option(r, OptionId::bind, "none") != "");           // its own line contradicts itself
+  CHECK(record_option(r, OptionId::bind, "none") != "");  // its own line contradicts itself
 }
 
 TEST_CASE("options: bad SLURM_TRAIN_* defaults are refused naming the variable") {
-  check_refused<InputError>([] { resolve({}, {{"SLURM_TRAIN_BIND", "x"}}); },
-                            "SLURM_TRAIN_BIND='x' (the default of --train-bind): expected soft, strict or none");
-  check_refused<InputError>([] { resolve({}, {{"SLURM_TRAIN_ENV", "1"}}); }, "SLURM_TRAIN_ENV='1' (the default of --train-env): expected on or off");
+  check_refused<InputError>(
+      [] {
+        resolve({}, {{"SLURM_TRAIN_BIND", "x"}});
+      },
+      "SLURM_TRAIN_BIND='x' (the default of --train-bind): expected soft, strict or none");
+  check_refused<InputError>(
+      [] {
+        resolve({}, {{"SLURM_TRAIN_ENV", "1"}});
+      },
+      "SLURM_TRAIN_ENV='1' (the default of --train-env): expected on or off");
   check_refused<InputError>([] { resolve({}, {{"SLURM_TRAIN_VERBOSE", "yes"}}); }, "expected 1, 0, on or off");
-  check_refused<InputError>([] { resolve({}, {{"SLURM_TRAIN_NCCL", "a/b"}}); }, "SLURM_TRAIN_NCCL (the default of --train-nccl) 'a/b'");
+  check_refused<InputError>(
+      [] {
+        resolve({}, {{"SLURM_TRAIN_NCCL", "a/b"}});
+      },
+      "SLURM_TRAIN_NCCL (the default of --train-nccl) 'a/b'");
   // An option given on the command line makes a bad default irrelevant.
   RecordedOptions r;
   record_option(r, OptionId::bind, "soft");
@@ -150,7 +165,8 @@ TEST_CASE("site config: plugstack.conf arguments") {
     CAPTURE(message);
     check_refused<InputError>([&] { parse_site_args(args); }, message);
   };
-  refused({"colour=blue"}, "plugstack.conf: unknown key 'colour' (keys: profiles, default_profile, bind, env, port_range, sysfs)");
+  refused({"colour=blue"},
+          "plugstack.conf: unknown key 'colour' (keys: profiles, default_profile, bind, env, port_range, sysfs)");
   refused({"bind"}, "plugstack.conf argument 'bind': expected KEY=VALUE");
   refused({"bind=loose"}, "plugstack.conf bind='loose': expected soft, strict or none");
   refused({"bind=soft", "bind=strict"}, "plugstack.conf: bind= is given twice");

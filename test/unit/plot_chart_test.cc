@@ -29,8 +29,7 @@ TEST_CASE("plot: runs are named by their folder, runs sharing a folder by their 
   CHECK(run_labels({"/home/ana/runs/fm/metrics.jsonl"}) == std::vector<std::string>{"fm"});
   CHECK(run_labels({"sweep/lr-0.001/metrics.jsonl", "sweep/lr-0.002/metrics.jsonl"}) ==
         std::vector<std::string>{"lr-0.001", "lr-0.002"});
-  CHECK(run_labels({"logs/1234/metrics.jsonl", "logs/1235/metrics.jsonl"}) ==
-        std::vector<std::string>{"1234", "1235"});
+  CHECK(run_labels({"logs/1234/metrics.jsonl", "logs/1235/metrics.jsonl"}) == std::vector<std::string>{"1234", "1235"});
   CHECK(run_labels({"/r/a.jsonl", "/r/b.jsonl", "/s/c.jsonl"}) == std::vector<std::string>{"r/a", "r/b", "s"});
 }
 
@@ -43,7 +42,7 @@ TEST_CASE("plot: a run is labelled with the job id its lines carry, unless its f
 
 TEST_CASE("plot: the accuracy axis spans the accuracies that tell runs apart, not 0-100%") {
   const AxisRange a = accuracy_axis({reference_run("fm")});
-  CHECK(a.low == 83);  // 84% minus a 1-point margin
+  CHECK(a.low == 83);   // 84% minus a 1-point margin
   CHECK(a.high == 93);  // 91.2% plus the margin, rounded up
   ChartRun early = reference_run("other");
   early.test_accuracy = {40.0};
@@ -53,8 +52,9 @@ TEST_CASE("plot: the accuracy axis spans the accuracies that tell runs apart, no
   CHECK(accuracy_axis({}).low == 0);
 }
 
-TEST_CASE("plot: the script ends the step axis at the last step, keeps the legends inside, labels the final accuracy "
-          "and says why train loss lies above test loss") {
+TEST_CASE(
+    "plot: the script ends the step axis at the last step, keeps the legends inside, labels the final accuracy "
+    "and says why train loss lies above test loss") {
   const std::string s = chart_script({reference_run("lr-0.001")}, "curves.png", "fm");
   CHECK(has(s, "set xrange [0:3510]\n"));
   CHECK_FALSE(has(s, "outside"));

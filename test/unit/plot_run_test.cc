@@ -43,7 +43,10 @@ TEST_CASE("plot: a line without a field it needs is refused, naming the file and
 
 TEST_CASE("plot: a binary file is refused with its bytes escaped, never written raw to the terminal") {
   try {
-    parse(std::string("\x7f" "ELF\x02\x01\x01", 7));
+    parse(
+        std::string("\x7f"
+                    "ELF\x02\x01\x01",
+                    7));
     FAIL("a binary line was taken");
   } catch (const std::runtime_error& e) {
     const std::string what = e.what();

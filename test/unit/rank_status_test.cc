@@ -24,7 +24,8 @@ RankStatus status(int rank, std::uint64_t step, TrainPhase phase, double idle) {
 
 TEST_CASE("the watchdog blames the stalled rank that is not waiting for the others") {
   std::vector<RankStatus> ranks = {status(0, 20, TrainPhase::kAllreduce, 31), status(1, 20, TrainPhase::kForward, 32),
-                                   status(2, 20, TrainPhase::kAllreduce, 31), status(3, 20, TrainPhase::kAllreduce, 30)};
+                                   status(2, 20, TrainPhase::kAllreduce, 31),
+                                   status(3, 20, TrainPhase::kAllreduce, 30)};
   CHECK_FALSE(judge_hang(ranks, 60).hung);
   const HangVerdict v = judge_hang(ranks, 30);
   REQUIRE(v.hung);
@@ -47,6 +48,4 @@ TEST_CASE("the watchdog blames the stalled rank that is not waiting for the othe
   CHECK(table.find("finished") != std::string::npos);
 }
 
-TEST_CASE("rank lists are sorted and their runs joined") {
-  CHECK(format_rank_list({5, 0, 1, 2, 7, 8}) == "0-2,5,7-8");
-}
+TEST_CASE("rank lists are sorted and their runs joined") { CHECK(format_rank_list({5, 0, 1, 2, 7, 8}) == "0-2,5,7-8"); }

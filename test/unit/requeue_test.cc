@@ -18,7 +18,8 @@ TEST_CASE("requeue: facts from scontrol, the array task's target, and when not t
   CHECK(requeue_target(plain) == "42");
   CHECK_FALSE(why_not_requeueable(plain));
 
-  const JobFacts array = parse_scontrol_show_job("JobId=57 ArrayJobId=55 ArrayTaskId=2 JobName=sweep Requeue=1 BatchFlag=1");
+  const JobFacts array =
+      parse_scontrol_show_job("JobId=57 ArrayJobId=55 ArrayTaskId=2 JobName=sweep Requeue=1 BatchFlag=1");
   CHECK(requeue_target(array) == "55_2");
 
   const JobFacts interactive = parse_scontrol_show_job("JobId=60 JobName=bash Requeue=1 BatchFlag=0");
@@ -27,5 +28,6 @@ TEST_CASE("requeue: facts from scontrol, the array task's target, and when not t
   const JobFacts no_requeue = parse_scontrol_show_job("JobId=61 Requeue=0 BatchFlag=1");
   REQUIRE(why_not_requeueable(no_requeue));
   CHECK(why_not_requeueable(no_requeue)->find("sbatch --requeue") != std::string::npos);
-  check_refused<std::invalid_argument>([] { parse_scontrol_show_job("slurm_load_jobs error: Invalid job id"); }, "no JobId=");
+  check_refused<std::invalid_argument>([] { parse_scontrol_show_job("slurm_load_jobs error: Invalid job id"); },
+                                       "no JobId=");
 }

@@ -34,7 +34,8 @@ TEST_CASE("the restart record counts starts in a row from the same step") {
   CHECK(back.last_start_step == r.last_start_step);
   CHECK(back.last_step_reached == 123);
   check_refused<std::invalid_argument>([] { parse_restart_record("starts = 1\n"); }, "expected the keys");
-  check_refused<std::invalid_argument>([] { parse_restart_record("starts = one\n"); }, "cannot read the line 'starts = one'");
+  check_refused<std::invalid_argument>([] { parse_restart_record("starts = one\n"); },
+                                       "cannot read the line 'starts = one'");
 }
 
 TEST_CASE("the restart record survives a round trip through its file, and a damaged one is named") {

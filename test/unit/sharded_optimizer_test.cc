@@ -56,7 +56,8 @@ TEST_CASE("sharded optimizer: a bucket's counts are its overlap with each shard,
   CHECK(shard_counts(cuts, 90, 100) == std::vector<std::size_t>{0, 0, 0, 10});
 }
 
-TEST_CASE("sharded optimizer: updates of ranges are the update of the whole, bit for bit, weights decaying and biases not") {
+TEST_CASE(
+    "sharded optimizer: updates of ranges are the update of the whole, bit for bit, weights decaying and biases not") {
   const std::vector<LayerLayout> layers = mlp_layout({784, {300, 100}, 10});
   const std::size_t n = layers.back().end();
   for (const OptimizerKind kind : {OptimizerKind::kAdamW, OptimizerKind::kSgd}) {

@@ -42,8 +42,10 @@ TaskInput task(std::uint32_t local_id, std::uint32_t global_id, std::map<std::st
 }
 
 std::map<std::string, std::string> slurm_env() {
-  return {{"SLURM_STEP_GPUS", "0,1,2,3,4,5,6,7"}, {"CUDA_VISIBLE_DEVICES", "0,1,2,3,4,5,6,7"},
-          {"SLURM_GPUS_ON_NODE", "8"}, {"SLURM_STEP_NODELIST", "gpu-[001-002]"}};
+  return {{"SLURM_STEP_GPUS", "0,1,2,3,4,5,6,7"},
+          {"CUDA_VISIBLE_DEVICES", "0,1,2,3,4,5,6,7"},
+          {"SLURM_GPUS_ON_NODE", "8"},
+          {"SLURM_STEP_NODELIST", "gpu-[001-002]"}};
 }
 
 std::map<std::string, std::string> as_map(const TaskEnv& env) { return {env.set.begin(), env.set.end()}; }
@@ -71,8 +73,7 @@ TEST_CASE("task env: the whole contract for one task of a 2-node step") {
   CHECK(env.set_affinity);
   CHECK(format_cpulist(env.cpus) == "48-63");
   CHECK(env.warnings.empty());
-  CHECK(env.verbose_line ==
-        "host gpu-002 rank 13 local rank 5 GPUs 5,4,6,7,0,1,2,3 CPUs 48-63 bind soft profile tcp");
+  CHECK(env.verbose_line == "host gpu-002 rank 13 local rank 5 GPUs 5,4,6,7,0,1,2,3 CPUs 48-63 bind soft profile tcp");
 }
 
 TEST_CASE("task env: the user's exports win over the profile and the thread count") {
@@ -121,8 +122,10 @@ TEST_CASE("task env: malformed Slurm variables are errors, not silent defaults")
   check_refused<HostlistError>([&] { plan_task_env(dgx_step(BindMode::soft, 8), task(0, 0, env)); }, "unclosed '['");
   env = slurm_env();
   env["SLURM_STEP_GPUS"] = "0,one";
-  check_refused<InputError>([&] { plan_task_env(dgx_step(BindMode::soft, 8), task(0, 0, env)); }, "SLURM_STEP_GPUS GPU index 'one'");
+  check_refused<InputError>([&] { plan_task_env(dgx_step(BindMode::soft, 8), task(0, 0, env)); },
+                            "SLURM_STEP_GPUS GPU index 'one'");
   env = slurm_env();
   env.erase("SLURM_STEP_NODELIST");
-  check_refused<InputError>([&] { plan_task_env(dgx_step(BindMode::soft, 8), task(0, 0, env)); }, "MASTER_ADDR is unknown");
+  check_refused<InputError>([&] { plan_task_env(dgx_step(BindMode::soft, 8), task(0, 0, env)); },
+                            "MASTER_ADDR is unknown");
 }

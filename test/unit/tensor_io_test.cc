@@ -49,15 +49,21 @@ TEST_CASE("tensor io: pieces at any offset are written byte for byte, the bytes 
   // The file as HDF5 leaves it: metadata (here a pattern) around the places of the tensors.
   const std::size_t size = (std::size_t{9} << 20) + 12345;
   const std::vector<unsigned char> before = pattern(size, 1);
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(before.data()), static_cast<std::streamsize>(size));
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(before.data()), static_cast<std::streamsize>(size));
   // Unaligned starts and ends, a piece inside one block, two adjacent pieces, one larger than the
   // staging buffers (4 MiB), one empty, and the last reaching the file's end.
   const std::vector<std::pair<std::uint64_t, std::size_t>> places = {
-      {100, 3 * 4096 + 10}, {3 * 4096 + 110, 5000}, {40000, 300}, {65536, (std::size_t{5} << 20) + 7},
-      {(std::size_t{6} << 20) + 1, 0}, {(std::size_t{7} << 20) + 3, size - (std::size_t{7} << 20) - 3}};
+      {100, 3 * 4096 + 10},
+      {3 * 4096 + 110, 5000},
+      {40000, 300},
+      {65536, (std::size_t{5} << 20) + 7},
+      {(std::size_t{6} << 20) + 1, 0},
+      {(std::size_t{7} << 20) + 3, size - (std::size_t{7} << 20) - 3}};
   std::vector<std::vector<unsigned char>> data;
   std::vector<TensorPiece> pieces;
-  for (std::size_t i = 0; i < places.size(); ++i) data.push_back(pattern(places[i].second, 100 + static_cast<std::uint32_t>(i)));
+  for (std::size_t i = 0; i < places.size(); ++i)
+    data.push_back(pattern(places[i].second, 100 + static_cast<std::uint32_t>(i)));
   for (std::size_t i = 0; i < places.size(); ++i)
     pieces.push_back({"piece" + std::to_string(i), places[i].first, data[i].data(), data[i].size()});
 
@@ -85,12 +91,16 @@ TEST_CASE("tensor io: ranges read into memory or only checksummed, small and lar
   TempDir dir;
   const std::string path = dir.path + "/range.bin";
   const std::vector<unsigned char> bytes = pattern((std::size_t{17} << 20) + 999, 4);
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   TensorReader reader(path);
   // Below a megabyte (the page cache) and above (direct I/O, blocks in flight), unaligned at both
   // ends, and to the file's last byte.
-  for (const auto& [offset, n] : std::vector<std::pair<std::size_t, std::size_t>>{
-           {13, 5000}, {4096, 4096}, {100, (std::size_t{9} << 20) + 3}, {13, bytes.size() - 13}, {0, std::size_t{1} << 20}}) {
+  for (const auto& [offset, n] : std::vector<std::pair<std::size_t, std::size_t>>{{13, 5000},
+                                                                                  {4096, 4096},
+                                                                                  {100, (std::size_t{9} << 20) + 3},
+                                                                                  {13, bytes.size() - 13},
+                                                                                  {0, std::size_t{1} << 20}}) {
     CAPTURE(offset);
     CAPTURE(n);
     const std::uint32_t expected = zlib_crc(bytes.data() + offset, n);

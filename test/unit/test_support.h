@@ -17,7 +17,8 @@ namespace slurm_train::testing {
 // test/fixtures/sysfs/<name>; the unit tests run from the repository root (test/run-tests.sh).
 inline std::string fixture_sysfs(const std::string& name) {
   std::string path = "test/fixtures/sysfs/" + name;
-  REQUIRE_MESSAGE(std::filesystem::is_directory(path), "fixture " << path << " not found: run from the repository root");
+  REQUIRE_MESSAGE(std::filesystem::is_directory(path),
+                  "fixture " << path << " not found: run from the repository root");
   return path;
 }
 

@@ -1,10 +1,10 @@
 // The transformer kernels' device code (kernels/cuda/transformer_kernels_device.cuh) on the CPU
 // emulation of CUDA's execution model (cuda_emulation.h), with the grids and blocks their host
 // launchers in transformer_kernels.cu use, against the plain-loop reference in double: the
-// embedding and its backward (bit for bit against the reference in float), the cross-entropy's loss, gradient and arg-max hits (ties included), the decoder's attention of one
-// query over a cache, the chunked column sums, LayerNorm, and the fused fp32 attention forward and
-// backward. fp32 results within 1e-5 of the result's scale (as test/cuda/, where the GPU runs the
-// same code); the emulation tests the kernels' logic, not the GPU.
+// embedding and its backward (bit for bit against the reference in float), the cross-entropy's loss, gradient and
+// arg-max hits (ties included), the decoder's attention of one query over a cache, the chunked column sums, LayerNorm,
+// and the fused fp32 attention forward and backward. fp32 results within 1e-5 of the result's scale (as test/cuda/,
+// where the GPU runs the same code); the emulation tests the kernels' logic, not the GPU.
 #if defined(SLURM_TRAIN_WITH_CUDA)
 #include <doctest/doctest.h>
 
@@ -16,11 +16,13 @@
 #include <random>
 #include <vector>
 
+// First: the device code below is compiled against the emulation.
+#include "test/unit/cuda_emulation.h"
+
 #include "kernels/cpu/transformer_ops.h"
+#include "kernels/cuda/transformer_kernels_device.cuh"
 #include "kernels/positions_by_token.h"
 #include "test/cuda/cuda_test_support.h"
-#include "test/unit/cuda_emulation.h"
-#include "kernels/cuda/transformer_kernels_device.cuh"
 
 namespace {
 
@@ -43,7 +45,8 @@ TEST_CASE("transformer kernels (emulated): embedding forward and backward, as th
   std::vector<std::int32_t> tokens(std::size_t(B) * T);
   for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<std::int32_t>((i * 7 + i / 5) % (V - 2));
   const auto wte = uniform<float>(std::size_t(V) * C, 11), wpe = uniform<float>(std::size_t(T) * C, 12),
-             dout = uniform<float>(tokens.size() * C, 13), dwte0 = uniform<float>(std::size_t(V) * C, 14), dwpe0 = uniform<float>(std::size_t(T) * C, 15);
+             dout = uniform<float>(tokens.size() * C, 13), dwte0 = uniform<float>(std::size_t(V) * C, 14),
+             dwpe0 = uniform<float>(std::size_t(T) * C, 15);
   const std::size_t n = tokens.size() * C;
   std::vector<float> out(n), dwte = dwte0, dwpe = dwpe0;
   cuda_emu::launch({3, 1, 1}, kThreads, 0, embedding_forward_kernel, T, C, n, tokens.data(), wte.data(), wpe.data(),
@@ -74,7 +77,8 @@ TEST_CASE("transformer kernels (emulated): cross-entropy's loss, gradient and fi
     for (int r = 0; r < rows; ++r) {
       float* z = logits.data() + static_cast<std::size_t>(r) * V;
       // Odd rows: whole numbers in [0, 3], so the maximum repeats.
-      for (int c = 0; c < V; ++c) z[c] = r % 2 ? static_cast<float>(rng() % 4) : std::uniform_real_distribution<float>(-3, 3)(rng);
+      for (int c = 0; c < V; ++c)
+        z[c] = r % 2 ? static_cast<float>(rng() % 4) : std::uniform_real_distribution<float>(-3, 3)(rng);
       const int first = static_cast<int>(std::max_element(z, z + V) - z);
       int last = first;
       for (int c = 0; c < V; ++c)
@@ -191,8 +195,9 @@ TEST_CASE("transformer kernels (emulated): attention_decode, one query over a ca
   CHECK(scaled_error(out, want) < 1e-5);
 }
 
-TEST_CASE("transformer kernels (emulated): column sums over chunks of rows, a partial last chunk, with and without "
-          "the bf16 copy") {
+TEST_CASE(
+    "transformer kernels (emulated): column sums over chunks of rows, a partial last chunk, with and without "
+    "the bf16 copy") {
   const int rows = 9 * kColumnSumChunkRows + 5, cols = 40;  // more chunks than row groups, a partial block of columns
   const std::size_t n = std::size_t(rows) * cols;
   const auto x = uniform<float>(n, 4);
@@ -204,11 +209,11 @@ TEST_CASE("transformer kernels (emulated): column sums over chunks of rows, a pa
     CAPTURE(with_copy);
     std::vector<float> partial(std::size_t(chunks) * cols), out(cols, 1e30f);
     std::vector<__nv_bfloat16> copy(n, __float2bfloat16(-7.0f));
-    cuda_emu::launch({blocks(cols, 32), chunks, 1}, kSumBlock, 0, column_partials_kernel<false>, rows, cols,
-                     x.data(), static_cast<const float*>(nullptr), static_cast<float*>(nullptr), partial.data(),
+    cuda_emu::launch({blocks(cols, 32), chunks, 1}, kSumBlock, 0, column_partials_kernel<false>, rows, cols, x.data(),
+                     static_cast<const float*>(nullptr), static_cast<float*>(nullptr), partial.data(),
                      with_copy ? copy.data() : nullptr);
-    cuda_emu::launch({blocks(cols, 32), 1, 1}, kSumBlock, 0, column_chunk_sums_kernel, static_cast<int>(chunks),
-                     cols, static_cast<const float*>(partial.data()), out.data());
+    cuda_emu::launch({blocks(cols, 32), 1, 1}, kSumBlock, 0, column_chunk_sums_kernel, static_cast<int>(chunks), cols,
+                     static_cast<const float*>(partial.data()), out.data());
     CHECK(scaled_error(out, want) < 1e-5);
     // The copy: every value rounded to nearest even, as cast writes it; untouched without one.
     std::size_t same = 0;
@@ -264,8 +269,9 @@ TEST_CASE("transformer kernels (emulated): GELU's backward pass with the column 
   }
 }
 
-TEST_CASE("transformer kernels (emulated): LayerNorm's weight gradients over more chunks than row groups, added to "
-          "what is there") {
+TEST_CASE(
+    "transformer kernels (emulated): LayerNorm's weight gradients over more chunks than row groups, added to "
+    "what is there") {
   const int chunks = 2 * kSumGroups + 3, C = 40;
   const auto pw = uniform<float>(std::size_t(chunks) * C, 11), pb = uniform<float>(std::size_t(chunks) * C, 12);
   std::vector<float> dw(C, 0.5f), db(C, -0.25f);
@@ -280,8 +286,8 @@ TEST_CASE("transformer kernels (emulated): LayerNorm's weight gradients over mor
 
 TEST_CASE("transformer kernels (emulated): LayerNorm forward and backward") {
   const int rows = 300, C = 70;  // two chunks of rows for the weight gradients, the last partial
-  const auto x = uniform<float>(std::size_t(rows) * C, 5, -3, 3), w = uniform<float>(C, 6, 0.5f, 1.5f), b = uniform<float>(C, 7),
-             dout = uniform<float>(std::size_t(rows) * C, 8);
+  const auto x = uniform<float>(std::size_t(rows) * C, 5, -3, 3), w = uniform<float>(C, 6, 0.5f, 1.5f),
+             b = uniform<float>(C, 7), dout = uniform<float>(std::size_t(rows) * C, 8);
   std::vector<float> out(x.size()), mean(rows), rstd(rows), dx(x.size(), 0.0f), dw(C, 0.0f), db(C, 0.0f);
   std::vector<__nv_bfloat16> copy(x.size());
   cuda_emu::launch({blocks(rows, kWarps), 1, 1}, kThreads, 0, layernorm_forward_kernel, rows, C, x.data(), w.data(),
@@ -302,11 +308,12 @@ TEST_CASE("transformer kernels (emulated): LayerNorm forward and backward") {
     CHECK(rstd_bare == rstd);
   }
   cuda_emu::launch({blocks(rows, kWarps), 1, 1}, kThreads, 0, layernorm_dx_kernel, rows, C, x.data(), w.data(),
-                   static_cast<const float*>(mean.data()), static_cast<const float*>(rstd.data()), dout.data(), dx.data());
+                   static_cast<const float*>(mean.data()), static_cast<const float*>(rstd.data()), dout.data(),
+                   dx.data());
   const unsigned chunks = blocks(rows, kLayerNormChunkRows);
   std::vector<float> pw(std::size_t(chunks) * C), pb(std::size_t(chunks) * C);
-  cuda_emu::launch({blocks(C, 32), chunks, 1}, kSumBlock, 0, layernorm_param_partials_kernel, rows, C,
-                   x.data(), static_cast<const float*>(mean.data()), static_cast<const float*>(rstd.data()), dout.data(),
+  cuda_emu::launch({blocks(C, 32), chunks, 1}, kSumBlock, 0, layernorm_param_partials_kernel, rows, C, x.data(),
+                   static_cast<const float*>(mean.data()), static_cast<const float*>(rstd.data()), dout.data(),
                    pw.data(), pb.data());
   cuda_emu::launch({blocks(C, 32), 1, 1}, kSumBlock, 0, layernorm_param_sums_kernel, static_cast<int>(chunks), C,
                    static_cast<const float*>(pw.data()), static_cast<const float*>(pb.data()), dw.data(), db.data());
@@ -345,7 +352,8 @@ TEST_CASE("transformer kernels (emulated): fused fp32 attention forward and back
     const auto qd = to_double(qkv);
     std::vector<double> o(n * s.C), probs(std::size_t(rows) * s.T), dq(qkv.size(), 0.0);
     slurm_train::kernels::attention_forward(s.B, s.T, s.C, s.H, qd.data(), o.data(), probs.data());
-    slurm_train::kernels::attention_backward(s.B, s.T, s.C, s.H, qd.data(), probs.data(), to_double(dout).data(), dq.data());
+    slurm_train::kernels::attention_backward(s.B, s.T, s.C, s.H, qd.data(), probs.data(), to_double(dout).data(),
+                                             dq.data());
     CHECK(scaled_error(out, o) < 1e-5);
     CHECK(scaled_error(dqkv, dq) < 1e-5);
   }

@@ -11,7 +11,9 @@
 #include <cstdint>
 #include <vector>
 
+// First: the device code below is compiled against the emulation.
 #include "test/unit/cuda_emulation.h"
+
 #include "kernels/cuda/warp_mma.cuh"
 #include "test/cuda/warp_mma_probe.cuh"
 #include "test/cuda/warp_mma_probe.h"

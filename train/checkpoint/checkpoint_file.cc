@@ -16,16 +16,23 @@ void probe_uncontained(const std::string& path, CheckpointUse use) {
       read_checkpoint_uncontained(path, probe, nullptr, CheckpointPass::kProbe);
       break;
     }
-    case CheckpointUse::kVerify: verify_checkpoint_uncontained(path, CheckpointPass::kProbe); break;
-    case CheckpointUse::kDescribe: describe_checkpoint_uncontained(path, CheckpointPass::kProbe); break;
+    case CheckpointUse::kVerify:
+      verify_checkpoint_uncontained(path, CheckpointPass::kProbe);
+      break;
+    case CheckpointUse::kDescribe:
+      describe_checkpoint_uncontained(path, CheckpointPass::kProbe);
+      break;
   }
 }
 
 const char* reader_name(CheckpointUse use) {
   switch (use) {
-    case CheckpointUse::kRead: return "checkpoint-read";
-    case CheckpointUse::kVerify: return "checkpoint-verify";
-    case CheckpointUse::kDescribe: return "checkpoint-describe";
+    case CheckpointUse::kRead:
+      return "checkpoint-read";
+    case CheckpointUse::kVerify:
+      return "checkpoint-verify";
+    case CheckpointUse::kDescribe:
+      return "checkpoint-describe";
   }
   return "";
 }
@@ -34,13 +41,13 @@ const char* reader_name(CheckpointUse use) {
 void require_no_crash(const std::string& path, CheckpointUse use) {
   const ContainedRead read{reader_name(use), {path}, [&] { probe_uncontained(path, use); }};
   if (const auto crash = crash_in_child(read, time_limit_to_read(path)))
-    throw CheckpointError(fmt::format("{}: reading it {} (a separate process reads it first: libhdf5 crashes or "
-                                      "loops forever on some damaged files); the file is damaged or not a checkpoint",
-                                      path, *crash));
+    throw CheckpointError(
+        fmt::format("{}: reading it {} (a separate process reads it first: libhdf5 crashes or "
+                    "loops forever on some damaged files); the file is damaged or not a checkpoint",
+                    path, *crash));
 }
 
 }  // namespace
-
 
 void read_checkpoint_file(const std::string& path, CheckpointState& s, const ModelLayout* expected) {
   require_no_crash(path, CheckpointUse::kRead);

@@ -13,8 +13,8 @@
 // order, checked whenever the file is read. A checkpoint that the ranks wrote together (sharded
 // optimizer state) also records each tensor's parts, one per rank that wrote some of it: the
 // attributes shard_first (uint64 [k], the part's first element), shard_crc32 (uint32 [k]) and
-// shard_rank (int64 [k]); `ckpt verify` checks each part and names the rank of a bad one. The scalars are one table (checkpoint_format.h);
-// the tensors' bytes go straight to and from the file (tensor_io.h); the folder of checkpoints
+// shard_rank (int64 [k]); `ckpt verify` checks each part and names the rank of a bad one. The scalars are one table
+// (checkpoint_format.h); the tensors' bytes go straight to and from the file (tensor_io.h); the folder of checkpoints
 // and its commit protocol are checkpoint_store.h's.
 // The writer is checkpoint_file_writer.cc, the reader checkpoint_file_reader.h; checkpoint_file.cc
 // runs every read of a file in a child process first (the crash-contained probe), then for real.
@@ -81,8 +81,7 @@ CheckpointState read_checkpoint_file(const std::string& path);
 // of another model throws CheckpointMismatch before any buffer is sized from it.
 // Every size is checked against the bytes the file stores before it is allocated, and every
 // attribute's dataspace and type before it is read.
-void read_checkpoint_file(const std::string& path, CheckpointState& into,
-                          const ModelLayout* expected = nullptr);
+void read_checkpoint_file(const std::string& path, CheckpointState& into, const ModelLayout* expected = nullptr);
 
 // Every problem of the file, one line each (empty: valid): each dataset's checksum, found by
 // walking the file, and that the file reads back as a checkpoint.

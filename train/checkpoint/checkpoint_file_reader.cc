@@ -108,7 +108,8 @@ std::vector<T> read_array_attribute(hid_t object, const char* name, std::size_t 
   h5::Handle attr(H5_CHECK(H5Aopen(object, name, H5P_DEFAULT), where));
   const h5::Extent e = h5::attribute_extent(attr, where);
   if (e.null || e.shape != std::vector<hsize_t>{n} || e.type_class != H5T_INTEGER || e.type_size > 8)
-    throw CheckpointError(fmt::format("{}: attribute '{}' holds {}; expected {} integers", where, name, e.describe(), n));
+    throw CheckpointError(
+        fmt::format("{}: attribute '{}' holds {}; expected {} integers", where, name, e.describe(), n));
   std::vector<T> values(n);
   H5_CHECK(H5Aread(attr, memory_type, values.data()), where);
   return values;
@@ -131,16 +132,18 @@ std::vector<ShardChecksum> read_parts(hid_t set, std::size_t elements, const std
   for (std::size_t i = 0; i < k; ++i) {
     const std::uint64_t end = i + 1 < k ? first[i + 1] : elements;
     if (first[i] >= end || (i == 0 && first[i] != 0) || end > elements)
-      throw CheckpointError(fmt::format("{}: attribute 'shard_first' is [{}]; expected increasing element numbers "
-                                        "from 0, below {}",
-                                        where, fmt::join(first, ", "), elements));
+      throw CheckpointError(
+          fmt::format("{}: attribute 'shard_first' is [{}]; expected increasing element numbers "
+                      "from 0, below {}",
+                      where, fmt::join(first, ", "), elements));
     parts[i] = {0, first[i], end - first[i], rank[i], crc[i]};
   }
   return parts;
 }
 
-
-bool probe_skips(CheckpointPass pass, hid_t set) { return pass == CheckpointPass::kProbe && H5Dget_offset(set) != HADDR_UNDEF; }
+bool probe_skips(CheckpointPass pass, hid_t set) {
+  return pass == CheckpointPass::kProbe && H5Dget_offset(set) != HADDR_UNDEF;
+}
 
 // A dataset's bytes as stored (read with its own file type) after checking them against its
 // crc32 attribute.
@@ -158,14 +161,16 @@ void require_checksums(hid_t set, const std::vector<ShardChecksum>& parts, const
   for (std::size_t k = 0; k < parts.size(); ++k) {
     const ShardChecksum& p = parts[k];
     if (part_crcs[k] != p.crc)
-      bad.push_back(fmt::format("part {} of {} (elements {} to {}, written by rank {}) fails its checksum (shard_crc32 "
-                                "stored {:08x}, data {:08x})",
-                                k + 1, parts.size(), p.first, p.first + p.count - 1, p.rank, p.crc, part_crcs[k]));
+      bad.push_back(
+          fmt::format("part {} of {} (elements {} to {}, written by rank {}) fails its checksum (shard_crc32 "
+                      "stored {:08x}, data {:08x})",
+                      k + 1, parts.size(), p.first, p.first + p.count - 1, p.rank, p.crc, part_crcs[k]));
   }
   if (!bad.empty()) throw CheckpointError(fmt::format("{}: {}", where, fmt::join(bad, "; ")));
   const std::uint32_t stored = read_crc_attribute(set, where);
   if (stored != actual)
-    throw CheckpointError(fmt::format("{}: checksum mismatch (crc32 stored {:08x}, data {:08x})", where, stored, actual));
+    throw CheckpointError(
+        fmt::format("{}: checksum mismatch (crc32 stored {:08x}, data {:08x})", where, stored, actual));
 }
 
 // A dataset opened for its bytes to be checked, after its type, dataspace and stored size were:
@@ -190,7 +195,8 @@ CheckedDataset open_numbers(hid_t file, const std::string& name, const std::stri
   return d;
 }
 
-RawDataset read_verified(hid_t file, const std::string& name, const std::string& path, CheckpointPass pass = CheckpointPass::kRead) {
+RawDataset read_verified(hid_t file, const std::string& name, const std::string& path,
+                         CheckpointPass pass = CheckpointPass::kRead) {
   const std::string where = fmt::format("{}: dataset {}", path, name);
   try {
     CheckedDataset d = open_numbers(file, name, where);
@@ -214,7 +220,8 @@ RawDataset read_verified(hid_t file, const std::string& name, const std::string&
 
 // Checks a dataset's checksums. A contiguous one (ours: every tensor) is read straight from the
 // file by `reader`, part by part, and nothing of its size is allocated; others through HDF5.
-void verify_dataset(hid_t file, TensorReader* reader, const std::string& name, const std::string& path, CheckpointPass pass) {
+void verify_dataset(hid_t file, TensorReader* reader, const std::string& name, const std::string& path,
+                    CheckpointPass pass) {
   const std::string where = fmt::format("{}: dataset {}", path, name);
   try {
     CheckedDataset d = open_numbers(file, name, where);
@@ -247,8 +254,9 @@ T read_scalar(hid_t file, const std::string& name, const std::string& path) {
   const h5::Extent& e = raw.extent;
   const bool is_float = std::is_floating_point_v<T>;
   if (!e.is_scalar() || e.type_size != sizeof(T) || (e.type_class == H5T_FLOAT) != is_float)
-    throw CheckpointError(fmt::format("{}: dataset {}: holds {}; expected one {}{} (a scalar)", path, name, e.describe(),
-                                      is_float ? "float" : (std::is_signed_v<T> ? "int" : "uint"), 8 * sizeof(T)));
+    throw CheckpointError(fmt::format("{}: dataset {}: holds {}; expected one {}{} (a scalar)", path, name,
+                                      e.describe(), is_float ? "float" : (std::is_signed_v<T> ? "int" : "uint"),
+                                      8 * sizeof(T)));
   T v;
   std::memcpy(&v, raw.bytes.data(), sizeof v);
   return v;
@@ -257,8 +265,8 @@ T read_scalar(hid_t file, const std::string& name, const std::string& path) {
 // A float32 tensor of the expected shape, read into `into` and checked against its crc32.
 // Contiguous datasets (ours) are read straight from the file (`reader`); others through HDF5. A
 // probe (into may be null) reads only what libhdf5 parses.
-void read_tensor(hid_t file, TensorReader* reader, const std::string& name, const std::vector<hsize_t>& shape, float* into,
-                 const std::string& path, CheckpointPass pass) {
+void read_tensor(hid_t file, TensorReader* reader, const std::string& name, const std::vector<hsize_t>& shape,
+                 float* into, const std::string& path, CheckpointPass pass) {
   const std::string where = fmt::format("{}: dataset {}", path, name);
   try {
     if (!h5::has_dataset(file, name)) throw CheckpointError(where + " is missing");
@@ -266,7 +274,8 @@ void read_tensor(hid_t file, TensorReader* reader, const std::string& name, cons
     h5::Handle type(H5_CHECK(H5Dget_type(set), where));
     const h5::Extent found = h5::dataset_extent(set, where);
     if (found.null || found.shape != shape || H5Tequal(type, H5T_IEEE_F32LE) <= 0)
-      throw CheckpointError(fmt::format("{}: holds {}; expected float32 [{}]", where, found.describe(), fmt::join(shape, ", ")));
+      throw CheckpointError(
+          fmt::format("{}: holds {}; expected float32 [{}]", where, found.describe(), fmt::join(shape, ", ")));
     require_stored(set, found, sizeof(float), where);
     const std::uint32_t stored = read_crc_attribute(set, where);
     const std::size_t bytes = *h5::byte_count(shape, sizeof(float));
@@ -289,7 +298,8 @@ void read_tensor(hid_t file, TensorReader* reader, const std::string& name, cons
       actual = crc32_of(into, bytes);
     }
     if (stored != actual)
-      throw CheckpointError(fmt::format("{}: checksum mismatch (crc32 stored {:08x}, data {:08x})", where, stored, actual));
+      throw CheckpointError(
+          fmt::format("{}: checksum mismatch (crc32 stored {:08x}, data {:08x})", where, stored, actual));
   } catch (const h5::Error& e) {
     throw CheckpointError(e.what());
   }
@@ -322,7 +332,8 @@ LayerLayout layer_layout_of(hid_t file, const std::string& name, std::size_t off
   const h5::Extent e = h5::dataset_extent(set, where);
   constexpr hsize_t kMost = std::numeric_limits<int>::max();
   if (e.null || e.shape.size() != 2 || e.shape[0] == 0 || e.shape[1] == 0 || e.shape[0] > kMost || e.shape[1] > kMost)
-    throw CheckpointError(fmt::format("{}: holds {}; expected float32 [out, in], each from 1 to {}", where, e.describe(), kMost));
+    throw CheckpointError(
+        fmt::format("{}: holds {}; expected float32 [out, in], each from 1 to {}", where, e.describe(), kMost));
   require_stored(set, e, sizeof(float), where);
   LayerLayout L;
   L.out = static_cast<int>(e.shape[0]);
@@ -342,8 +353,8 @@ ModelRecipe read_model_recipe(hid_t file, const std::vector<LayerLayout>& layers
   h5::Handle model(H5_CHECK(H5Gopen2(file, "/model", H5P_DEFAULT), model_where));
   r.activation = read_string_attribute(model, "activation", model_where);
   if (r.activation != "relu" && r.activation != "gelu" && r.activation != "identity")
-    throw CheckpointError(fmt::format("{}: attribute 'activation' is '{}'; expected relu, gelu or identity", model_where,
-                                      r.activation));
+    throw CheckpointError(
+        fmt::format("{}: attribute 'activation' is '{}'; expected relu, gelu or identity", model_where, r.activation));
   std::vector<std::int64_t> expected{layers.front().in};
   for (const LayerLayout& L : layers) expected.push_back(L.out);
   if (H5Aexists(model, "widths") <= 0) throw CheckpointError(model_where + ": attribute 'widths' is missing");
@@ -392,7 +403,8 @@ ModelLayout read_model_layout(hid_t file, const std::string& path) {
       throw CheckpointError(fmt::format("{}: {}", where, e.what()));
     }
   }
-  if (kind != "mlp") throw CheckpointError(fmt::format("{}: attribute 'kind' is '{}'; expected mlp or gpt", where, kind));
+  if (kind != "mlp")
+    throw CheckpointError(fmt::format("{}: attribute 'kind' is '{}'; expected mlp or gpt", where, kind));
   std::vector<LayerLayout> layers;
   std::size_t offset = 0;
   for (std::size_t l = 0;; ++l) {
@@ -404,7 +416,6 @@ ModelLayout read_model_layout(hid_t file, const std::string& path) {
   if (layers.empty()) throw CheckpointError(fmt::format("{}: /model/layer1.weight is missing", path));
   return mlp_model_layout(layers);
 }
-
 
 // What the tensors' bytes are read with (see read_tensor): none in a probe, which reads only what
 // libhdf5 parses, nor where the file cannot be opened again (HDF5 then reads them).
@@ -420,7 +431,7 @@ std::unique_ptr<TensorReader> tensor_reader(const std::string& path, CheckpointP
 }  // namespace
 
 void read_checkpoint_uncontained(const std::string& path, CheckpointState& s, const ModelLayout* expected,
-                      CheckpointPass pass) {
+                                 CheckpointPass pass) {
   h5::Handle file = open_checkpoint(path);
   const std::unique_ptr<TensorReader> reader = tensor_reader(path, pass);
   s.model = {};
@@ -467,9 +478,12 @@ void read_checkpoint_uncontained(const std::string& path, CheckpointState& s, co
     if (names.size() < 2) s.second.clear();  // SGD has one state: none left from an earlier read
 
     for (const CounterField& f : counter_fields())
-      std::visit([&](auto member) { s.counters.*member = read_scalar<std::remove_reference_t<decltype(s.counters.*member)>>(
-                                        file, f.path(), path); },
-                 f.member);
+      std::visit(
+          [&](auto member) {
+            s.counters.*member =
+                read_scalar<std::remove_reference_t<decltype(s.counters.*member)>>(file, f.path(), path);
+          },
+          f.member);
   } catch (const h5::Error& e) {
     throw CheckpointError(e.what());
   }
@@ -507,10 +521,11 @@ std::string describe_checkpoint_uncontained(const std::string& path, CheckpointP
   CheckpointState s;
   read_checkpoint_uncontained(path, s, nullptr, pass);
   const CheckpointCounters& c = s.counters;
-  std::string out = fmt::format("{}\n/meta\n  format_version   {}\n  program_version  {}\n  created          {}\n"
-                                "  host             {}\n  device           {}\n  world_size       {}\n",
-                                path, s.format_version, s.program_version, s.created, s.host,
-                                s.device.empty() ? "(not recorded)" : s.device, c.world_size);
+  std::string out = fmt::format(
+      "{}\n/meta\n  format_version   {}\n  program_version  {}\n  created          {}\n"
+      "  host             {}\n  device           {}\n  world_size       {}\n",
+      path, s.format_version, s.program_version, s.created, s.host, s.device.empty() ? "(not recorded)" : s.device,
+      c.world_size);
   // Four fields to a line.
   auto lines = [](const std::vector<std::string>& fields) {
     std::string text;

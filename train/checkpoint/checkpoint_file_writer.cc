@@ -35,7 +35,8 @@ namespace {
 constexpr const char* kRngNote =
     "counter-based: dropout masks are a function of (seed, global row, unit) and each epoch's shuffle of "
     "(seed, epoch); no rank holds mutable RNG state, so seed and step are the RNG state of every rank";
-constexpr const char* kChecksumNote = "crc32 attribute of each dataset: zlib CRC-32 of its little-endian bytes in C order";
+constexpr const char* kChecksumNote =
+    "crc32 attribute of each dataset: zlib CRC-32 of its little-endian bytes in C order";
 constexpr const char* kShardedChecksumNote =
     "crc32 attribute of each dataset: zlib CRC-32 of its little-endian bytes in C order; the tensors were written in "
     "parts, one per rank: part k begins at element shard_first[k], its bytes have CRC-32 shard_crc32[k], and rank "
@@ -58,7 +59,8 @@ class Writer {
   void scalar(hid_t parent, const std::string& name, hid_t type, const void* data, std::size_t bytes) {
     const std::string where = path_ + ":" + name;
     h5::Handle space(H5_CHECK(H5Screate(H5S_SCALAR), where));
-    h5::Handle set(H5_CHECK(H5Dcreate2(parent, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), where));
+    h5::Handle set(
+        H5_CHECK(H5Dcreate2(parent, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), where));
     H5_CHECK(H5Dwrite(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), where);
     crc_attribute(set, crc32_of(data, bytes), where);
   }
@@ -73,7 +75,8 @@ class Writer {
     H5_CHECK(H5Pset_layout(dcpl, H5D_CONTIGUOUS), where);
     H5_CHECK(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY), where);
     H5_CHECK(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), where);
-    h5::Handle set(H5_CHECK(H5Dcreate2(parent, name.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT), where));
+    h5::Handle set(
+        H5_CHECK(H5Dcreate2(parent, name.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT), where));
     // The checksum is computed on a helper thread while the bytes are written (write_pieces) and
     // stored afterwards (store_checksums); 0 until then, which no reader ever sees: the file is
     // still a .tmp.
@@ -108,7 +111,8 @@ class Writer {
   }
 
   h5::Handle group(hid_t parent, const std::string& name) {
-    return h5::Handle(H5_CHECK(H5Gcreate2(parent, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), path_ + ":" + name));
+    return h5::Handle(
+        H5_CHECK(H5Gcreate2(parent, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), path_ + ":" + name));
   }
   void int_attribute(hid_t object, const std::string& name, std::int64_t v) {
     h5::Handle space(H5_CHECK(H5Screate(H5S_SCALAR), path_));
@@ -139,7 +143,8 @@ void array_attribute(hid_t object, const char* name, hid_t file_type, hid_t memo
 // Sets each tensor's crc32 attribute (a fixed-size value rewritten in place) and, where a tensor
 // was written in parts, its parts' attributes.
 void store_checksums(const std::string& path, const std::vector<Writer::Piece>& pieces,
-                     const std::vector<std::uint32_t>& crcs, const std::vector<std::vector<ShardChecksum>>* shards = nullptr) {
+                     const std::vector<std::uint32_t>& crcs,
+                     const std::vector<std::vector<ShardChecksum>>* shards = nullptr) {
   try {
     h5::Handle file = h5::open_file(path, H5F_ACC_RDWR);
     for (std::size_t i = 0; i < pieces.size(); ++i) {
@@ -171,7 +176,8 @@ void store_checksums(const std::string& path, const std::vector<Writer::Piece>& 
 
 std::vector<TensorPiece> create_checkpoint_file(const std::string& path, const CheckpointState& s) {
   const std::size_t elements = s.model.parameters();
-  const std::size_t arrays = 1 + (s.is_shard ? optimizer_state_names(s.optimizer).size() : (s.first.empty() ? 0 : 1) + (s.second.empty() ? 0 : 1));
+  const std::size_t arrays = 1 + (s.is_shard ? optimizer_state_names(s.optimizer).size()
+                                             : (s.first.empty() ? 0 : 1) + (s.second.empty() ? 0 : 1));
   const std::size_t tensor_bytes = arrays * elements * sizeof(float);
   // HDF5 1.10 can crash at exit after a write of its own failed (a full disk); so the space a
   // checkpoint needs is checked before HDF5 writes anything, and the big writes are ours.
@@ -237,13 +243,15 @@ void write_checkpoint_file(const std::string& path, const CheckpointState& s, un
 
 void store_shard_checksums(const std::string& path, const std::vector<TensorPiece>& pieces,
                            std::vector<ShardChecksum> parts) {
-  std::sort(parts.begin(), parts.end(),
-            [](const ShardChecksum& a, const ShardChecksum& b) { return std::tie(a.piece, a.first) < std::tie(b.piece, b.first); });
+  std::sort(parts.begin(), parts.end(), [](const ShardChecksum& a, const ShardChecksum& b) {
+    return std::tie(a.piece, a.first) < std::tie(b.piece, b.first);
+  });
   std::vector<std::vector<ShardChecksum>> by_piece(pieces.size());
   for (const ShardChecksum& c : parts) {
     if (c.piece >= pieces.size())
-      throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': rank {} sent the checksum of tensor {} of {}",
-                                             path, c.rank, c.piece, pieces.size()));
+      throw CheckpointWriteError(
+          fmt::format("cannot write the checkpoint '{}': rank {} sent the checksum of tensor {} of {}", path, c.rank,
+                      c.piece, pieces.size()));
     by_piece[c.piece].push_back(c);
   }
   std::vector<std::uint32_t> crcs(pieces.size());
@@ -256,9 +264,10 @@ void store_shard_checksums(const std::string& path, const std::vector<TensorPiec
       next += c.count;
     }
     if (next * sizeof(float) != pieces[i].bytes)
-      throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': the ranks' parts of {} cover {} of its {} "
-                                             "elements, not each once",
-                                             path, pieces[i].name, next, pieces[i].bytes / sizeof(float)));
+      throw CheckpointWriteError(
+          fmt::format("cannot write the checkpoint '{}': the ranks' parts of {} cover {} of its {} "
+                      "elements, not each once",
+                      path, pieces[i].name, next, pieces[i].bytes / sizeof(float)));
   }
   store_checksums(path, pieces, crcs, &by_piece);
 }

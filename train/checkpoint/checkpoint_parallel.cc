@@ -29,7 +29,8 @@ std::vector<DatasetPart> shard_parts(const ModelLayout& model, std::size_t begin
   for (std::size_t a = 0; a < arrays.size(); ++a) {
     const std::size_t end = begin + arrays[a].size();
     if (end > model.parameters())
-      throw std::invalid_argument(fmt::format("a shard of elements {} to {} of a model of {}", begin, end, model.parameters()));
+      throw std::invalid_argument(
+          fmt::format("a shard of elements {} to {} of a model of {}", begin, end, model.parameters()));
     for (std::size_t t = 0; t < tensors; ++t) {
       const ParamTensor& tensor = model.tensors[t];
       const std::size_t lo = std::max(begin, tensor.offset), hi = std::min(end, tensor.offset + tensor.size);
@@ -57,8 +58,9 @@ std::vector<ShardChecksum> write_shard_parts(const std::string& path, const std:
     ::close(fd);
   } else {
     const int err = errno;
-    throw CheckpointWriteError(fmt::format("cannot open '{}' for writing: {}{}", path, std::strerror(err),
-                                           err == ENOENT && rank != 0 ? " (is the folder on storage that every node shares?)" : ""));
+    throw CheckpointWriteError(
+        fmt::format("cannot open '{}' for writing: {}{}", path, std::strerror(err),
+                    err == ENOENT && rank != 0 ? " (is the folder on storage that every node shares?)" : ""));
   }
   std::vector<std::uint32_t> crcs;
   try {
@@ -70,7 +72,8 @@ std::vector<ShardChecksum> write_shard_parts(const std::string& path, const std:
     throw CheckpointWriteError(fmt::format("cannot write its part of '{}': {}", path, e.what()));
   }
   std::vector<ShardChecksum> sums;
-  for (std::size_t i = 0; i < parts.size(); ++i) sums.push_back({parts[i].dataset, parts[i].first, parts[i].count, rank, crcs[i]});
+  for (std::size_t i = 0; i < parts.size(); ++i)
+    sums.push_back({parts[i].dataset, parts[i].first, parts[i].count, rank, crcs[i]});
   return sums;
 }
 
@@ -135,7 +138,8 @@ std::string save_checkpoint_parallel(Comm& comm, const std::string& dir, const C
     try {
       std::error_code ec;
       std::filesystem::create_directories(dir, ec);
-      if (ec) throw CheckpointWriteError(fmt::format("cannot create the checkpoint folder '{}': {}", dir, ec.message()));
+      if (ec)
+        throw CheckpointWriteError(fmt::format("cannot create the checkpoint folder '{}': {}", dir, ec.message()));
       tmp = temporary_path_for(path);
       pieces = create_checkpoint_file(tmp, s);
       for (const TensorPiece& p : pieces) lines.push_back(fmt::format("{} {} {}", p.offset, p.bytes, p.name));

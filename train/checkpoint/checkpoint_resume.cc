@@ -84,9 +84,10 @@ std::optional<Resumed> resume_from_checkpoint(const std::string& dir, const Resu
         header.found = 1;
         header.counters = state.counters;
         if (state.counters.schedule_total_steps != t.total_steps)
-          warn(fmt::format("warning: {} was written by a run of {} steps; this one has {}: the learning-rate schedule "
-                           "follows this run's length from step {}",
-                           path, state.counters.schedule_total_steps, t.total_steps, state.counters.step));
+          warn(
+              fmt::format("warning: {} was written by a run of {} steps; this one has {}: the learning-rate schedule "
+                          "follows this run's length from step {}",
+                          path, state.counters.schedule_total_steps, t.total_steps, state.counters.step));
       } else if (!found) {
         // A fresh start: undo what reads of bad checkpoints (of any shape) left in the buffers.
         state.params.resize(sizes[0]);

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "train/models/model_layout.h"
 #include "train/models/model_file.h"
+#include "train/models/model_layout.h"
 
 namespace slurm_train {
 
@@ -30,21 +30,21 @@ struct CheckpointCounters {
   std::uint64_t seed = 0;            // seed of initialisation, shuffles and dropout
   std::uint64_t global_batch = 0;
   std::uint64_t schedule_total_steps = 0;  // the learning-rate schedule's length
-  double next_lr = 0;                // the schedule's rate for `step` (for people reading the file)
-  double epoch_loss_sum = 0;         // sum of this epoch's step losses so far (the epoch line)
-  double epoch_seconds = 0;          // and their time
-  std::uint64_t optimizer_steps = 0;  // updates applied (AdamW's bias correction counts them)
-  std::int64_t world_size = 0;       // of the run that wrote the checkpoint
+  double next_lr = 0;                      // the schedule's rate for `step` (for people reading the file)
+  double epoch_loss_sum = 0;               // sum of this epoch's step losses so far (the epoch line)
+  double epoch_seconds = 0;                // and their time
+  std::uint64_t optimizer_steps = 0;       // updates applied (AdamW's bias correction counts them)
+  std::int64_t world_size = 0;             // of the run that wrote the checkpoint
 };
 
 struct CheckpointState {
   CheckpointCounters counters;
-  std::string optimizer;                 // "adamw" or "sgd"
-  ModelLayout model;                     // the parameters' names and places in the buffers below
-  std::vector<float> params;             // /model/<tensor name>
-  std::vector<float> first, second;      // AdamW exp_avg, exp_avg_sq; SGD momentum_buffer, (empty)
-  ModelRecipe recipe;                    // /model widths and activation, /preprocessing (model_file.h)
-  std::string config_toml;               // /meta config
+  std::string optimizer;                       // "adamw" or "sgd"
+  ModelLayout model;                           // the parameters' names and places in the buffers below
+  std::vector<float> params;                   // /model/<tensor name>
+  std::vector<float> first, second;            // AdamW exp_avg, exp_avg_sq; SGD momentum_buffer, (empty)
+  ModelRecipe recipe;                          // /model widths and activation, /preprocessing (model_file.h)
+  std::string config_toml;                     // /meta config
   std::string program_version, created, host;  // /meta; created: ISO 8601 UTC
   // /meta device: where the run computed, "cpu" or "cuda:0 (NVIDIA H200, bf16)"; "" in files
   // written before it was recorded. The state itself is the same on any device.

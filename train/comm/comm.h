@@ -12,7 +12,6 @@
 
 namespace slurm_train {
 
-
 struct CommError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };

@@ -26,18 +26,19 @@ std::string hostname() {
   MPI_Error_string(rc, text, &length);
   int rank = -1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  throw CommError(fmt::format("rank {} on {}: MPI call {} failed at {}:{}: {}", rank, hostname(), call,
-                              file, line, text));
+  throw CommError(
+      fmt::format("rank {} on {}: MPI call {} failed at {}:{}: {}", rank, hostname(), call, file, line, text));
 }
 
-#define MPI_CHECK(call)                                              \
-  do {                                                               \
-    const int mpi_check_rc_ = (call);                                \
+#define MPI_CHECK(call)                                                                   \
+  do {                                                                                    \
+    const int mpi_check_rc_ = (call);                                                     \
     if (mpi_check_rc_ != MPI_SUCCESS) mpi_fail(mpi_check_rc_, #call, __FILE__, __LINE__); \
   } while (0)
 
 int checked_count(std::size_t n) {
-  if (n > static_cast<std::size_t>(INT_MAX)) throw CommError(fmt::format("message of {} elements exceeds MPI's int count", n));
+  if (n > static_cast<std::size_t>(INT_MAX))
+    throw CommError(fmt::format("message of {} elements exceeds MPI's int count", n));
   return static_cast<int>(n);
 }
 
@@ -77,8 +78,8 @@ class MpiComm final : public Comm {
   void start_reduce_scatter_sum(const float* send, float* recv, const std::vector<std::size_t>& counts) override {
     pending_counts_.push_back(int_counts(counts));  // MPI reads them until the operation completes
     pending_.emplace_back();
-    MPI_CHECK(MPI_Ireduce_scatter(send, recv, pending_counts_.back().data(), MPI_FLOAT, MPI_SUM, world_,
-                                  &pending_.back()));
+    MPI_CHECK(
+        MPI_Ireduce_scatter(send, recv, pending_counts_.back().data(), MPI_FLOAT, MPI_SUM, world_, &pending_.back()));
   }
   void allgather_in_place(float* data, const std::vector<std::size_t>& sizes) override {
     const std::vector<int> counts = int_counts(sizes), displs = displacements(counts);

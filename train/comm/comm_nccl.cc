@@ -94,7 +94,8 @@ class NcclComm final : public Comm {
     check_nccl(ncclGroupStart(), "ncclGroupStart", __LINE__);
     for (int r = 0; r < size(); ++r) {
       const std::size_t count = counts[static_cast<std::size_t>(r)];
-      if (count > 0 && r != root && me == r) check_nccl(ncclSend(mine, count, ncclFloat, root, comm_, stream_), "ncclSend", __LINE__);
+      if (count > 0 && r != root && me == r)
+        check_nccl(ncclSend(mine, count, ncclFloat, root, comm_, stream_), "ncclSend", __LINE__);
       if (count > 0 && r != root && me == root)
         check_nccl(ncclRecv(all + at, count, ncclFloat, r, comm_, stream_), "ncclRecv", __LINE__);
       at += count;
@@ -169,7 +170,8 @@ class NcclComm final : public Comm {
     ncclResult_t async = ncclSuccess;
     check_nccl(ncclCommGetAsyncError(comm_, &async), "ncclCommGetAsyncError", __LINE__);
     if (async != ncclSuccess && async != ncclInProgress)
-      fail(fmt::format("NCCL reported an asynchronous error: {}: {}", ncclGetErrorString(async), ncclGetLastError(comm_)));
+      fail(fmt::format("NCCL reported an asynchronous error: {}: {}", ncclGetErrorString(async),
+                       ncclGetLastError(comm_)));
   }
 
   void check_nccl(ncclResult_t rc, const char* call, int line) {

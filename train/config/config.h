@@ -28,7 +28,7 @@ struct DataConfig {
 };
 
 struct ModelConfig {
-  std::string kind = "mlp";         // mlp | gpt
+  std::string kind = "mlp";  // mlp | gpt
   std::vector<int> hidden = {1024, 512};
   std::string activation = "relu";  // relu | gelu
   double dropout = 0.1;
@@ -56,41 +56,41 @@ struct TrainConfig {
   double clip_norm = 0.0;
   double label_smoothing = 0.0;
   double bucket_mb = 4.0;
-  std::string metrics;              // JSON-lines file of per-step metrics (rank 0); empty: none
-  std::string save;                 // HDF5 file for the final model (rank 0); empty: none
-  std::string prometheus;           // Prometheus textfile-collector file (rank 0); empty: none
+  std::string metrics;     // JSON-lines file of per-step metrics (rank 0); empty: none
+  std::string save;        // HDF5 file for the final model (rank 0); empty: none
+  std::string prometheus;  // Prometheus textfile-collector file (rank 0); empty: none
   std::int64_t prometheus_every = 10;
-  int threads = 0;                  // BLAS threads per rank; 0: this rank's share of its CPUs
-  std::string kernels = "cpu";      // cpu | reference
-  std::string device = "auto";      // auto | cpu | cuda (train/steps/device.h)
-  std::string precision = "auto";   // auto | fp32 | tf32 | bf16 (the GPU's; the CPU computes in fp32)
-  int gpu = -1;                     // the visible GPU this rank drives; -1: one per rank, automatically
-  bool deterministic = false;       // GPU: the same bits on every run (the CPU path always is)
-  bool shard_optimizer = false;     // the optimizer state sharded over the ranks (ZeRO stage 1)
+  int threads = 0;                 // BLAS threads per rank; 0: this rank's share of its CPUs
+  std::string kernels = "cpu";     // cpu | reference
+  std::string device = "auto";     // auto | cpu | cuda (train/steps/device.h)
+  std::string precision = "auto";  // auto | fp32 | tf32 | bf16 (the GPU's; the CPU computes in fp32)
+  int gpu = -1;                    // the visible GPU this rank drives; -1: one per rank, automatically
+  bool deterministic = false;      // GPU: the same bits on every run (the CPU path always is)
+  bool shard_optimizer = false;    // the optimizer state sharded over the ranks (ZeRO stage 1)
   std::int64_t eval_batch = 1000;
   // > 0: stop once this many steps are done (saving a checkpoint when ckpt.dir is set), as a
   // preempted job would; train.steps/epochs still define the schedule. 0: run to the end.
   std::int64_t stop_after = 0;
-  std::int64_t log_every = 100;     // steps between progress lines (and rank-log lines); 0: epochs only
+  std::int64_t log_every = 100;  // steps between progress lines (and rank-log lines); 0: epochs only
 };
 
 struct CkptConfig {
-  std::string dir;            // checkpoint folder; empty: no checkpoints
-  std::int64_t every = 0;     // save every N steps (and at the end); 0: only at the end
-  std::int64_t keep = 3;      // keep the newest N; 0: keep all
+  std::string dir;              // checkpoint folder; empty: no checkpoints
+  std::int64_t every = 0;       // save every N steps (and at the end); 0: only at the end
+  std::int64_t keep = 3;        // keep the newest N; 0: keep all
   std::int64_t keep_every = 0;  // also keep every K-th step; 0: none extra
-  bool async = true;          // write on a background thread while training goes on
-  bool resume = true;         // continue from the newest valid checkpoint in dir
+  bool async = true;            // write on a background thread while training goes on
+  bool resume = true;           // continue from the newest valid checkpoint in dir
 };
 
 // The launcher's settings: what `slurm-train run` does around the training.
 struct RunSection {
-  std::string log_dir = "slurm-train-logs";  // <log_dir>/<job id>/rank-<N>.log; empty: no rank logs
-  double hang_timeout = 600;                 // seconds without progress before the job ends; 0: off
-  std::string preempt_signal = "USR2,TERM";  // signals that mean "checkpoint and stop"
+  std::string log_dir = "slurm-train-logs";        // <log_dir>/<job id>/rank-<N>.log; empty: no rank logs
+  double hang_timeout = 600;                       // seconds without progress before the job ends; 0: off
+  std::string preempt_signal = "USR2,TERM";        // signals that mean "checkpoint and stop"
   std::int64_t max_restarts_without_progress = 3;  // then exit 7; 0: never give up
-  std::string progress = "auto";             // auto | live | lines
-  std::string inject_fault;                  // a testing aid (launcher/fault_injection.h)
+  std::string progress = "auto";                   // auto | live | lines
+  std::string inject_fault;                        // a testing aid (launcher/fault_injection.h)
 };
 
 struct RunConfig {

@@ -57,15 +57,19 @@ void require_what_the_parser_takes(const std::string& text, const std::string& p
     }
     switch (in) {
       case In::kBasic:
-        if (c == '\\') ++i;
-        else if (c == '"') in = In::kNothing;
+        if (c == '\\')
+          ++i;
+        else if (c == '"')
+          in = In::kNothing;
         continue;
       case In::kLiteral:
         if (c == '\'') in = In::kNothing;
         continue;
       case In::kMultiBasic:
-        if (c == '\\' && i + 1 < text.size() && text[i + 1] != '\n') ++i;
-        else if (at(i, "\"\"\"")) in = In::kNothing, i += 2;
+        if (c == '\\' && i + 1 < text.size() && text[i + 1] != '\n')
+          ++i;
+        else if (at(i, "\"\"\""))
+          in = In::kNothing, i += 2;
         continue;
       case In::kMultiLiteral:
         if (at(i, "\'\'\'")) in = In::kNothing, i += 2;
@@ -76,21 +80,22 @@ void require_what_the_parser_takes(const std::string& text, const std::string& p
         break;
     }
     if (static_cast<unsigned char>(c) >= 0x80)
-      throw ConfigError(fmt::format("{}:{}:{}: a character that is not ASCII outside a string or comment (TOML "
-                                    "allows them only in quoted strings and comments)", path, line, i - line_start + 1));
+      throw ConfigError(
+          fmt::format("{}:{}:{}: a character that is not ASCII outside a string or comment (TOML "
+                      "allows them only in quoted strings and comments)",
+                      path, line, i - line_start + 1));
     if (c == '[' && line_blank) {
       std::size_t j = i + 1;
       if (j < text.size() && text[j] == '[') ++j;
       while (j < text.size() && (text[j] == ' ' || text[j] == '\t')) ++j;
       // The end of the file and ']' (no name) toml++ refuses itself.
       const unsigned char first = j < text.size() ? static_cast<unsigned char>(text[j]) : ']';
-      const bool named = std::isalnum(first) || first == '_' || first == '-' || first == '"' || first == '\'' ||
-                         first == ']';
+      const bool named =
+          std::isalnum(first) || first == '_' || first == '-' || first == '"' || first == '\'' || first == ']';
       if (!named)
-        throw ConfigError(fmt::format("{}:{}:{}: a table header must start with a name ([section]), not {}", path,
-                                      line, j - line_start + 1,
-                                      std::isprint(first) ? fmt::format("'{}'", static_cast<char>(first))
-                                                          : fmt::format("byte {:#04x}", first)));
+        throw ConfigError(fmt::format(
+            "{}:{}:{}: a table header must start with a name ([section]), not {}", path, line, j - line_start + 1,
+            std::isprint(first) ? fmt::format("'{}'", static_cast<char>(first)) : fmt::format("byte {:#04x}", first)));
     }
     const bool starts_token = token_start;
     token_start = false;
@@ -98,9 +103,12 @@ void require_what_the_parser_takes(const std::string& text, const std::string& p
       in = In::kComment;
     } else if (c == '"' || c == '\'') {
       if (starts_token) {
-        if (at(i, "\"\"\"")) in = In::kMultiBasic, i += 2;
-        else if (at(i, "\'\'\'")) in = In::kMultiLiteral, i += 2;
-        else in = c == '"' ? In::kBasic : In::kLiteral;
+        if (at(i, "\"\"\""))
+          in = In::kMultiBasic, i += 2;
+        else if (at(i, "\'\'\'"))
+          in = In::kMultiLiteral, i += 2;
+        else
+          in = c == '"' ? In::kBasic : In::kLiteral;
       }
     } else if (c == ' ' || c == '\t') {
       token_start = true;

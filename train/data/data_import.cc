@@ -11,9 +11,9 @@
 #include <cstring>
 #include <filesystem>
 
+#include "train/data/idx.h"
 #include "train/io/durable_file.h"
 #include "train/io/h5.h"
-#include "train/data/idx.h"
 
 namespace slurm_train {
 
@@ -21,9 +21,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::vector<std::string> kFashionMnistClasses = {
-    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-    "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+const std::vector<std::string> kFashionMnistClasses = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                                                       "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
 
 // "train-images-idx3-ubyte" or the same with ".gz", whichever exists.
 std::string find_idx(const std::string& dir, const std::string& stem) {
@@ -31,8 +30,10 @@ std::string find_idx(const std::string& dir, const std::string& stem) {
     const fs::path p = fs::path(dir) / name;
     if (fs::exists(p)) return p.string();
   }
-  throw IdxError(fmt::format("no '{}' or '{}.gz' in '{}' (install the Debian package "
-                             "dataset-fashion-mnist, or give --from DIR)", stem, stem, dir));
+  throw IdxError(
+      fmt::format("no '{}' or '{}.gz' in '{}' (install the Debian package "
+                  "dataset-fashion-mnist, or give --from DIR)",
+                  stem, stem, dir));
 }
 
 }  // namespace
@@ -52,19 +53,19 @@ ImportedFile import_idx_pair(const std::string& images_path, const std::string& 
   const IdxArray images = read_idx_ubyte(images_path, current_memory_facts());
   const IdxArray labels = read_idx_ubyte(labels_path, current_memory_facts());
   if (images.dims.size() < 2)
-    throw IdxError(fmt::format("IDX file '{}': images need at least 2 dimensions, found {}", images_path,
-                               images.dims.size()));
+    throw IdxError(
+        fmt::format("IDX file '{}': images need at least 2 dimensions, found {}", images_path, images.dims.size()));
   if (labels.dims.size() != 1)
     throw IdxError(fmt::format("IDX file '{}': labels need 1 dimension, found {}", labels_path, labels.dims.size()));
   if (images.dims[0] != labels.dims[0])
-    throw IdxError(fmt::format("'{}' has {} images but '{}' has {} labels", images_path, images.dims[0],
-                               labels_path, labels.dims[0]));
+    throw IdxError(fmt::format("'{}' has {} images but '{}' has {} labels", images_path, images.dims[0], labels_path,
+                               labels.dims[0]));
   const int max_label = *std::max_element(labels.data.begin(), labels.data.end());
   if (class_names.empty()) {
     for (int c = 0; c <= max_label; ++c) class_names.push_back(std::to_string(c));
   } else if (max_label >= static_cast<int>(class_names.size())) {
-    throw IdxError(fmt::format("IDX file '{}': label {} is outside the {} classes", labels_path, max_label,
-                               class_names.size()));
+    throw IdxError(
+        fmt::format("IDX file '{}': label {} is outside the {} classes", labels_path, max_label, class_names.size()));
   }
 
   // A failed import leaves nothing behind, and never a half-written file at out_path.
@@ -84,8 +85,10 @@ ImportedFile import_idx_pair(const std::string& images_path, const std::string& 
 
 std::vector<ImportedFile> import_fashion_mnist(const std::string& from_dir, const std::string& out_dir) {
   if (!fs::is_directory(from_dir))
-    throw IdxError(fmt::format("'{}' is not a folder (install the Debian package dataset-fashion-mnist, or give "
-                               "--from DIR)", from_dir));
+    throw IdxError(
+        fmt::format("'{}' is not a folder (install the Debian package dataset-fashion-mnist, or give "
+                    "--from DIR)",
+                    from_dir));
   const std::string train_images = find_idx(from_dir, "train-images-idx3-ubyte");
   const std::string train_labels = find_idx(from_dir, "train-labels-idx1-ubyte");
   const std::string test_images = find_idx(from_dir, "t10k-images-idx3-ubyte");

@@ -69,15 +69,19 @@ void require_finite(const std::vector<float>& values, std::size_t feature_size, 
   const auto bad = std::find_if(values.begin(), values.end(), [](float v) { return !std::isfinite(v); });
   if (bad == values.end()) return;
   const auto k = static_cast<std::size_t>(bad - values.begin());
-  throw h5::Error(fmt::format("{}: feature {} of sample {} is {} (expected finite numbers; float64 values beyond "
-                              "float32's range read as inf)", fctx, k % feature_size, k / feature_size, *bad));
+  throw h5::Error(
+      fmt::format("{}: feature {} of sample {} is {} (expected finite numbers; float64 values beyond "
+                  "float32's range read as inf)",
+                  fctx, k % feature_size, k / feature_size, *bad));
 }
 
 // Refuses a file that crashes or hangs its reader in a child process (crash_contained.h).
 void require_no_crash(const std::string& path, const ContainedRead& read) {
   if (const auto crash = crash_in_child(read, time_limit_to_read(path)))
-    throw h5::Error(fmt::format("{}: reading it {} (a separate process reads it first: libhdf5 crashes or loops "
-                                "forever on some damaged files); the file is damaged or not HDF5", path, *crash));
+    throw h5::Error(
+        fmt::format("{}: reading it {} (a separate process reads it first: libhdf5 crashes or loops "
+                    "forever on some damaged files); the file is damaged or not HDF5",
+                    path, *crash));
 }
 
 // A DatasetSpec as a contained read's arguments, and back.
@@ -94,11 +98,11 @@ std::optional<FileIdentity> identity_of(const DatasetSpec& spec) {
   struct stat st {};
   if (::stat(spec.path.c_str(), &st) != 0) return std::nullopt;
   const std::int64_t ctime_ns = st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec;
-  const std::int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                  std::chrono::system_clock::now().time_since_epoch()).count();
+  const std::int64_t now_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   if (now_ns - ctime_ns < 1'000'000'000LL) return std::nullopt;
-  return FileIdentity{st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec,
-                      ctime_ns, spec.features, spec.labels};
+  return FileIdentity{st.st_dev, st.st_ino,     st.st_size, st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec,
+                      ctime_ns,  spec.features, spec.labels};
 }
 
 // The files whose metadata a first pass has read without crashing, in this process: each is
@@ -168,7 +172,8 @@ DatasetLayout inspect_dataset(const DatasetSpec& spec) {
 }
 
 void require_dataset_memory(const DatasetSpec& spec, const DatasetLayout& layout, const MemoryFacts& memory) {
-  const std::string why = fmt::format("{} of [{}]", layout.uint8_features ? "uint8" : "float32", fmt::join(layout.shape, ", "));
+  const std::string why =
+      fmt::format("{} of [{}]", layout.uint8_features ? "uint8" : "float32", fmt::join(layout.shape, ", "));
   require_memory(fmt::format("{}:{}", spec.path, spec.features), layout.feature_bytes, why, memory);
 }
 
@@ -262,7 +267,8 @@ bool run_dataset_probe(const std::string& reader, const std::vector<std::string>
   try {
     if (!load) {
       std::vector<DatasetSpec> specs;
-      for (std::size_t i = 0; i < args.size(); i += 4) specs.push_back({args[i], args[i + 1], args[i + 2], std::stoi(args[i + 3])});
+      for (std::size_t i = 0; i < args.size(); i += 4)
+        specs.push_back({args[i], args[i + 1], args[i + 2], std::stoi(args[i + 3])});
       open_each(specs);
     } else {
       const DatasetSpec spec{args[0], args[1], args[2], std::stoi(args[3])};

@@ -23,8 +23,8 @@ struct DatasetSpec {
 
 struct Dataset {
   std::string path;
-  std::size_t count = 0;         // N
-  std::size_t feature_size = 0;  // product of the dimensions after the first
+  std::size_t count = 0;                  // N
+  std::size_t feature_size = 0;           // product of the dimensions after the first
   std::vector<std::uint8_t> features_u8;  // one of these two holds N * feature_size values
   std::vector<float> features_f32;
   std::vector<std::int32_t> labels;
@@ -43,7 +43,7 @@ struct DatasetLayout {
   std::vector<std::uint64_t> shape;  // of the features
   std::size_t count = 0;
   std::size_t feature_size = 0;
-  bool uint8_features = false;  // otherwise read as float32
+  bool uint8_features = false;                 // otherwise read as float32
   std::optional<std::uint64_t> feature_bytes;  // in memory; nullopt: beyond 64 bits
 };
 

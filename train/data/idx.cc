@@ -60,7 +60,8 @@ class GzReader {
 std::size_t parse_idx_rank(const std::uint8_t (&magic)[4], const std::string& name) {
   if (magic[0] != 0 || magic[1] != 0)
     throw idx_error(name, "not an IDX file (the magic number must start with two zero bytes)");
-  if (magic[2] != 0x08) throw idx_error(name, fmt::format("element type code 0x{:02x} is not unsigned byte (0x08)", magic[2]));
+  if (magic[2] != 0x08)
+    throw idx_error(name, fmt::format("element type code 0x{:02x} is not unsigned byte (0x08)", magic[2]));
   const std::size_t rank = magic[3];
   if (rank < 1 || rank > kIdxMaxRank)
     throw idx_error(name, fmt::format("has {} dimensions (expected 1 to {})", rank, kIdxMaxRank));
@@ -71,7 +72,8 @@ IdxHeader parse_idx_dims(const std::uint8_t* bytes, std::size_t rank, const std:
   IdxHeader header;
   for (std::size_t d = 0; d < rank; ++d) {
     const std::uint8_t* p = bytes + 4 * d;
-    const std::uint64_t dim = (std::uint64_t{p[0]} << 24) | (std::uint64_t{p[1]} << 16) | (std::uint64_t{p[2]} << 8) | p[3];
+    const std::uint64_t dim =
+        (std::uint64_t{p[0]} << 24) | (std::uint64_t{p[1]} << 16) | (std::uint64_t{p[2]} << 8) | p[3];
     if (dim == 0) throw idx_error(name, fmt::format("dimension {} is zero", d));
     header.dims.push_back(dim);
   }
@@ -105,7 +107,8 @@ IdxArray read_idx_ubyte(const std::string& path, const MemoryFacts& memory) {
                                       header.data_bytes));
   std::uint8_t extra = 0;
   if (in.read(&extra, 1) != 0)
-    throw idx_error(path, fmt::format("holds more data than the {} bytes its header promises (corrupt)", header.data_bytes));
+    throw idx_error(path,
+                    fmt::format("holds more data than the {} bytes its header promises (corrupt)", header.data_bytes));
   in.close();
   return array;
 }

@@ -4,8 +4,8 @@
 
 namespace slurm_train {
 
-BatchPrefetcher::BatchPrefetcher(const Samples& data, std::uint64_t seed, std::size_t global_batch, int rank,
-                                 int world, std::uint64_t first_step, std::uint64_t end_step)
+BatchPrefetcher::BatchPrefetcher(const Samples& data, std::uint64_t seed, std::size_t global_batch, int rank, int world,
+                                 std::uint64_t first_step, std::uint64_t end_step)
     : data_(data),
       seed_(seed),
       global_batch_(global_batch),

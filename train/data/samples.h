@@ -15,12 +15,12 @@
 namespace slurm_train {
 
 struct Batch {
-  std::uint64_t step = 0;        // global step this batch belongs to
-  std::uint64_t first_row = 0;   // global row index of the first row: step * B + slice begin
+  std::uint64_t step = 0;       // global step this batch belongs to
+  std::uint64_t first_row = 0;  // global row index of the first row: step * B + slice begin
   int rows = 0;
-  std::vector<float> x;          // classifier: rows x features, normalised
+  std::vector<float> x;              // classifier: rows x features, normalised
   std::vector<std::int32_t> tokens;  // language model: rows x block
-  std::vector<std::int32_t> y;   // labels [rows], or the next tokens [rows x block]
+  std::vector<std::int32_t> y;       // labels [rows], or the next tokens [rows x block]
 };
 
 class Samples {
@@ -56,7 +56,9 @@ class LabelledSamples final : public Samples {
 class TokenWindows final : public Samples {
  public:
   TokenWindows(std::vector<std::uint8_t> tokens, int block) : tokens_(std::move(tokens)), block_(block) {}
-  std::size_t count() const override { return tokens_.empty() ? 0 : (tokens_.size() - 1) / static_cast<std::size_t>(block_); }
+  std::size_t count() const override {
+    return tokens_.empty() ? 0 : (tokens_.size() - 1) / static_cast<std::size_t>(block_);
+  }
   std::size_t predictions_per_row() const override { return static_cast<std::size_t>(block_); }
   void gather(const std::uint32_t* ids, std::size_t n, Batch& b) const override;
   std::size_t tokens() const { return tokens_.size(); }

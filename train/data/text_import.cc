@@ -35,7 +35,8 @@ double unigram_entropy_bits(const std::array<std::uint64_t, 256>& counts) {
   return h;
 }
 
-ImportedText import_text(const std::vector<std::string>& files, const std::string& out_dir, double validation_fraction) {
+ImportedText import_text(const std::vector<std::string>& files, const std::string& out_dir,
+                         double validation_fraction) {
   if (files.empty()) throw TextImportError("no text files to import");
   validation_bytes(0, validation_fraction);  // the fraction's check, before anything is read
   // The text is held twice at most (the splits, then the tokens): refused before any is read
@@ -105,7 +106,8 @@ ImportedText import_text(const std::vector<std::string>& files, const std::strin
 std::vector<std::string> fortune_files(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
-    throw TextImportError(fmt::format("'{}' is not a folder (install the Debian package fortunes, or give --from DIR)", dir));
+    throw TextImportError(
+        fmt::format("'{}' is not a folder (install the Debian package fortunes, or give --from DIR)", dir));
   std::vector<std::string> files;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();

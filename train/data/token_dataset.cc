@@ -50,7 +50,8 @@ TokenFileLayout inspect_token_file(const std::string& path) {
   if (H5Aexists(file, "unigram_entropy_bits") > 0) {
     h5::Handle attr(H5_CHECK(H5Aopen(file, "unigram_entropy_bits", H5P_DEFAULT), path));
     const h5::Extent a = h5::attribute_extent(attr, path);
-    if (a.is_scalar() && a.type_class == H5T_FLOAT) H5_CHECK(H5Aread(attr, H5T_NATIVE_DOUBLE, &t.unigram_entropy_bits), path);
+    if (a.is_scalar() && a.type_class == H5T_FLOAT)
+      H5_CHECK(H5Aread(attr, H5T_NATIVE_DOUBLE, &t.unigram_entropy_bits), path);
   }
   return t;
 }

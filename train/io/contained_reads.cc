@@ -7,13 +7,14 @@
 #include <vector>
 
 #include "train/checkpoint/checkpoint_file.h"
-#include "train/io/crash_contained.h"
 #include "train/data/dataset.h"
+#include "train/io/crash_contained.h"
 
 namespace slurm_train {
 
 std::optional<int> contained_reads_main(int argc, char** argv) {
-  if (argc < 2 || (std::string_view(argv[1]) != kContainedReadFlag && std::string_view(argv[1]) != kContainedReadServerFlag)) {
+  if (argc < 2 ||
+      (std::string_view(argv[1]) != kContainedReadFlag && std::string_view(argv[1]) != kContainedReadServerFlag)) {
     set_contained_read_program("/proc/self/exe");  // this program's own file, replaced on disk or not
     return std::nullopt;
   }

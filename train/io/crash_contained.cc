@@ -2,11 +2,11 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/syscall.h>
 #include <spawn.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -41,8 +41,7 @@ std::string contained_read_program;  // set once, before any read
 // What ended a child (its wait status), or nullopt when it finished.
 std::optional<std::string> ending_of(int status) {
   if (WIFEXITED(status) && WEXITSTATUS(status) == kFinished) return std::nullopt;
-  if (WIFSIGNALED(status))
-    return fmt::format("ended in signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  if (WIFSIGNALED(status)) return fmt::format("ended in signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
   return fmt::format("ended in exit status {}", WEXITSTATUS(status));
 }
 
@@ -223,7 +222,8 @@ class ReadServer {
     pollfd p{socket_, POLLIN, 0};
     const auto wait = time_limit + std::chrono::seconds(10);
     int ready;
-    while ((ready = ::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(wait.count(), 1 << 30)))) < 0 && errno == EINTR) {
+    while ((ready = ::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(wait.count(), 1 << 30)))) < 0 &&
+           errno == EINTR) {
     }
     if (ready <= 0) return give_up();
     char reply[1024];

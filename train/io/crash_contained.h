@@ -53,8 +53,9 @@ std::optional<std::string> crash_in_child(const ContainedRead& read, std::chrono
 // (dies with its parent, no core file), then runs the reader that `argv` names through `run`
 // (which returns the exit status: 0 when the read returned or threw cleanly), or, started as the
 // server, serves reads until its parent is gone.
-int contained_read_child(int argc, char** argv, const std::function<int(const std::string& reader,
-                                                                        const std::vector<std::string>& args)>& run);
+int contained_read_child(
+    int argc, char** argv,
+    const std::function<int(const std::string& reader, const std::vector<std::string>& args)>& run);
 
 // How long reading the file at `path` may take before it counts as a hang: the base limit plus
 // the file's size at 10 MB/s, slow shared storage under load included.

@@ -32,7 +32,9 @@ bool has_pclmul() {
 
 #define ST_PCLMUL __attribute__((target("pclmul,sse4.1")))
 
-ST_PCLMUL inline __m128i load16(const unsigned char* at) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(at)); }
+ST_PCLMUL inline __m128i load16(const unsigned char* at) {
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(at));
+}
 
 // Carries the 128 bits of x forward across the distance that k's two constants stand for, onto
 // `next`.

@@ -24,9 +24,7 @@ namespace {
 
 }  // namespace
 
-bool process_alive(long pid) {
-  return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
-}
+bool process_alive(long pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
 
 std::string temporary_path_for(const std::string& path) {
   return fmt::format("{}.tmp-{}-{}", path, host_name(), ::getpid());

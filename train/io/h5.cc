@@ -52,14 +52,14 @@ BackgroundUse::~BackgroundUse() { background_user.store(std::thread::id{}); }
 void check_thread(const std::string& path) {
   const std::thread::id user = background_user.load();
   if (user != std::thread::id{} && user != std::this_thread::get_id())
-    throw std::logic_error(fmt::format("'{}' opened while a background thread uses HDF5, which is not thread-safe", path));
+    throw std::logic_error(
+        fmt::format("'{}' opened while a background thread uses HDF5, which is not thread-safe", path));
 }
 
 void silence_default_error_printing() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 
 void fail(const char* call, const char* file, int line, const std::string& context) {
-  throw Error(fmt::format("{}: HDF5 call {} failed at {}:{}: {}", context, call, file, line,
-                          innermost_error()));
+  throw Error(fmt::format("{}: HDF5 call {} failed at {}:{}: {}", context, call, file, line, innermost_error()));
 }
 
 Handle& Handle::operator=(Handle&& other) noexcept {
@@ -74,14 +74,29 @@ Handle& Handle::operator=(Handle&& other) noexcept {
 Handle::~Handle() {
   if (id_ < 0) return;
   switch (H5Iget_type(id_)) {
-    case H5I_FILE: H5Fclose(id_); break;
-    case H5I_GROUP: H5Gclose(id_); break;
-    case H5I_DATASET: H5Dclose(id_); break;
-    case H5I_DATASPACE: H5Sclose(id_); break;
-    case H5I_DATATYPE: H5Tclose(id_); break;
-    case H5I_ATTR: H5Aclose(id_); break;
-    case H5I_GENPROP_LST: H5Pclose(id_); break;
-    default: break;
+    case H5I_FILE:
+      H5Fclose(id_);
+      break;
+    case H5I_GROUP:
+      H5Gclose(id_);
+      break;
+    case H5I_DATASET:
+      H5Dclose(id_);
+      break;
+    case H5I_DATASPACE:
+      H5Sclose(id_);
+      break;
+    case H5I_DATATYPE:
+      H5Tclose(id_);
+      break;
+    case H5I_ATTR:
+      H5Aclose(id_);
+      break;
+    case H5I_GENPROP_LST:
+      H5Pclose(id_);
+      break;
+    default:
+      break;
   }
 }
 
@@ -114,8 +129,7 @@ bool has_dataset(hid_t file, const std::string& name) {
 }
 
 Handle open_dataset(hid_t file, const std::string& name, const std::string& path) {
-  if (!has_dataset(file, name))
-    throw Error(fmt::format("HDF5 file '{}' has no dataset '{}'", path, name));
+  if (!has_dataset(file, name)) throw Error(fmt::format("HDF5 file '{}' has no dataset '{}'", path, name));
   return Handle(H5_CHECK(H5Dopen2(file, name.c_str(), H5P_DEFAULT), path + ":" + name));
 }
 
@@ -149,10 +163,14 @@ namespace {
 
 std::string type_name_of(hid_t type) {
   switch (H5Tget_class(type)) {
-    case H5T_INTEGER: return fmt::format("{}{}", H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int", 8 * H5Tget_size(type));
-    case H5T_FLOAT: return fmt::format("float{}", 8 * H5Tget_size(type));
-    case H5T_STRING: return "string";
-    default: return fmt::format("HDF5 type class {}", static_cast<int>(H5Tget_class(type)));
+    case H5T_INTEGER:
+      return fmt::format("{}{}", H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int", 8 * H5Tget_size(type));
+    case H5T_FLOAT:
+      return fmt::format("float{}", 8 * H5Tget_size(type));
+    case H5T_STRING:
+      return "string";
+    default:
+      return fmt::format("HDF5 type class {}", static_cast<int>(H5Tget_class(type)));
   }
 }
 
@@ -205,22 +223,23 @@ std::optional<std::size_t> byte_count(const std::vector<hsize_t>& shape, std::si
   return bytes;
 }
 
-void write_uint8(hid_t file, const std::string& name, const std::vector<hsize_t>& shape,
-                 const std::uint8_t* data, const std::string& context) {
+void write_uint8(hid_t file, const std::string& name, const std::vector<hsize_t>& shape, const std::uint8_t* data,
+                 const std::string& context) {
   // Contiguous and uncompressed: a run reads a dataset whole, and Fashion-MNIST's training set
   // took 0.7 s to inflate from its 27 MB of deflate chunks here, 20-35 ms to read straight as
   // 47 MB; the reader's first pass then parses only metadata (dataset.h).
   Handle space(H5_CHECK(H5Screate_simple(static_cast<int>(shape.size()), shape.data(), nullptr), context));
-  Handle dataset(H5_CHECK(H5Dcreate2(file, name.c_str(), H5T_STD_U8LE, space, H5P_DEFAULT, H5P_DEFAULT,
-                                     H5P_DEFAULT), context + ":" + name));
+  Handle dataset(H5_CHECK(H5Dcreate2(file, name.c_str(), H5T_STD_U8LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                          context + ":" + name));
   H5_CHECK(H5Dwrite(dataset, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), context + ":" + name);
 }
 
 void write_float32(hid_t parent, const std::string& name, const std::vector<hsize_t>& shape, const float* data,
                    const std::string& context) {
   Handle space(H5_CHECK(H5Screate_simple(static_cast<int>(shape.size()), shape.data(), nullptr), context));
-  Handle dataset(H5_CHECK(H5Dcreate2(parent, name.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT,
-                                     H5P_DEFAULT), context + ":" + name));
+  Handle dataset(
+      H5_CHECK(H5Dcreate2(parent, name.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+               context + ":" + name));
   H5_CHECK(H5Dwrite(dataset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), context + ":" + name);
 }
 
@@ -255,8 +274,8 @@ void write_int64_list_attribute(hid_t object, const std::string& name, const std
   H5_CHECK(H5Awrite(attr, H5T_NATIVE_INT64, values.data()), context);
 }
 
-void write_string_list_attribute(hid_t object, const std::string& name,
-                                 const std::vector<std::string>& values, const std::string& context) {
+void write_string_list_attribute(hid_t object, const std::string& name, const std::vector<std::string>& values,
+                                 const std::string& context) {
   Handle type(H5_CHECK(H5Tcopy(H5T_C_S1), context));
   H5_CHECK(H5Tset_size(type, H5T_VARIABLE), context);
   H5_CHECK(H5Tset_cset(type, H5T_CSET_UTF8), context);

@@ -37,11 +37,11 @@ void silence_default_error_printing();
 
 // Checks an HDF5 call that returns a negative value on failure; `context` (usually a path)
 // goes into the message.
-#define H5_CHECK(call, context)                                                    \
-  ([&] {                                                                           \
-    auto h5_check_result_ = (call);                                                \
+#define H5_CHECK(call, context)                                                              \
+  ([&] {                                                                                     \
+    auto h5_check_result_ = (call);                                                          \
     if (h5_check_result_ < 0) ::slurm_train::h5::fail(#call, __FILE__, __LINE__, (context)); \
-    return h5_check_result_;                                                       \
+    return h5_check_result_;                                                                 \
   }())
 
 // Owns one hid_t and closes it with the right H5*close for its type.
@@ -77,12 +77,12 @@ std::vector<hsize_t> dataset_shape(hid_t dataset, const std::string& context);
 // element must first know that the file holds one element of the expected type (a crafted file
 // may hold thousands where a scalar belongs).
 struct Extent {
-  bool null = false;            // H5S_NULL: no elements at all
-  std::vector<hsize_t> shape;   // empty: a scalar
+  bool null = false;           // H5S_NULL: no elements at all
+  std::vector<hsize_t> shape;  // empty: a scalar
   H5T_class_t type_class = H5T_NO_CLASS;
   std::size_t type_size = 0;
   bool variable_string = false;
-  std::string type_name;        // "int64", "float32", "string", ...
+  std::string type_name;  // "int64", "float32", "string", ...
   bool is_scalar() const { return !null && shape.empty(); }
   std::string describe() const;  // "int64 [4096]", "string scalar"
 };
@@ -93,8 +93,8 @@ Extent dataset_extent(hid_t dataset, const std::string& context);
 std::optional<std::size_t> byte_count(const std::vector<hsize_t>& shape, std::size_t element_size);
 
 // Writes a contiguous, uncompressed dataset of unsigned bytes with the given shape.
-void write_uint8(hid_t file, const std::string& name, const std::vector<hsize_t>& shape,
-                 const std::uint8_t* data, const std::string& context);
+void write_uint8(hid_t file, const std::string& name, const std::vector<hsize_t>& shape, const std::uint8_t* data,
+                 const std::string& context);
 
 // Writes a contiguous float32 dataset.
 void write_float32(hid_t parent, const std::string& name, const std::vector<hsize_t>& shape, const float* data,
@@ -106,7 +106,7 @@ void write_double_attribute(hid_t object, const std::string& name, double value,
 void write_int64_attribute(hid_t object, const std::string& name, std::int64_t value, const std::string& context);
 void write_int64_list_attribute(hid_t object, const std::string& name, const std::vector<std::int64_t>& values,
                                 const std::string& context);
-void write_string_list_attribute(hid_t object, const std::string& name,
-                                 const std::vector<std::string>& values, const std::string& context);
+void write_string_list_attribute(hid_t object, const std::string& name, const std::vector<std::string>& values,
+                                 const std::string& context);
 
 }  // namespace slurm_train::h5

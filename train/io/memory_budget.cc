@@ -86,9 +86,13 @@ void require_memory(const std::string& what, std::optional<std::uint64_t> bytes,
   const std::uint64_t available = allocatable_bytes(facts);
   if (bytes && *bytes <= available) return;
   const std::string needs = bytes ? format_bytes(*bytes) : "more than 16 EiB";
-  std::string limits = fmt::format("MemAvailable {}", facts.mem_available ? format_bytes(facts.mem_available) : "unknown");
-  if (facts.limit_as) limits += fmt::format(", ulimit -v {} of which {} mapped", format_bytes(facts.limit_as), format_bytes(facts.mapped));
-  if (facts.limit_data) limits += fmt::format(", ulimit -d {} of which {} used", format_bytes(facts.limit_data), format_bytes(facts.data));
+  std::string limits =
+      fmt::format("MemAvailable {}", facts.mem_available ? format_bytes(facts.mem_available) : "unknown");
+  if (facts.limit_as)
+    limits +=
+        fmt::format(", ulimit -v {} of which {} mapped", format_bytes(facts.limit_as), format_bytes(facts.mapped));
+  if (facts.limit_data)
+    limits += fmt::format(", ulimit -d {} of which {} used", format_bytes(facts.limit_data), format_bytes(facts.data));
   throw MemoryError(fmt::format("{} needs {} ({}), but only {} can be allocated here ({})", what, needs, why,
                                 format_bytes(available), limits));
 }

@@ -34,9 +34,10 @@ Checkpointing::Checkpointing(CheckpointPlan plan, TrainStep& step, bool writer, 
       out_(out),
       host_(host_name()),
       writer_thread_(plan_.ckpt.async, [this](const CheckpointState& s) {
-        save_checkpoint(plan_.ckpt.dir, s,
-                        KeepPolicy{static_cast<std::uint64_t>(plan_.ckpt.keep), static_cast<std::uint64_t>(plan_.ckpt.keep_every)},
-                        plan_.slow_ms);
+        save_checkpoint(
+            plan_.ckpt.dir, s,
+            KeepPolicy{static_cast<std::uint64_t>(plan_.ckpt.keep), static_cast<std::uint64_t>(plan_.ckpt.keep_every)},
+            plan_.slow_ms);
       }) {}
 
 bool Checkpointing::due(std::uint64_t done, bool stopping) const {
@@ -94,17 +95,20 @@ void Checkpointing::save_together(const CheckpointCounters& c, Clock::time_point
   s.device = plan_.device;
   s.recipe = plan_.recipe;
   // Written straight from the step's buffers: nothing changes them until save returns.
-  ShardData mine{shard->begin, {std::span<const float>(*shard->params).subspan(shard->begin, shard->end - shard->begin),
-                                std::span<const float>(*shard->first)}};
+  ShardData mine{shard->begin,
+                 {std::span<const float>(*shard->params).subspan(shard->begin, shard->end - shard->begin),
+                  std::span<const float>(*shard->first)}};
   if (optimizer_state_names(plan_.optimizer).size() > 1) mine.arrays.emplace_back(*shard->second);  // not SGD
   Comm& comm = *plan_.together;
-  save_checkpoint_parallel(comm, plan_.ckpt.dir, s, mine,
-                           KeepPolicy{static_cast<std::uint64_t>(plan_.ckpt.keep), static_cast<std::uint64_t>(plan_.ckpt.keep_every)},
-                           plan_.slow_ms);
+  save_checkpoint_parallel(
+      comm, plan_.ckpt.dir, s, mine,
+      KeepPolicy{static_cast<std::uint64_t>(plan_.ckpt.keep), static_cast<std::uint64_t>(plan_.ckpt.keep_every)},
+      plan_.slow_ms);
   if (comm.rank() == 0)
-    out_ << fmt::format("checkpoint step {} -> {}/{} (written by the {} ranks together, each its shard; training "
-                        "stalled {:.2f} ms)\n",
-                        c.step, plan_.ckpt.dir, checkpoint_file_name(c.step), comm.size(), 1e3 * seconds_since(begin))
+    out_ << fmt::format(
+                "checkpoint step {} -> {}/{} (written by the {} ranks together, each its shard; training "
+                "stalled {:.2f} ms)\n",
+                c.step, plan_.ckpt.dir, checkpoint_file_name(c.step), comm.size(), 1e3 * seconds_since(begin))
          << std::flush;
 }
 
@@ -113,11 +117,12 @@ void Checkpointing::wait_copied() {
   const auto begin = Clock::now();
   writer_thread_.wait_copied();
   const double copy_wait = seconds_since(begin);
-  out_ << fmt::format("checkpoint step {} -> {}/{} ({}; training stalled {:.2f} ms: {:.2f} waiting for the previous "
-                      "write, {:.2f} for the copy to host memory)\n",
-                      pending_.step, plan_.ckpt.dir, checkpoint_file_name(pending_.step),
-                      plan_.ckpt.async ? "written in the background" : "written", 1e3 * (pending_.waited + copy_wait),
-                      1e3 * pending_.waited, 1e3 * copy_wait)
+  out_ << fmt::format(
+              "checkpoint step {} -> {}/{} ({}; training stalled {:.2f} ms: {:.2f} waiting for the previous "
+              "write, {:.2f} for the copy to host memory)\n",
+              pending_.step, plan_.ckpt.dir, checkpoint_file_name(pending_.step),
+              plan_.ckpt.async ? "written in the background" : "written", 1e3 * (pending_.waited + copy_wait),
+              1e3 * pending_.waited, 1e3 * copy_wait)
        << std::flush;
   pending_.active = false;
 }

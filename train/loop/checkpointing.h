@@ -23,14 +23,14 @@ namespace slurm_train {
 // What every checkpoint of a run shares.
 struct CheckpointPlan {
   CkptConfig ckpt;
-  std::string optimizer;           // train.optimizer, as the file names it
-  OptimizerConfig schedule;        // the next step's learning rate, for people reading the file
+  std::string optimizer;     // train.optimizer, as the file names it
+  OptimizerConfig schedule;  // the next step's learning rate, for people reading the file
   std::uint64_t seed = 0, global_batch = 0, steps_per_epoch = 0, total_steps = 0;
   int world_size = 0;
   std::string config_toml;
   ModelRecipe recipe;
-  unsigned slow_ms = 0;            // --inject-fault slow-ckpt@MS (checkpoint_file.h)
-  std::string device;              // where the run computes (/meta device)
+  unsigned slow_ms = 0;  // --inject-fault slow-ckpt@MS (checkpoint_file.h)
+  std::string device;    // where the run computes (/meta device)
   // Set when the optimizer state is sharded over several ranks: every rank writes its shard of
   // each checkpoint into the one file, together and in the loop (checkpoint_parallel.h;
   // ckpt.async concerns rank 0's serial write of a replicated run).

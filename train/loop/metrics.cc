@@ -29,7 +29,8 @@ MetricsWriter::MetricsWriter(const std::string& path, const std::string& run) : 
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
   file_ = fd < 0 ? nullptr : ::fdopen(fd, "a");
   if (!file_ && fd >= 0) ::close(fd);
-  if (!file_) throw std::runtime_error(fmt::format("cannot open the metrics file '{}': {}", path, std::strerror(errno)));
+  if (!file_)
+    throw std::runtime_error(fmt::format("cannot open the metrics file '{}': {}", path, std::strerror(errno)));
 }
 
 MetricsWriter::~MetricsWriter() {

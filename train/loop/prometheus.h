@@ -12,7 +12,7 @@
 namespace slurm_train {
 
 struct PrometheusLabels {
-  std::string job_id = "none";          // SLURM_JOB_ID
+  std::string job_id = "none";           // SLURM_JOB_ID
   std::string job_name = "slurm-train";  // SLURM_JOB_NAME
   int world_size = 1;
 };

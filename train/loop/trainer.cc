@@ -10,21 +10,21 @@
 #include <sstream>
 
 #include "train/checkpoint/checkpoint_resume.h"
-#include "train/loop/checkpointing.h"
 #include "train/data/dataset.h"
-#include "train/steps/device.h"
-#include "train/loop/divergence.h"
-#include "train/io/durable_file.h"
-#include "train/loop/evaluation.h"
-#include "train/loop/metrics.h"
-#include "train/models/model_file.h"
-#include "train/steps/model_step.h"
 #include "train/data/prefetcher.h"
 #include "train/data/samples.h"
+#include "train/data/token_dataset.h"
+#include "train/io/durable_file.h"
+#include "train/loop/checkpointing.h"
+#include "train/loop/divergence.h"
+#include "train/loop/evaluation.h"
+#include "train/loop/metrics.h"
 #include "train/loop/prometheus.h"
 #include "train/loop/step_phases.h"
 #include "train/loop/stop_votes.h"
-#include "train/data/token_dataset.h"
+#include "train/models/model_file.h"
+#include "train/steps/device.h"
+#include "train/steps/model_step.h"
 
 namespace slurm_train {
 
@@ -63,10 +63,10 @@ void load_labelled(const RunConfig& config, TrainingData& d) {
 // split, its loss also in bits per byte (byte tokens: comparable with the corpus's unigram
 // entropy), its speed in tokens/s; a classifier's on the test set, in samples/s.
 struct EvalTerms {
-  const char* split;           // "val" | "test"
-  const char* unit;            // what the speed counts
-  double per_sample;           // units a sample
-  double unigram_entropy_bits; // < 0: no bits per byte
+  const char* split;            // "val" | "test"
+  const char* unit;             // what the speed counts
+  double per_sample;            // units a sample
+  double unigram_entropy_bits;  // < 0: no bits per byte
 
   std::string loss(double loss, bool with_entropy) const {
     std::string s = fmt::format("{}_loss {:.4f}", split, loss);
@@ -87,19 +87,21 @@ void load_tokens(const RunConfig& config, TrainingData& d) {
   d.train = std::make_unique<TokenWindows>(load_token_split(dc.train, "train"), block);
   d.test = std::make_unique<TokenWindows>(load_token_split(dc.test, "validation"), block);
   if (d.test->count() == 0)
-    throw std::invalid_argument(fmt::format("the validation split of {} has fewer than model.block + 1 = {} tokens",
-                                            dc.test, block + 1));
+    throw std::invalid_argument(
+        fmt::format("the validation split of {} has fewer than model.block + 1 = {} tokens", dc.test, block + 1));
 }
 
 TrainingData load_training_data(const RunConfig& config, int ranks) {
   const DataConfig& dc = config.data;
   TrainingData d;
-  if (config.model.kind == "gpt") load_tokens(config, d);
-  else load_labelled(config, d);
+  if (config.model.kind == "gpt")
+    load_tokens(config, d);
+  else
+    load_labelled(config, d);
   d.global_batch = static_cast<std::size_t>(config.train.global_batch);
   if (d.global_batch < static_cast<std::size_t>(ranks))
-    throw std::invalid_argument(fmt::format("train.global_batch = {} is smaller than the {} ranks: every rank needs a row",
-                                            d.global_batch, ranks));
+    throw std::invalid_argument(fmt::format(
+        "train.global_batch = {} is smaller than the {} ranks: every rank needs a row", d.global_batch, ranks));
   d.per_epoch = batches_per_epoch(d.train->count(), d.global_batch);
   if (d.per_epoch == 0)
     throw std::invalid_argument(fmt::format("train.global_batch = {} is larger than the {} {} of {}", d.global_batch,
@@ -123,9 +125,10 @@ StartPoint resume_if_configured(const RunConfig& config, TrainStep& step, const 
                                 const std::string& device, std::ostream& out) {
   StartPoint start;
   const HostState state = step.host_state();
-  const ResumeTarget target{step.model_layout(), config.train.optimizer, d.global_batch,
-                            static_cast<std::uint64_t>(config.train.seed), d.total_steps, state.params, state.first,
-                            state.second, d.per_epoch};
+  const ResumeTarget target{
+      step.model_layout(), config.train.optimizer, d.global_batch, static_cast<std::uint64_t>(config.train.seed),
+      d.total_steps,       state.params,           state.first,    state.second,
+      d.per_epoch};
   const auto resumed = resume_from_checkpoint(config.ckpt.dir, target, comm, [](const std::string& line) {
     std::cerr << "slurm-train: " << line << "\n" << std::flush;
   });
@@ -138,7 +141,8 @@ StartPoint resume_if_configured(const RunConfig& config, TrainStep& step, const 
                        resumed->path, c.step, c.epoch, c.batch_in_epoch, c.world_size)
         << std::flush;
   if (comm.rank() == 0) {
-    if (const std::string moved = device_change(resumed->device, device); !moved.empty()) out << moved << "\n" << std::flush;
+    if (const std::string moved = device_change(resumed->device, device); !moved.empty())
+      out << moved << "\n" << std::flush;
   }
   return start;
 }
@@ -198,10 +202,11 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   if (start.resumed && start.step >= total) {
     const bool model_missing = !tc.save.empty() && !std::filesystem::exists(tc.save);
     if (rank0)
-      out << fmt::format("{} is at step {} of {}: this run is already complete; nothing to train{} (--no-resume "
-                         "trains again)\n",
-                         result.resumed_from, start.step, total,
-                         tc.save.empty() || model_missing ? "" : fmt::format(", {} left as it is", tc.save))
+      out << fmt::format(
+                 "{} is at step {} of {}: this run is already complete; nothing to train{} (--no-resume "
+                 "trains again)\n",
+                 result.resumed_from, start.step, total,
+                 tc.save.empty() || model_missing ? "" : fmt::format(", {} left as it is", tc.save))
           << std::flush;
     if (model_missing) save_model_file();
     result.steps_done = start.step;
@@ -212,12 +217,13 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   }
 
   const OptimizerConfig schedule = optimizer_config_of(tc);
-  Checkpointing ckpt({config.ckpt, tc.optimizer, schedule, static_cast<std::uint64_t>(tc.seed), d.global_batch,
-                      d.per_epoch, total, comm.size(), config_as_toml(config), recipe, hooks.slow_checkpoint_ms,
-                      chosen.device, !config.ckpt.dir.empty() && comm.size() > 1 && model.state_sharded() ? &comm : nullptr},
-                     model, rank0, out);
-  BatchPrefetcher batches(*d.train, static_cast<std::uint64_t>(tc.seed), d.global_batch, comm.rank(),
-                          comm.size(), start.step, total);
+  Checkpointing ckpt(
+      {config.ckpt, tc.optimizer, schedule, static_cast<std::uint64_t>(tc.seed), d.global_batch, d.per_epoch, total,
+       comm.size(), config_as_toml(config), recipe, hooks.slow_checkpoint_ms, chosen.device,
+       !config.ckpt.dir.empty() && comm.size() > 1 && model.state_sharded() ? &comm : nullptr},
+      model, rank0, out);
+  BatchPrefetcher batches(*d.train, static_cast<std::uint64_t>(tc.seed), d.global_batch, comm.rank(), comm.size(),
+                          start.step, total);
   MetricsWriter metrics(rank0 ? tc.metrics : "", hooks.run_id);
   PrometheusLabels prometheus_labels = hooks.prometheus;
   prometheus_labels.world_size = comm.size();
@@ -272,7 +278,8 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
     const float lr = learning_rate_at(schedule, step, total);
     const auto predictions = static_cast<double>(d.global_batch * per_row);
     const double loss = sums[0] / predictions;
-    if (const auto diverged = non_finite_step(step, loss, grad_norm, lr, tc.clip_norm)) throw TrainingDiverged(*diverged);
+    if (const auto diverged = non_finite_step(step, loss, grad_norm, lr, tc.clip_norm))
+      throw TrainingDiverged(*diverged);
     phases.enter(TrainPhase::kCheckpoint, &t.checkpoint);
     ckpt.wait_copied();
     phases.enter(TrainPhase::kOptimizer, &t.optimizer);
@@ -281,8 +288,15 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
 
     epoch_loss += loss;
     epoch_seconds += t.total();
-    const StepMetrics step_metrics{step, step / d.per_epoch, loss, sums[1] / predictions, lr, grad_norm,
-                                   static_cast<double>(d.global_batch) / t.total(), tokens ? per_row : 0, t};
+    const StepMetrics step_metrics{step,
+                                   step / d.per_epoch,
+                                   loss,
+                                   sums[1] / predictions,
+                                   lr,
+                                   grad_norm,
+                                   static_cast<double>(d.global_batch) / t.total(),
+                                   tokens ? per_row : 0,
+                                   t};
     metrics.write(step_metrics);
     if (hooks.on_step) hooks.on_step(step_metrics, total);
     if ((step + 1) % static_cast<std::uint64_t>(tc.prometheus_every) == 0) publish(step_metrics);
@@ -290,10 +304,14 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
     if ((step + 1) % d.per_epoch == 0 || step + 1 == total) {
       const std::uint64_t steps_in_epoch = step % d.per_epoch + 1;
       phase(TrainPhase::kEvaluation, step + 1);
-      const auto [test_loss, test_accuracy] = evaluate_test_set(model, d, static_cast<int>(tc.eval_batch), comm,
-                                                                [&] { phase(TrainPhase::kEvaluationReduce, step + 1); });
-      EpochResult e{step / d.per_epoch + 1, step + 1, epoch_loss / static_cast<double>(steps_in_epoch), test_loss,
-                    test_accuracy, static_cast<double>(steps_in_epoch * d.global_batch) / epoch_seconds};
+      const auto [test_loss, test_accuracy] = evaluate_test_set(
+          model, d, static_cast<int>(tc.eval_batch), comm, [&] { phase(TrainPhase::kEvaluationReduce, step + 1); });
+      EpochResult e{step / d.per_epoch + 1,
+                    step + 1,
+                    epoch_loss / static_cast<double>(steps_in_epoch),
+                    test_loss,
+                    test_accuracy,
+                    static_cast<double>(steps_in_epoch * d.global_batch) / epoch_seconds};
       result.epochs.push_back(e);
       metrics.write_eval(e.epoch, e.step, e.test_loss, e.test_accuracy);
       latest_test_accuracy = e.test_accuracy;
@@ -313,17 +331,19 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
     const std::uint64_t done = step + 1;
     const bool stop = done < total && (stop_vote.signal != 0 || (stop_after > 0 && done == stop_after));
     if (done == total && stop_vote.signal != 0 && rank0)
-      out << fmt::format("SIG{} on {} of {} rank(s) came with the last step: the training is complete and ends as planned\n",
-                         sigabbrev_np(stop_vote.signal) ? sigabbrev_np(stop_vote.signal) : "?", stop_vote.ranks,
-                         comm.size())
+      out << fmt::format(
+                 "SIG{} on {} of {} rank(s) came with the last step: the training is complete and ends as planned\n",
+                 sigabbrev_np(stop_vote.signal) ? sigabbrev_np(stop_vote.signal) : "?", stop_vote.ranks, comm.size())
           << std::flush;
     phase(TrainPhase::kCheckpoint, done);
     if (ckpt.due(done, stop)) {
       // Every rank holds the same parameters: all of them stop here together. A sharded state
       // is written shard by shard, never gathered: in host memory, the parameters and this
       // rank's shard (shard_to_host()).
-      if (ckpt.together()) model.shard_to_host();
-      else model.state_to_host();
+      if (ckpt.together())
+        model.shard_to_host();
+      else
+        model.state_to_host();
       if (const auto diverged = non_finite_parameters(done, *state.params)) throw TrainingDiverged(*diverged);
       ckpt.save(done, epoch_loss, epoch_seconds);
     }
@@ -345,7 +365,8 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   if (!result.stopped_early) save_model_file();
   result.seconds = seconds_since(started);
   if (rank0 && !result.stopped_early && !result.epochs.empty())
-    out << fmt::format("final: {}  {}  after {} steps in {:.1f} s\n", terms.accuracy(result.epochs.back().test_accuracy),
+    out << fmt::format("final: {}  {}  after {} steps in {:.1f} s\n",
+                       terms.accuracy(result.epochs.back().test_accuracy),
                        terms.loss(result.epochs.back().test_loss, false), total, result.seconds)
         << std::flush;
   return result;

@@ -24,14 +24,14 @@ struct EpochResult {
 
 struct TrainResult {
   std::vector<EpochResult> epochs;
-  std::uint64_t first_step = 0;  // > 0 when resumed from a checkpoint
-  std::uint64_t steps_done = 0;  // global steps done when train() returned
-  bool stopped_early = false;    // train.stop_after or a stop signal ended it before the last step
-  bool already_complete = false; // resumed from a checkpoint of the last step: nothing trained
-  bool refused_start = false;    // TrainHooks::may_start said no (on rank 0): nothing trained
-  int stop_signal = 0;           // the signal that stopped it (TrainHooks::stop_signal), or 0
-  int stop_signal_ranks = 0;     // how many ranks had received it
-  std::string resumed_from;      // the checkpoint's path (rank 0), or ""
+  std::uint64_t first_step = 0;   // > 0 when resumed from a checkpoint
+  std::uint64_t steps_done = 0;   // global steps done when train() returned
+  bool stopped_early = false;     // train.stop_after or a stop signal ended it before the last step
+  bool already_complete = false;  // resumed from a checkpoint of the last step: nothing trained
+  bool refused_start = false;     // TrainHooks::may_start said no (on rank 0): nothing trained
+  int stop_signal = 0;            // the signal that stopped it (TrainHooks::stop_signal), or 0
+  int stop_signal_ranks = 0;      // how many ranks had received it
+  std::string resumed_from;       // the checkpoint's path (rank 0), or ""
   std::vector<float> parameters;  // the final parameters (identical on every rank)
   double seconds = 0;
 };

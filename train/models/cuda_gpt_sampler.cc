@@ -29,17 +29,18 @@ class CudaGptDecoder final : public GptDecoder {
     const std::size_t expected = layout_.back().offset + layout_.back().size;
     check_parameters(config, params.size());
     if (config.embd / config.heads > cuda::kMaxAttentionHeadSize)
-      throw std::invalid_argument(fmt::format("gpt sampler on a GPU: head size {} (embd {} over {} heads): the "
-                                              "attention kernels take at most {}; use --device cpu",
-                                              config.embd / config.heads, config.embd, config.heads,
-                                              cuda::kMaxAttentionHeadSize));
+      throw std::invalid_argument(
+          fmt::format("gpt sampler on a GPU: head size {} (embd {} over {} heads): the "
+                      "attention kernels take at most {}; use --device cpu",
+                      config.embd / config.heads, config.embd, config.heads, cuda::kMaxAttentionHeadSize));
     stream_ = owned_.stream();
     lt_ = std::make_unique<cuda::LtMatmul>(false, true, 4u << 20);
     const std::size_t C = static_cast<std::size_t>(config.embd), T = static_cast<std::size_t>(config.block),
                       L = static_cast<std::size_t>(config.layers), H = static_cast<std::size_t>(config.heads),
                       V = static_cast<std::size_t>(config.vocab);
     params_.resize(expected);
-    CUDA_CHECK(cudaMemcpyAsync(params_.data(), params.data(), expected * sizeof(float), cudaMemcpyHostToDevice, stream_));
+    CUDA_CHECK(
+        cudaMemcpyAsync(params_.data(), params.data(), expected * sizeof(float), cudaMemcpyHostToDevice, stream_));
     keys_.resize(L * T * C), values_.resize(L * T * C);
     x_.resize(C), ln_.resize(C), qkv_.resize(3 * C), att_.resize(C), proj_.resize(C), fc_.resize(4 * C),
         fch_.resize(4 * C), mean_.resize(1), rstd_.resize(1), scores_.resize(H * T), logits_.resize(V);
@@ -57,15 +58,18 @@ class CudaGptDecoder final : public GptDecoder {
     const std::size_t c = static_cast<std::size_t>(C), p = static_cast<std::size_t>(position_);
     CUDA_CHECK(cudaSetDevice(gpu_));  // the caller may have moved to another since
     host_token_.data()[0] = token;
-    CUDA_CHECK(cudaMemcpyAsync(token_.data(), host_token_.data(), sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
+    CUDA_CHECK(
+        cudaMemcpyAsync(token_.data(), host_token_.data(), sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
     cuda::embedding_forward(1, 1, C, token_.data(), tensor(0), tensor(1) + p * c, x_.data(), stream_);
     for (int l = 0; l < config_.layers; ++l) {
       const std::size_t b = 2 + static_cast<std::size_t>(l) * 12;  // the block's first tensor (gpt_layout's order)
       const std::size_t cache = (static_cast<std::size_t>(l) * config_.block + p) * c;
       // x += c_proj(attention(c_attn(ln_1(x))))
-      cuda::layernorm_forward(1, C, x_.data(), tensor(b), tensor(b + 1), ln_.data(), mean_.data(), rstd_.data(), stream_);
+      cuda::layernorm_forward(1, C, x_.data(), tensor(b), tensor(b + 1), ln_.data(), mean_.data(), rstd_.data(),
+                              stream_);
       row(C, 3 * C, ln_.data(), tensor(b + 2), tensor(b + 3), qkv_.data());
-      CUDA_CHECK(cudaMemcpyAsync(keys_.data() + cache, qkv_.data() + c, c * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
+      CUDA_CHECK(
+          cudaMemcpyAsync(keys_.data() + cache, qkv_.data() + c, c * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
       CUDA_CHECK(cudaMemcpyAsync(values_.data() + cache, qkv_.data() + 2 * c, c * sizeof(float),
                                  cudaMemcpyDeviceToDevice, stream_));
       const std::size_t layer_cache = static_cast<std::size_t>(l) * config_.block * c;
@@ -74,14 +78,16 @@ class CudaGptDecoder final : public GptDecoder {
       row(C, C, att_.data(), tensor(b + 4), tensor(b + 5), proj_.data());
       cuda::residual_forward<float>(c, x_.data(), proj_.data(), x_.data(), stream_);
       // x += c_proj(gelu(c_fc(ln_2(x))))
-      cuda::layernorm_forward(1, C, x_.data(), tensor(b + 6), tensor(b + 7), ln_.data(), mean_.data(), rstd_.data(), stream_);
+      cuda::layernorm_forward(1, C, x_.data(), tensor(b + 6), tensor(b + 7), ln_.data(), mean_.data(), rstd_.data(),
+                              stream_);
       row(C, 4 * C, ln_.data(), tensor(b + 8), tensor(b + 9), fc_.data());
       cuda::gelu_forward<float>(4 * c, fc_.data(), fch_.data(), stream_);
       row(4 * C, C, fch_.data(), tensor(b + 10), tensor(b + 11), proj_.data());
       cuda::residual_forward<float>(c, x_.data(), proj_.data(), x_.data(), stream_);
     }
     const std::size_t ln_f = layout_.size() - 2;
-    cuda::layernorm_forward(1, C, x_.data(), tensor(ln_f), tensor(ln_f + 1), ln_.data(), mean_.data(), rstd_.data(), stream_);
+    cuda::layernorm_forward(1, C, x_.data(), tensor(ln_f), tensor(ln_f + 1), ln_.data(), mean_.data(), rstd_.data(),
+                            stream_);
     // The head is tied to the token embedding: logits = ln_f(x) wte^T.
     cuda::MatmulArgs head{false, true, 1, V, C, ln_.data(), C, tensor(0), C, logits_.data(), V};
     lt_->run(head, stream_);
@@ -118,7 +124,7 @@ class CudaGptDecoder final : public GptDecoder {
 
   GptConfig config_;
   std::vector<ParamTensor> layout_;
-  int gpu_;                   // set (and selected) before owned_ makes its stream there
+  int gpu_;                  // set (and selected) before owned_ makes its stream there
   cuda::OwnedStream owned_;  // before the buffers and handles: destroyed after them
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<cuda::LtMatmul> lt_;

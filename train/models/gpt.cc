@@ -18,7 +18,19 @@ namespace {
 
 // The tensors of one block, in layout order after wte and wpe.
 enum Block : std::size_t {
-  kLn1W, kLn1B, kAttnW, kAttnB, kAttnProjW, kAttnProjB, kLn2W, kLn2B, kFcW, kFcB, kMlpProjW, kMlpProjB, kBlockTensors
+  kLn1W,
+  kLn1B,
+  kAttnW,
+  kAttnB,
+  kAttnProjW,
+  kAttnProjB,
+  kLn2W,
+  kLn2B,
+  kFcW,
+  kFcB,
+  kMlpProjW,
+  kMlpProjB,
+  kBlockTensors
 };
 constexpr std::size_t kWte = 0, kWpe = 1;
 
@@ -36,9 +48,10 @@ double normal_from_counter(std::uint64_t seed, std::uint64_t index) {
 
 std::vector<ParamTensor> gpt_layout(const GptConfig& g) {
   if (g.vocab < 1 || g.block < 1 || g.layers < 1 || g.heads < 1 || g.embd < 1 || g.embd % g.heads != 0)
-    throw std::invalid_argument(fmt::format("gpt: vocab {}, block {}, layers {}, heads {}, embd {}: expected positive "
-                                            "sizes and embd a multiple of heads",
-                                            g.vocab, g.block, g.layers, g.heads, g.embd));
+    throw std::invalid_argument(
+        fmt::format("gpt: vocab {}, block {}, layers {}, heads {}, embd {}: expected positive "
+                    "sizes and embd a multiple of heads",
+                    g.vocab, g.block, g.layers, g.heads, g.embd));
   const std::int64_t C = g.embd;
   std::vector<ParamTensor> out;
   std::size_t offset = 0;
@@ -113,9 +126,10 @@ Gpt::Gpt(const GptConfig& config, kernels::Kernels<float>& k) : config_(config),
 
 void Gpt::resize(int B, int T) {
   if (B < 1 || T < 1 || T > config_.block)
-    throw std::invalid_argument(fmt::format("gpt: a batch of {} sequences of {} tokens: expected at least one of at "
-                                            "least one token and at most the block size {}",
-                                            B, T, config_.block));
+    throw std::invalid_argument(
+        fmt::format("gpt: a batch of {} sequences of {} tokens: expected at least one of at "
+                    "least one token and at most the block size {}",
+                    B, T, config_.block));
   B_ = B;
   T_ = T;
   const std::size_t BT = static_cast<std::size_t>(B) * T, C = static_cast<std::size_t>(config_.embd),
@@ -151,7 +165,8 @@ double Gpt::forward(const std::int32_t* tokens, const std::int32_t* targets, int
 
 kernels::DropoutParams Gpt::dropout_at(std::size_t site) const {
   if (dropout_.p <= 0.0f) return {};
-  return {dropout_.p, kernels::mix64(dropout_.seed + 0x9e37 * (site + 1)), dropout_.first_window * static_cast<std::uint64_t>(T_)};
+  return {dropout_.p, kernels::mix64(dropout_.seed + 0x9e37 * (site + 1)),
+          dropout_.first_window * static_cast<std::uint64_t>(T_)};
 }
 
 const float* Gpt::through_dropout(std::size_t site, int rows, int cols, const float* d, float* out, float* dbias) {
@@ -173,8 +188,9 @@ kernels::LossResult Gpt::forward_sums(const std::int32_t* tokens, const std::int
   const int C = config_.embd, V = config_.vocab, H = config_.heads, BT = B * T;
   for (int i = 0; i < BT; ++i)
     if (tokens[i] < 0 || tokens[i] >= V || targets[i] < 0 || targets[i] >= V)
-      throw std::invalid_argument(fmt::format("gpt: token or target {} at position {} is outside the vocabulary [0, {})",
-                                              tokens[i] < 0 || tokens[i] >= V ? tokens[i] : targets[i], i, V));
+      throw std::invalid_argument(
+          fmt::format("gpt: token or target {} at position {} is outside the vocabulary [0, {})",
+                      tokens[i] < 0 || tokens[i] >= V ? tokens[i] : targets[i], i, V));
   tokens_.assign(tokens, tokens + BT);
   targets_.assign(targets, targets + BT);
   const std::size_t bt = static_cast<std::size_t>(BT);
@@ -214,23 +230,24 @@ kernels::LossResult Gpt::forward_sums(const std::int32_t* tokens, const std::int
     float* fc = fc_.data() + L * bt * 4 * C;
     float* fch = fch_.data() + L * bt * 4 * C;
     kernels::layernorm_rows_forward(BT, C, r, param(block_tensor(l, kLn1W)), param(block_tensor(l, kLn1B)), ln1,
-                               ln1_mean_.data() + L * bt, ln1_rstd_.data() + L * bt);
+                                    ln1_mean_.data() + L * bt, ln1_rstd_.data() + L * bt);
     // The product adds to its bias: a pass that fills the rows, where clearing them and adding the
     // bias after would take two.
     const float* attn_bias = param(block_tensor(l, kAttnB));
     for (std::size_t row = 0; row < bt; ++row) std::copy_n(attn_bias, 3 * C, qkv + row * 3 * C);
     k_.gemm(false, false, BT, 3 * C, C, 1.0f, ln1, C, param(block_tensor(l, kAttnW)), 3 * C, 1.0f, qkv, 3 * C);
-    kernels::attention_forward_gemm(k_, B, T, C, H, qkv, atty, probs_.data() + L * static_cast<std::size_t>(B) * H * T * T);
+    kernels::attention_forward_gemm(k_, B, T, C, H, qkv, atty,
+                                    probs_.data() + L * static_cast<std::size_t>(B) * H * T * T);
     add_branch(1 + 2 * L, atty, C, block_tensor(l, kAttnProjW), block_tensor(l, kAttnProjB), r, r2);
     kernels::layernorm_rows_forward(BT, C, r2, param(block_tensor(l, kLn2W)), param(block_tensor(l, kLn2B)), ln2,
-                               ln2_mean_.data() + L * bt, ln2_rstd_.data() + L * bt);
+                                    ln2_mean_.data() + L * bt, ln2_rstd_.data() + L * bt);
     k_.gemm(false, false, BT, 4 * C, C, 1.0f, ln2, C, param(block_tensor(l, kFcW)), 4 * C, 0.0f, fc, 4 * C);
     k_.bias_gelu_forward(BT, 4 * C, param(block_tensor(l, kFcB)), fc, fch);  // fc: GELU's derivative
     add_branch(2 + 2 * L, fch, 4 * C, block_tensor(l, kMlpProjW), block_tensor(l, kMlpProjB), r2, r + bt * C);
   }
   const std::size_t ln_f = layout_.size() - 2;
-  kernels::layernorm_rows_forward(BT, C, residual_.data() + static_cast<std::size_t>(config_.layers) * bt * C, param(ln_f),
-                             param(ln_f + 1), lnf_.data(), lnf_mean_.data(), lnf_rstd_.data());
+  kernels::layernorm_rows_forward(BT, C, residual_.data() + static_cast<std::size_t>(config_.layers) * bt * C,
+                                  param(ln_f), param(ln_f + 1), lnf_.data(), lnf_mean_.data(), lnf_rstd_.data());
   // The head is tied to the token embedding: logits = lnf wte^T.
   k_.gemm(false, true, BT, V, C, 1.0f, lnf_.data(), C, param(kWte), C, 0.0f, logits_.data(), V);
   return k_.softmax_cross_entropy(BT, V, logits_.data(), targets, 0.0f, loss_scale, dlogits_.data());
@@ -241,16 +258,16 @@ void Gpt::backward(const std::function<void(std::size_t tensor)>& tensor_done) {
   const int B = B_, T = T_, C = config_.embd, V = config_.vocab, H = config_.heads, BT = B * T;
   const std::size_t bt = static_cast<std::size_t>(BT);
   std::fill(grads_.begin(), grads_.end(), 0.0f);
-  std::vector<float>&dres = dres_, &dbranch = dbranch_, &dln = dln_, &dwide = dwide_, &dqkv = dqkv_,
-                     &datty = datty_;
+  std::vector<float>&dres = dres_, &dbranch = dbranch_, &dln = dln_, &dwide = dwide_, &dqkv = dqkv_, &datty = datty_;
   const std::size_t btc = bt * static_cast<std::size_t>(C);
   const std::size_t ln_f = layout_.size() - 2;
   // Through the tied head and the final LayerNorm (which adds into dres).
   std::fill_n(dres.begin(), btc, 0.0f);
   k_.gemm(false, false, BT, C, V, 1.0f, dlogits_.data(), V, param(kWte), C, 0.0f, dln.data(), C);
   k_.gemm(true, false, V, C, BT, 1.0f, dlogits_.data(), V, lnf_.data(), C, 1.0f, grad(kWte), C);
-  kernels::layernorm_rows_backward(BT, C, residual_.data() + static_cast<std::size_t>(config_.layers) * bt * C, param(ln_f),
-                              lnf_mean_.data(), lnf_rstd_.data(), dln.data(), dres.data(), grad(ln_f), grad(ln_f + 1));
+  kernels::layernorm_rows_backward(BT, C, residual_.data() + static_cast<std::size_t>(config_.layers) * bt * C,
+                                   param(ln_f), lnf_mean_.data(), lnf_rstd_.data(), dln.data(), dres.data(), grad(ln_f),
+                                   grad(ln_f + 1));
   const auto done = [&](std::size_t first, std::size_t last) {  // tensors [first, last], highest first
     if (tensor_done)
       for (std::size_t i = last + 1; i-- > first;) tensor_done(i);
@@ -269,15 +286,17 @@ void Gpt::backward(const std::function<void(std::size_t tensor)>& tensor_done) {
     // The MLP: out = r2 + c_proj(gelu(c_fc(ln_2(r2)))); dres is the gradient of out. It becomes
     // r2's, then r's, in place: each branch reads it (through its dropout, by its two products)
     // before that branch's LayerNorm adds into it.
-    const float* dmlp = through_dropout(2 + 2 * L, BT, C, dres.data(), dbranch.data(), grad(block_tensor(l, kMlpProjB)));
+    const float* dmlp =
+        through_dropout(2 + 2 * L, BT, C, dres.data(), dbranch.data(), grad(block_tensor(l, kMlpProjB)));
     k_.gemm(true, false, 4 * C, C, BT, 1.0f, fch, 4 * C, dmlp, C, 1.0f, grad(block_tensor(l, kMlpProjW)), C);
     k_.gemm(false, true, BT, 4 * C, C, 1.0f, dmlp, C, param(block_tensor(l, kMlpProjW)), C, 0.0f, dwide.data(), 4 * C);
     k_.gelu_backward(BT, 4 * C, fc, dwide.data(), dwide.data(), grad(block_tensor(l, kFcB)));
     k_.gemm(true, false, C, 4 * C, BT, 1.0f, ln2, C, dwide.data(), 4 * C, 1.0f, grad(block_tensor(l, kFcW)), 4 * C);
-    k_.gemm(false, true, BT, C, 4 * C, 1.0f, dwide.data(), 4 * C, param(block_tensor(l, kFcW)), 4 * C, 0.0f, dln.data(), C);
+    k_.gemm(false, true, BT, C, 4 * C, 1.0f, dwide.data(), 4 * C, param(block_tensor(l, kFcW)), 4 * C, 0.0f, dln.data(),
+            C);
     kernels::layernorm_rows_backward(BT, C, r2, param(block_tensor(l, kLn2W)), ln2_mean_.data() + L * bt,
-                                ln2_rstd_.data() + L * bt, dln.data(), dres.data(), grad(block_tensor(l, kLn2W)),
-                                grad(block_tensor(l, kLn2B)));
+                                     ln2_rstd_.data() + L * bt, dln.data(), dres.data(), grad(block_tensor(l, kLn2W)),
+                                     grad(block_tensor(l, kLn2B)));
     // Attention: r2 = r + c_proj(attention(c_attn(ln_1(r)))).
     const float* dattn =
         through_dropout(1 + 2 * L, BT, C, dres.data(), dbranch.data(), grad(block_tensor(l, kAttnProjB)));
@@ -287,10 +306,11 @@ void Gpt::backward(const std::function<void(std::size_t tensor)>& tensor_done) {
                                      datty.data(), dqkv.data(), attention_scratch_);
     k_.gemm(true, false, C, 3 * C, BT, 1.0f, ln1, C, dqkv.data(), 3 * C, 1.0f, grad(block_tensor(l, kAttnW)), 3 * C);
     kernels::add_column_sums(BT, 3 * C, dqkv.data(), grad(block_tensor(l, kAttnB)));
-    k_.gemm(false, true, BT, C, 3 * C, 1.0f, dqkv.data(), 3 * C, param(block_tensor(l, kAttnW)), 3 * C, 0.0f, dln.data(), C);
+    k_.gemm(false, true, BT, C, 3 * C, 1.0f, dqkv.data(), 3 * C, param(block_tensor(l, kAttnW)), 3 * C, 0.0f,
+            dln.data(), C);
     kernels::layernorm_rows_backward(BT, C, r, param(block_tensor(l, kLn1W)), ln1_mean_.data() + L * bt,
-                                ln1_rstd_.data() + L * bt, dln.data(), dres.data(), grad(block_tensor(l, kLn1W)),
-                                grad(block_tensor(l, kLn1B)));
+                                     ln1_rstd_.data() + L * bt, dln.data(), dres.data(), grad(block_tensor(l, kLn1W)),
+                                     grad(block_tensor(l, kLn1B)));
     done(block_tensor(l, kLn1W), block_tensor(l, kMlpProjB));
   }
   if (dropout_.p > 0.0f) {

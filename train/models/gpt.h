@@ -22,11 +22,11 @@
 namespace slurm_train {
 
 struct GptConfig {
-  int vocab = 256;      // V
-  int block = 256;      // T: the longest sequence (rows of wpe)
-  int layers = 4;       // n_layer
-  int heads = 4;        // n_head
-  int embd = 128;       // C, a multiple of heads
+  int vocab = 256;  // V
+  int block = 256;  // T: the longest sequence (rows of wpe)
+  int layers = 4;   // n_layer
+  int heads = 4;    // n_head
+  int embd = 128;   // C, a multiple of heads
 };
 
 // Every parameter tensor, in order, packed into one buffer.
@@ -66,7 +66,8 @@ class Gpt {
   kernels::LossResult forward_sums(const std::int32_t* tokens, const std::int32_t* targets, int B, int T,
                                    float loss_scale, const GptDropout& dropout = {});
   std::span<const float> logits() const {
-    return {logits_.data(), static_cast<std::size_t>(B_) * static_cast<std::size_t>(T_) * static_cast<std::size_t>(config_.vocab)};
+    return {logits_.data(),
+            static_cast<std::size_t>(B_) * static_cast<std::size_t>(T_) * static_cast<std::size_t>(config_.vocab)};
   }
   // grads() = the gradient of the last forward()'s loss (overwritten, not accumulated).
   // tensor_done(i) is called as soon as layout()[i]'s gradient is complete, in descending i: the
@@ -92,8 +93,8 @@ class Gpt {
   GptDropout dropout_;
   // Activations of the last forward pass, per layer and for the ends (fc_: GELU's derivative at
   // the MLP's pre-activation, all that the backward pass needs of it).
-  std::vector<float> encoded_, residual_, ln1_, ln1_mean_, ln1_rstd_, qkv_, probs_, atty_, residual2_, ln2_,
-      ln2_mean_, ln2_rstd_, fc_, fch_, lnf_, lnf_mean_, lnf_rstd_, logits_, dlogits_, zeros_;
+  std::vector<float> encoded_, residual_, ln1_, ln1_mean_, ln1_rstd_, qkv_, probs_, atty_, residual2_, ln2_, ln2_mean_,
+      ln2_rstd_, fc_, fch_, lnf_, lnf_mean_, lnf_rstd_, logits_, dlogits_, zeros_;
   // Scratch of one pass, kept between steps: fresh buffers of a few MB each would cost a page
   // fault per 4 KiB and a clearing pass, every step.
   std::vector<float> projected_, dropped_, dres_, dbranch_, dln_, dwide_, dqkv_, datty_, attention_scratch_;

@@ -93,10 +93,10 @@ void GptDecoder::check_parameters(const GptConfig& config, std::size_t count) {
   const auto layout = gpt_layout(config);
   const std::size_t expected = layout.back().offset + layout.back().size;
   if (count != expected)
-    throw std::invalid_argument(fmt::format("gpt sampler: {} parameters: expected {} for vocab {}, block {}, layers "
-                                            "{}, heads {}, embd {}",
-                                            count, expected, config.vocab, config.block, config.layers, config.heads,
-                                            config.embd));
+    throw std::invalid_argument(
+        fmt::format("gpt sampler: {} parameters: expected {} for vocab {}, block {}, layers "
+                    "{}, heads {}, embd {}",
+                    count, expected, config.vocab, config.block, config.layers, config.heads, config.embd));
 }
 
 void GptDecoder::check_feed(const GptConfig& config, int position, int token) {
@@ -104,9 +104,10 @@ void GptDecoder::check_feed(const GptConfig& config, int position, int token) {
     throw std::invalid_argument(
         fmt::format("gpt sampler: token {} is outside the vocabulary [0, {})", token, config.vocab));
   if (position >= config.block)
-    throw std::logic_error(fmt::format("gpt sampler: the cache already holds the block size of {} tokens; reset() "
-                                       "and feed the window to keep",
-                                       config.block));
+    throw std::logic_error(
+        fmt::format("gpt sampler: the cache already holds the block size of {} tokens; reset() "
+                    "and feed the window to keep",
+                    config.block));
 }
 
 GptSampler::GptSampler(const GptConfig& config, const std::vector<float>& params) : config_(config) {

@@ -1,13 +1,12 @@
 // Text generation with the GPT model of train/models/gpt.h, one token at a time.
 //
 // GptDecoder runs one position at a time with a KV cache: GptSampler here on the CPU, and
-// train/models/cuda_gpt_sampler.h's on a GPU. GptSampler runs one position through the model per feed(), keeping every earlier position's
-// keys and values (a KV cache, [T, C] per layer), so that a token costs one matrix-vector
-// product per weight matrix instead of a forward pass over the whole context. Its logits equal
-// Gpt::forward's at the same position up to float rounding (test/unit/gpt_sampler_test.cc).
-// The products are plain loops in a fixed order rather than BLAS, whose kernel and summation
-// order depend on the CPU: the same parameters and tokens give the same logits, and so the same
-// text, on every machine.
+// train/models/cuda_gpt_sampler.h's on a GPU. GptSampler runs one position through the model per feed(), keeping every
+// earlier position's keys and values (a KV cache, [T, C] per layer), so that a token costs one matrix-vector product
+// per weight matrix instead of a forward pass over the whole context. Its logits equal Gpt::forward's at the same
+// position up to float rounding (test/unit/gpt_sampler_test.cc). The products are plain loops in a fixed order rather
+// than BLAS, whose kernel and summation order depend on the CPU: the same parameters and tokens give the same logits,
+// and so the same text, on every machine.
 //
 // sample_text() generates bytes: a token is a byte (vocab 256). The context window is the
 // model's block size T:
@@ -63,8 +62,8 @@ class GptSampler final : public GptDecoder {
 
  private:
   struct LayerWeights {
-    const float *ln1_w, *ln1_b, *attn_w, *attn_b, *attn_proj_w, *attn_proj_b, *ln2_w, *ln2_b, *fc_w, *fc_b,
-        *mlp_proj_w, *mlp_proj_b;
+    const float *ln1_w, *ln1_b, *attn_w, *attn_b, *attn_proj_w, *attn_proj_b, *ln2_w, *ln2_b, *fc_w, *fc_b, *mlp_proj_w,
+        *mlp_proj_b;
   };
   void attend(int layer);
 

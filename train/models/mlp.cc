@@ -26,8 +26,7 @@ std::vector<LayerLayout> mlp_layout(const MlpShape& shape) {
 }
 
 template <typename T>
-Mlp<T>::Mlp(MlpShape shape, kernels::Kernels<T>& k)
-    : shape_(std::move(shape)), k_(k), layers_(mlp_layout(shape_)) {
+Mlp<T>::Mlp(MlpShape shape, kernels::Kernels<T>& k) : shape_(std::move(shape)), k_(k), layers_(mlp_layout(shape_)) {
   if (shape_.dropout < 0.0f || shape_.dropout >= 1.0f) throw std::invalid_argument("model: dropout must be in [0, 1)");
   // Fresh and faulted in as they are zeroed: in huge pages, 512x fewer faults (huge_pages.h).
   resize_in_huge_pages(params_, layers_.back().end());
@@ -70,8 +69,7 @@ kernels::DropoutParams Mlp<T>::dropout_of(std::size_t layer) const {
 }
 
 template <typename T>
-const T* Mlp<T>::forward(const T* x, int rows, bool training, std::uint64_t dropout_seed,
-                         std::uint64_t first_row) {
+const T* Mlp<T>::forward(const T* x, int rows, bool training, std::uint64_t dropout_seed, std::uint64_t first_row) {
   rows_ = rows;
   dropout_active_ = training && shape_.dropout > 0.0f;
   dropout_seed_ = dropout_seed;
@@ -87,8 +85,8 @@ const T* Mlp<T>::forward(const T* x, int rows, bool training, std::uint64_t drop
     T* a = last ? z : a_[l].data();
     // z = input W^T, then bias, activation and dropout in one pass.
     k_.gemm(false, true, rows, L.out, L.in, T(1), input, L.in, &params_[L.weight], L.in, T(0), z, L.out);
-    k_.bias_activation_forward(last ? Activation::kIdentity : shape_.activation, rows, L.out,
-                               &params_[L.bias], z, a, dropout_of(l));
+    k_.bias_activation_forward(last ? Activation::kIdentity : shape_.activation, rows, L.out, &params_[L.bias], z, a,
+                               dropout_of(l));
     input = a;
   }
   return z_.back().data();
@@ -107,14 +105,14 @@ void Mlp<T>::backward(const T* x, const T* dlogits, const std::function<void(std
     const LayerLayout& L = layers_[l];
     const bool last = l + 1 == layers_.size();
     T* grad_z = grad_z_.data();
-    k_.activation_backward(last ? Activation::kIdentity : shape_.activation, rows, L.out, z_[l].data(),
-                           grad_out, grad_z, &grads_[L.bias], dropout_of(l));
+    k_.activation_backward(last ? Activation::kIdentity : shape_.activation, rows, L.out, z_[l].data(), grad_out,
+                           grad_z, &grads_[L.bias], dropout_of(l));
     const T* input = l == 0 ? x : a_[l - 1].data();
     // dW = dz^T input; d(input) = dz W.
     k_.gemm(true, false, L.out, L.in, rows, T(1), grad_z, L.out, input, L.in, T(0), &grads_[L.weight], L.in);
     if (l > 0) {
-      k_.gemm(false, false, rows, L.in, L.out, T(1), grad_z, L.out, &params_[L.weight], L.in, T(0),
-              grad_a_.data(), L.in);
+      k_.gemm(false, false, rows, L.in, L.out, T(1), grad_z, L.out, &params_[L.weight], L.in, T(0), grad_a_.data(),
+              L.in);
       grad_out = grad_a_.data();
     }
     if (layer_done) layer_done(l);

@@ -56,8 +56,7 @@ class Mlp {
   // Logits [rows, classes] for x [rows, inputs]. With `training`, dropout is applied (keyed by
   // dropout_seed and the global row index of x's first row) and activations are kept for
   // backward(); the returned pointer stays valid until the next forward().
-  const T* forward(const T* x, int rows, bool training, std::uint64_t dropout_seed = 0,
-                   std::uint64_t first_row = 0);
+  const T* forward(const T* x, int rows, bool training, std::uint64_t dropout_seed = 0, std::uint64_t first_row = 0);
 
   // Gradients of the parameters (overwritten) from dlogits, for the x of the last forward().
   // After each layer's gradients are complete, layer_done(layer) is called, last layer first,

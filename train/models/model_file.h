@@ -25,7 +25,7 @@ namespace slurm_train {
 
 struct ModelRecipe {
   std::string activation = "relu";
-  double input_scale = 1.0;  // the float32 factor the engine applies: 1/255 for uint8 features
+  double input_scale = 1.0;             // the float32 factor the engine applies: 1/255 for uint8 features
   double mean = 0.0, inv_stddev = 1.0;  // the training set's, as float32 values (Normalization)
 };
 

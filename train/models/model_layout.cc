@@ -10,7 +10,9 @@ ModelLayout mlp_model_layout(const std::vector<LayerLayout>& layers) {
   m.layers = layers;
   for (std::size_t l = 0; l < layers.size(); ++l) {
     const LayerLayout& L = layers[l];
-    m.tensors.push_back({Mlp<float>::parameter_name(l, true), {L.out, L.in}, L.weight,
+    m.tensors.push_back({Mlp<float>::parameter_name(l, true),
+                         {L.out, L.in},
+                         L.weight,
                          static_cast<std::size_t>(L.out) * static_cast<std::size_t>(L.in)});
     m.tensors.push_back({Mlp<float>::parameter_name(l, false), {L.out}, L.bias, static_cast<std::size_t>(L.out)});
   }

@@ -15,10 +15,10 @@
 namespace slurm_train {
 
 struct ModelLayout {
-  std::string kind = "mlp";         // "mlp" | "gpt"
-  std::vector<LayerLayout> layers;  // mlp: its layers; gpt: one per tensor, matrices decaying
-  std::vector<ParamTensor> tensors; // in buffer order
-  GptConfig gpt;                    // kind "gpt" only
+  std::string kind = "mlp";          // "mlp" | "gpt"
+  std::vector<LayerLayout> layers;   // mlp: its layers; gpt: one per tensor, matrices decaying
+  std::vector<ParamTensor> tensors;  // in buffer order
+  GptConfig gpt;                     // kind "gpt" only
 
   std::size_t parameters() const { return tensors.empty() ? 0 : tensors.back().offset + tensors.back().size; }
 };

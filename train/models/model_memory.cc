@@ -39,7 +39,8 @@ std::optional<std::uint64_t> mlp_parameter_count(std::uint64_t inputs, const std
 
 std::optional<std::uint64_t> gpt_parameter_count(std::uint64_t vocab, const ModelConfig& m) {
   const auto C = static_cast<std::uint64_t>(std::max(m.embd, 0));
-  const auto per_layer = add(mul(C, 12 * C), 13 * C);  // c_attn 3C^2+3C, c_proj C^2+C, c_fc 4C^2+4C, its proj 4C^2+C, two LayerNorms 4C
+  const auto per_layer =
+      add(mul(C, 12 * C), 13 * C);  // c_attn 3C^2+3C, c_proj C^2+C, c_fc 4C^2+4C, its proj 4C^2+C, two LayerNorms 4C
   return add(add(mul(add(vocab, static_cast<std::uint64_t>(std::max(m.block, 0))), C),
                  mul(per_layer, static_cast<std::uint64_t>(std::max(m.layers, 0)))),
              2 * C);
@@ -48,14 +49,17 @@ std::optional<std::uint64_t> gpt_parameter_count(std::uint64_t vocab, const Mode
 ModelMemory model_training_memory(const RunConfig& c, std::uint64_t inputs, std::uint64_t ranks) {
   ModelMemory m;
   const bool gpt = c.model.kind == "gpt";
-  const auto params = gpt ? gpt_parameter_count(inputs, c.model) : mlp_parameter_count(inputs, c.model.hidden, c.data.num_classes);
+  const auto params =
+      gpt ? gpt_parameter_count(inputs, c.model) : mlp_parameter_count(inputs, c.model.hidden, c.data.num_classes);
   m.parameters = params.value_or(kMax);
   const std::uint64_t moments = c.train.optimizer == "adamw" ? 2 : 1;
   const std::uint64_t snapshot = !c.ckpt.dir.empty() && c.ckpt.async ? 1 + moments : 0;
   const std::uint64_t copies = 2 + moments + snapshot;
-  const std::uint64_t per_rank = static_cast<std::uint64_t>(std::max<std::int64_t>(c.train.global_batch, 1)) /
-                                 std::max<std::uint64_t>(ranks, 1) + 1;
-  const std::uint64_t rows = std::max(per_rank, static_cast<std::uint64_t>(std::max<std::int64_t>(c.train.eval_batch, 1)));
+  const std::uint64_t per_rank =
+      static_cast<std::uint64_t>(std::max<std::int64_t>(c.train.global_batch, 1)) / std::max<std::uint64_t>(ranks, 1) +
+      1;
+  const std::uint64_t rows =
+      std::max(per_rank, static_cast<std::uint64_t>(std::max<std::int64_t>(c.train.eval_batch, 1)));
   std::optional<std::uint64_t> activations;
   if (gpt) {
     // Per token and layer the forward pass keeps 16 C floats (residuals, LayerNorms, qkv, the
@@ -77,11 +81,12 @@ ModelMemory model_training_memory(const RunConfig& c, std::uint64_t inputs, std:
     activations = mul(mul(widths, rows), 2 * sizeof(float));
   }
   m.bytes = add(mul(params, copies * sizeof(float)), activations);
-  m.why = fmt::format("{} parameters x {} float32 copies (weights, gradients, {} optimizer moment(s){}), plus {} "
-                      "for the activations of {} rows",
-                      params ? fmt::format("{}", *params) : "more than 2^64", copies, moments,
-                      snapshot ? ", the asynchronous checkpoint's snapshot" : "",
-                      activations ? format_bytes(*activations) : "more than 16 EiB", gpt ? per_rank : rows);
+  m.why = fmt::format(
+      "{} parameters x {} float32 copies (weights, gradients, {} optimizer moment(s){}), plus {} "
+      "for the activations of {} rows",
+      params ? fmt::format("{}", *params) : "more than 2^64", copies, moments,
+      snapshot ? ", the asynchronous checkpoint's snapshot" : "",
+      activations ? format_bytes(*activations) : "more than 16 EiB", gpt ? per_rank : rows);
   return m;
 }
 

@@ -17,9 +17,8 @@ CpuGptStep::CpuGptStep(const GptConfig& config, const OptimizerConfig& optimizer
 
 void CpuGptStep::forward(const StepBatch& batch) {
   if (!batch.tokens) throw std::invalid_argument("gpt step: a batch without tokens");
-  const kernels::LossResult r =
-      model_.forward_sums(batch.tokens, batch.y, batch.rows, model_.config().block, o_.loss_scale,
-                          {o_.dropout, o_.dropout_seed, batch.first_row});
+  const kernels::LossResult r = model_.forward_sums(batch.tokens, batch.y, batch.rows, model_.config().block,
+                                                    o_.loss_scale, {o_.dropout, o_.dropout_seed, batch.first_row});
   loss_ = {r.loss_sum, r.correct};
 }
 

@@ -29,7 +29,8 @@ void CpuMlpStep::forward(const StepBatch& batch) {
 
 void CpuMlpStep::backward() {
   if (!optimizer_.reduces()) return model_.backward(batch_.x, dlogits_.data());
-  model_.backward(batch_.x, dlogits_.data(), [&](std::size_t layer) { optimizer_.layer_done(model_.grads().data(), layer); });
+  model_.backward(batch_.x, dlogits_.data(),
+                  [&](std::size_t layer) { optimizer_.layer_done(model_.grads().data(), layer); });
 }
 
 void CpuMlpStep::finish_gradients() { optimizer_.finish_gradients(); }

@@ -20,10 +20,10 @@ namespace slurm_train {
 
 struct CpuMlpStepOptions {
   float label_smoothing = 0.0f;
-  float loss_scale = 1.0f;          // the loss's factor: 1 / global batch (the loss is a mean)
-  std::uint64_t dropout_seed = 0;   // with the row index, keys the dropout masks
-  double bucket_mb = 4.0;           // gradient all-reduce buckets, with a Comm
-  bool shard_optimizer = false;     // with a Comm: the optimizer state sharded (sharded_optimizer.h)
+  float loss_scale = 1.0f;         // the loss's factor: 1 / global batch (the loss is a mean)
+  std::uint64_t dropout_seed = 0;  // with the row index, keys the dropout masks
+  double bucket_mb = 4.0;          // gradient all-reduce buckets, with a Comm
+  bool shard_optimizer = false;    // with a Comm: the optimizer state sharded (sharded_optimizer.h)
 };
 
 class CpuMlpStep final : public TrainStep {

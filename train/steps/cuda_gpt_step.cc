@@ -15,9 +15,9 @@
 #include "kernels/cuda/owned_stream.h"
 #include "kernels/cuda/transformer_kernels.h"
 #include "kernels/positions_by_token.h"
+#include "train/models/model_layout.h"
 #include "train/steps/decay_runs.h"
 #include "train/steps/gradient_buckets.h"
-#include "train/models/model_layout.h"
 #include "train/steps/sharded_optimizer.h"
 
 namespace slurm_train {
@@ -33,7 +33,19 @@ using kernels::Activation;
 
 // The tensors of one block, in layout order after wte and wpe (as train/models/gpt.cc's).
 enum Block : std::size_t {
-  kLn1W, kLn1B, kAttnW, kAttnB, kAttnProjW, kAttnProjB, kLn2W, kLn2B, kFcW, kFcB, kMlpProjW, kMlpProjB, kBlockTensors
+  kLn1W,
+  kLn1B,
+  kAttnW,
+  kAttnB,
+  kAttnProjW,
+  kAttnProjB,
+  kLn2W,
+  kLn2B,
+  kFcW,
+  kFcB,
+  kMlpProjW,
+  kMlpProjB,
+  kBlockTensors
 };
 constexpr std::size_t kWte = 0, kWpe = 1;
 std::size_t block_tensor(int layer, Block b) { return 2 + static_cast<std::size_t>(layer) * kBlockTensors + b; }
@@ -110,8 +122,8 @@ struct CudaGptStep::State {
   std::size_t shard_begin = 0, shard_end = 0;
   DeviceBuffer<float> grad_shard;
   std::vector<float> host_shard_first, host_shard_second;  // state_shard()'s
-  bool shard_on_host = false;                             // they and host_params are current
-  bool moments_ready = false;                             // m and v are allocated
+  bool shard_on_host = false;                              // they and host_params are current
+  bool moments_ready = false;                              // m and v are allocated
 
   int B = 0;                    // windows in the pass in flight
   bool backward_ready = false;  // the last pass was a training forward(): its activations are there
@@ -141,8 +153,9 @@ struct CudaGptStep::State {
   // C[m, n] (fp32) = op(A) op(B) + beta C (+ bias[n]), row-major as kernels::Kernels::gemm.
   void product(bool ta, bool tb, int m, int n, int k, Operand a, int lda, Operand b, int ldb, float* c, int ldc,
                float beta = 0.0f, const float* bias = nullptr) {
-    MatmulArgs args{ta, tb, m, n, k, half ? static_cast<const void*>(a.h) : a.f, lda,
-                    half ? static_cast<const void*>(b.h) : b.f, ldb, c, ldc};
+    MatmulArgs args{
+        ta,  tb, m,  n, k, half ? static_cast<const void*>(a.h) : a.f, lda, half ? static_cast<const void*>(b.h) : b.f,
+        ldb, c,  ldc};
     args.ab_type = half ? DataType::kBF16 : DataType::kF32;
     args.c_type = DataType::kF32;
     args.beta = beta;
@@ -168,7 +181,8 @@ struct CudaGptStep::State {
   // As Gpt::dropout_at: site 0 is the embeddings' sum, block l's attention branch 1 + 2l, its MLP 2 + 2l.
   kernels::DropoutParams dropout_at(std::size_t site) const {
     if (dropout <= 0.0f) return {};
-    return {dropout, kernels::mix64(o.dropout_seed + 0x9e37 * (site + 1)), first_window * static_cast<std::uint64_t>(g.block)};
+    return {dropout, kernels::mix64(o.dropout_seed + 0x9e37 * (site + 1)),
+            first_window * static_cast<std::uint64_t>(g.block)};
   }
 
   // x [rows, cols] (a gradient) as a product's operand, its column sums (a bias's gradient) into
@@ -199,21 +213,21 @@ struct CudaGptStep::State {
     if (!batch.tokens || !batch.y) throw std::invalid_argument("CUDA gpt step: a batch without tokens or targets");
     backward_ready = false;
     if (batch.rows < 1 || batch.rows > o.max_rows)
-      throw std::invalid_argument(fmt::format("CUDA gpt step: a batch of {} windows: expected 1 to max_rows {}",
-                                              batch.rows, o.max_rows));
+      throw std::invalid_argument(
+          fmt::format("CUDA gpt step: a batch of {} windows: expected 1 to max_rows {}", batch.rows, o.max_rows));
     const std::size_t n = static_cast<std::size_t>(batch.rows) * static_cast<std::size_t>(g.block);
     // As Gpt::forward_sums: the kernels read the rows a token names, so a bad one must not reach them.
     for (std::size_t i = 0; i < n; ++i)
       if (batch.tokens[i] < 0 || batch.tokens[i] >= g.vocab || batch.y[i] < 0 || batch.y[i] >= g.vocab)
-        throw std::invalid_argument(fmt::format("gpt: token or target {} at position {} is outside the vocabulary [0, {})",
-                                                batch.tokens[i] < 0 || batch.tokens[i] >= g.vocab ? batch.tokens[i] : batch.y[i],
-                                                i, g.vocab));
+        throw std::invalid_argument(
+            fmt::format("gpt: token or target {} at position {} is outside the vocabulary [0, {})",
+                        batch.tokens[i] < 0 || batch.tokens[i] >= g.vocab ? batch.tokens[i] : batch.y[i], i, g.vocab));
     CUDA_CHECK(cudaMemcpyAsync(tokens.data(), batch.tokens, n * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream));
     CUDA_CHECK(cudaMemcpyAsync(targets.data(), batch.y, n * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream));
     kernels::group_positions_by_token(batch.tokens, n, g.vocab, by_token, token_counts);
     const auto upload = [&](const std::vector<std::int32_t>& from, DeviceBuffer<std::int32_t>& to) {
-      CUDA_CHECK(cudaMemcpyAsync(to.data(), from.data(), from.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice,
-                                 stream));
+      CUDA_CHECK(
+          cudaMemcpyAsync(to.data(), from.data(), from.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream));
     };
     upload(by_token.tokens, token_list);
     upload(by_token.starts, token_starts);
@@ -290,8 +304,8 @@ struct CudaGptStep::State {
     product(false, true, BT, V, C, kept(final_norm, copy_of(lnf16, 0, nc)), C, weight(kWte), C, logits.data(), V);
     last_logits = n * V;
     if (training && half_dlogits)
-      cuda::cross_entropy_forward_backward(BT, V, logits.data(), targets.data(), loss_scale, y16.data(), row_loss.data(),
-                                           loss_sum.data(), stream, {row_hit.data(), hits.data()});
+      cuda::cross_entropy_forward_backward(BT, V, logits.data(), targets.data(), loss_scale, y16.data(),
+                                           row_loss.data(), loss_sum.data(), stream, {row_hit.data(), hits.data()});
     else
       cuda::cross_entropy_forward_backward(BT, V, logits.data(), targets.data(), loss_scale,
                                            training ? dlogits.data() : nullptr, row_loss.data(), loss_sum.data(),
@@ -348,7 +362,8 @@ struct CudaGptStep::State {
                                grad(block_tensor(l, kLn2B)), ln_scratch.data(), stream);
       // Attention: r2 = r + c_proj(attention(c_attn(ln_1(r)))).
       const Operand dattn = through_dropout(1 + 2 * L, dres.data(), dbranch.data(), grad(block_tensor(l, kAttnProjB)));
-      product(true, false, C, C, BT, kept(y, copy_of(atty16, L, nc)), C, dattn, C, grad(block_tensor(l, kAttnProjW)), C);
+      product(true, false, C, C, BT, kept(y, copy_of(atty16, L, nc)), C, dattn, C, grad(block_tensor(l, kAttnProjW)),
+              C);
       product(false, true, BT, C, C, dattn, C, weight(block_tensor(l, kAttnProjW)), C, datty.data(), C);
       if (flash) {  // writes all of dqkv
         cuda::flash_attention_backward(B, T, C, H, q, y, datty.data(), lse.data() + L * n * H, dqkv.data(),
@@ -464,17 +479,18 @@ CudaGptStep::CudaGptStep(const GptConfig& config, const OptimizerConfig& optimiz
   const std::size_t n = s.model.parameters();
   s.shard_end = n;
   if (initial_parameters.size() != n)
-    throw std::invalid_argument(fmt::format("CUDA gpt step: {} initial parameters for a model of {}",
-                                            initial_parameters.size(), n));
+    throw std::invalid_argument(
+        fmt::format("CUDA gpt step: {} initial parameters for a model of {}", initial_parameters.size(), n));
   if (config.embd / config.heads > cuda::kMaxAttentionHeadSize)
-    throw std::invalid_argument(fmt::format("CUDA gpt step: embd {} over {} heads is a head size of {}: the attention "
-                                            "kernels take at most {}",
-                                            config.embd, config.heads, config.embd / config.heads,
-                                            cuda::kMaxAttentionHeadSize));
+    throw std::invalid_argument(
+        fmt::format("CUDA gpt step: embd {} over {} heads is a head size of {}: the attention "
+                    "kernels take at most {}",
+                    config.embd, config.heads, config.embd / config.heads, cuda::kMaxAttentionHeadSize));
   if (options.max_rows < 1)
     throw std::invalid_argument(fmt::format("CUDA gpt step: max_rows {}: expected at least 1", options.max_rows));
   if (!(options.dropout >= 0.0f && options.dropout < 1.0f))
-    throw std::invalid_argument(fmt::format("CUDA gpt step: dropout {}: expected a probability in [0, 1)", options.dropout));
+    throw std::invalid_argument(
+        fmt::format("CUDA gpt step: dropout {}: expected a probability in [0, 1)", options.dropout));
   s.half = options.precision == cuda::Precision::kBf16;
   s.flash = s.half && options.flash_attention && cuda::flash_attention_supported(config.embd, config.heads);
   s.lt = std::make_unique<cuda::LtMatmul>(options.precision == cuda::Precision::kTf32, options.deterministic);
@@ -483,8 +499,8 @@ CudaGptStep::CudaGptStep(const GptConfig& config, const OptimizerConfig& optimiz
     b->resize(n);
     CUDA_CHECK(cudaMemsetAsync(b->data(), 0, n * sizeof(float), s.stream));
   }
-  CUDA_CHECK(cudaMemcpyAsync(s.params.data(), initial_parameters.data(), n * sizeof(float), cudaMemcpyHostToDevice,
-                             s.stream));
+  CUDA_CHECK(
+      cudaMemcpyAsync(s.params.data(), initial_parameters.data(), n * sizeof(float), cudaMemcpyHostToDevice, s.stream));
   if (s.half) {
     s.working.resize(n);
     cuda::cast(n, s.params.data(), s.working.data(), s.stream);
@@ -507,8 +523,9 @@ CudaGptStep::CudaGptStep(const GptConfig& config, const OptimizerConfig& optimiz
     // checked at every layer's offset.
     const auto bf16_product = [&](bool ta, bool tb, int m, int n, int k, int lda, int ldb, std::size_t a_offset,
                                   std::size_t b_offset) {
-      MatmulArgs args{ta, tb, m, n, k, reinterpret_cast<const void*>(a_offset), lda,
-                      reinterpret_cast<const void*>(b_offset), ldb, nullptr, n};
+      MatmulArgs args{
+          ta,  tb,      m, n, k, reinterpret_cast<const void*>(a_offset), lda, reinterpret_cast<const void*>(b_offset),
+          ldb, nullptr, n};
       args.ab_type = DataType::kBF16, args.c_type = DataType::kF32;
       return s.lt->supports(args);
     };
@@ -519,24 +536,23 @@ CudaGptStep::CudaGptStep(const GptConfig& config, const OptimizerConfig& optimiz
     };
     const int BT = static_cast<int>(bt), Vi = static_cast<int>(V), Ci = static_cast<int>(C);
     const std::size_t part = T * C * sizeof(bf16), wide_part = 4 * part;
-    const bool head_grad = bf16_product(true, false, Vi, Ci, BT, Vi, Ci, 0, 0);  // dz^T lnf
+    const bool head_grad = bf16_product(true, false, Vi, Ci, BT, Vi, Ci, 0, 0);          // dz^T lnf
     s.half_dlogits = head_grad && bf16_product(false, false, BT, Ci, Vi, Vi, Ci, 0, 0);  // dz wte
     s.half_gelu = bf16_product(true, false, 4 * Ci, Ci, BT, 4 * Ci, Ci, wide_part, 0) &&
                   every_layer(kMlpProjW, [&](std::size_t w) {
                     return bf16_product(false, false, BT, Ci, 4 * Ci, 4 * Ci, Ci, wide_part, w);
                   });
     const bool fc_grad = bf16_product(true, false, Ci, 4 * Ci, BT, Ci, 4 * Ci, part, 0);  // ln_2^T dw
-    s.half_ln = head_grad && fc_grad && bf16_product(false, true, BT, Vi, Ci, Ci, Ci, 0, 0) &&
-                bf16_product(true, false, Ci, 3 * Ci, BT, Ci, 3 * Ci, part, 0) &&
-                every_layer(kAttnW, [&](std::size_t w) {
-                  return bf16_product(false, false, BT, 3 * Ci, Ci, Ci, 3 * Ci, part, w);
-                }) &&
-                every_layer(kFcW, [&](std::size_t w) {
-                  return bf16_product(false, false, BT, 4 * Ci, Ci, Ci, 4 * Ci, part, w);
-                });
+    s.half_ln =
+        head_grad && fc_grad && bf16_product(false, true, BT, Vi, Ci, Ci, Ci, 0, 0) &&
+        bf16_product(true, false, Ci, 3 * Ci, BT, Ci, 3 * Ci, part, 0) &&
+        every_layer(kAttnW,
+                    [&](std::size_t w) { return bf16_product(false, false, BT, 3 * Ci, Ci, Ci, 3 * Ci, part, w); }) &&
+        every_layer(kFcW,
+                    [&](std::size_t w) { return bf16_product(false, false, BT, 4 * Ci, Ci, Ci, 4 * Ci, part, w); });
     s.half_dwide = fc_grad && every_layer(kFcW, [&](std::size_t w) {
-      return bf16_product(false, true, BT, Ci, 4 * Ci, 4 * Ci, 4 * Ci, 0, w);
-    });
+                     return bf16_product(false, true, BT, Ci, 4 * Ci, 4 * Ci, 4 * Ci, 0, w);
+                   });
   }
   s.residual.resize((L + 1) * nc);
   for (auto* b : {&s.atty, &s.residual2}) b->resize(L * nc);
@@ -552,15 +568,15 @@ CudaGptStep::CudaGptStep(const GptConfig& config, const OptimizerConfig& optimiz
   for (auto* b : {&s.projected, &s.dres, &s.dbranch, &s.dln, &s.datty}) b->resize(nc);
   if (options.dropout > 0.0f) s.dropped.resize(nc), s.unused_dbias.resize(C);
   s.dwide.resize(nc * 4), s.dqkv.resize(nc * 3);
-  s.attention_scratch.resize(s.flash ? cuda::flash_attention_backward_scratch_floats(static_cast<int>(rows),
-                                                                                   static_cast<int>(T), static_cast<int>(H))
+  s.attention_scratch.resize(s.flash ? cuda::flash_attention_backward_scratch_floats(
+                                           static_cast<int>(rows), static_cast<int>(T), static_cast<int>(H))
                                      : bt * H);
   s.ln_scratch.resize(cuda::layernorm_backward_scratch_floats(static_cast<int>(bt), static_cast<int>(C)));
   s.sums_scratch.resize(cuda::column_sums_scratch_floats(static_cast<int>(bt), static_cast<int>(4 * C)));
   if (s.half) {
     for (auto* b : {&s.ln1_16, &s.atty16, &s.ln2_16}) b->resize(L * nc);
     s.fch16.resize(L * nc * 4), s.lnf16.resize(nc);
-    s.y16.resize(std::max(bt * V, nc * 4));       // the widest gradient: dlogits
+    s.y16.resize(std::max(bt * V, nc * 4));  // the widest gradient: dlogits
   }
   s.row_loss.resize(bt), s.row_hit.resize(bt), s.loss_sum.resize(1), s.hits.resize(1);
   s.host_loss.resize(1), s.host_hits.resize(1);
@@ -587,8 +603,9 @@ void CudaGptStep::reduce_gradients_with(Comm& comm, bool shard_optimizer) {
     return;
   }
   if (s.moments_ready)
-    throw std::logic_error("CUDA gpt step: reduce_gradients_with(comm, true) after an update or a state transfer; "
-                           "the optimizer state must be sharded before either");
+    throw std::logic_error(
+        "CUDA gpt step: reduce_gradients_with(comm, true) after an update or a state transfer; "
+        "the optimizer state must be sharded before either");
   const std::size_t n = s.model.parameters();
   s.cuts = shard_cuts(n, comm.size(), kernels::kSumOfSquaresBlock);
   static_assert(cuda::kNormBlock == kernels::kSumOfSquaresBlock);
@@ -629,7 +646,8 @@ void CudaGptStep::finish_gradients() {
 double CudaGptStep::clip_gradients() {
   State& s = *s_;
   s.clip_gradients(true);
-  CUDA_CHECK(cudaMemcpyAsync(s.host_norm_sq.data(), s.norm_sq.data(), sizeof(double), cudaMemcpyDeviceToHost, s.stream));
+  CUDA_CHECK(
+      cudaMemcpyAsync(s.host_norm_sq.data(), s.norm_sq.data(), sizeof(double), cudaMemcpyDeviceToHost, s.stream));
   CUDA_CHECK(cudaStreamSynchronize(s.stream));
   return std::sqrt(s.host_norm_sq.data()[0]);
 }
@@ -652,7 +670,8 @@ StepLoss CudaGptStep::evaluate(const StepBatch& batch) {
   for (int begin = 0; begin < batch.rows; begin += s.o.max_rows) {
     const int rows = std::min(s.o.max_rows, batch.rows - begin);
     const std::size_t at = static_cast<std::size_t>(begin) * T;
-    s.upload_batch({nullptr, batch.y + at, rows, batch.first_row + static_cast<std::uint64_t>(begin), batch.tokens + at});
+    s.upload_batch(
+        {nullptr, batch.y + at, rows, batch.first_row + static_cast<std::uint64_t>(begin), batch.tokens + at});
     s.dropout = 0.0f;
     s.forward(false, 1.0f);
     const StepLoss part = s.wait_loss();
@@ -707,10 +726,12 @@ void CudaGptStep::state_from_host() {
       throw std::invalid_argument(fmt::format("CUDA gpt step: a state of {} values for a model of {}", from.size(), n));
   };
   // This rank's part [shard_begin, shard_end) of the whole host vector (whole: all of it).
-  const auto upload = [&](const std::vector<float>& from, DeviceBuffer<float>& to, std::size_t begin, std::size_t count) {
+  const auto upload = [&](const std::vector<float>& from, DeviceBuffer<float>& to, std::size_t begin,
+                          std::size_t count) {
     check(from);
     if (count > 0)
-      CUDA_CHECK(cudaMemcpyAsync(to.data(), from.data() + begin, count * sizeof(float), cudaMemcpyHostToDevice, s.stream));
+      CUDA_CHECK(
+          cudaMemcpyAsync(to.data(), from.data() + begin, count * sizeof(float), cudaMemcpyHostToDevice, s.stream));
   };
   upload(s.host_params, s.params, 0, n);
   upload(s.host_first, s.m, s.shard_begin, s.shard_size());
@@ -740,7 +761,9 @@ void CudaGptStep::shard_to_host() {
 std::optional<StateShard> CudaGptStep::state_shard() {
   State& s = *s_;
   if (!s.sharded()) return std::nullopt;
-  if (!s.shard_on_host) throw std::logic_error("CudaGptStep::state_shard(): the shard was not copied to host memory since the last update (shard_to_host())");
+  if (!s.shard_on_host)
+    throw std::logic_error(
+        "CudaGptStep::state_shard(): the shard was not copied to host memory since the last update (shard_to_host())");
   return StateShard{s.shard_begin, s.shard_end, &s.host_params, &s.host_shard_first, &s.host_shard_second};
 }
 

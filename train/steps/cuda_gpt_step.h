@@ -45,13 +45,13 @@ namespace slurm_train {
 
 struct CudaGptStepOptions {
   cuda::Precision precision = cuda::Precision::kFp32;
-  bool deterministic = false;    // cuBLASLt algorithms without split-K reductions
-  int max_rows = 8;              // the most windows (of block tokens) a step or an evaluation slice gets
-  float loss_scale = 1.0f;       // 1 / (global batch * block), as CpuGptStepOptions
+  bool deterministic = false;  // cuBLASLt algorithms without split-K reductions
+  int max_rows = 8;            // the most windows (of block tokens) a step or an evaluation slice gets
+  float loss_scale = 1.0f;     // 1 / (global batch * block), as CpuGptStepOptions
   float dropout = 0.0f;
   std::uint64_t dropout_seed = 0;
-  double bucket_mb = 4.0;        // gradient all-reduce buckets, with reduce_gradients_with
-  bool fuse_bias = true;         // false: biases added by the element-wise kernels, not the GEMM epilogue
+  double bucket_mb = 4.0;  // gradient all-reduce buckets, with reduce_gradients_with
+  bool fuse_bias = true;   // false: biases added by the element-wise kernels, not the GEMM epilogue
   // bf16: the attention on tensor cores (kernels/cuda/flash_attention.h) where it takes the head
   // size; otherwise, and in fp32 and tf32, the fp32 fused kernels.
   bool flash_attention = true;

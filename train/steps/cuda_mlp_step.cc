@@ -52,7 +52,7 @@ struct CudaMlpStep::State {
   CudaMlpStepOptions o;
   std::vector<LayerLayout> packed, layers;  // host (checkpoint) layout, device layout
   ModelLayout model;                        // the packed layout's tensors
-  bool half = false;  // bf16 precision (activations and the weights' working copy in bf16)
+  bool half = false;                        // bf16 precision (activations and the weights' working copy in bf16)
   cudaStream_t stream = nullptr;
   std::unique_ptr<cuda::LtMatmul> lt;
   std::unique_ptr<DeviceBatchUploader> uploader;
@@ -87,8 +87,10 @@ struct CudaMlpStep::State {
   // The weights and biases the products read: the bf16 copy, or the fp32 master.
   template <typename T>
   T* weights() {
-    if constexpr (std::is_same_v<T, bf16>) return working.data();
-    else return params.data();
+    if constexpr (std::is_same_v<T, bf16>)
+      return working.data();
+    else
+      return params.data();
   }
 
   // As Mlp::dropout_of: the same masks as the CPU path.
@@ -184,8 +186,10 @@ struct CudaMlpStep::State {
       const LayerLayout& L = layers[l];
       const T* input = l > 0 ? as<T>(act[l - 1]) : nullptr;
       if (l == 0) {
-        if constexpr (std::is_same_v<T, bf16>) input = x16.data();
-        else input = x;
+        if constexpr (std::is_same_v<T, bf16>)
+          input = x16.data();
+        else
+          input = x;
       }
       // dW = dz^T input, into the fp32 gradients in every precision.
       MatmulArgs w{true, false, L.out, L.in, rows, dz, L.out, input, L.in, grads.data() + L.weight, L.in};
@@ -237,7 +241,8 @@ struct CudaMlpStep::State {
     for (std::size_t l = 0; l < layers.size(); ++l) {
       const LayerLayout &P = packed[l], &D = layers[l];
       CUDA_CHECK(cudaMemcpyAsync(to.data() + P.weight, from.data() + D.weight,
-                                 static_cast<std::size_t>(P.in) * P.out * sizeof(float), cudaMemcpyDeviceToHost, stream));
+                                 static_cast<std::size_t>(P.in) * P.out * sizeof(float), cudaMemcpyDeviceToHost,
+                                 stream));
       CUDA_CHECK(cudaMemcpyAsync(to.data() + P.bias, from.data() + D.bias, P.out * sizeof(float),
                                  cudaMemcpyDeviceToHost, stream));
     }
@@ -246,7 +251,8 @@ struct CudaMlpStep::State {
     for (std::size_t l = 0; l < layers.size(); ++l) {
       const LayerLayout &P = packed[l], &D = layers[l];
       CUDA_CHECK(cudaMemcpyAsync(to.data() + D.weight, from.data() + P.weight,
-                                 static_cast<std::size_t>(P.in) * P.out * sizeof(float), cudaMemcpyHostToDevice, stream));
+                                 static_cast<std::size_t>(P.in) * P.out * sizeof(float), cudaMemcpyHostToDevice,
+                                 stream));
       CUDA_CHECK(cudaMemcpyAsync(to.data() + D.bias, from.data() + P.bias, P.out * sizeof(float),
                                  cudaMemcpyHostToDevice, stream));
     }
@@ -287,8 +293,10 @@ CudaMlpStep::CudaMlpStep(const MlpShape& shape, const OptimizerConfig& optimizer
   s.model = mlp_model_layout(s.packed);
   s.layers = device_layout(s.packed);
   if (initial_parameters.size() != s.packed.back().end())
-    throw std::invalid_argument("CUDA step: " + std::to_string(initial_parameters.size()) + " initial parameters for a "
-                                "model of " + std::to_string(s.packed.back().end()));
+    throw std::invalid_argument("CUDA step: " + std::to_string(initial_parameters.size()) +
+                                " initial parameters for a "
+                                "model of " +
+                                std::to_string(s.packed.back().end()));
   if (s.layers.size() > static_cast<std::size_t>(cuda::DecayFreeRanges::kMax))
     throw std::invalid_argument("CUDA step: at most " + std::to_string(cuda::DecayFreeRanges::kMax) + " layers");
   s.half = options.precision == cuda::Precision::kBf16;
@@ -304,7 +312,8 @@ CudaMlpStep::CudaMlpStep(const MlpShape& shape, const OptimizerConfig& optimizer
     CUDA_CHECK(cudaMemsetAsync(b->data(), 0, n * sizeof(float), s.stream));
   }
   s.upload(initial_parameters, s.params);
-  for (std::size_t l = 0; l < s.layers.size(); ++l) s.no_decay.begin[l] = s.layers[l].bias, s.no_decay.end[l] = s.layers[l].end();
+  for (std::size_t l = 0; l < s.layers.size(); ++l)
+    s.no_decay.begin[l] = s.layers[l].bias, s.no_decay.end[l] = s.layers[l].end();
   s.no_decay.count = static_cast<int>(s.layers.size());
   CUDA_CHECK(cudaStreamSynchronize(s.stream));  // the host vector may go away after this
 
@@ -329,7 +338,8 @@ CudaMlpStep::CudaMlpStep(const MlpShape& shape, const OptimizerConfig& optimizer
   for (auto& b : s.gz) b.resize(rows * widest * elem);
   s.ga.resize(rows * widest * elem);
   s.row_loss.resize(rows), s.row_flag.resize(rows), s.sums.resize(1), s.host_sums.resize(1);
-  s.partials.resize(cuda::norm_blocks(s.params.size())), s.norm_sq.resize(1), s.clip.resize(1), s.host_norm_sq.resize(1);
+  s.partials.resize(cuda::norm_blocks(s.params.size())), s.norm_sq.resize(1), s.clip.resize(1),
+      s.host_norm_sq.resize(1);
   s.host_params = initial_parameters;
   s.host_first.assign(initial_parameters.size(), 0.0f);
   if (s.has_second_moment()) s.host_second.assign(initial_parameters.size(), 0.0f);
@@ -348,8 +358,8 @@ CudaMlpStep::~CudaMlpStep() {
 cudaStream_t CudaMlpStep::stream() const { return s_->stream; }
 
 void CudaMlpStep::reduce_gradients_with(Comm& comm) {
-  s_->buckets = std::make_unique<GradientBuckets>(comm, s_->layers,
-                                                  static_cast<std::size_t>(s_->o.bucket_mb * 1024 * 1024));
+  s_->buckets =
+      std::make_unique<GradientBuckets>(comm, s_->layers, static_cast<std::size_t>(s_->o.bucket_mb * 1024 * 1024));
 }
 
 std::vector<bool> CudaMlpStep::fused_layers() const {
@@ -368,15 +378,19 @@ void CudaMlpStep::forward(const DeviceBatch& batch, std::uint64_t first_row) {
   s.batch = batch;
   s.dropout_active = s.shape.dropout > 0.0f;
   s.first_row = first_row;
-  if (s.half) s.forward<bf16>(batch.x, batch.rows, true);
-  else s.forward<float>(batch.x, batch.rows, true);
+  if (s.half)
+    s.forward<bf16>(batch.x, batch.rows, true);
+  else
+    s.forward<float>(batch.x, batch.rows, true);
   s.loss(batch.y, batch.rows, s.o.loss_scale, true);
 }
 
 void CudaMlpStep::backward() {
   State& s = *s_;
-  if (s.half) s.backward<bf16>(s.batch.x, s.batch.rows);
-  else s.backward<float>(s.batch.x, s.batch.rows);
+  if (s.half)
+    s.backward<bf16>(s.batch.x, s.batch.rows);
+  else
+    s.backward<float>(s.batch.x, s.batch.rows);
 }
 
 StepLoss CudaMlpStep::local_loss() { return s_->wait_loss(); }
@@ -388,7 +402,8 @@ void CudaMlpStep::finish_gradients() {
 double CudaMlpStep::clip_gradients() {
   State& s = *s_;
   s.clip_gradients(true);
-  CUDA_CHECK(cudaMemcpyAsync(s.host_norm_sq.data(), s.norm_sq.data(), sizeof(double), cudaMemcpyDeviceToHost, s.stream));
+  CUDA_CHECK(
+      cudaMemcpyAsync(s.host_norm_sq.data(), s.norm_sq.data(), sizeof(double), cudaMemcpyDeviceToHost, s.stream));
   CUDA_CHECK(cudaStreamSynchronize(s.stream));
   return std::sqrt(s.host_norm_sq.data()[0]);
 }
@@ -413,8 +428,10 @@ StepLoss CudaMlpStep::evaluate(const StepBatch& rows_in) {
   const int rows = rows_in.rows;
   const DeviceBatch batch = s.uploader->upload(rows_in.x, rows_in.y, rows);
   s.dropout_active = false;
-  if (s.half) s.forward<bf16>(batch.x, rows, false);
-  else s.forward<float>(batch.x, rows, false);
+  if (s.half)
+    s.forward<bf16>(batch.x, rows, false);
+  else
+    s.forward<float>(batch.x, rows, false);
   s.loss(batch.y, rows, 1.0f, false);
   return s.wait_loss();
 }

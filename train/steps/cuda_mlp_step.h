@@ -27,8 +27,8 @@
 
 #include "kernels/cuda/lt_matmul.h"
 #include "train/comm/comm.h"
-#include "train/steps/device_batches.h"
 #include "train/models/mlp.h"
+#include "train/steps/device_batches.h"
 #include "train/steps/optimizer.h"
 #include "train/steps/train_step.h"
 
@@ -37,12 +37,12 @@ namespace slurm_train {
 struct CudaMlpStepOptions {
   cuda::Precision precision = cuda::Precision::kFp32;
   bool deterministic = false;
-  int max_rows = 256;            // the largest batch (rows of this rank) a step or evaluation gets
+  int max_rows = 256;  // the largest batch (rows of this rank) a step or evaluation gets
   float label_smoothing = 0.0f;
-  float loss_scale = 1.0f;       // the loss's factor: 1 / global batch
+  float loss_scale = 1.0f;  // the loss's factor: 1 / global batch
   std::uint64_t dropout_seed = 0;
-  bool fuse_epilogues = true;    // false: bias and activations by the element-wise kernels only
-  double bucket_mb = 4.0;        // gradient all-reduce buckets, when a Comm is given
+  bool fuse_epilogues = true;  // false: bias and activations by the element-wise kernels only
+  double bucket_mb = 4.0;      // gradient all-reduce buckets, when a Comm is given
 };
 
 // The TrainStep on one GPU. forward() uploads the rows and queues the step's work; nothing waits

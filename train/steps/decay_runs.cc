@@ -8,8 +8,10 @@ std::vector<DecayRun> decay_runs(const std::vector<ParamTensor>& tensors) {
   std::vector<DecayRun> runs;
   for (const ParamTensor& t : tensors) {
     const bool decay = t.shape.size() >= 2;  // as gpt_decay_layout
-    if (!runs.empty() && runs.back().decay == decay && runs.back().end == t.offset) runs.back().end = t.offset + t.size;
-    else runs.push_back({t.offset, t.offset + t.size, decay});
+    if (!runs.empty() && runs.back().decay == decay && runs.back().end == t.offset)
+      runs.back().end = t.offset + t.size;
+    else
+      runs.push_back({t.offset, t.offset + t.size, decay});
   }
   return runs;
 }

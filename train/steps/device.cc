@@ -50,20 +50,22 @@ DeviceChoice choose_device(const std::string& requested, const CudaProbe& probe)
 int gpu_for_rank(int configured, int visible, int local_rank, int local_size) {
   if (configured >= 0) {
     if (configured >= visible)
-      throw ConfigError(fmt::format("train.gpu = {}: this rank sees {} GPU(s), numbered 0 to {}", configured, visible,
-                                    visible - 1));
+      throw ConfigError(
+          fmt::format("train.gpu = {}: this rank sees {} GPU(s), numbered 0 to {}", configured, visible, visible - 1));
     if (local_size > 1)
-      throw ConfigError(fmt::format("train.gpu = {} with {} ranks on this node: they would share one GPU; leave "
-                                    "train.gpu at -1 (one GPU per rank)",
-                                    configured, local_size));
+      throw ConfigError(
+          fmt::format("train.gpu = {} with {} ranks on this node: they would share one GPU; leave "
+                      "train.gpu at -1 (one GPU per rank)",
+                      configured, local_size));
     return configured;
   }
   if (visible == 1) return 0;  // the binding gave this rank its own
   if (local_size > visible)
-    throw ConfigError(fmt::format("{} ranks on this node and {} GPU(s) visible to each: ranks would share a GPU; ask "
-                                  "for one GPU per task (srun --gpus-per-task=1, or --ntasks-per-node={}), or set "
-                                  "train.device = cpu",
-                                  local_size, visible, visible));
+    throw ConfigError(
+        fmt::format("{} ranks on this node and {} GPU(s) visible to each: ranks would share a GPU; ask "
+                    "for one GPU per task (srun --gpus-per-task=1, or --ntasks-per-node={}), or set "
+                    "train.device = cpu",
+                    local_size, visible, visible));
   return local_rank;
 }
 
@@ -76,8 +78,8 @@ PrecisionChoice choose_precision(const std::string& requested, DeviceKind device
   return {"fp32", ""};
 }
 
-DevicePlan plan_device(const std::string& device, const std::string& precision, int gpu,
-                       const CudaProbe& probe, int local_rank, int local_size) {
+DevicePlan plan_device(const std::string& device, const std::string& precision, int gpu, const CudaProbe& probe,
+                       int local_rank, int local_size) {
   DevicePlan plan;
   DeviceChoice choice = choose_device(device, probe);
   const PrecisionChoice p = choose_precision(precision, choice.kind);
@@ -110,9 +112,10 @@ std::string precision_in(const std::string& device) {
 std::string device_change(const std::string& written, const std::string& now) {
   if (written.empty() || now.empty()) return "";
   if (on_gpu(written) == on_gpu(now) && precision_in(written) == precision_in(now)) return "";
-  return fmt::format("the checkpoint was written on {}; this run continues on {}: the same state, rounded from here "
-                     "as this device computes",
-                     on_gpu(written) ? "the GPU, " + written : "the CPU", on_gpu(now) ? "the GPU, " + now : "the CPU");
+  return fmt::format(
+      "the checkpoint was written on {}; this run continues on {}: the same state, rounded from here "
+      "as this device computes",
+      on_gpu(written) ? "the GPU, " + written : "the CPU", on_gpu(now) ? "the GPU, " + now : "the CPU");
 }
 
 }  // namespace slurm_train

@@ -52,8 +52,8 @@ struct DevicePlan {
   std::string name = "cpu";
   std::string note;  // lines for the log, or ""
 };
-DevicePlan plan_device(const std::string& device, const std::string& precision, int gpu,
-                       const CudaProbe& probe, int local_rank, int local_size);
+DevicePlan plan_device(const std::string& device, const std::string& precision, int gpu, const CudaProbe& probe,
+                       int local_rank, int local_size);
 
 // The line a resume prints when the checkpoint was written on another kind of device or in
 // another precision than this run's (DevicePlan::name of each), or "" (the same, or a file that

@@ -38,8 +38,8 @@ DeviceBatch DeviceBatchUploader::upload(const float* x, const std::int32_t* y, i
   if (used_[other]) CUDA_CHECK(cudaEventRecord(slots_[other].consumed, compute_));
   Slot& s = slots_[next_];
   if (used_[next_]) {
-    CUDA_CHECK(cudaEventSynchronize(s.copied));                  // the pinned buffer is free again
-    CUDA_CHECK(cudaStreamWaitEvent(copy_, s.consumed, 0));       // the device buffer is, on the GPU
+    CUDA_CHECK(cudaEventSynchronize(s.copied));             // the pinned buffer is free again
+    CUDA_CHECK(cudaStreamWaitEvent(copy_, s.consumed, 0));  // the device buffer is, on the GPU
   }
   const std::size_t nx = static_cast<std::size_t>(rows) * features_;
   std::memcpy(s.host_x.data(), x, nx * sizeof(float));

@@ -16,8 +16,8 @@
 namespace slurm_train {
 
 struct DeviceBatch {
-  const float* x = nullptr;          // rows x features, on the device
-  const std::int32_t* y = nullptr;   // rows
+  const float* x = nullptr;         // rows x features, on the device
+  const std::int32_t* y = nullptr;  // rows
   int rows = 0;
 };
 

@@ -11,8 +11,7 @@ GradientBuckets::GradientBuckets(Comm& comm, const std::vector<LayerLayout>& lay
     : comm_(comm), shard_(std::move(shard)), bucket_of_layer_(layers.size()) {
   // Walk layers in backward order (last first), closing a bucket once it holds bucket_bytes.
   for (std::size_t l = layers.size(); l-- > 0;) {
-    const bool open = !buckets_.empty() &&
-                      (buckets_.back().end - buckets_.back().begin) * sizeof(float) < bucket_bytes;
+    const bool open = !buckets_.empty() && (buckets_.back().end - buckets_.back().begin) * sizeof(float) < bucket_bytes;
     if (open) {
       buckets_.back().begin = layers[l].begin();
       buckets_.back().lowest_layer = l;
@@ -26,15 +25,18 @@ GradientBuckets::GradientBuckets(Comm& comm, const std::vector<LayerLayout>& lay
 void GradientBuckets::layer_done(float* grads, std::size_t layer) {
   const Bucket& b = buckets_[bucket_of_layer_[layer]];
   if (b.lowest_layer == layer) {
-    if (shard_) start_reduce_scatter(grads, b);
-    else comm_.start_allreduce_sum(grads + b.begin, b.end - b.begin);
+    if (shard_)
+      start_reduce_scatter(grads, b);
+    else
+      comm_.start_allreduce_sum(grads + b.begin, b.end - b.begin);
   }
   comm_.progress();
 }
 
 void GradientBuckets::start_reduce_scatter(const float* grads, const Bucket& b) {
   const GradientShard& s = *shard_;
-  const std::size_t begin = s.cuts[static_cast<std::size_t>(s.rank)], end = s.cuts[static_cast<std::size_t>(s.rank) + 1];
+  const std::size_t begin = s.cuts[static_cast<std::size_t>(s.rank)],
+                    end = s.cuts[static_cast<std::size_t>(s.rank) + 1];
   const std::size_t mine = std::max(b.begin, begin);
   // A bucket that misses this shard receives nothing; the pointer is still a valid one.
   float* recv = s.grads + (mine < end ? mine - begin : 0);

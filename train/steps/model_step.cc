@@ -6,10 +6,10 @@
 #include <algorithm>
 
 #include "kernels/kernels.h"
+#include "train/models/mlp.h"
 #include "train/steps/cpu_gpt_step.h"
 #include "train/steps/cpu_mlp_step.h"
 #include "train/steps/device.h"
-#include "train/models/mlp.h"
 
 #if defined(SLURM_TRAIN_WITH_CUDA)
 #include "kernels/cuda/cuda_check.h"
@@ -32,7 +32,9 @@ MlpShape shape_of(const RunConfig& c, std::size_t inputs) {
   return s;
 }
 
-std::uint64_t dropout_seed_of(const TrainConfig& tc) { return kernels::mix64(static_cast<std::uint64_t>(tc.seed) + 0xd509); }
+std::uint64_t dropout_seed_of(const TrainConfig& tc) {
+  return kernels::mix64(static_cast<std::uint64_t>(tc.seed) + 0xd509);
+}
 
 CpuMlpStepOptions mlp_step_options(const TrainConfig& tc) {
   CpuMlpStepOptions o;
@@ -48,9 +50,10 @@ void add_sharding_note(ChosenStep& chosen, int ranks, std::size_t state_bytes, c
                        const TrainConfig& tc) {
   const double mib = 1.0 / (1 << 20);
   const std::size_t whole = step.model_layout().parameters() * sizeof(float) * (tc.optimizer == "adamw" ? 2 : 1);
-  chosen.device_note += fmt::format("{}train.shard_optimizer: the optimizer state is sharded over {} ranks: {:.2f} "
-                                    "MiB on rank 0 ({:.2f} MiB whole)",
-                                    chosen.device_note.empty() ? "" : "\n", ranks, state_bytes * mib, whole * mib);
+  chosen.device_note += fmt::format(
+      "{}train.shard_optimizer: the optimizer state is sharded over {} ranks: {:.2f} "
+      "MiB on rank 0 ({:.2f} MiB whole)",
+      chosen.device_note.empty() ? "" : "\n", ranks, state_bytes * mib, whole * mib);
 }
 
 #if defined(SLURM_TRAIN_WITH_CUDA)
@@ -141,18 +144,18 @@ GptConfig gpt_config_of(const ModelConfig& m, std::size_t vocab) {
 
 ChosenStep make_train_step(const RunConfig& config, std::size_t inputs, Comm& comm) {
   const TrainConfig& tc = config.train;
-  const DevicePlan plan = plan_device(tc.device, tc.precision, tc.gpu,
-                                      tc.device == "cpu" ? CudaProbe{} : probe_cuda(), comm.local_rank(),
-                                      comm.local_size());
+  const DevicePlan plan = plan_device(tc.device, tc.precision, tc.gpu, tc.device == "cpu" ? CudaProbe{} : probe_cuda(),
+                                      comm.local_rank(), comm.local_size());
   ChosenStep chosen;
   chosen.device = plan.name;
   chosen.device_note = plan.note;
   if (plan.kind == DeviceKind::kCuda) {
     if (tc.shard_optimizer && config.model.kind != "gpt")
-      throw ConfigError(fmt::format("train.shard_optimizer = true: on a GPU the optimizer is sharded for model.kind = "
-                                    "\"gpt\" only so far, and this run trains an MLP on {}; set "
-                                    "train.shard_optimizer = false or train.device = cpu",
-                                    plan.name));
+      throw ConfigError(
+          fmt::format("train.shard_optimizer = true: on a GPU the optimizer is sharded for model.kind = "
+                      "\"gpt\" only so far, and this run trains an MLP on {}; set "
+                      "train.shard_optimizer = false or train.device = cpu",
+                      plan.name));
     make_cuda_step(config, inputs, plan, comm, chosen);
     return chosen;
   }

@@ -53,7 +53,8 @@ void Optimizer::update(kernels::Kernels<float>& k, std::vector<float>& params, c
 
 double clip_by_global_norm(kernels::Kernels<float>& k, std::vector<float>& grads, float max_norm) {
   const double norm = std::sqrt(k.sum_of_squares(grads.size(), grads.data()));
-  if (max_norm > 0.0f && norm > max_norm) k.scale(grads.size(), static_cast<float>(max_norm / (norm + 1e-6)), grads.data());
+  if (max_norm > 0.0f && norm > max_norm)
+    k.scale(grads.size(), static_cast<float>(max_norm / (norm + 1e-6)), grads.data());
   return norm;
 }
 

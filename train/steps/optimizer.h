@@ -18,8 +18,8 @@ enum class Schedule { kConstant, kWarmupCosine };
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::kAdamW;
   float lr = 1e-3f;
-  float momentum = 0.9f;  // SGD
-  bool nesterov = false;  // SGD
+  float momentum = 0.9f;                            // SGD
+  bool nesterov = false;                            // SGD
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // AdamW
   float weight_decay = 0.0f;
   Schedule schedule = Schedule::kConstant;
@@ -46,8 +46,8 @@ class Optimizer {
   Optimizer(const OptimizerConfig& config, std::vector<LayerLayout> layers, std::size_t parameters);
 
   // One update with learning rate lr; `step` is 0-based (AdamW's bias correction uses step + 1).
-  void update(kernels::Kernels<float>& k, std::vector<float>& params, const std::vector<float>& grads,
-              float lr, std::uint64_t step);
+  void update(kernels::Kernels<float>& k, std::vector<float>& params, const std::vector<float>& grads, float lr,
+              std::uint64_t step);
 
   // State for checkpoints: AdamW's first and second moments, or SGD's momentum buffer (second
   // empty).

@@ -24,8 +24,8 @@
 
 #include "kernels/kernels.h"
 #include "train/comm/comm.h"
-#include "train/steps/gradient_buckets.h"
 #include "train/models/mlp.h"
+#include "train/steps/gradient_buckets.h"
 #include "train/steps/optimizer.h"
 
 namespace slurm_train {
