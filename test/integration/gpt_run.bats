@@ -34,7 +34,7 @@ setup() {
   echo "$output"
   [ "$status" -eq 0 ]
   [[ $output == *"training 842496 parameters on 2 rank(s), 200 steps"*"global batch 16 windows of 128 tokens"* ]]
-  [[ $output =~ final:\ val_loss\ [0-9.]+\ \(([0-9.]+)\ bits/byte\) ]]
+  [[ $output =~ final:\ val_acc\ [0-9.]+%\ \ val_loss\ [0-9.]+\ \(([0-9.]+)\ bits/byte\) ]]
   bpb=${BASH_REMATCH[1]}
   [[ $output =~ unigram\ entropy\ ([0-9.]+)\) ]]
   unigram=${BASH_REMATCH[1]}
@@ -126,11 +126,11 @@ PYEOF
   echo "$output"
   [ "$status" -eq 0 ]
   [[ $output == *"resumed from ck/step-00000100.h5 at step 100 (epoch 0, batch 100 of the epoch; written by 2 rank(s))"* ]]
-  [[ $output =~ final:\ val_loss\ [0-9.]+\ \(([0-9.]+)\ bits/byte\) ]]
+  [[ $output =~ final:\ val_acc\ [0-9.]+%\ \ val_loss\ [0-9.]+\ \(([0-9.]+)\ bits/byte\) ]]
   one=${BASH_REMATCH[1]}
   run bash -c "cd '$work' && srun --mpi=pmix -N1 -n2 '$BUILD/bin/slurm-train' run --config examples/gpt-tiny.toml ${TUNE[*]} --train.save two.h5"
   [ "$status" -eq 0 ]
-  [[ $output =~ final:\ val_loss\ [0-9.]+\ \(([0-9.]+)\ bits/byte\) ]]
+  [[ $output =~ final:\ val_acc\ [0-9.]+%\ \ val_loss\ [0-9.]+\ \(([0-9.]+)\ bits/byte\) ]]
   two=${BASH_REMATCH[1]}
   echo "validation bits per byte: $one (2 ranks, then 1) and $two (2 ranks)"
   awk -v a="$one" -v b="$two" 'BEGIN { d = a - b; exit !(d < 0.01 && d > -0.01) }'
