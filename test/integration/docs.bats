@@ -92,8 +92,13 @@ wait_for_empty_queue() {
   done
 }
 
+# The blocks' python3 is the login shell's: Debian's, with python3-torch and python3-numpy
+# (scripts/install-deps.sh), unless the user's profile puts another first (pyenv, conda).
 need_torch() {
-  $PY -c 'import torch' 2>/dev/null || skip "python3-torch is not installed (scripts/install-deps.sh)"
+  local found
+  login_shell "$BATS_TEST_TMPDIR" -c 'python3 -c "import numpy, torch"' >/dev/null && return 0
+  found=$(login_shell "$BATS_TEST_TMPDIR" -c 'command -v python3')
+  skip "the login shell's python3 ($found) cannot import numpy and torch (Debian's python3-torch and python3-numpy, scripts/install-deps.sh)"
 }
 
 @test "every command block of the README, docs/ and the examples says whether docs.bats runs it, and why not" {
