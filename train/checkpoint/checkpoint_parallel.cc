@@ -66,9 +66,7 @@ std::vector<ShardChecksum> write_shard_parts(const std::string& path, const std:
   try {
     crcs = write_tensor_pieces(path, writes, slow_ms);
     fsync_file(path);
-  } catch (const std::system_error& e) {
-    throw CheckpointWriteError(fmt::format("cannot write its part of '{}': {}", path, e.what()));
-  } catch (const std::runtime_error& e) {
+  } catch (const std::runtime_error& e) {  // std::system_error too
     throw CheckpointWriteError(fmt::format("cannot write its part of '{}': {}", path, e.what()));
   }
   std::vector<ShardChecksum> sums;
