@@ -16,9 +16,7 @@
 #include "kernels/cuda/transformer_kernels.h"
 #include "kernels/positions_by_token.h"
 #include "train/models/model_layout.h"
-#include "train/steps/decay_runs.h"
-#include "train/steps/gradient_buckets.h"
-#include "train/steps/sharded_optimizer.h"
+#include "train/steps/device_optimizer.h"
 
 namespace slurm_train {
 
@@ -61,11 +59,9 @@ struct Operand {
 struct CudaGptStep::State {
   cuda::OwnedStream owned;  // first: destroyed last
   GptConfig g;
-  OptimizerConfig opt;
   CudaGptStepOptions o;
   ModelLayout model;
   std::vector<ParamTensor> tensors;
-  std::vector<DecayRun> runs;  // the whole model's; sharded: this shard's parts of them
   bool half = false;
   bool flash = false;  // the tensor-core attention
   // bf16: the cross-entropy writes the logits' gradient in bf16 straight into y16, the operand
@@ -85,8 +81,7 @@ struct CudaGptStep::State {
   cudaEvent_t loss_ready = owned.event();
   std::unique_ptr<cuda::LtMatmul> lt;
 
-  DeviceBuffer<float> params, grads, m, v;
-  DeviceBuffer<bf16> working;  // bf16: the weights the products read
+  std::unique_ptr<DeviceOptimizer> optimizer;  // the parameters, their gradients and the update
   DeviceBuffer<std::int32_t> tokens, targets;
   // The batch's positions grouped by token, for the embedding's backward pass: built on the host
   // as each batch comes, then uploaded.
@@ -108,23 +103,6 @@ struct CudaGptStep::State {
   DeviceBuffer<long long> hits;
   cuda::PinnedBuffer<double> host_loss;
   cuda::PinnedBuffer<long long> host_hits;
-  DeviceBuffer<double> partials, norm_sq;  // partials: one sum of squares per norm block
-  DeviceBuffer<float> clip;
-  cuda::PinnedBuffer<double> host_norm_sq;
-  std::unique_ptr<GradientBuckets> buckets;
-  std::vector<float> host_params, host_first, host_second;
-
-  // The optimizer state sharded over the ranks (reduce_gradients_with(comm, true)): m, v and
-  // grad_shard hold this rank's shard [shard_begin, shard_end) of the packed parameters, which
-  // begins on a norm block; whole, the shard is [0, n) and grads serves.
-  Comm* shard_comm = nullptr;
-  std::vector<std::size_t> cuts;
-  std::size_t shard_begin = 0, shard_end = 0;
-  DeviceBuffer<float> grad_shard;
-  std::vector<float> host_shard_first, host_shard_second;  // state_shard()'s
-  bool shard_on_host = false;                              // they and host_params are current
-  bool moments_ready = false;                              // m and v are allocated
-
   int B = 0;                    // windows in the pass in flight
   bool backward_ready = false;  // the last pass was a training forward(): its activations are there
   float dropout = 0.0f;
@@ -133,9 +111,9 @@ struct CudaGptStep::State {
 
   std::size_t bt() const { return static_cast<std::size_t>(B) * static_cast<std::size_t>(g.block); }
   std::size_t offset(std::size_t t) const { return tensors[t].offset; }
-  float* param(std::size_t t) { return params.data() + offset(t); }
-  float* grad(std::size_t t) { return grads.data() + offset(t); }
-  Operand weight(std::size_t t) { return {param(t), half ? working.data() + offset(t) : nullptr}; }
+  float* param(std::size_t t) { return optimizer->params() + offset(t); }
+  float* grad(std::size_t t) { return optimizer->grads() + offset(t); }
+  Operand weight(std::size_t t) { return {param(t), half ? optimizer->working() + offset(t) : nullptr}; }
   // An activation (or its gradient) of n values as a product's operand, cast into `copy` in bf16.
   Operand operand(const float* x, std::size_t n, bf16* copy) {
     if (!half) return {x, nullptr};
@@ -319,11 +297,10 @@ struct CudaGptStep::State {
     const int T = g.block, C = g.embd, V = g.vocab, H = g.heads, BT = static_cast<int>(bt());
     const std::size_t n = bt(), nc = n * C;
     const auto bytes = [](std::size_t count) { return count * sizeof(float); };
-    CUDA_CHECK(cudaMemsetAsync(grads.data(), 0, bytes(grads.size()), stream));
+    CUDA_CHECK(cudaMemsetAsync(optimizer->grads(), 0, bytes(model.parameters()), stream));
     CUDA_CHECK(cudaMemsetAsync(dres.data(), 0, bytes(nc), stream));
     const auto done = [&](std::size_t first, std::size_t last) {  // tensors [first, last], highest first
-      if (buckets)
-        for (std::size_t i = last + 1; i-- > first;) buckets->layer_done(grads.data(), i);
+      for (std::size_t i = last + 1; i-- > first;) optimizer->unit_done(i);
     };
     const std::size_t ln_f = tensors.size() - 2;
     // Through the tied head and the final LayerNorm (which adds into dres).
@@ -391,74 +368,10 @@ struct CudaGptStep::State {
     done(kWte, kWpe);
   }
 
-  bool sharded() const { return shard_comm != nullptr; }
-  std::size_t shard_size() const { return shard_end - shard_begin; }
-
-  // The moments, zero, allocated at their first use: once the shard is known, a sharded step
-  // never holds the whole moments, not even while it starts (SGD: no second moment at all). At
-  // least one float, so that an empty shard's pointers are valid ones.
-  void allocate_moments() {
-    if (moments_ready) return;
-    const std::size_t count = std::max<std::size_t>(shard_size(), 1);
-    for (DeviceBuffer<float>* b : {&m, &v}) {
-      if (b == &v && !has_second_moment()) break;
-      *b = DeviceBuffer<float>(count);
-      CUDA_CHECK(cudaMemsetAsync(b->data(), 0, count * sizeof(float), stream));
-    }
-    moments_ready = true;
-  }
-
-  // The squared global norm and the clipping factor, on the GPU; nothing when neither is wanted.
-  // Sharded, each rank sums its blocks and the ranks add the blocks' sums: zeros in the other
-  // ranks' blocks add no rounding, so every rank holds the replicated path's sums bit for bit,
-  // and both add them in the same order.
-  void clip_gradients(bool norm_wanted) {
-    if (!norm_wanted && opt.clip_norm <= 0.0f) return;
-    const std::size_t n = model.parameters(), blocks = cuda::norm_blocks(n);
-    if (sharded()) {
-      CUDA_CHECK(cudaMemsetAsync(partials.data(), 0, blocks * sizeof(double), stream));
-      cuda::block_sums_of_squares(shard_size(), grad_shard.data(), partials.data() + shard_begin / cuda::kNormBlock,
-                                  stream);
-      shard_comm->allreduce_sum(partials.data(), blocks);
-      cuda::sum_in_order(blocks, partials.data(), norm_sq.data(), stream);
-    } else {
-      cuda::sum_of_squares(n, grads.data(), partials.data(), norm_sq.data(), stream);
-    }
-    if (opt.clip_norm > 0.0f) cuda::clip_factor(norm_sq.data(), opt.clip_norm, clip.data(), stream);
-  }
-
-  // The update of this rank's shard (whole: of every parameter); sharded, the ranks' shards of the
-  // parameters are then gathered, and the bf16 copy refreshed from them.
-  void update(float lr, std::uint64_t step) {
-    allocate_moments();
-    const float* factor = opt.clip_norm > 0.0f ? clip.data() : nullptr;
-    float* g = sharded() ? grad_shard.data() : grads.data() + shard_begin;
-    for (const DecayRun& run : runs) {
-      const std::size_t count = run.end - run.begin, at = run.begin, local = at - shard_begin;
-      const float decay = run.decay ? opt.weight_decay : 0.0f;
-      bf16* copy = half && !sharded() ? working.data() + at : nullptr;
-      if (opt.kind == OptimizerKind::kAdamW) {
-        const kernels::AdamWParams h{lr, opt.beta1, opt.beta2, opt.eps, decay, static_cast<long>(step + 1)};
-        cuda::adamw_update(count, params.data() + at, g + local, m.data() + local, v.data() + local, h, {}, factor,
-                           copy, stream);
-      } else {
-        const kernels::SgdParams h{lr, opt.momentum, decay, opt.nesterov};
-        cuda::sgd_update(count, params.data() + at, g + local, m.data() + local, h, {}, factor, copy, stream);
-      }
-    }
-    shard_on_host = false;
-    if (!sharded()) return;
-    const std::size_t n = model.parameters();
-    shard_comm->allgather_in_place(params.data(), shard_counts(cuts, 0, n));
-    if (half) cuda::cast(n, params.data(), working.data(), stream);
-  }
-
   StepLoss wait_loss() {
     CUDA_CHECK(cudaEventSynchronize(loss_ready));
     return {host_loss.data()[0], host_hits.data()[0]};
   }
-
-  bool has_second_moment() const { return opt.kind == OptimizerKind::kAdamW; }
 
   std::vector<float> download(const DeviceBuffer<float>& from, std::size_t count) {
     std::vector<float> out(count);
@@ -472,12 +385,10 @@ CudaGptStep::CudaGptStep(const GptConfig& config, const OptimizerConfig& optimiz
                          const std::vector<float>& initial_parameters)
     : s_(std::make_unique<State>()) {
   State& s = *s_;
-  s.g = config, s.opt = optimizer, s.o = options;
+  s.g = config, s.o = options;
   s.tensors = gpt_layout(config);  // checks the shape
   s.model = gpt_model_layout(config);
-  s.runs = decay_runs(s.tensors);
   const std::size_t n = s.model.parameters();
-  s.shard_end = n;
   if (initial_parameters.size() != n)
     throw std::invalid_argument(
         fmt::format("CUDA gpt step: {} initial parameters for a model of {}", initial_parameters.size(), n));
@@ -495,16 +406,9 @@ CudaGptStep::CudaGptStep(const GptConfig& config, const OptimizerConfig& optimiz
   s.flash = s.half && options.flash_attention && cuda::flash_attention_supported(config.embd, config.heads);
   s.lt = std::make_unique<cuda::LtMatmul>(options.precision == cuda::Precision::kTf32, options.deterministic);
 
-  for (auto* b : {&s.params, &s.grads}) {
-    b->resize(n);
-    CUDA_CHECK(cudaMemsetAsync(b->data(), 0, n * sizeof(float), s.stream));
-  }
-  CUDA_CHECK(
-      cudaMemcpyAsync(s.params.data(), initial_parameters.data(), n * sizeof(float), cudaMemcpyHostToDevice, s.stream));
-  if (s.half) {
-    s.working.resize(n);
-    cuda::cast(n, s.params.data(), s.working.data(), s.stream);
-  }
+  // The packed layout on the device too; each tensor a unit of the gradient buckets.
+  s.optimizer = std::make_unique<DeviceOptimizer>(optimizer, packed_device_parameters(s.model.layers, s.tensors),
+                                                  s.half, s.stream, initial_parameters);
 
   const std::size_t rows = static_cast<std::size_t>(options.max_rows), T = static_cast<std::size_t>(config.block),
                     C = static_cast<std::size_t>(config.embd), L = static_cast<std::size_t>(config.layers),
@@ -580,11 +484,6 @@ CudaGptStep::CudaGptStep(const GptConfig& config, const OptimizerConfig& optimiz
   }
   s.row_loss.resize(bt), s.row_hit.resize(bt), s.loss_sum.resize(1), s.hits.resize(1);
   s.host_loss.resize(1), s.host_hits.resize(1);
-  s.partials.resize(cuda::norm_blocks(n)), s.norm_sq.resize(1), s.clip.resize(1), s.host_norm_sq.resize(1);
-  s.host_params = initial_parameters;
-  s.host_first.assign(n, 0.0f);
-  if (s.has_second_moment()) s.host_second.assign(n, 0.0f);
-  CUDA_CHECK(cudaStreamSynchronize(s.stream));  // initial_parameters may go away after this
 }
 
 CudaGptStep::~CudaGptStep() {
@@ -595,33 +494,10 @@ CudaGptStep::~CudaGptStep() {
 cudaStream_t CudaGptStep::stream() const { return s_->stream; }
 
 void CudaGptStep::reduce_gradients_with(Comm& comm, bool shard_optimizer) {
-  State& s = *s_;
-  if (s.buckets) throw std::logic_error("CUDA gpt step: its gradients are reduced through a Comm already");
-  const auto bucket_bytes = static_cast<std::size_t>(s.o.bucket_mb * 1024 * 1024);
-  if (!shard_optimizer) {
-    s.buckets = std::make_unique<GradientBuckets>(comm, s.model.layers, bucket_bytes);
-    return;
-  }
-  if (s.moments_ready)
-    throw std::logic_error(
-        "CUDA gpt step: reduce_gradients_with(comm, true) after an update or a state transfer; "
-        "the optimizer state must be sharded before either");
-  const std::size_t n = s.model.parameters();
-  s.cuts = shard_cuts(n, comm.size(), kernels::kSumOfSquaresBlock);
-  static_assert(cuda::kNormBlock == kernels::kSumOfSquaresBlock);
-  const std::size_t rank = static_cast<std::size_t>(comm.rank());
-  s.shard_begin = s.cuts[rank], s.shard_end = s.cuts[rank + 1];
-  s.grad_shard = DeviceBuffer<float>(std::max<std::size_t>(s.shard_size(), 1));
-  s.runs = runs_within(s.runs, s.shard_begin, s.shard_end);
-  s.shard_comm = &comm;
-  s.allocate_moments();
-  s.buckets = std::make_unique<GradientBuckets>(comm, s.model.layers, bucket_bytes,
-                                                GradientShard{s.cuts, comm.rank(), s.grad_shard.data()});
+  s_->optimizer->reduce_with(comm, s_->o.bucket_mb, shard_optimizer);
 }
 
-std::size_t CudaGptStep::optimizer_state_bytes() const {
-  return s_->shard_size() * sizeof(float) * (s_->has_second_moment() ? 2 : 1);
-}
+std::size_t CudaGptStep::optimizer_state_bytes() const { return s_->optimizer->state_bytes(); }
 
 void CudaGptStep::forward(const StepBatch& batch) {
   State& s = *s_;
@@ -639,26 +515,17 @@ void CudaGptStep::backward() {
 
 StepLoss CudaGptStep::local_loss() { return s_->wait_loss(); }
 
-void CudaGptStep::finish_gradients() {
-  if (s_->buckets) s_->buckets->finish();
-}
+void CudaGptStep::finish_gradients() { s_->optimizer->finish_gradients(); }
 
-double CudaGptStep::clip_gradients() {
-  State& s = *s_;
-  s.clip_gradients(true);
-  CUDA_CHECK(
-      cudaMemcpyAsync(s.host_norm_sq.data(), s.norm_sq.data(), sizeof(double), cudaMemcpyDeviceToHost, s.stream));
-  CUDA_CHECK(cudaStreamSynchronize(s.stream));
-  return std::sqrt(s.host_norm_sq.data()[0]);
-}
+double CudaGptStep::clip_gradients() { return s_->optimizer->clip(); }
 
-void CudaGptStep::update(float lr, std::uint64_t step) { s_->update(lr, step); }
+void CudaGptStep::update(float lr, std::uint64_t step) { s_->optimizer->update(lr, step); }
 
 void CudaGptStep::train_step(const StepBatch& batch, float lr, std::uint64_t step) {
   forward(batch);
   backward();
   finish_gradients();
-  s_->clip_gradients(false);
+  s_->optimizer->queue_clip(false);
   update(lr, step);
 }
 
@@ -683,95 +550,23 @@ StepLoss CudaGptStep::evaluate(const StepBatch& batch) {
 
 const ModelLayout& CudaGptStep::model_layout() const { return s_->model; }
 
-HostState CudaGptStep::host_state() {
-  State& s = *s_;
-  if (s.sharded()) {
-    // What a resume reads into (rank 0) and broadcasts (every rank), sized for it.
-    const std::size_t n = s.model.parameters();
-    s.host_first.resize(n);
-    s.host_second.resize(s.has_second_moment() ? n : 0);
-  }
-  return {&s.host_params, &s.host_first, &s.host_second};
-}
+HostState CudaGptStep::host_state() { return s_->optimizer->host_state(); }
 
-void CudaGptStep::state_to_host() {
-  State& s = *s_;
-  s.allocate_moments();
-  const std::size_t n = s.model.parameters();
-  s.host_params = s.download(s.params, n);
-  if (!s.sharded()) {
-    s.host_first = s.download(s.m, n);
-    if (s.has_second_moment()) s.host_second = s.download(s.v, n);
-    return;
-  }
-  // The whole moments on rank 0 (the end of a run), from every rank's shard, through the
-  // gradients' buffer: sharded, the update reads the gradients' shard only, and the next
-  // backward pass overwrites the buffer.
-  const bool root = s.shard_comm->rank() == 0;
-  const std::vector<std::size_t> counts = shard_counts(s.cuts, 0, n);
-  const auto gather = [&](const DeviceBuffer<float>& shard, std::vector<float>& to) {
-    s.shard_comm->gather(shard.data(), s.grads.data(), counts, 0);
-    if (root) to = s.download(s.grads, n);
-  };
-  gather(s.m, s.host_first);
-  if (s.has_second_moment()) gather(s.v, s.host_second);
-}
+void CudaGptStep::state_to_host() { s_->optimizer->state_to_host(); }
 
-void CudaGptStep::state_from_host() {
-  State& s = *s_;
-  s.allocate_moments();
-  const std::size_t n = s.model.parameters();
-  const auto check = [&](const std::vector<float>& from) {
-    if (from.size() != n)
-      throw std::invalid_argument(fmt::format("CUDA gpt step: a state of {} values for a model of {}", from.size(), n));
-  };
-  // This rank's part [shard_begin, shard_end) of the whole host vector (whole: all of it).
-  const auto upload = [&](const std::vector<float>& from, DeviceBuffer<float>& to, std::size_t begin,
-                          std::size_t count) {
-    check(from);
-    if (count > 0)
-      CUDA_CHECK(
-          cudaMemcpyAsync(to.data(), from.data() + begin, count * sizeof(float), cudaMemcpyHostToDevice, s.stream));
-  };
-  upload(s.host_params, s.params, 0, n);
-  upload(s.host_first, s.m, s.shard_begin, s.shard_size());
-  if (s.has_second_moment()) upload(s.host_second, s.v, s.shard_begin, s.shard_size());
-  if (s.half) cuda::cast(n, s.params.data(), s.working.data(), s.stream);
-  CUDA_CHECK(cudaStreamSynchronize(s.stream));  // the host vectors may change after this
-  s.shard_on_host = false;
-  if (s.sharded()) {
-    // The shard holds it now: the whole moments are staged again only for a resume or the end.
-    std::vector<float>().swap(s.host_first);
-    std::vector<float>().swap(s.host_second);
-  }
-}
+void CudaGptStep::state_from_host() { s_->optimizer->state_from_host(); }
 
-bool CudaGptStep::state_sharded() const { return s_->sharded(); }
+bool CudaGptStep::state_sharded() const { return s_->optimizer->sharded(); }
 
-void CudaGptStep::shard_to_host() {
-  State& s = *s_;
-  if (!s.sharded() || s.shard_on_host) return;
-  s.allocate_moments();
-  s.host_params = s.download(s.params, s.model.parameters());
-  s.host_shard_first = s.download(s.m, s.shard_size());
-  if (s.has_second_moment()) s.host_shard_second = s.download(s.v, s.shard_size());
-  s.shard_on_host = true;
-}
+void CudaGptStep::shard_to_host() { s_->optimizer->shard_to_host(); }
 
-std::optional<StateShard> CudaGptStep::state_shard() {
-  State& s = *s_;
-  if (!s.sharded()) return std::nullopt;
-  if (!s.shard_on_host)
-    throw std::logic_error(
-        "CudaGptStep::state_shard(): the shard was not copied to host memory since the last update (shard_to_host())");
-  return StateShard{s.shard_begin, s.shard_end, &s.host_params, &s.host_shard_first, &s.host_shard_second};
-}
+std::optional<StateShard> CudaGptStep::state_shard() { return s_->optimizer->state_shard(); }
 
 std::vector<float> CudaGptStep::logits() { return s_->download(s_->logits, s_->last_logits); }
 
-std::vector<float> CudaGptStep::gradients() { return s_->download(s_->grads, s_->model.parameters()); }
+std::vector<float> CudaGptStep::gradients() { return s_->optimizer->gradients(); }
 
-std::vector<float> CudaGptStep::parameters() { return s_->download(s_->params, s_->model.parameters()); }
+std::vector<float> CudaGptStep::parameters() { return s_->optimizer->parameters(); }
 
 }  // namespace slurm_train
 #endif  // SLURM_TRAIN_WITH_CUDA

@@ -10,8 +10,9 @@
 //             LayerNorm and the tied head (logits = lnf wte^T), cross-entropy fused with its gradient
 //   backward  the same in reverse; every parameter's gradient in fp32, each tensor handed to the
 //             gradient buckets (NCCL, with reduce_gradients_with) as soon as it is complete
-//   update    the global norm and the clipping factor stay on the GPU; AdamW over the packed
-//             parameters, in runs of decayed (matrices) and undecayed (vectors) tensors
+//   update    DeviceOptimizer's (device_optimizer.h), the MLP step's too: the global norm and
+//             the clipping factor stay on the GPU; AdamW over the packed parameters, in runs of
+//             decayed (matrices) and undecayed (vectors) tensors
 //
 // With the optimizer state sharded (ZeRO stage 1, train.shard_optimizer): each bucket is
 // reduce-scattered into the ranks' shards (whole blocks of the norm, shard_cuts), each rank

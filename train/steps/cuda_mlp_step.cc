@@ -9,7 +9,7 @@
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/elementwise_kernels.h"
 #include "train/steps/device_batches.h"
-#include "train/steps/gradient_buckets.h"
+#include "train/steps/device_optimizer.h"
 
 namespace slurm_train {
 
@@ -22,23 +22,6 @@ using cuda::Epilogue;
 using cuda::MatmulArgs;
 using kernels::Activation;
 
-// On the GPU every tensor starts at a multiple of 128 elements (512 bytes in fp32, 256 in bf16):
-// cuBLASLt's fastest kernels want 16-byte-aligned operands, which the packed host layout does
-// not give. The padding is zero and stays zero (its gradient is zero).
-std::vector<LayerLayout> device_layout(const std::vector<LayerLayout>& packed) {
-  auto align = [](std::size_t n) { return (n + 127) / 128 * 128; };
-  std::vector<LayerLayout> out;
-  std::size_t offset = 0;
-  for (const LayerLayout& L : packed) {
-    LayerLayout d = L;
-    d.weight = align(offset);
-    d.bias = align(d.weight + static_cast<std::size_t>(L.in) * L.out);
-    offset = d.end();
-    out.push_back(d);
-  }
-  return out;
-}
-
 template <typename T>
 constexpr DataType data_type() {
   return std::is_same_v<T, bf16> ? DataType::kBF16 : DataType::kF32;
@@ -48,7 +31,6 @@ constexpr DataType data_type() {
 
 struct CudaMlpStep::State {
   MlpShape shape;
-  OptimizerConfig opt;
   CudaMlpStepOptions o;
   std::vector<LayerLayout> packed, layers;  // host (checkpoint) layout, device layout
   ModelLayout model;                        // the packed layout's tensors
@@ -56,8 +38,8 @@ struct CudaMlpStep::State {
   cudaStream_t stream = nullptr;
   std::unique_ptr<cuda::LtMatmul> lt;
   std::unique_ptr<DeviceBatchUploader> uploader;
-  DeviceBuffer<float> params, grads, m, v;
-  DeviceBuffer<bf16> working, x16, dbias16;
+  std::unique_ptr<DeviceOptimizer> optimizer;  // the parameters, their gradients and the update
+  DeviceBuffer<bf16> x16, dbias16;
   // Per layer: output a, pre-activation z (layers not fused), ReLU bit-mask (fused layers); in
   // the activation type (float or bf16), hence bytes.
   std::vector<DeviceBuffer<std::uint8_t>> act, pre, mask;
@@ -68,16 +50,10 @@ struct CudaMlpStep::State {
   DeviceBuffer<cuda::LossSums> sums;
   cuda::PinnedBuffer<cuda::LossSums> host_sums;
   cudaEvent_t loss_ready = nullptr;
-  DeviceBuffer<double> partials, norm_sq;
-  DeviceBuffer<float> clip;
-  cuda::DecayFreeRanges no_decay;
   std::vector<bool> fused;
-  std::unique_ptr<GradientBuckets> buckets;
   bool dropout_active = false;
   std::uint64_t first_row = 0;
   DeviceBatch batch;  // the rows of the step in flight
-  cuda::PinnedBuffer<double> host_norm_sq;
-  std::vector<float> host_params, host_first, host_second;  // packed layout (host_state())
 
   std::size_t last() const { return layers.size() - 1; }
   template <typename T>
@@ -88,9 +64,9 @@ struct CudaMlpStep::State {
   template <typename T>
   T* weights() {
     if constexpr (std::is_same_v<T, bf16>)
-      return working.data();
+      return optimizer->working();
     else
-      return params.data();
+      return optimizer->params();
   }
 
   // As Mlp::dropout_of: the same masks as the CPU path.
@@ -120,7 +96,7 @@ struct CudaMlpStep::State {
     a.ab_type = a.c_type = data_type<T>();
     if (!fused[l - 1]) return a;
     a.epilogue = Epilogue::kDReluBgrad;
-    a.bias = half ? static_cast<void*>(dbias16.data()) : static_cast<void*>(grads.data() + B.bias);
+    a.bias = half ? static_cast<void*>(dbias16.data()) : static_cast<void*>(optimizer->grads() + B.bias);
     a.aux = mask[l - 1].data();
     a.aux_ld = cuda::relu_mask_ld(B.out);
     return a;
@@ -163,15 +139,15 @@ struct CudaMlpStep::State {
     a.ab_type = data_type<T>();
     a.c_type = DataType::kF32;
     a.epilogue = Epilogue::kBias;
-    a.bias = params.data() + L.bias;
+    a.bias = optimizer->params() + L.bias;
     if (o.fuse_epilogues && lt->supports(a)) {
       lt->run(a, stream);
       return;
     }
     a.epilogue = Epilogue::kNone, a.bias = nullptr;
     lt->run(a, stream);
-    cuda::bias_activation_forward<float>(Activation::kIdentity, rows, L.out, params.data() + L.bias, logits.data(),
-                                         logits.data(), {}, stream);
+    cuda::bias_activation_forward<float>(Activation::kIdentity, rows, L.out, optimizer->params() + L.bias,
+                                         logits.data(), logits.data(), {}, stream);
   }
 
   template <typename T>
@@ -179,8 +155,9 @@ struct CudaMlpStep::State {
     // The logits layer's dz is dlogits itself (identity); its bias gradient is their column sums.
     const std::size_t top = last();
     T* dz = as<T>(dlogits);
-    cuda::activation_backward<T>(Activation::kIdentity, rows, layers[top].out, dz, dz, dz,
-                                 grads.data() + layers[top].bias, {}, stream);
+    float* grads = optimizer->grads();
+    cuda::activation_backward<T>(Activation::kIdentity, rows, layers[top].out, dz, dz, dz, grads + layers[top].bias, {},
+                                 stream);
     int spare = 0;
     for (std::size_t l = top + 1; l-- > 0;) {
       const LayerLayout& L = layers[l];
@@ -192,7 +169,7 @@ struct CudaMlpStep::State {
           input = x;
       }
       // dW = dz^T input, into the fp32 gradients in every precision.
-      MatmulArgs w{true, false, L.out, L.in, rows, dz, L.out, input, L.in, grads.data() + L.weight, L.in};
+      MatmulArgs w{true, false, L.out, L.in, rows, dz, L.out, input, L.in, grads + L.weight, L.in};
       w.ab_type = data_type<T>();
       w.c_type = DataType::kF32;
       lt->run(w, stream);
@@ -202,62 +179,17 @@ struct CudaMlpStep::State {
         spare = 1 - spare;
         if (fused[l - 1]) {
           lt->run(input_gradient_args<T>(l, dz, next, rows), stream);
-          if (half) cuda::cast(static_cast<std::size_t>(B.out), dbias16.data(), grads.data() + B.bias, stream);
+          if (half) cuda::cast(static_cast<std::size_t>(B.out), dbias16.data(), grads + B.bias, stream);
         } else {
           lt->run(input_gradient_args<T>(l, dz, as<T>(ga), rows), stream);
           cuda::activation_backward<T>(shape.activation, rows, B.out, as<T>(pre[l - 1]), as<T>(ga), next,
-                                       grads.data() + B.bias, dropout_of(l - 1), stream);
+                                       grads + B.bias, dropout_of(l - 1), stream);
         }
         dz = next;
       }
-      if (buckets) buckets->layer_done(grads.data(), l);
+      optimizer->unit_done(l);
     }
   }
-
-  // The squared global norm of the gradients, and from it the clipping factor, on the GPU; nothing
-  // when neither is wanted.
-  void clip_gradients(bool norm_wanted) {
-    if (!norm_wanted && opt.clip_norm <= 0.0f) return;
-    cuda::sum_of_squares(params.size(), grads.data(), partials.data(), norm_sq.data(), stream);
-    if (opt.clip_norm > 0.0f) cuda::clip_factor(norm_sq.data(), opt.clip_norm, clip.data(), stream);
-  }
-
-  void update(float lr, std::uint64_t step) {
-    const std::size_t n = params.size();
-    const float* factor = opt.clip_norm > 0.0f ? clip.data() : nullptr;
-    bf16* copy = half ? working.data() : nullptr;
-    if (opt.kind == OptimizerKind::kAdamW) {
-      const kernels::AdamWParams h{lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, static_cast<long>(step + 1)};
-      cuda::adamw_update(n, params.data(), grads.data(), m.data(), v.data(), h, no_decay, factor, copy, stream);
-    } else {
-      const kernels::SgdParams h{lr, opt.momentum, opt.weight_decay, opt.nesterov};
-      cuda::sgd_update(n, params.data(), grads.data(), m.data(), h, no_decay, factor, copy, stream);
-    }
-  }
-
-  // Between the packed host layout and the padded device layout (queued on the stream).
-  void download(const DeviceBuffer<float>& from, std::vector<float>& to) {
-    to.resize(packed.back().end());
-    for (std::size_t l = 0; l < layers.size(); ++l) {
-      const LayerLayout &P = packed[l], &D = layers[l];
-      CUDA_CHECK(cudaMemcpyAsync(to.data() + P.weight, from.data() + D.weight,
-                                 static_cast<std::size_t>(P.in) * P.out * sizeof(float), cudaMemcpyDeviceToHost,
-                                 stream));
-      CUDA_CHECK(cudaMemcpyAsync(to.data() + P.bias, from.data() + D.bias, P.out * sizeof(float),
-                                 cudaMemcpyDeviceToHost, stream));
-    }
-  }
-  void upload(const std::vector<float>& from, DeviceBuffer<float>& to) {
-    for (std::size_t l = 0; l < layers.size(); ++l) {
-      const LayerLayout &P = packed[l], &D = layers[l];
-      CUDA_CHECK(cudaMemcpyAsync(to.data() + D.weight, from.data() + P.weight,
-                                 static_cast<std::size_t>(P.in) * P.out * sizeof(float), cudaMemcpyHostToDevice,
-                                 stream));
-      CUDA_CHECK(cudaMemcpyAsync(to.data() + D.bias, from.data() + P.bias, P.out * sizeof(float),
-                                 cudaMemcpyHostToDevice, stream));
-    }
-  }
-  bool has_second_moment() const { return opt.kind == OptimizerKind::kAdamW; }
 
   // Training: the configured label smoothing, with the gradient; evaluation: plain
   // cross-entropy without it (as the CPU trainer evaluates).
@@ -288,41 +220,27 @@ CudaMlpStep::CudaMlpStep(const MlpShape& shape, const OptimizerConfig& optimizer
                          const std::vector<float>& initial_parameters)
     : s_(std::make_unique<State>()) {
   State& s = *s_;
-  s.shape = shape, s.opt = optimizer, s.o = options;
+  s.shape = shape, s.o = options;
   s.packed = mlp_layout(shape);
   s.model = mlp_model_layout(s.packed);
-  s.layers = device_layout(s.packed);
+  // Every tensor at a multiple of 128 elements (512 bytes in fp32, 256 in bf16) on the device.
+  DeviceParameters device = aligned_device_parameters(s.packed, 128);
+  s.layers = device.units;
   if (initial_parameters.size() != s.packed.back().end())
     throw std::invalid_argument("CUDA step: " + std::to_string(initial_parameters.size()) +
-                                " initial parameters for a "
-                                "model of " +
-                                std::to_string(s.packed.back().end()));
-  if (s.layers.size() > static_cast<std::size_t>(cuda::DecayFreeRanges::kMax))
-    throw std::invalid_argument("CUDA step: at most " + std::to_string(cuda::DecayFreeRanges::kMax) + " layers");
+                                " initial parameters for a model of " + std::to_string(s.packed.back().end()));
   s.half = options.precision == cuda::Precision::kBf16;
   CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
   CUDA_CHECK(cudaEventCreateWithFlags(&s.loss_ready, cudaEventDisableTiming));
   s.lt = std::make_unique<cuda::LtMatmul>(options.precision == cuda::Precision::kTf32, options.deterministic);
   const std::size_t rows = static_cast<std::size_t>(options.max_rows);
   s.uploader = std::make_unique<DeviceBatchUploader>(rows, static_cast<std::size_t>(shape.inputs), s.stream);
-
-  const std::size_t n = s.layers.back().end();
-  for (auto* b : {&s.params, &s.grads, &s.m, &s.v}) {
-    b->resize(n);
-    CUDA_CHECK(cudaMemsetAsync(b->data(), 0, n * sizeof(float), s.stream));
-  }
-  s.upload(initial_parameters, s.params);
-  for (std::size_t l = 0; l < s.layers.size(); ++l)
-    s.no_decay.begin[l] = s.layers[l].bias, s.no_decay.end[l] = s.layers[l].end();
-  s.no_decay.count = static_cast<int>(s.layers.size());
-  CUDA_CHECK(cudaStreamSynchronize(s.stream));  // the host vector may go away after this
+  s.optimizer = std::make_unique<DeviceOptimizer>(optimizer, std::move(device), s.half, s.stream, initial_parameters);
 
   const std::size_t elem = s.half ? sizeof(bf16) : sizeof(float);
   std::size_t widest = static_cast<std::size_t>(shape.inputs);
   for (const LayerLayout& L : s.layers) widest = std::max<std::size_t>(widest, static_cast<std::size_t>(L.out));
   if (s.half) {
-    s.working.resize(n);
-    cuda::cast(n, s.params.data(), s.working.data(), s.stream);
     s.x16.resize(rows * shape.inputs);
     s.dbias16.resize(widest);
   }
@@ -338,11 +256,6 @@ CudaMlpStep::CudaMlpStep(const MlpShape& shape, const OptimizerConfig& optimizer
   for (auto& b : s.gz) b.resize(rows * widest * elem);
   s.ga.resize(rows * widest * elem);
   s.row_loss.resize(rows), s.row_flag.resize(rows), s.sums.resize(1), s.host_sums.resize(1);
-  s.partials.resize(cuda::norm_blocks(s.params.size())), s.norm_sq.resize(1), s.clip.resize(1),
-      s.host_norm_sq.resize(1);
-  s.host_params = initial_parameters;
-  s.host_first.assign(initial_parameters.size(), 0.0f);
-  if (s.has_second_moment()) s.host_second.assign(initial_parameters.size(), 0.0f);
   s.fused.assign(s.layers.size(), false);
 }
 
@@ -357,10 +270,7 @@ CudaMlpStep::~CudaMlpStep() {
 
 cudaStream_t CudaMlpStep::stream() const { return s_->stream; }
 
-void CudaMlpStep::reduce_gradients_with(Comm& comm) {
-  s_->buckets =
-      std::make_unique<GradientBuckets>(comm, s_->layers, static_cast<std::size_t>(s_->o.bucket_mb * 1024 * 1024));
-}
+void CudaMlpStep::reduce_gradients_with(Comm& comm) { s_->optimizer->reduce_with(comm, s_->o.bucket_mb, false); }
 
 std::vector<bool> CudaMlpStep::fused_layers() const {
   return std::vector<bool>(s_->fused.begin(), s_->fused.end() - 1);
@@ -395,20 +305,11 @@ void CudaMlpStep::backward() {
 
 StepLoss CudaMlpStep::local_loss() { return s_->wait_loss(); }
 
-void CudaMlpStep::finish_gradients() {
-  if (s_->buckets) s_->buckets->finish();
-}
+void CudaMlpStep::finish_gradients() { s_->optimizer->finish_gradients(); }
 
-double CudaMlpStep::clip_gradients() {
-  State& s = *s_;
-  s.clip_gradients(true);
-  CUDA_CHECK(
-      cudaMemcpyAsync(s.host_norm_sq.data(), s.norm_sq.data(), sizeof(double), cudaMemcpyDeviceToHost, s.stream));
-  CUDA_CHECK(cudaStreamSynchronize(s.stream));
-  return std::sqrt(s.host_norm_sq.data()[0]);
-}
+double CudaMlpStep::clip_gradients() { return s_->optimizer->clip(); }
 
-void CudaMlpStep::update(float lr, std::uint64_t step) { s_->update(lr, step); }
+void CudaMlpStep::update(float lr, std::uint64_t step) { s_->optimizer->update(lr, step); }
 
 void CudaMlpStep::train_step(const float* x, const std::int32_t* y, int rows, std::uint64_t first_row, float lr,
                              std::uint64_t step) {
@@ -419,7 +320,7 @@ void CudaMlpStep::train_step(const DeviceBatch& batch, std::uint64_t first_row, 
   forward(batch, first_row);
   backward();
   finish_gradients();
-  s_->clip_gradients(false);
+  s_->optimizer->queue_clip(false);
   update(lr, step);
 }
 
@@ -438,32 +339,13 @@ StepLoss CudaMlpStep::evaluate(const StepBatch& rows_in) {
 
 const ModelLayout& CudaMlpStep::model_layout() const { return s_->model; }
 
-HostState CudaMlpStep::host_state() { return {&s_->host_params, &s_->host_first, &s_->host_second}; }
+HostState CudaMlpStep::host_state() { return s_->optimizer->host_state(); }
 
-void CudaMlpStep::state_to_host() {
-  State& s = *s_;
-  s.download(s.params, s.host_params);
-  s.download(s.m, s.host_first);
-  if (s.has_second_moment()) s.download(s.v, s.host_second);
-  CUDA_CHECK(cudaStreamSynchronize(s.stream));
-}
+void CudaMlpStep::state_to_host() { s_->optimizer->state_to_host(); }
 
-void CudaMlpStep::state_from_host() {
-  State& s = *s_;
-  s.upload(s.host_params, s.params);
-  s.upload(s.host_first, s.m);
-  if (s.has_second_moment()) s.upload(s.host_second, s.v);
-  if (s.half) cuda::cast(s.params.size(), s.params.data(), s.working.data(), s.stream);
-  CUDA_CHECK(cudaStreamSynchronize(s.stream));  // the host vectors may change after this
-}
+void CudaMlpStep::state_from_host() { s_->optimizer->state_from_host(); }
 
-std::vector<float> CudaMlpStep::parameters() {
-  State& s = *s_;
-  std::vector<float> out;
-  s.download(s.params, out);
-  CUDA_CHECK(cudaStreamSynchronize(s.stream));
-  return out;
-}
+std::vector<float> CudaMlpStep::parameters() { return s_->optimizer->parameters(); }
 
 }  // namespace slurm_train
 #endif  // SLURM_TRAIN_WITH_CUDA

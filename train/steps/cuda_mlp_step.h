@@ -9,9 +9,13 @@
 //   backward  per layer the weight-gradient product (fp32 gradients in every precision) and the
 //             input-gradient product, which for a fused ReLU layer below applies the ReLU
 //             gradient and the bias gradient in its epilogue (DRELU_BGRAD)
-//   update    the global gradient norm and the clipping factor stay on the GPU; one fused AdamW
-//             or SGD pass over all parameters (fp32 master weights, bias without decay), which
-//             in bf16 also refreshes the bf16 working copy the products read
+//   update    DeviceOptimizer's (device_optimizer.h), the GPT step's too: the global gradient
+//             norm and the clipping factor stay on the GPU; one fused AdamW or SGD pass over all
+//             parameters (fp32 master weights, bias without decay), which in bf16 also refreshes
+//             the bf16 working copy the products read
+//
+// On the device each tensor starts at a multiple of 128 elements (device_parameters.h); the
+// state a checkpoint holds is in the packed layout.
 //
 // Precision: fp32; tf32 (products on TF32 tensor cores); bf16 (bf16 weights' copy, activations
 // and gradients of activations; fp32 accumulation, master weights, weight gradients, optimizer
