@@ -12,9 +12,9 @@
 
 namespace slurm_train {
 
-ExecCommandLine split_exec_command_line(int& argc, char** argv) {
+ExecCommandLine split_exec_command_line(int& argc, char** argv, const char* command) {
   ExecCommandLine line;
-  if (argc < 2 || std::strcmp(argv[1], "exec") != 0) return line;
+  if (argc < 2 || std::strcmp(argv[1], command) != 0) return line;
   for (int i = 2; i < argc; ++i) {
     if (std::strcmp(argv[i], "--") != 0) continue;
     line.separator = true;

@@ -19,9 +19,9 @@ struct ExecCommandLine {
   std::vector<std::string> program;  // what follows it
 };
 
-// For `slurm-train exec ...`: takes `-- PROGRAM...` off the end (argc shrinks to what the command
-// line parser should see). Any other command line is left as it is.
-ExecCommandLine split_exec_command_line(int& argc, char** argv);
+// For `slurm-train exec ...` (or `command`'s): takes `-- PROGRAM...` off the end (argc shrinks to
+// what the command line parser should see). Any other command line is left as it is.
+ExecCommandLine split_exec_command_line(int& argc, char** argv, const char* command = "exec");
 
 void add_exec_command(CLI::App& app, int& exit_code, const ExecCommandLine& line);
 

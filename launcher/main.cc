@@ -14,6 +14,7 @@
 #include "launcher/plot_command.h"
 #include "launcher/run_command.h"
 #include "launcher/sample_command.h"
+#include "launcher/srun_command.h"
 #include "launcher/submit_command.h"
 #include "train/io/contained_reads.h"
 #include "train/io/crash_contained.h"
@@ -24,6 +25,7 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string_view(argv[1]) == "run") slurm_train::start_contained_read_server();
   // What follows `exec ... --` is the supervised program's, not ours to parse.
   const auto exec_line = slurm_train::split_exec_command_line(argc, argv);
+  const auto srun_line = slurm_train::split_exec_command_line(argc, argv, "srun");
   CLI::App app{"slurm-train: data-parallel training on Slurm clusters", "slurm-train"};
   app.set_version_flag("--version", slurm_train::build_info());
   // One subcommand at most: once `run` is parsed, a value that names another (`--ckpt.dir ckpt`)
@@ -39,6 +41,7 @@ int main(int argc, char** argv) {
   slurm_train::add_doctor_command(app, exit_code);
   slurm_train::add_ckpt_command(app, exit_code);
   slurm_train::add_sample_command(app, exit_code);
+  slurm_train::add_srun_command(app, exit_code, srun_line);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -59,7 +62,7 @@ int main(int argc, char** argv) {
   }
   if (app.get_subcommands().empty()) {
     std::cerr << app.help()
-              << "slurm-train: a subcommand is required (run, exec, data, submit, plot, doctor, ckpt, sample)\n";
+              << "slurm-train: a subcommand is required (run, exec, srun, data, submit, plot, doctor, ckpt, sample)\n";
     return slurm_train::kExitUsage;
   }
   return exit_code;

@@ -32,8 +32,10 @@
 #include "launcher/progress_line.h"
 #include "launcher/rank_log.h"
 #include "launcher/requeue.h"
+#include "launcher/restart_env.h"
 #include "launcher/restart_record.h"
 #include "launcher/run_hooks.h"
+#include "launcher/step_report.h"
 #include "launcher/watchdog.h"
 #include "spank/jobenv/host.h"
 #include "train/checkpoint/checkpoint_file.h"
@@ -230,13 +232,25 @@ int run(const RunOptions& options) {
   RunConfig config;
   FaultPlan faults;
   std::vector<int> signals;
+  RestartEnv restart;
+  try {
+    restart = restart_env_of(env);
+  } catch (const std::exception& e) {
+    return reporter.usage_error(e.what());
+  }
+  // Only rank 0 writes the outcome; a rank of a later position never constructs a verdict.
+  StepReport report(launch.rank == 0 ? restart.report_path : std::string());
+  const auto usage_error = [&](const std::string& what) {
+    report.ended(step_verdict(kExitUsage, what));
+    return reporter.usage_error(what);
+  };
   try {
     // Configuration errors are found before MPI starts: the same on every rank.
     config = load_run_config(*options.config, env);
     faults = parse_fault_plan(config.run.inject_fault);
     signals = parse_signal_list(config.run.preempt_signal);
   } catch (const std::exception& e) {
-    return reporter.usage_error(e.what());
+    return usage_error(e.what());
   }
   if (options.print_config) {
     if (reporter.speaks()) std::cout << describe_config(config);
@@ -249,7 +263,7 @@ int run(const RunOptions& options) {
   }
   const auto before = check_before_start(config, static_cast<std::uint64_t>(launch.size), current_memory_facts());
   if (options.dry_run) return dry_run(config, env, before, reporter);
-  if (any_failed(before)) return reporter.usage_error(failed_checks(before));
+  if (any_failed(before)) return usage_error(failed_checks(before));
   // Open MPI busy-polls while a rank waits in a collective; with ranks sharing cores (or a
   // prefetch thread beside them) that takes the CPU from the ranks still computing. Yielding
   // costs a few microseconds a wait and doubled throughput on a loaded node (make bench).
@@ -273,12 +287,21 @@ int run(const RunOptions& options) {
   std::optional<Console> console;
   auto fail = [&](int code, const std::string& cause) -> int {
     const std::string message = fmt::format("rank {} of {} on {}: {}", comm->rank(), comm->size(), host, cause);
+    if (comm->rank() == 0) {
+      StepOutcome verdict = step_verdict(code, message, watchdog ? watchdog->progress().step() : 0);
+      verdict.rank = 0, verdict.host = host;
+      report.ended(verdict);
+    }
     if (console) console->end_live();
     std::cerr << "slurm-train: error: " << message << "\n" << std::flush;
     log.line("error: " + cause);
     if (watchdog) watchdog->report_failure(code, message);
     if (comm->size() > 1) comm->abort(code);
     return code;
+  };
+  // The step's outcome for the in-job supervisor (rank 0 only), at the step this rank reached.
+  const auto report_end = [&](int code, const std::string& message) {
+    report.ended(step_verdict(code, message, watchdog ? watchdog->progress().step() : 0));
   };
   try {
     const double mpi_seconds = std::chrono::duration<double>(Clock::now() - started).count();
@@ -296,6 +319,7 @@ int run(const RunOptions& options) {
           std::cerr << "slurm-train: error: " << verdict.message << " (exit " << verdict.code << ")\n" << std::flush;
         log.line(fmt::format("error: the checkpoint folder {} was not claimed (exit {}) {}", config.ckpt.dir,
                              verdict.code, verdict.message));
+        report_end(verdict.code, verdict.message);
         return verdict.code;
       }
       if (comm->rank() == 0) {
@@ -310,10 +334,20 @@ int run(const RunOptions& options) {
     WatchdogOptions watch;
     watch.hang_timeout = config.run.hang_timeout;
     watch.connect_timeout = 120;
+    watch.on_verdict = [&report](const StepOutcome& verdict) { report.ended(verdict); };
     watchdog = std::make_unique<Watchdog>(*comm, me, watch, log);
     watchdog->progress().set(TrainPhase::kStartup, 0);
     const auto ranks = watchdog->wait_for_all_ranks();
+    // Faults are injected in a job's first attempt only, so that a test can watch it recover.
+    if (restart.count > 0 && !faults.empty()) {
+      if (comm->rank() == 0)
+        console->line(
+            fmt::format("--inject-fault={}: not injected in restart {} of the job (only in its first attempt)",
+                        config.run.inject_fault, restart.count));
+      faults = FaultPlan{};
+    }
     RunHooks hooks(config, *comm, *watchdog, *console, faults, started);
+    if (comm->rank() == 0) hooks.report_to(report, restart);
     if (comm->rank() == 0) {
       console->line(fmt::format("job {}: {} rank(s); rank logs in {}/{}/", job, comm->size(),
                                 log_dir.empty() ? "(none: --log-dir is empty)" : log_dir, job));
@@ -335,6 +369,7 @@ int run(const RunOptions& options) {
     hooks.finish_record(result.steps_done);
     int code = kExitOk;
     if (result.stop_signal != 0) code = finish_preempted(config, env, *comm, *watchdog, *console, result);
+    report_end(code, code == kExitOk ? "training finished" : "preempted: checkpoint written");
     watchdog->finish();
     log.line(fmt::format("done (exit {})", code));
     return code;
@@ -343,6 +378,7 @@ int run(const RunOptions& options) {
     if (comm->rank() == 0)
       std::cerr << "slurm-train: error: " << e.what() << " (exit " << kExitDoNotRequeue << ")\n" << std::flush;
     log.line(e.what());
+    report_end(kExitDoNotRequeue, e.what());
     if (watchdog) watchdog->finish();
     return kExitDoNotRequeue;
   } catch (const TrainingDiverged& e) {
@@ -351,6 +387,7 @@ int run(const RunOptions& options) {
     if (comm->rank() == 0)
       std::cerr << "slurm-train: error: " << e.what() << " (exit " << kExitDiverged << ")\n" << std::flush;
     log.line(fmt::format("error: {}", e.what()));
+    report_end(kExitDiverged, e.what());
     if (watchdog) watchdog->finish();
     return kExitDiverged;
   } catch (const OnEveryRank<CheckpointWriteError>& e) {
@@ -360,6 +397,7 @@ int run(const RunOptions& options) {
     if (comm->rank() == 0)
       std::cerr << "slurm-train: error: " << e.what() << " (exit " << kExitCheckpointWrite << ")\n" << std::flush;
     log.line(fmt::format("error: {}", e.what()));
+    report_end(kExitCheckpointWrite, e.what());
     if (watchdog) watchdog->finish(kExitCheckpointWrite);
     try {
       comm->barrier();

@@ -66,6 +66,11 @@ bool RunHooks::may_start(std::uint64_t first_step) {
   if (comm_.rank() != 0) return true;
   console_.line(fmt::format("start-up: {}; first step {:.2f} s after start (unix time {}.{:03})", startup_, since_start,
                             unix_ms / 1000, unix_ms % 1000));
+  if (report_) report_->started(first_step);
+  if (restart_.count > 0 && restart_.failure_unix > 0)
+    console_.line(fmt::format("restart {} inside the job ({}): from step {}, the first step {:.2f} s after the failure",
+                              restart_.count, restart_.cause.empty() ? "cause unknown" : restart_.cause, first_step,
+                              static_cast<double>(unix_ms) / 1e3 - restart_.failure_unix));
   if (config_.ckpt.dir.empty()) return true;
   std::optional<RestartRecord> previous;
   if (config_.ckpt.resume) previous = read_restart_record(config_.ckpt.dir);

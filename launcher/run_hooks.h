@@ -11,7 +11,9 @@
 #include "launcher/console.h"
 #include "launcher/fault_injection.h"
 #include "launcher/progress_line.h"
+#include "launcher/restart_env.h"
 #include "launcher/restart_record.h"
+#include "launcher/step_report.h"
 #include "launcher/watchdog.h"
 #include "train/comm/comm.h"
 #include "train/config/config.h"
@@ -38,6 +40,13 @@ class RunHooks {
   // The hooks the training loop calls (they refer to this object, which must outlive the loop).
   TrainHooks hooks();
 
+  // Rank 0: training's start goes into `report` (for the in-job supervisor), and a restart inside
+  // the job says how long after the failure its first step came.
+  void report_to(StepReport& report, const RestartEnv& restart) {
+    report_ = &report;
+    restart_ = restart;
+  }
+
   std::uint64_t first_step() const { return first_step_; }
   const std::optional<RestartRecord>& record() const { return record_; }
   // Why the loop refused to start (TrainResult::refused_start); rank 0 knows the count.
@@ -59,6 +68,8 @@ class RunHooks {
   Watchdog& watchdog_;
   Console& console_;
   const FaultPlan& faults_;
+  StepReport* report_ = nullptr;
+  RestartEnv restart_;
   Clock::time_point started_, phase_started_, last_live_{};
   std::string startup_;
   bool startup_open_ = true, resuming_ = false;

@@ -375,9 +375,17 @@ void Watchdog::send_all(const WatchdogFrame& f) {
   }
 }
 
-void Watchdog::end_job(int exit_code, const std::string& message, bool print) {
+void Watchdog::end_job(int exit_code, const std::string& message, bool print, StepOutcome verdict) {
   log_.line(message);
   if (print) write_stderr("slurm-train: error: " + message + "\n");
+  if (rank_ == 0 && options_.on_verdict) {
+    verdict.exit_code = own_exit_code_ != 0 ? own_exit_code_.load() : exit_code;
+    // A rank's last beat may be a second old: rank 0's own step is the job's, where it is further.
+    verdict.step = std::max(verdict.step, progress_.step());
+    if (verdict.cause == StepCause::kRunning) verdict.cause = cause_of_exit_code(exit_code);
+    verdict.message = message;
+    options_.on_verdict(verdict);
+  }
   if (rank_ == 0) {
     WatchdogFrame f;
     f.kind = WatchdogFrame::kAbort;
@@ -636,6 +644,9 @@ void Watchdog::read_rank(Conn& c, TimePoint now, std::unique_lock<std::mutex>& l
   if ((!alive || !sealed) && table_[static_cast<std::size_t>(c.rank)].state == RankState::kRunning) {
     const RankStatus s = table_[static_cast<std::size_t>(c.rank)];
     lock.unlock();
+    StepOutcome verdict;
+    verdict.cause = sealed ? StepCause::kRankLost : StepCause::kRankFailed;
+    verdict.rank = s.rank, verdict.host = s.host, verdict.step = s.step;
     end_job(kExitFailed,
             sealed ? fmt::format("rank {} (host {}, pid {}) is gone: its connection to rank 0 closed without a word "
                                  "(killed? out of memory? its node lost?); its last report: the {} phase after step "
@@ -644,7 +655,7 @@ void Watchdog::read_rank(Conn& c, TimePoint now, std::unique_lock<std::mutex>& l
                    : fmt::format("rank {} (host {}, pid {}): its connection to rank 0 carried a frame without its seal "
                                  "(someone else wrote into it?); ending the job",
                                  s.rank, s.host, s.pid),
-            true);
+            true, verdict);
   }
   if (!alive || !sealed) close_conn(c);
 }
@@ -664,9 +675,12 @@ void Watchdog::judge(TimePoint started, TimePoint now, std::unique_lock<std::mut
       message += fmt::format("{}(rank(s) {} failed too, after it)", message.back() == '\n' ? "" : "\n",
                              format_rank_list(others));
     const int code = first->code;
+    StepOutcome verdict;
+    verdict.rank = first->rank, verdict.host = first->host;
+    verdict.step = table_[static_cast<std::size_t>(first->rank)].step;
     lock.unlock();
     // `run`: the failing rank printed its own message; rank 0 ends everyone else.
-    end_job(code, message, options_.print_reported_failures);
+    end_job(code, message, options_.print_reported_failures, verdict);
   }
   RankStatus& own = table_[0];
   own.step = progress_.step();
@@ -683,21 +697,31 @@ void Watchdog::judge(TimePoint started, TimePoint now, std::unique_lock<std::mut
     std::vector<int> missing;
     for (const auto& s : table_)
       if (s.state == RankState::kConnecting) missing.push_back(s.rank);
+    StepOutcome verdict;
+    verdict.cause = StepCause::kNeverConnected;
+    if (!missing.empty()) verdict.rank = missing.front();
     lock.unlock();
     end_job(kExitFailed,
             fmt::format("rank(s) {} never reached rank 0's watchdog within {:.0f} s; ending the job",
                         format_rank_list(missing), options_.connect_timeout),
-            true);
+            true, verdict);
   }
   if (options_.hang_timeout > 0) {
     const HangVerdict v = judge_hang(table_, options_.hang_timeout);
     if (v.hung) {
       const std::string table = format_status_table(table_);
+      StepOutcome verdict;
+      verdict.cause = StepCause::kHang;
+      if (!v.stuck.empty()) {
+        const RankStatus& stuck = table_[static_cast<std::size_t>(v.stuck.front())];
+        verdict.rank = stuck.rank, verdict.host = stuck.host, verdict.step = stuck.step;
+      }
       lock.unlock();
       log_.line("rank status:\n" + table);
       write_stderr("slurm-train: rank status (gathered by the watchdog, not through MPI):\n" + table);
       end_job(kExitHang,
-              fmt::format("hang: {}; ending the job (--hang-timeout={:.0f})", v.summary, options_.hang_timeout), true);
+              fmt::format("hang: {}; ending the job (--hang-timeout={:.0f})", v.summary, options_.hang_timeout), true,
+              verdict);
     }
   }
 }

@@ -34,6 +34,7 @@
 #include "launcher/control_admission.h"
 #include "launcher/control_auth.h"
 #include "launcher/rank_status.h"
+#include "launcher/step_outcome.h"
 #include "launcher/watchdog_wire.h"
 #include "train/comm/comm.h"
 #include "train/loop/train_phase.h"
@@ -77,6 +78,9 @@ struct WatchdogOptions {
   // job, and names the one that happened first (`exec`: when one program dies, its peers' fail
   // a moment later, and the first is the cause). 0: the first reported ends the job at once.
   double gather_failures_seconds = 0;
+  // Rank 0: called just before it ends the job, on whichever thread, with the verdict (the in-job
+  // supervisor's step outcome). It must not throw.
+  std::function<void(const StepOutcome&)> on_verdict;
 };
 
 // Where rank 0 listens when there is no MPI to broadcast it: every task derives the same values
@@ -151,7 +155,8 @@ class Watchdog {
   void connect_to_root(int port, const std::vector<std::string>& addresses);
   bool send_to_root(WatchdogFrame f);  // a member: sealed, under send_mutex_; false when it failed
   void run_member();
-  [[noreturn]] void end_job(int exit_code, const std::string& message, bool print);
+  // `verdict`: who and what was at fault, where known (rank 0's on_verdict gets it).
+  [[noreturn]] void end_job(int exit_code, const std::string& message, bool print, StepOutcome verdict = {});
   [[noreturn]] void exit_process(int exit_code);
   void send_all(const WatchdogFrame& f);       // rank 0, with mutex_ held: sealed for each
   void send_to_peers(const WatchdogFrame& f);  // rank 0: to all; the others: to rank 0

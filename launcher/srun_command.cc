@@ -1,0 +1,408 @@
+#include "launcher/srun_command.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "launcher/child_process.h"
+#include "launcher/cli_validators.h"
+#include "launcher/exit_codes.h"
+#include "launcher/node_health.h"
+#include "launcher/restart_env.h"
+#include "launcher/restart_policy.h"
+#include "launcher/step_outcome.h"
+#include "launcher/step_report.h"
+#include "spank/jobenv/environment.h"
+#include "spank/jobenv/hostlist.h"
+#include "train/io/durable_file.h"
+
+namespace slurm_train {
+
+namespace {
+
+struct SrunOptions {
+  int restarts = 3;
+  int spare_nodes = 0;
+  bool allow_fewer = false;
+  int min_nodes = 1;
+  std::string log_dir;
+  bool log_dir_given = false;
+  double probe_timeout = 2;
+  double verdict_grace = 3;  // after rank 0's verdict, how long srun may take to end the step
+  std::vector<std::string> srun_args;
+};
+
+std::atomic<int> g_signal{0};
+extern "C" void note_signal(int sig) { g_signal = sig; }
+
+void say(const std::string& line) {
+  const std::string text = "slurm-train srun: " + line + "\n";
+  [[maybe_unused]] const auto n = ::write(2, text.data(), text.size());
+}
+
+std::string join(const std::vector<std::string>& items, const char* sep = ",") {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+// What the supervisor chooses itself; given to srun, it would contradict the choice.
+std::string chosen_by_supervisor(const std::vector<std::string>& args) {
+  for (const auto& a : args) {
+    for (const char* o : {"-N", "--nodes", "-w", "--nodelist", "-x", "--exclude", "-n", "--ntasks"}) {
+      const std::string opt = o;
+      if (a == opt || (opt.size() > 2 && a.rfind(opt + "=", 0) == 0) || (opt.size() == 2 && a.rfind(opt, 0) == 0))
+        return a;
+    }
+    if (a.rfind("-", 0) != 0) break;  // the program: its own options are its own
+  }
+  return "";
+}
+
+// srun's own report of a task that failed: "srun: error: node2: task 1: Killed".
+struct TaskFailure {
+  std::string node, what;
+};
+std::optional<TaskFailure> parse_srun_task_failure(const std::string& line) {
+  static const std::regex pattern(R"(^srun: error: ([^: ]+): tasks? [0-9,\-\[\]]+: (.*)$)");
+  std::smatch m;
+  if (!std::regex_match(line, m, pattern)) return std::nullopt;
+  return TaskFailure{m[1], m[2]};
+}
+
+// Copies what the pipe has to `to`; false at its end.
+bool relay(int fd, int to, std::string* lines) {
+  char buf[65536];
+  const ssize_t n = ::read(fd, buf, sizeof buf);
+  if (n < 0) return errno == EINTR || errno == EAGAIN;
+  if (n == 0) return false;
+  for (ssize_t done = 0; done < n;) {
+    const ssize_t w = ::write(to, buf + done, static_cast<std::size_t>(n - done));
+    if (w <= 0) break;
+    done += w;
+  }
+  if (lines) lines->append(buf, static_cast<std::size_t>(n));
+  return true;
+}
+
+struct StepRun {
+  int exit_code = 0;
+  std::optional<StepOutcome> outcome;
+  std::optional<TaskFailure> first_task_failure;
+  double started_unix = 0, ended_unix = 0;
+  bool ended_by_supervisor = false;
+};
+
+// One srun: its output relayed, rank 0's outcome file watched; once the outcome has a verdict,
+// srun gets verdict_grace seconds to end the step (a lost node's tasks may keep it waiting for
+// SlurmdTimeout) before it is killed.
+StepRun run_step(const std::vector<std::string>& argv, const Environment& env, const std::string& report,
+                 const SrunOptions& o, double failure_unix, int attempt) {
+  StepRun r;
+  r.started_unix = unix_seconds_now();
+  ChildProcess srun(argv, env);
+  std::string err_lines;
+  bool out_open = true, err_open = true, first_step_said = false;
+  std::optional<int> status;
+  std::optional<std::chrono::steady_clock::time_point> verdict_at;
+  while (!status || out_open || err_open) {
+    pollfd fds[3] = {{out_open ? srun.stdout_fd() : -1, POLLIN, 0},
+                     {err_open ? srun.stderr_fd() : -1, POLLIN, 0},
+                     {status ? -1 : srun.pidfd(), POLLIN, 0}};
+    ::poll(fds, 3, 200);
+    if (fds[0].revents && !relay(srun.stdout_fd(), 1, nullptr)) out_open = false, srun.close_stdout();
+    if (fds[1].revents && !relay(srun.stderr_fd(), 2, &err_lines)) err_open = false, srun.close_stderr();
+    for (std::size_t nl; (nl = err_lines.find('\n')) != std::string::npos; err_lines.erase(0, nl + 1))
+      if (!r.first_task_failure) r.first_task_failure = parse_srun_task_failure(err_lines.substr(0, nl));
+    if (!status) status = srun.try_wait();
+    if (status) continue;
+    try {
+      r.outcome = read_step_outcome(report);
+    } catch (const std::exception&) {
+      // Being written: read again at the next wake.
+    }
+    if (r.outcome && r.outcome->started_unix > 0 && attempt > 0 && !first_step_said && failure_unix > 0) {
+      first_step_said = true;
+      say(fmt::format("restart {}: the new step's first training step came {:.1f} s after the failure", attempt,
+                      r.outcome->started_unix - failure_unix));
+    }
+    if (r.outcome && r.outcome->ended_unix > 0 && !verdict_at) verdict_at = std::chrono::steady_clock::now();
+    if (verdict_at && std::chrono::steady_clock::now() - *verdict_at > std::chrono::duration<double>(o.verdict_grace)) {
+      say(fmt::format("rank 0 reached its verdict {:.0f} s ago and srun still waits (for a lost node?): ending it",
+                      o.verdict_grace));
+      r.ended_by_supervisor = true;
+      srun.end(1.0);
+      verdict_at = std::chrono::steady_clock::now() + std::chrono::hours(24);
+    }
+  }
+  r.ended_unix = unix_seconds_now();
+  r.exit_code = exit_code_of(*status);
+  try {
+    r.outcome = read_step_outcome(report);
+  } catch (const std::exception& e) {
+    say(fmt::format("warning: {}", e.what()));
+  }
+  return r;
+}
+
+void write_record(const std::string& path, const std::vector<Attempt>& attempts) {
+  try {
+    write_file_durably(path, format_attempts(attempts));
+  } catch (const std::exception& e) {
+    say(fmt::format("warning: the record of attempts {}: {}", path, e.what()));
+  }
+}
+
+int supervise(const SrunOptions& o) {
+  const Environment env = current_environment();
+  const auto value = [&](const char* name) {
+    const auto it = env.find(name);
+    return it == env.end() ? std::string() : it->second;
+  };
+  const std::string job = value("SLURM_JOB_ID");
+  if (job.empty() || value("SLURM_JOB_NODELIST").empty()) {
+    say("error: not inside a Slurm allocation (no SLURM_JOB_ID or SLURM_JOB_NODELIST): run it in a batch script "
+        "(sbatch --no-kill --nodes N+K) or an salloc");
+    return kExitUsage;
+  }
+  if (!value("SLURM_STEP_ID").empty() && value("SLURM_STEP_ID") != "4294967294" && value("SLURM_STEP_ID") != "batch") {
+    say(fmt::format("error: inside job step {}.{}: run it in the batch script, not under srun", job,
+                    value("SLURM_STEP_ID")));
+    return kExitUsage;
+  }
+  if (const std::string chosen = chosen_by_supervisor(o.srun_args); !chosen.empty()) {
+    say(
+        fmt::format("error: srun option '{}': the supervisor chooses the step's nodes and tasks itself (give "
+                    "--ntasks-per-node, and the job's size to sbatch)",
+                    chosen));
+    return kExitUsage;
+  }
+  std::vector<std::string> allocation;
+  try {
+    allocation = expand_hostlist(value("SLURM_JOB_NODELIST"));
+  } catch (const std::exception& e) {
+    say(fmt::format("error: SLURM_JOB_NODELIST: {}", e.what()));
+    return kExitUsage;
+  }
+  const int step_nodes = static_cast<int>(allocation.size()) - o.spare_nodes;
+  if (step_nodes < 1) {
+    say(fmt::format("error: --spare-nodes={} leaves no node of the job's {} to train on", o.spare_nodes,
+                    allocation.size()));
+    return kExitUsage;
+  }
+  const std::string dir = fmt::format("{}/{}", o.log_dir, job);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    say(fmt::format("error: cannot create {}: {}", dir, ec.message()));
+    return kExitFailed;
+  }
+  const std::string record_path = dir + "/restarts.jsonl";
+  std::vector<Attempt> attempts;
+  if (std::ifstream in(record_path); in) {
+    std::ostringstream text;
+    text << in.rdbuf();
+    try {
+      attempts = parse_attempts(text.str());
+    } catch (const std::exception& e) {
+      say(fmt::format("error: {}: {} (move it away to start a fresh record)", record_path, e.what()));
+      return kExitFailed;
+    }
+  }
+  std::set<std::string> left_out = nodes_left_out(attempts);
+  if (!left_out.empty())
+    say(fmt::format("nodes left out by earlier attempts of job {}: {}", job, join({left_out.begin(), left_out.end()})));
+  // Preemption and scancel signal the steps themselves; the supervisor must outlive its step to
+  // see it end, and then not restart it.
+  for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGUSR2, SIGHUP}) std::signal(sig, note_signal);
+
+  const RestartLimits limits{o.restarts, o.allow_fewer, o.min_nodes};
+  std::vector<std::string> nodes;
+  for (const auto& n : allocation)
+    if (!left_out.count(n) && static_cast<int>(nodes.size()) < step_nodes) nodes.push_back(n);
+  if (static_cast<int>(nodes.size()) < step_nodes &&
+      !(o.allow_fewer && static_cast<int>(nodes.size()) >= o.min_nodes)) {
+    say(fmt::format("error: {} healthy node(s) of the job's {} for a step of {} (left out: {})", nodes.size(),
+                    allocation.size(), step_nodes, join({left_out.begin(), left_out.end()})));
+    return kExitFailed;
+  }
+  const int first_attempt = attempts.empty() ? 0 : attempts.back().number + 1;
+  std::string cause_before;
+  double failure_unix = 0;
+  for (int attempt = first_attempt;; ++attempt) {
+    const int restart = attempt - first_attempt;
+    Environment step_env = env;
+    // srun would take the allocation's task count; the step's size is the nodes chosen.
+    for (const char* name : {"SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NNODES", "SLURM_NODELIST"}) step_env.erase(name);
+    const std::string report = fmt::format("{}/step-{}.outcome", dir, attempt);
+    std::filesystem::remove(report, ec);
+    step_env[kRestartCountVar] = std::to_string(restart);
+    step_env[kStepReportVar] = report;
+    if (restart > 0) {
+      step_env[kRestartCauseVar] = cause_before;
+      step_env[kFailureTimeVar] = fmt::format("{:.6f}", failure_unix);
+    }
+    std::vector<std::string> argv{"srun", fmt::format("--nodes={}", nodes.size()),
+                                  fmt::format("--nodelist={}", join(nodes)), "--kill-on-bad-exit=1"};
+    // A step with a task on a lost node lingers until Slurm marks that node DOWN (SlurmdTimeout)
+    // and holds its CPUs on the healthy nodes meanwhile: a restart shares them.
+    if (restart > 0) argv.push_back("--overlap");
+    argv.insert(argv.end(), o.srun_args.begin(), o.srun_args.end());
+    say(fmt::format("{} on {}: {}", restart == 0 ? "step" : fmt::format("restart {} of {}", restart, o.restarts),
+                    join(nodes), join(argv, " ")));
+    StepRun run;
+    try {
+      run = run_step(argv, step_env, report, o, failure_unix, restart);
+    } catch (const std::exception& e) {
+      say(fmt::format("error: {}", e.what()));
+      return kExitFailed;
+    }
+    Attempt a;
+    a.number = attempt;
+    a.nodes = nodes;
+    a.started_unix = run.started_unix;
+    a.ended_unix = run.ended_unix;
+    a.exit_code = run.exit_code;
+    if (run.outcome) {
+      a.first_step_unix = run.outcome->started_unix;
+      a.started_from = run.outcome->started_from;
+      a.step_reached = run.outcome->step;
+    }
+    if (run.outcome && run.outcome->ended_unix > 0) {
+      a.cause = run.outcome->cause;
+      a.exit_code = run.outcome->exit_code;
+      a.rank = run.outcome->rank;
+      a.node = run.outcome->host;
+      a.message = run.outcome->message;
+    } else if (run.exit_code == 0) {
+      a.cause = StepCause::kDone;
+    } else {
+      // No verdict from rank 0: it is gone, or the step never got that far.
+      a.cause = StepCause::kRankLost;
+      if (run.first_task_failure) {
+        a.node = run.first_task_failure->node;
+        a.message = fmt::format("srun: a task on {} failed: {}", a.node, run.first_task_failure->what);
+      } else {
+        a.message = fmt::format("srun exited {} without a verdict from rank 0", run.exit_code);
+      }
+    }
+    if (!attempts.empty() && attempts.back().number == attempt - 1 && attempts.back().steps_lost < 0 &&
+        a.first_step_unix > 0) {
+      Attempt& before = attempts.back();
+      before.steps_lost = static_cast<std::int64_t>(before.step_reached) - static_cast<std::int64_t>(a.started_from);
+      if (failure_unix > 0) a.recovery_seconds = a.first_step_unix - failure_unix;
+    }
+    // Nodes at fault: the node a node-level cause names, and any node of the step that Slurm
+    // rules out or whose slurmd does not answer.
+    if (a.cause != StepCause::kDone) {
+      std::map<std::string, std::string> problems;
+      try {
+        problems = node_problems(nodes, o.probe_timeout);
+      } catch (const std::exception& e) {
+        say(fmt::format("warning: the nodes' health is unknown: {}", e.what()));
+      }
+      if (node_level_cause(a.cause) && !a.node.empty() && problems[a.node].empty())
+        problems[a.node] = fmt::format("{} there", cause_name(a.cause));
+      for (const auto& [node, why] : problems) {
+        if (why.empty() || left_out.count(node)) continue;
+        a.left_out.push_back(node);
+        left_out.insert(node);
+        say(fmt::format("leaving {} out of the job: {}", node, why));
+      }
+    }
+    attempts.push_back(a);
+    write_record(record_path, attempts);
+    say(fmt::format("step ended after {:.1f} s: {} (exit {}){}{}", a.ended_unix - a.started_unix, cause_name(a.cause),
+                    a.exit_code, a.rank >= 0 ? fmt::format(", rank {}", a.rank) : "",
+                    a.node.empty() ? "" : fmt::format(" on {}", a.node)) +
+        (a.step_reached > 0 ? fmt::format(" at step {}", a.step_reached) : ""));
+    if (g_signal != 0 && a.cause != StepCause::kDone) {
+      say(fmt::format("the job got signal {} (preemption or scancel): not restarting", g_signal.load()));
+      return a.exit_code;
+    }
+    const NextStep next = next_step(attempts, allocation, left_out, step_nodes, limits);
+    if (!next.restart) {
+      const std::string lost =
+          left_out.empty() ? "" : fmt::format("; nodes left out: {}", join({left_out.begin(), left_out.end()}));
+      say(fmt::format("{}; {} restart(s) inside the job{} (record: {})", next.why, restart, lost, record_path));
+      return next.exit_code;
+    }
+    if (!next.why.empty()) say(next.why);
+    nodes = next.nodes;
+    cause_before = fmt::format("{}{}{}", cause_name(a.cause), a.rank >= 0 ? fmt::format(" of rank {}", a.rank) : "",
+                               a.node.empty() ? "" : fmt::format(" on {}", a.node));
+    failure_unix = run.outcome && run.outcome->ended_unix > 0 ? run.outcome->ended_unix : run.ended_unix;
+  }
+}
+
+}  // namespace
+
+void add_srun_command(CLI::App& app, int& exit_code, const ExecCommandLine& line) {
+  auto o = std::make_shared<SrunOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "srun",
+      "in a batch job, run a step and restart it inside the job when a node fails: slurm-train srun [OPTIONS] -- "
+      "SRUN_ARGS...");
+  cmd->add_option("--restarts", o->restarts, "restarts inside the job at most (default 3)")->check(whole_number(1000));
+  cmd->add_option("--spare-nodes", o->spare_nodes,
+                  "nodes of the job kept idle to take a failed node's place (default 0): steps run on the others")
+      ->check(whole_number(100000));
+  cmd->add_flag("--allow-fewer", o->allow_fewer,
+                "without a spare, go on with fewer nodes (the resume onto another world size is exact)");
+  cmd->add_option("--min-nodes", o->min_nodes, "with --allow-fewer, at least this many nodes (default 1)")
+      ->check(whole_number(100000));
+  cmd->add_option_function<std::string>(
+         "--log-dir",
+         [o](const std::string& dir) {
+           o->log_dir = dir;
+           o->log_dir_given = true;
+         },
+         "the record of attempts goes to <log-dir>/<job id>/restarts.jsonl, beside the rank logs (default "
+         "$SLURM_TRAIN_LOG_DIR, else slurm-train-logs)")
+      ->expected(1);
+  cmd->add_option("--probe-timeout", o->probe_timeout,
+                  "seconds a node's slurmd has to answer before the node is left out (default 2)")
+      ->check(non_negative_number("seconds, a number >= 0", "SECONDS"));
+  auto stray = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("srun_args", *stray, "-- SRUN_ARGS...: srun's options and the program, as after srun");
+  cmd->footer(
+      "Example (a batch script of sbatch --no-kill --nodes=3: 2 nodes train, 1 is a spare):\n"
+      "  slurm-train srun --spare-nodes 1 --restarts 3 -- --mpi=pmix --ntasks-per-node=1 \\\n"
+      "      slurm-train run --config job.toml\n"
+      "Each step gets SLURM_TRAIN_RESTART_COUNT (0, 1, ...) and, when restarted, SLURM_TRAIN_RESTART_CAUSE.\n"
+      "Exit code: the last step's (0 when training finished).");
+  cmd->callback([o, stray, line, &exit_code] {
+    if (!line.separator || !stray->empty() || line.program.empty()) {
+      std::cerr << "slurm-train: error: srun: "
+                << (!line.separator || !stray->empty() ? "srun's arguments must follow '--'"
+                                                       : "no srun arguments after '--'")
+                << ": slurm-train srun [OPTIONS] -- SRUN_ARGS...\n";
+      exit_code = kExitUsage;
+      return;
+    }
+    o->srun_args = line.program;
+    const Environment env = current_environment();
+    if (!o->log_dir_given) {
+      const auto it = env.find("SLURM_TRAIN_LOG_DIR");
+      o->log_dir = it != env.end() && !it->second.empty() ? it->second : "slurm-train-logs";
+    }
+    exit_code = supervise(*o);
+  });
+}
+
+}  // namespace slurm_train

@@ -1,0 +1,134 @@
+#include "launcher/step_outcome.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+#include <utility>
+
+#include "launcher/exit_codes.h"
+#include "train/io/durable_file.h"
+
+namespace slurm_train {
+
+namespace {
+
+constexpr std::array<std::pair<StepCause, const char*>, 12> kNames{{
+    {StepCause::kRunning, "running"},
+    {StepCause::kDone, "done"},
+    {StepCause::kRankLost, "rank-lost"},
+    {StepCause::kRankFailed, "rank-failed"},
+    {StepCause::kHang, "hang"},
+    {StepCause::kNeverConnected, "never-connected"},
+    {StepCause::kDiverged, "diverged"},
+    {StepCause::kConfig, "config"},
+    {StepCause::kCheckpointWrite, "checkpoint-write"},
+    {StepCause::kPreempted, "preempted"},
+    {StepCause::kGaveUp, "gave-up"},
+    {StepCause::kFolderBusy, "folder-busy"},
+}};
+
+}  // namespace
+
+const char* cause_name(StepCause cause) {
+  for (const auto& [c, name] : kNames)
+    if (c == cause) return name;
+  return "unknown";
+}
+
+StepCause parse_cause(const std::string& name) {
+  for (const auto& [c, n] : kNames)
+    if (name == n) return c;
+  throw std::invalid_argument(fmt::format("'{}' is no step cause", name));
+}
+
+StepCause cause_of_exit_code(int exit_code) {
+  switch (exit_code) {
+    case kExitOk:
+      return StepCause::kDone;
+    case kExitUsage:
+      return StepCause::kConfig;
+    case kExitCheckpointWrite:
+      return StepCause::kCheckpointWrite;
+    case kExitHang:
+      return StepCause::kHang;
+    case kExitRequeued:
+    case kExitPreempted:
+      return StepCause::kPreempted;
+    case kExitDoNotRequeue:
+      return StepCause::kGaveUp;
+    case kExitCheckpointDirBusy:
+      return StepCause::kFolderBusy;
+    case kExitDiverged:
+      return StepCause::kDiverged;
+    default:
+      return StepCause::kRankFailed;
+  }
+}
+
+StepOutcome step_verdict(int exit_code, std::string message, std::uint64_t step) {
+  StepOutcome o;
+  o.cause = cause_of_exit_code(exit_code);
+  o.exit_code = exit_code;
+  o.step = step;
+  o.message = std::move(message);
+  return o;
+}
+
+std::string format_step_outcome(const StepOutcome& o) {
+  const nlohmann::json j{{"cause", cause_name(o.cause)},
+                         {"exit_code", o.exit_code},
+                         {"rank", o.rank},
+                         {"host", o.host},
+                         {"step", o.step},
+                         {"started_from", o.started_from},
+                         {"started_unix", o.started_unix},
+                         {"ended_unix", o.ended_unix},
+                         {"message", o.message}};
+  return j.dump() + "\n";
+}
+
+StepOutcome parse_step_outcome(const std::string& text) {
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    StepOutcome o;
+    o.cause = parse_cause(j.at("cause").get<std::string>());
+    o.exit_code = j.at("exit_code").get<int>();
+    o.rank = j.at("rank").get<int>();
+    o.host = j.at("host").get<std::string>();
+    o.step = j.at("step").get<std::uint64_t>();
+    o.started_from = j.at("started_from").get<std::uint64_t>();
+    o.started_unix = j.at("started_unix").get<double>();
+    o.ended_unix = j.at("ended_unix").get<double>();
+    o.message = j.at("message").get<std::string>();
+    return o;
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(fmt::format("not a step outcome: {}", e.what()));
+  }
+}
+
+void write_step_outcome(const std::string& path, const StepOutcome& outcome) {
+  write_file_durably(path, format_step_outcome(outcome));
+}
+
+std::optional<StepOutcome> read_step_outcome(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    if (errno == ENOENT) return std::nullopt;
+    throw std::runtime_error(fmt::format("cannot read the step outcome {}: {}", path, std::strerror(errno)));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  try {
+    return parse_step_outcome(text.str());
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(fmt::format("{}: {}", path, e.what()));
+  }
+}
+
+}  // namespace slurm_train
