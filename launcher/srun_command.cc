@@ -43,7 +43,7 @@ struct SrunOptions {
   std::string log_dir;
   bool log_dir_given = false;
   double probe_timeout = 2;
-  double verdict_grace = 3;  // after rank 0's verdict, how long srun may take to end the step
+  double verdict_grace = 2;  // after a failure is known, how long srun may take to end the step
   std::vector<std::string> srun_args;
 };
 
@@ -103,7 +103,10 @@ bool relay(int fd, int to, std::string* lines) {
 struct StepRun {
   int exit_code = 0;
   std::optional<StepOutcome> outcome;
+  // srun's task failures: the first killed by a signal (a task that exits with a status, usually
+  // a peer ended by the failure, counts only when none was).
   std::optional<TaskFailure> first_task_failure;
+  bool task_killed = false;
   double started_unix = 0, ended_unix = 0;
   bool ended_by_supervisor = false;
 };
@@ -128,7 +131,11 @@ StepRun run_step(const std::vector<std::string>& argv, const Environment& env, c
     if (fds[0].revents && !relay(srun.stdout_fd(), 1, nullptr)) out_open = false, srun.close_stdout();
     if (fds[1].revents && !relay(srun.stderr_fd(), 2, &err_lines)) err_open = false, srun.close_stderr();
     for (std::size_t nl; (nl = err_lines.find('\n')) != std::string::npos; err_lines.erase(0, nl + 1))
-      if (!r.first_task_failure) r.first_task_failure = parse_srun_task_failure(err_lines.substr(0, nl));
+      if (const auto f = parse_srun_task_failure(err_lines.substr(0, nl)); f && !r.task_killed) {
+        const bool killed = f->what.rfind("Exited with exit code", 0) != 0;
+        if (killed || !r.first_task_failure) r.first_task_failure = f;
+        r.task_killed = killed;
+      }
     if (!status) status = srun.try_wait();
     if (status) continue;
     try {
@@ -141,9 +148,14 @@ StepRun run_step(const std::vector<std::string>& argv, const Environment& env, c
       say(fmt::format("restart {}: the new step's first training step came {:.1f} s after the failure", attempt,
                       r.outcome->started_unix - failure_unix));
     }
-    if (r.outcome && r.outcome->ended_unix > 0 && !verdict_at) verdict_at = std::chrono::steady_clock::now();
+    // A failure is known (rank 0's verdict, or srun's word of a failed task when rank 0 is gone):
+    // srun waits for every task, and a lost node's for SlurmdTimeout.
+    const bool failed = (r.outcome && r.outcome->ended_unix > 0 && r.outcome->cause != StepCause::kDone &&
+                         r.outcome->cause != StepCause::kPreempted) ||
+                        r.first_task_failure;
+    if (failed && !verdict_at) verdict_at = std::chrono::steady_clock::now();
     if (verdict_at && std::chrono::steady_clock::now() - *verdict_at > std::chrono::duration<double>(o.verdict_grace)) {
-      say(fmt::format("rank 0 reached its verdict {:.0f} s ago and srun still waits (for a lost node?): ending it",
+      say(fmt::format("the step failed {:.0f} s ago and srun still waits (for a lost node?): ending it",
                       o.verdict_grace));
       r.ended_by_supervisor = true;
       srun.end(1.0);

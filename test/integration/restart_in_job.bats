@@ -1,0 +1,147 @@
+#!/usr/bin/env bats
+# Restarts inside the job (`slurm-train srun`) on a three-node cluster: two nodes train, one is a
+# spare. A rank killed, a hang, a whole node killed: the same job finishes on the spare with the
+# parameters of an uninterrupted two-rank run, bit for bit. A run that diverges at the same step
+# every time ends after its second failure; a configuration error is not restarted.
+
+load helpers
+
+setup_file() {
+  ensure_fashion_mnist
+  start_test_cluster --nodes 3
+  set_small_args
+  # The uninterrupted run every restarted one must equal.
+  srun --mpi=pmix -N2 --ntasks-per-node=1 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 300 \
+    --train.save "$BATS_FILE_TMPDIR/straight.h5" >/dev/null
+}
+
+teardown_file() {
+  stop_test_cluster
+}
+
+setup() {
+  d=$BATS_TEST_TMPDIR
+}
+
+# submit_restarting NAME [RUN ARGS...]: a batch job of three nodes whose script runs the small
+# configuration for 300 steps (checkpoints every 50) under `slurm-train srun --spare-nodes 1`;
+# prints the job id. Its output is $d/NAME.out, its record under $d/logs, its model $d/NAME.h5.
+submit_restarting() {
+  local name=$1
+  shift
+  set_small_args
+  {
+    echo '#!/bin/bash'
+    echo "#SBATCH --nodes=3 --no-kill --ntasks-per-node=1 --output=$d/$name.out"
+    printf '%q ' "$BUILD/bin/slurm-train" srun --spare-nodes 1 --restarts 3 --log-dir "$d/logs" -- --mpi=pmix \
+      --ntasks-per-node=1 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 300 --ckpt.dir "$d/ck" \
+      --ckpt.every 50 --train.save "$d/$name.h5" "$@"
+    echo
+  } >"$d/$name.sh"
+  sbatch --parsable "$d/$name.sh"
+}
+
+# The restart's lines: the node left out, the restart on the spare, the recovery time (at most
+# 10 s), and the model equal to the uninterrupted run's.
+check_recovered() {
+  local name=$1 node=$2 nodes=${3:-node1,node3} out=$d/$1.out
+  cat "$out"
+  grep -q "slurm-train srun: leaving $node out of the job" "$out"
+  grep -q "slurm-train srun: restart 1 of 3 on $nodes:" "$out"
+  grep -Eq "^  rank +1  host ${nodes#*,} " "$out"
+  grep -q "slurm-train srun: training finished; 1 restart(s) inside the job; nodes left out: $node" "$out"
+  [[ $(cat "$out") =~ the\ new\ step\'s\ first\ training\ step\ came\ ([0-9.]+)\ s\ after\ the\ failure ]]
+  echo "recovery: ${BASH_REMATCH[1]} s"
+  awk -v s="${BASH_REMATCH[1]}" 'BEGIN { exit !(s <= 10) }'
+  h5diff "$BATS_FILE_TMPDIR/straight.h5" "$d/$name.h5" /model /model
+}
+
+@test "a rank SIGKILLed at step 100 of 300: the same job restarts on the spare and ends with the uninterrupted run's parameters" {
+  job=$(submit_restarting killed --inject-fault crash@100:1)
+  run wait_job "$job" 120
+  [ "$output" = COMPLETED ]
+  check_recovered killed node2
+  grep -q "rank 1 (host node2, pid [0-9]*) is gone" "$d/killed.out"
+  grep -q -- "--inject-fault=crash@100:1: not injected in restart 1 of the job" "$d/killed.out"
+  # The record keeps both attempts: the failure (node, rank, cause, step reached, steps lost) and the recovery.
+  run $PY -c '
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+assert len(a) == 2, a
+f, r = a
+assert (f["cause"], f["node"], f["rank"], f["left_out"]) == ("rank-lost", "node2", 1, ["node2"]), f
+assert f["step_reached"] >= 100 and r["started_from"] in (50, 100), (f, r)
+assert f["steps_lost"] == f["step_reached"] - r["started_from"] and 0 <= f["steps_lost"] <= 50, (f, r)
+assert (r["cause"], r["nodes"], r["step_reached"]) == ("done", ["node1", "node3"], 300), r
+assert 0 < r["recovery_seconds"] <= 10, r
+' "$d/logs/$job/restarts.jsonl"
+  echo "$output"
+  [ "$status" -eq 0 ]
+}
+
+@test "rank 0 SIGKILLed: no verdict from it, srun's word names its node, which is left out; the same final bits" {
+  job=$(submit_restarting rank0-killed --inject-fault crash@100:0)
+  run wait_job "$job" 120
+  [ "$output" = COMPLETED ]
+  check_recovered rank0-killed node1 node2,node3
+  grep -q "slurm-train srun: step ended after .*: rank-lost (exit [0-9]*) on node1" "$d/rank0-killed.out"
+}
+
+@test "a hang: named with its node, the step ended and restarted on the spare, the same final bits" {
+  job=$(submit_restarting hung --inject-fault hang@100:1 --hang-timeout 3)
+  run wait_job "$job" 120
+  [ "$output" = COMPLETED ]
+  check_recovered hung node2
+  grep -q "hang: rank 1 (node2, pid [0-9]*) made no progress" "$d/hung.out"
+}
+
+@test "a run that diverges at the same step every time ends after its second failure, not after --restarts" {
+  job=$(submit_restarting diverging --train.lr 10 --train.clip_norm 0 --train.optimizer sgd --train.momentum 0.99)
+  run wait_job "$job" 120
+  [ "$output" = FAILED ]
+  cat "$d/diverging.out"
+  [ "$(grep -c 'training diverged at step' "$d/diverging.out")" -eq 2 ]
+  grep -q "slurm-train srun: the same failure (diverged) at the same step ([0-9]*) twice in a row: not restarting again; 1 restart(s) inside the job" "$d/diverging.out"
+  ! grep -q "leaving .* out of the job" "$d/diverging.out"
+  scontrol show job "$job" | grep -q 'ExitCode=9:0'
+}
+
+@test "a configuration error is not restarted" {
+  job=$(submit_restarting bad --train.steps=-5)
+  run wait_job "$job" 60
+  [ "$output" = FAILED ]
+  cat "$d/bad.out"
+  grep -q "train.steps" "$d/bad.out"
+  grep -q "slurm-train srun: a configuration error is not restarted; 0 restart(s) inside the job" "$d/bad.out"
+  [ "$(grep -c 'slurm-train srun: step on\|slurm-train srun: restart' "$d/bad.out")" -eq 1 ]
+  scontrol show job "$job" | grep -q 'ExitCode=2:0'
+}
+
+@test "slurm-train srun refuses srun options that choose the nodes, and runs only inside an allocation" {
+  run env -u SLURM_JOB_ID -u SLURM_JOB_NODELIST "$BUILD/bin/slurm-train" srun -- hostname
+  [ "$status" -eq 2 ]
+  [[ $output == *"not inside a Slurm allocation"* ]]
+  run env SLURM_JOB_ID=1 SLURM_JOB_NODELIST="node[1-3]" "$BUILD/bin/slurm-train" srun -- --nodes=2 hostname
+  [ "$status" -eq 2 ]
+  [[ $output == *"srun option '--nodes=2': the supervisor chooses the step's nodes"* ]]
+  run env SLURM_JOB_ID=1 SLURM_JOB_NODELIST="node[1-3]" "$BUILD/bin/slurm-train" srun --spare-nodes 3 -- hostname
+  [ "$status" -eq 2 ]
+  [[ $output == *"--spare-nodes=3 leaves no node of the job's 3 to train on"* ]]
+  run "$BUILD/bin/slurm-train" srun hostname
+  [ "$status" -eq 2 ]
+  [[ $output == *"srun's arguments must follow '--'"* ]]
+}
+
+# Last: the node it kills stays down for the rest of this file.
+@test "a whole training node killed (its slurmd too): the same job restarts on the spare within seconds, the same final bits" {
+  job=$(submit_restarting node-lost --inject-fault slow@20)
+  out=$d/node-lost.out
+  for _ in $(seq 200); do grep -q 'step 100/300' "$out" 2>/dev/null && break; sleep 0.1; done
+  grep -q 'step 100/300' "$out"
+  # Every process of node2's network namespace: slurmd, slurmstepd and the rank.
+  kill -KILL $(ip netns pids "sltr$TEST_CLUSTER_PORT-node2")
+  # The job stays COMPLETING until Slurm marks node2 DOWN (SlurmdTimeout): its script's end is the test's.
+  for _ in $(seq 600); do grep -q 'slurm-train srun: training finished' "$out" && break; sleep 0.1; done
+  check_recovered node-lost node2
+  grep -q "slurm-train srun: leaving node2 out of the job: its slurmd (.*) refused a connection" "$out"
+}
