@@ -102,7 +102,13 @@ void add_submit_command(CLI::App& app) {
   auto dry_run = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand("submit", "write the sbatch script for a training and submit it");
   cmd->add_option("CONFIG", config->file, "TOML configuration of the training")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--nodes,-N", o->nodes, "nodes")->capture_default_str();
+  cmd->add_option("--nodes,-N", o->nodes, "nodes that train")->capture_default_str();
+  cmd->add_option("--spare-nodes", o->spare_nodes,
+                  "more nodes to allocate as spares: a failed node is left out and the training restarts inside the "
+                  "job on a spare, from its newest checkpoint (slurm-train srun; the job is --no-kill)")
+      ->capture_default_str();
+  cmd->add_option("--restarts", o->restarts,
+                  "restarts inside the job at most (default 3 with --spare-nodes, else 0: a failure ends the job)");
   cmd->add_option("--tasks-per-node", o->tasks_per_node, "ranks per node (default: one per GPU, else 1)");
   cmd->add_option("--gpus-per-node,-G", o->gpus_per_node, "GPUs per node")->capture_default_str();
   cmd->add_option("--time,-t", o->time, "time limit")->capture_default_str();
@@ -128,6 +134,7 @@ void add_submit_command(CLI::App& app) {
       "signalled run saves there and the requeued one resumes; submit prints the folder.");
   cmd->callback([o, config, dry_run, cmd] {
     reject_unknown_options(cmd);
+    if (o->spare_nodes > 0 && cmd->count("--restarts") == 0) o->restarts = 3;
     submit(*o, *config, *dry_run);
   });
 }

@@ -19,8 +19,10 @@ int effective_tasks_per_node(const SubmitOptions& o) {
   return o.gpus_per_node > 0 ? o.gpus_per_node : 1;
 }
 
+bool restarts_in_job(const SubmitOptions& o) { return o.spare_nodes > 0 || o.restarts > 0; }
+
 std::string added_checkpoint_dir_prefix(const SubmitOptions& o) {
-  if (!o.requeue || o.config_has_ckpt_dir) return "";
+  if (!(o.requeue || restarts_in_job(o)) || o.config_has_ckpt_dir) return "";
   return o.workdir + "/checkpoints/" + o.job_name + "-";
 }
 
@@ -33,6 +35,9 @@ std::vector<std::string> validate_submit_options(const SubmitOptions& o) {
   static const std::regex plain("[A-Za-z0-9_.,:@%+=/-]*");
   static const std::regex time_limit(R"((\d+-)?\d+(:\d{1,2}){0,2}|(\d+-\d+)|UNLIMITED|infinite)");
   require(o.nodes >= 1 && o.nodes <= 100000, fmt::format("--nodes {}: expected a whole number of at least 1", o.nodes));
+  require(o.spare_nodes >= 0 && o.spare_nodes <= 100000,
+          fmt::format("--spare-nodes {}: expected a whole number of 0 or more", o.spare_nodes));
+  require(o.restarts >= 0 && o.restarts <= 1000, fmt::format("--restarts {}: expected 0 to 1000", o.restarts));
   require(o.tasks_per_node >= 0 && o.tasks_per_node <= 1024,
           fmt::format("--tasks-per-node {}: expected 1 to 1024 (0: one per GPU, else 1)", o.tasks_per_node));
   require(o.gpus_per_node >= 0 && o.gpus_per_node <= 64,
@@ -67,7 +72,14 @@ std::string sbatch_script(const SubmitOptions& o, const std::string& version) {
   s += fmt::format("# Written by slurm-train submit {} for {}\n", version, o.config);
   s += "# USR2 comes signal-seconds before the time limit; a requeued job appends to its log.\n";
   s += fmt::format("#SBATCH --job-name={}\n", o.job_name);
-  s += fmt::format("#SBATCH --nodes={}\n", o.nodes);
+  const bool in_job = restarts_in_job(o);
+  if (in_job)
+    s += fmt::format(
+        "# {} node(s) train, {} more are spares; a failed node is left out and the step restarts\n"
+        "# inside the job (at most {} times): no-kill keeps the job when a node fails.\n",
+        o.nodes, o.spare_nodes, o.restarts);
+  s += fmt::format("#SBATCH --nodes={}\n", o.nodes + o.spare_nodes);
+  if (in_job) s += "#SBATCH --no-kill\n";
   s += fmt::format("#SBATCH --ntasks-per-node={}\n", effective_tasks_per_node(o));
   if (o.gpus_per_node > 0) s += fmt::format("#SBATCH --gpus-per-node={}\n", o.gpus_per_node);
   s += fmt::format("#SBATCH --time={}\n", o.time);
@@ -89,7 +101,11 @@ std::string sbatch_script(const SubmitOptions& o, const std::string& version) {
         "# The configuration names no ckpt.dir and the job may be requeued: checkpoints go to\n"
         "# {}<job id>, from where a requeued job resumes.\n",
         ckpt_prefix);
-  s += fmt::format("srun --mpi=pmix {} run --config {}", shell_quote(o.program), shell_quote(o.config));
+  if (in_job)
+    s += fmt::format("{} srun --spare-nodes {} --restarts {} -- ", shell_quote(o.program), o.spare_nodes, o.restarts);
+  else
+    s += "srun ";
+  s += fmt::format("--mpi=pmix {} run --config {}", shell_quote(o.program), shell_quote(o.config));
   for (const auto& [key, value] : o.overrides) s += " " + shell_quote("--" + key + "=" + value);
   if (!ckpt_prefix.empty()) s += " " + shell_quote("--ckpt.dir=" + ckpt_prefix) + "\"${SLURM_JOB_ID}\"";
   s += "\n";

@@ -132,6 +132,19 @@ assert 0 < r["recovery_seconds"] <= 10, r
   [[ $output == *"srun's arguments must follow '--'"* ]]
 }
 
+@test "examples/spare-nodes.sbatch, as written: a rank killed, the job ends on the spare after one restart" {
+  set_small_args
+  ln -s "$ROOT/examples" "$d/examples"
+  job=$(PATH=$BUILD/bin:$PATH sbatch --parsable --chdir "$d" "$ROOT/examples/spare-nodes.sbatch" "${SMALL[@]:2}" \
+    --train.steps 300 --ckpt.every 50 --inject-fault crash@100:1)
+  run wait_job "$job" 120
+  [ "$output" = COMPLETED ]
+  cat "$d/fashion-mnist-spare-$job.out"
+  grep -q "slurm-train srun: training finished; 1 restart(s) inside the job; nodes left out: node2" \
+    "$d/fashion-mnist-spare-$job.out"
+  [ -f "$d/checkpoints/spare-$job/step-00000300.h5" ]
+}
+
 # Last: the node it kills stays down for the rest of this file.
 @test "a whole training node killed (its slurmd too): the same job restarts on the spare within seconds, the same final bits" {
   job=$(submit_restarting node-lost --inject-fault slow@20)

@@ -117,3 +117,32 @@ TEST_CASE("submit: bad options are named with what is expected") {
   CHECK(problems[2].find("--partition 'gpu\n#SBATCH --uid=0': expected letters") == 0);
   CHECK(problems[3] == "--job-name: must not be empty");
 }
+
+TEST_CASE(
+    "submit: --spare-nodes allocates the spares, keeps the job when a node fails and runs the step under srun's "
+    "supervisor") {
+  SubmitOptions o = example();
+  o.nodes = 4;
+  o.spare_nodes = 1;
+  o.restarts = 3;
+  o.requeue = false;
+  const std::string s = sbatch_script(o, "9.9.9");
+  CHECK(s.find("#SBATCH --nodes=5\n") != std::string::npos);
+  CHECK(s.find("#SBATCH --no-kill\n") != std::string::npos);
+  CHECK(s.find("\n'/opt/slurm-train/bin/slurm-train' srun --spare-nodes 1 --restarts 3 -- --mpi=pmix "
+               "'/opt/slurm-train/bin/slurm-train' run --config '/home/ana/runs/fm.toml'") != std::string::npos);
+  // Restarts resume from a checkpoint: one folder per job even when the job is not requeued.
+  CHECK(added_checkpoint_dir_prefix(o) == "/home/ana/runs/checkpoints/slurm-train-");
+  o.spare_nodes = 0;
+  o.restarts = 0;
+  const std::string plain = sbatch_script(o, "9.9.9");
+  CHECK(plain.find("#SBATCH --nodes=4\n") != std::string::npos);
+  CHECK(plain.find("--no-kill") == std::string::npos);
+  CHECK(plain.find("\nsrun --mpi=pmix ") != std::string::npos);
+  o.spare_nodes = -1;
+  o.restarts = 1001;
+  const auto problems = validate_submit_options(o);
+  REQUIRE(problems.size() == 2);
+  CHECK(problems[0] == "--spare-nodes -1: expected a whole number of 0 or more");
+  CHECK(problems[1] == "--restarts 1001: expected 0 to 1000");
+}
