@@ -25,6 +25,11 @@ same model, and prints the same `final loss`, as one that ran straight through. 
 a file system every rank sees. A signal that comes while the ranks are still meeting
 (init_process_group) is answered once they have met, at the first step boundary.
 
+Restarts inside the job: under `slurm-train srun` (a spare node takes a failed node's place),
+a restarted step gets SLURM_TRAIN_RESTART_COUNT (1, 2, ...) and SLURM_TRAIN_RESTART_CAUSE; rank 0
+says so, and the run resumes from PATH as above. The testing aids below act in a job's first
+attempt only (SLURM_TRAIN_RESTART_COUNT unset or 0), so that a test can watch the recovery.
+
 Output: each rank prints `rank R of W on HOST pid PID`; rank 0 prints `step N/TOTAL loss X`
 every --log-every steps, and at the end `final loss X` (mean cross-entropy of the final model on
 the first 2000 test images) and `test accuracy A` (a fraction). Exit status: 0 when done or
@@ -100,6 +105,10 @@ def parse_args():
                    help="rank --fail-rank, once it has computed step N, exits with status 3 "
                    "(the others then fail in their next collective)")
     t.add_argument("--fail-rank", type=int, default=0, metavar="R", help="(default: %(default)s)")
+    t.add_argument("--kill-at-step", type=int, metavar="N",
+                   help="rank --kill-rank, once it has computed step N, kills itself with SIGKILL "
+                   "(as the out-of-memory killer or a lost node would end it)")
+    t.add_argument("--kill-rank", type=int, default=0, metavar="R", help="(default: %(default)s)")
     args = p.parse_args()
     for name in ("hidden", "batch", "steps"):
         if getattr(args, name) < 1:
@@ -246,6 +255,13 @@ def main():
             torch.set_num_threads(1)
 
     print(f"rank {rank} of {world} on {socket.gethostname()} pid {os.getpid()}", flush=True)
+    restarts = int(os.environ.get("SLURM_TRAIN_RESTART_COUNT", "0") or 0)
+    if restarts > 0:
+        if rank == 0:
+            cause = os.environ.get("SLURM_TRAIN_RESTART_CAUSE", "cause unknown")
+            print(f"restart {restarts} inside the job ({cause}): resuming from "
+                  f"{args.ckpt or 'nothing (no --ckpt)'}", flush=True)
+        args.hang_at_step = args.fail_at_step = args.kill_at_step = None
 
     train_x, train_y = load_split(args.data, "train")
     if len(train_x) < args.batch:
@@ -333,6 +349,9 @@ def main():
             print(f"rank {rank} hangs at step {step} (--hang-at-step)", flush=True)
             while True:
                 time.sleep(3600)
+        if args.kill_at_step == step and args.kill_rank == rank:
+            print(f"rank {rank} kills itself at step {step} (--kill-at-step)", flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
         if args.fail_at_step == step and args.fail_rank == rank:
             sys.stderr.write(f"rank {rank} fails at step {step} (--fail-at-step)\n")
             sys.stderr.flush()

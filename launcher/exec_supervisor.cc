@@ -31,7 +31,9 @@
 #include "launcher/preempt_signals.h"
 #include "launcher/rank_log.h"
 #include "launcher/requeue.h"
+#include "launcher/restart_env.h"
 #include "launcher/restart_record.h"
+#include "launcher/step_report.h"
 #include "launcher/watchdog.h"
 #include "spank/jobenv/env_names.h"
 #include "spank/jobenv/host.h"
@@ -170,6 +172,9 @@ class Supervisor {
   std::unique_ptr<ChildProcess> child_;
   std::atomic<ChildProcess*> child_to_end_{nullptr};
   std::unique_ptr<Watchdog> watchdog_;
+  RestartEnv restart_;
+  std::unique_ptr<StepReport> report_;  // rank 0's outcome for the in-job supervisor
+  bool started_reported_ = false;
   std::optional<OutputRelay> relay_;
   int preempted_by_ = 0;
   std::uint64_t exited_at_ms_ = 0;
@@ -178,6 +183,12 @@ class Supervisor {
 };
 
 int Supervisor::run() {
+  try {
+    restart_ = restart_env_of(env_);
+  } catch (const std::invalid_argument& e) {
+    return usage(e.what());
+  }
+  report_ = std::make_unique<StepReport>(rank_ == 0 ? restart_.report_path : std::string());
   if (!o_.preempt_signal.empty()) {
     try {
       const auto list = parse_signal_list(o_.preempt_signal);
@@ -253,6 +264,7 @@ void Supervisor::start_watchdog() {
   options.connect_timeout = 120;
   options.print_reported_failures = true;
   options.gather_failures_seconds = 1;
+  options.on_verdict = [this](const StepOutcome& verdict) { report_->ended(verdict); };
   options.before_exit = [this] {
     if (ChildProcess* child = child_to_end_.load()) {
       log_.line(fmt::format("ending the program (pid {}): SIGTERM, then SIGKILL after {:.0f} s", child->pid(),
@@ -344,7 +356,11 @@ int Supervisor::supervise() {
       }
       child_->signal(to_program);
     }
-    if (heartbeat_->changed()) progress.set(TrainPhase::kProgram, heartbeat_->step().value_or(progress.step()));
+    if (heartbeat_->changed()) {
+      progress.set(TrainPhase::kProgram, heartbeat_->step().value_or(progress.step()));
+      // The program's first heartbeat: where it (re)started, for the in-job supervisor.
+      if (!started_reported_) report_->started(progress.step()), started_reported_ = true;
+    }
     if (!status) {
       status = child_->try_wait();
       if (status) {
@@ -386,6 +402,7 @@ int Supervisor::finished_normally() {
   const auto table = watchdog_->wait_for_all_finished();
   for (const auto& r : table)
     if (r.exit_code == kExitPreempted) return preempted();
+  report_->ended(step_verdict(kExitOk, "the program exited 0 on every rank", watchdog_->progress().step()));
   watchdog_->finish(kExitOk);
   log_.line("done (exit 0)");
   return kExitOk;
@@ -445,13 +462,18 @@ int Supervisor::preempted() {
     }
   }
   say(fmt::format("preempted ({}): {}; {} (exit {})", signal, reached, detail, code));
+  report_->ended(step_verdict(code, detail, step.value_or(0)));
   return code;
 }
 
 int Supervisor::failed(int status) {
   std::string how = describe_wait_status(status);
+  // For the in-job supervisor: a program killed without a word (SIGKILL) is lost with its node's
+  // suspicion, one the out-of-memory killer ended is an out-of-memory kill, the rest its own error.
+  StepCause kind = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL ? StepCause::kRankLost : StepCause::kRankFailed;
   if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && oom_kills_at_start_) {
     const auto now = oom_kills();
+    if (now && *now > *oom_kills_at_start_) kind = StepCause::kOutOfMemory;
     if (now && *now > *oom_kills_at_start_)
       how = fmt::format(
           "was killed by the out-of-memory killer (SIGKILL; its memory cgroup's oom_kill count went from "
@@ -463,8 +485,8 @@ int Supervisor::failed(int status) {
   const std::string detail = tail.empty() ? "" : "last lines of its output:\n" + tail;
   log_.line("error: " + cause);
   // Rank 0 judges it with the others' failures and ends the job naming the first.
-  if (rank_ == 0) watchdog_->fail_job(exit_code_of(status), cause, detail, exited_at_ms_);
-  watchdog_->report_failure(kExitFailed, cause, detail, exited_at_ms_);
+  if (rank_ == 0) watchdog_->fail_job(exit_code_of(status), cause, detail, exited_at_ms_, kind);
+  watchdog_->report_failure(kExitFailed, cause, detail, exited_at_ms_, kind);
   return exit_code_of(status);
 }
 

@@ -38,6 +38,16 @@ bool node_level_cause(StepCause cause) {
   return cause == StepCause::kRankLost || cause == StepCause::kHang || cause == StepCause::kNeverConnected;
 }
 
+std::string node_fault(const std::vector<Attempt>& before, const Attempt& last) {
+  if (last.node.empty()) return "";
+  if (node_level_cause(last.cause)) return fmt::format("{} there", cause_name(last.cause));
+  if (last.cause != StepCause::kOutOfMemory) return "";
+  for (const auto& a : before)
+    if (a.cause == StepCause::kOutOfMemory && a.node == last.node)
+      return "the out-of-memory killer ended a rank there twice in this job";
+  return "";
+}
+
 NextStep next_step(const std::vector<Attempt>& attempts, const std::vector<std::string>& allocation,
                    const std::set<std::string>& left_out, int step_nodes, const RestartLimits& limits) {
   if (attempts.empty()) throw std::logic_error("next_step: no attempt has ended");

@@ -45,6 +45,11 @@ struct RestartLimits {
 // Whether `cause` is the node's fault: its node is left out of the job.
 bool node_level_cause(StepCause cause);
 
+// Why the last attempt's node at fault (Attempt::node) is to be left out, or "" when it is not:
+// a node-level cause, or the out-of-memory killer there a second time in the job (`before`: the
+// attempts before it).
+std::string node_fault(const std::vector<Attempt>& before, const Attempt& last);
+
 struct NextStep {
   bool restart = false;
   std::vector<std::string> nodes;  // restart: the new step's, in allocation order where new

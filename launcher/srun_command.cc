@@ -328,8 +328,8 @@ int supervise(const SrunOptions& o) {
       } catch (const std::exception& e) {
         say(fmt::format("warning: the nodes' health is unknown: {}", e.what()));
       }
-      if (node_level_cause(a.cause) && !a.node.empty() && problems[a.node].empty())
-        problems[a.node] = fmt::format("{} there", cause_name(a.cause));
+      if (const std::string why = node_fault(attempts, a); !why.empty() && problems[a.node].empty())
+        problems[a.node] = why;
       for (const auto& [node, why] : problems) {
         if (why.empty() || left_out.count(node)) continue;
         a.left_out.push_back(node);

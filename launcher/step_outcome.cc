@@ -18,7 +18,7 @@ namespace slurm_train {
 
 namespace {
 
-constexpr std::array<std::pair<StepCause, const char*>, 12> kNames{{
+constexpr std::array<std::pair<StepCause, const char*>, 13> kNames{{
     {StepCause::kRunning, "running"},
     {StepCause::kDone, "done"},
     {StepCause::kRankLost, "rank-lost"},
@@ -31,6 +31,7 @@ constexpr std::array<std::pair<StepCause, const char*>, 12> kNames{{
     {StepCause::kPreempted, "preempted"},
     {StepCause::kGaveUp, "gave-up"},
     {StepCause::kFolderBusy, "folder-busy"},
+    {StepCause::kOutOfMemory, "out-of-memory"},
 }};
 
 }  // namespace

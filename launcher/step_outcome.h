@@ -24,6 +24,8 @@ enum class StepCause {
   kPreempted,        // preempted: checkpoint written (requeued or not)
   kGaveUp,           // too many restarts without progress
   kFolderBusy,       // ckpt.dir belongs to another running job
+  kOutOfMemory,      // a rank's program was killed by the out-of-memory killer (exec)
+  kLast = kOutOfMemory,
 };
 
 struct StepOutcome {

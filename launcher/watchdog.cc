@@ -249,8 +249,8 @@ std::vector<RankStatus> Watchdog::wait_for_all_ranks(double timeout_seconds) {
   return table_;
 }
 
-void Watchdog::report_failure(int exit_code, const std::string& cause, const std::string& detail,
-                              std::uint64_t when_ms) noexcept {
+void Watchdog::report_failure(int exit_code, const std::string& cause, const std::string& detail, std::uint64_t when_ms,
+                              StepCause kind) noexcept {
   if (size_ == 1 || finished_.exchange(true)) return;
   log_.line(fmt::format("failed (exit {}): {}", exit_code, cause));
   if (rank_ != 0) {
@@ -271,17 +271,19 @@ void Watchdog::report_failure(int exit_code, const std::string& cause, const std
   f.pid = pid_;
   f.code = exit_code;
   f.step = when_ms;
+  f.phase = static_cast<std::uint32_t>(kind);  // a kFail's phase is its cause
   f.set_text(cause);
   send_to_peers(f);
   stop_thread();
 }
 
-void Watchdog::fail_job(int exit_code, const std::string& cause, const std::string& detail, std::uint64_t when_ms) {
+void Watchdog::fail_job(int exit_code, const std::string& cause, const std::string& detail, std::uint64_t when_ms,
+                        StepCause kind) {
   log_.line(fmt::format("failed (exit {}): {}", exit_code, cause));
   {
     std::lock_guard lock(mutex_);
     table_[0].state = RankState::kFailed;
-    add_failure({0, me_.host, cause, detail, when_ms, kExitFailed}, Clock::now());
+    add_failure({0, me_.host, cause, detail, when_ms, kExitFailed, kind}, Clock::now());
   }
   // This rank exits with its own code; the others with the job's (end_job).
   own_exit_code_ = exit_code;
@@ -637,7 +639,9 @@ void Watchdog::read_rank(Conn& c, TimePoint now, std::unique_lock<std::mutex>& l
     } else if (f.kind == WatchdogFrame::kFail) {
       s.state = RankState::kFailed;
       if (f.pid != 0) s.pid = f.pid;
-      add_failure({c.rank, s.host, f.get_text(), c.tail, f.step, f.code}, now);
+      const auto kind = f.phase <= static_cast<std::uint32_t>(StepCause::kLast) ? static_cast<StepCause>(f.phase)
+                                                                                : StepCause::kRunning;
+      add_failure({c.rank, s.host, f.get_text(), c.tail, f.step, f.code, kind}, now);
       // Judged at once or after the gathering time, in judge().
     }
   }
@@ -676,6 +680,7 @@ void Watchdog::judge(TimePoint started, TimePoint now, std::unique_lock<std::mut
                              format_rank_list(others));
     const int code = first->code;
     StepOutcome verdict;
+    verdict.cause = first->kind;
     verdict.rank = first->rank, verdict.host = first->host;
     verdict.step = table_[static_cast<std::size_t>(first->rank)].step;
     lock.unlock();

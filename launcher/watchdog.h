@@ -115,12 +115,14 @@ class Watchdog {
   // the failure rather than reporting a lost rank.
   // `detail` (the last lines of a program's output, say) goes to rank 0 with it.
   // `when_ms` (Unix time) is when it happened, to name the first of failures reported together.
+  // `kind`: what rank 0's verdict names as the cause (kRunning: the one `exit_code` stands for).
   void report_failure(int exit_code, const std::string& cause, const std::string& detail = {},
-                      std::uint64_t when_ms = 0) noexcept;
+                      std::uint64_t when_ms = 0, StepCause kind = StepCause::kRunning) noexcept;
 
   // Rank 0: its own failure, judged with those the others report (gather_failures_seconds);
   // the watchdog's thread then ends the job, naming the first. Never returns.
-  [[noreturn]] void fail_job(int exit_code, const std::string& cause, const std::string& detail, std::uint64_t when_ms);
+  [[noreturn]] void fail_job(int exit_code, const std::string& cause, const std::string& detail, std::uint64_t when_ms,
+                             StepCause kind = StepCause::kRunning);
 
   // The pid the rank table shows for this rank from now on (`exec`: its program's).
   void set_pid(int pid) noexcept;
@@ -167,6 +169,7 @@ class Watchdog {
     std::string host, text, tail;
     std::uint64_t when_ms = 0;
     int code = 0;
+    StepCause kind = StepCause::kRunning;  // kRunning: the exit code's cause
   };
   void add_failure(Failure f, TimePoint now);  // with mutex_ held
 

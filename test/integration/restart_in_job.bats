@@ -145,6 +145,32 @@ assert 0 < r["recovery_seconds"] <= 10, r
   [ -f "$d/checkpoints/spare-$job/step-00000300.h5" ]
 }
 
+@test "exec: the PyTorch DDP example, a rank SIGKILLed at step 150: restarted on the spare, it resumes from its own checkpoint and ends with the uninterrupted run's loss" {
+  $PY -c 'import torch' 2>/dev/null || skip "python3-torch is not installed (scripts/install-deps.sh)"
+  DDP=$ROOT/examples/pytorch_ddp.py
+  ARGS=(--steps 300 --log-every 50)
+  srun -N2 --ntasks-per-node=1 "$BUILD/bin/slurm-train" exec --log-dir= -- $PY "$DDP" "${ARGS[@]}" >"$d/straight.out" 2>&1
+  expected=$(grep '^final loss' "$d/straight.out")
+  [ -n "$expected" ]
+  {
+    echo '#!/bin/bash'
+    echo "#SBATCH --nodes=3 --no-kill --ntasks-per-node=1 --output=$d/ddp.out"
+    printf '%q ' "$BUILD/bin/slurm-train" srun --spare-nodes 1 --log-dir "$d/logs" -- "$BUILD/bin/slurm-train" exec \
+      --log-dir "$d/logs" -- $PY "$DDP" "${ARGS[@]}" --ckpt "$d/ddp.pt" --ckpt-every 100 --kill-at-step 150 --kill-rank 1
+    echo
+  } >"$d/ddp.sh"
+  job=$(sbatch --parsable "$d/ddp.sh")
+  run wait_job "$job" 300
+  cat "$d/ddp.out"
+  [ "$output" = COMPLETED ]
+  grep -q "rank 1 kills itself at step 150" "$d/ddp.out" || grep -q "rank 1 kills itself at step 150" "$d/logs/$job/rank-1.log"
+  grep -q "slurm-train srun: leaving node2 out of the job: rank-lost there" "$d/ddp.out"
+  grep -q "slurm-train srun: restart 1 of 3 on node1,node3:" "$d/ddp.out"
+  grep -q "restart 1 inside the job (rank-lost of rank 1 on node2): resuming from $d/ddp.pt" "$d/ddp.out"
+  grep -q "resumed from $d/ddp.pt at step 100" "$d/ddp.out"
+  [ "$(grep '^final loss' "$d/ddp.out")" = "$expected" ]
+}
+
 # Last: the node it kills stays down for the rest of this file.
 @test "a whole training node killed (its slurmd too): the same job restarts on the spare within seconds, the same final bits" {
   job=$(submit_restarting node-lost --inject-fault slow@20)

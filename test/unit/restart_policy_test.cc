@@ -116,3 +116,16 @@ TEST_CASE("restart policy: the record of attempts round-trips, and the nodes it 
   CHECK(nodes_left_out(parsed) == std::set<std::string>{"n2"});
   CHECK_THROWS_WITH_AS(parse_attempts("{\"attempt\": 0}\n"), doctest::Contains("line 1"), std::invalid_argument);
 }
+
+TEST_CASE(
+    "restart policy: the node at fault is left out for a node-level cause, or an out-of-memory kill there twice") {
+  const Attempt lost = failed(0, {"n1", "n2"}, StepCause::kRankLost, 10, "n2");
+  CHECK(node_fault({}, lost) == "rank-lost there");
+  CHECK(node_fault({}, failed(0, {"n1", "n2"}, StepCause::kRankFailed, 10, "n2")).empty());
+  CHECK(node_fault({}, failed(0, {"n1", "n2"}, StepCause::kRankLost, 10, "")).empty());  // none named
+  const Attempt oom = failed(1, {"n1", "n2"}, StepCause::kOutOfMemory, 20, "n2");
+  CHECK(node_fault({lost}, oom).empty());  // the first out-of-memory kill on n2
+  CHECK(node_fault({failed(0, {"n1", "n2"}, StepCause::kOutOfMemory, 5, "n1")}, oom).empty());  // another node's
+  CHECK(node_fault({failed(0, {"n1", "n2"}, StepCause::kOutOfMemory, 5, "n2")}, oom).find("twice") !=
+        std::string::npos);
+}

@@ -12,9 +12,10 @@ using namespace slurm_train;
 using slurm_train::testing::TempDir;
 
 TEST_CASE("step outcome: every cause has a name that parses back; an unknown one is an error naming it") {
-  for (StepCause c : {StepCause::kRunning, StepCause::kDone, StepCause::kRankLost, StepCause::kRankFailed,
-                      StepCause::kHang, StepCause::kNeverConnected, StepCause::kDiverged, StepCause::kConfig,
-                      StepCause::kCheckpointWrite, StepCause::kPreempted, StepCause::kGaveUp, StepCause::kFolderBusy})
+  for (StepCause c :
+       {StepCause::kRunning, StepCause::kDone, StepCause::kRankLost, StepCause::kRankFailed, StepCause::kHang,
+        StepCause::kNeverConnected, StepCause::kDiverged, StepCause::kConfig, StepCause::kCheckpointWrite,
+        StepCause::kPreempted, StepCause::kGaveUp, StepCause::kFolderBusy, StepCause::kOutOfMemory})
     CHECK(parse_cause(cause_name(c)) == c);
   CHECK_THROWS_WITH_AS(parse_cause("exploded"), doctest::Contains("'exploded'"), std::invalid_argument);
 }
