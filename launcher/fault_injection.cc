@@ -11,8 +11,8 @@ namespace slurm_train {
 namespace {
 
 constexpr const char* kGrammar =
-    "expected hang@STEP:RANK, crash@STEP:RANK, nan@STEP:RANK or slow@MS (each step), slow-ckpt@MS (each 64 KiB of "
-    "a checkpoint), comma-separated";
+    "expected hang@STEP:RANK, crash@STEP:RANK, nan@STEP:RANK, slow@MS (each step) or slow@MS:RANK (each step of "
+    "RANK), slow-ckpt@MS (each 64 KiB of a checkpoint), comma-separated";
 
 template <typename T>
 bool parse_number(std::string_view text, T& value) {
@@ -38,6 +38,13 @@ FaultPlan parse_fault_plan(const std::string& spec) {
       return std::invalid_argument(fmt::format("--inject-fault '{}': cannot read '{}': {}", spec, part, kGrammar));
     };
     if (at == std::string_view::npos) throw bad();
+    if (kind == "slow" && arg.find(':') != std::string_view::npos) {
+      const auto colon = arg.find(':');
+      if (!parse_number(arg.substr(0, colon), plan.slow_ms) || !parse_number(arg.substr(colon + 1), plan.slow_rank) ||
+          plan.slow_rank < 0)
+        throw bad();
+      continue;
+    }
     if (kind == "slow" || kind == "slow-ckpt") {
       if (!parse_number(arg, kind == "slow" ? plan.slow_ms : plan.slow_checkpoint_ms)) throw bad();
       continue;

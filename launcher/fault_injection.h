@@ -3,6 +3,7 @@
 //   hang@STEP:RANK    RANK stops making progress in the forward pass of step STEP
 //   crash@STEP:RANK   RANK kills itself with SIGKILL in the forward pass of step STEP
 //   slow@MS           every step of every rank takes MS milliseconds longer
+//   slow@MS:RANK      every step of RANK alone takes MS milliseconds longer (a straggler)
 //   slow-ckpt@MS      a checkpoint is written 64 KiB at a time, MS milliseconds after each, so
 //                     that a test can kill the run in the middle of a write
 //   nan@STEP:RANK     RANK's loss of step STEP is NaN, as in a diverged training
@@ -22,6 +23,7 @@ struct FaultPlan {
   };
   std::optional<At> hang, crash, nan;
   unsigned slow_ms = 0, slow_checkpoint_ms = 0;
+  int slow_rank = -1;  // slow@MS:RANK: that rank only; -1: every rank
   bool empty() const { return !hang && !crash && !nan && slow_ms == 0 && slow_checkpoint_ms == 0; }
 };
 

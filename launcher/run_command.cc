@@ -301,7 +301,9 @@ int run(const RunOptions& options) {
   };
   // The step's outcome for the in-job supervisor (rank 0 only), at the step this rank reached.
   const auto report_end = [&](int code, const std::string& message) {
-    report.ended(step_verdict(code, message, watchdog ? watchdog->progress().step() : 0));
+    StepOutcome verdict = step_verdict(code, message, watchdog ? watchdog->progress().step() : 0);
+    if (watchdog) verdict.stragglers = watchdog->straggler_hosts();
+    report.ended(verdict);
   };
   try {
     const double mpi_seconds = std::chrono::duration<double>(Clock::now() - started).count();
@@ -335,6 +337,7 @@ int run(const RunOptions& options) {
     watch.hang_timeout = config.run.hang_timeout;
     watch.connect_timeout = 120;
     watch.on_verdict = [&report](const StepOutcome& verdict) { report.ended(verdict); };
+    watch.straggler_threshold = config.run.straggler_threshold;
     watchdog = std::make_unique<Watchdog>(*comm, me, watch, log);
     watchdog->progress().set(TrainPhase::kStartup, 0);
     const auto ranks = watchdog->wait_for_all_ranks();
@@ -455,6 +458,9 @@ void add_run_command(CLI::App& app, int& exit_code) {
       },
       "seconds a rank may go without progress before the watchdog ends the job (exit 4); 0: off (default 600) "
       "[run.hang_timeout]");
+  cmd->add_option_function<std::string>("--straggler-threshold", set("run.straggler_threshold"),
+                                        "name a rank whose compute time per step stays above this many times the "
+                                        "ranks' median (default 1.2; 0: off) [run.straggler_threshold]");
   cmd->add_option_function<std::string>("--preempt-signal", set("run.preempt_signal"),
                                         "signals that mean 'checkpoint and stop' (comma-separated, default USR2,TERM; "
                                         "Slurm sends SIGTERM before preempting and the one of sbatch --signal before "

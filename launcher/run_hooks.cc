@@ -23,6 +23,7 @@ TrainHooks RunHooks::hooks() {
   h.on_step = [this](const StepMetrics& m, std::uint64_t total) { on_step(m, total); };
   h.may_start = [this](std::uint64_t first_step) { return may_start(first_step); };
   h.stop_signal = [] { return preemption_signal_received(); };
+  if (comm_.rank() == 0) h.stragglers = [this] { return watchdog_.take_new_stragglers(); };
   if (faults_.nan) h.inject_nan = [this](std::uint64_t step) { return nan_at(faults_, step, comm_.rank()); };
   h.slow_checkpoint_ms = faults_.slow_checkpoint_ms;
   return h;
@@ -38,7 +39,7 @@ void RunHooks::on_phase(TrainPhase p, std::uint64_t done) {
       resuming_ = true;
     }
   }
-  if (p == TrainPhase::kData && faults_.slow_ms > 0)
+  if (p == TrainPhase::kData && faults_.slow_ms > 0 && (faults_.slow_rank < 0 || faults_.slow_rank == comm_.rank()))
     std::this_thread::sleep_for(std::chrono::milliseconds(faults_.slow_ms));
   if (p == TrainPhase::kForward) {
     switch (fault_at(faults_, done, comm_.rank())) {
@@ -109,6 +110,7 @@ void RunHooks::finish_record(std::uint64_t steps_done) {
 }
 
 void RunHooks::on_step(const StepMetrics& m, std::uint64_t total) {
+  watchdog_.progress().add_compute(m.times.total() - m.times.comm_wait);
   window_.add(m.times.total());
   losses_.add(m.loss);
   const std::uint64_t done = m.step + 1;

@@ -43,6 +43,7 @@ struct SrunOptions {
   std::string log_dir;
   bool log_dir_given = false;
   double probe_timeout = 2;
+  bool exclude_stragglers = false;
   double verdict_grace = 2;  // after a failure is known, how long srun may take to end the step
   std::vector<std::string> srun_args;
 };
@@ -330,6 +331,9 @@ int supervise(const SrunOptions& o) {
       }
       if (const std::string why = node_fault(attempts, a); !why.empty() && problems[a.node].empty())
         problems[a.node] = why;
+      if (o.exclude_stragglers && run.outcome)
+        for (const auto& host : run.outcome->stragglers)
+          if (problems[host].empty()) problems[host] = "a rank there was named a straggler (--exclude-stragglers)";
       for (const auto& [node, why] : problems) {
         if (why.empty() || left_out.count(node)) continue;
         a.left_out.push_back(node);
@@ -387,6 +391,8 @@ void add_srun_command(CLI::App& app, int& exit_code, const ExecCommandLine& line
          "the record of attempts goes to <log-dir>/<job id>/restarts.jsonl, beside the rank logs (default "
          "$SLURM_TRAIN_LOG_DIR, else slurm-train-logs)")
       ->expected(1);
+  cmd->add_flag("--exclude-stragglers", o->exclude_stragglers,
+                "at a restart, also leave out the nodes of ranks the step named stragglers");
   cmd->add_option("--probe-timeout", o->probe_timeout,
                   "seconds a node's slurmd has to answer before the node is left out (default 2)")
       ->check(non_negative_number("seconds, a number >= 0", "SECONDS"));

@@ -90,7 +90,8 @@ std::string format_step_outcome(const StepOutcome& o) {
                          {"started_from", o.started_from},
                          {"started_unix", o.started_unix},
                          {"ended_unix", o.ended_unix},
-                         {"message", o.message}};
+                         {"message", o.message},
+                         {"stragglers", o.stragglers}};
   return j.dump() + "\n";
 }
 
@@ -107,6 +108,7 @@ StepOutcome parse_step_outcome(const std::string& text) {
     o.started_unix = j.at("started_unix").get<double>();
     o.ended_unix = j.at("ended_unix").get<double>();
     o.message = j.at("message").get<std::string>();
+    if (j.contains("stragglers")) o.stragglers = j.at("stragglers").get<std::vector<std::string>>();
     return o;
   } catch (const nlohmann::json::exception& e) {
     throw std::invalid_argument(fmt::format("not a step outcome: {}", e.what()));

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace slurm_train {
 
@@ -31,13 +32,14 @@ enum class StepCause {
 struct StepOutcome {
   StepCause cause = StepCause::kRunning;
   int exit_code = 0;
-  int rank = -1;                   // the rank at fault, -1: none named
-  std::string host;                // its host
-  std::uint64_t step = 0;          // the step the rank at fault (or rank 0) had reached
-  std::uint64_t started_from = 0;  // the step this step's training started from
-  double started_unix = 0;         // when its first training step began (Unix time, s); 0: not yet
-  double ended_unix = 0;           // when the verdict was reached; 0: not yet
-  std::string message;             // the error line
+  int rank = -1;                        // the rank at fault, -1: none named
+  std::string host;                     // its host
+  std::uint64_t step = 0;               // the step the rank at fault (or rank 0) had reached
+  std::uint64_t started_from = 0;       // the step this step's training started from
+  double started_unix = 0;              // when its first training step began (Unix time, s); 0: not yet
+  double ended_unix = 0;                // when the verdict was reached; 0: not yet
+  std::string message;                  // the error line
+  std::vector<std::string> stragglers;  // hosts of the ranks named stragglers during the step
 };
 
 const char* cause_name(StepCause cause);

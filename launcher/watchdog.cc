@@ -116,6 +116,10 @@ void Watchdog::init_table(const RankIdentity& me) {
   table_[static_cast<std::size_t>(rank_)].cpus = me.cpus;
   table_[static_cast<std::size_t>(rank_)].device = me.device;
   table_[static_cast<std::size_t>(rank_)].state = RankState::kRunning;
+  if (rank_ == 0 && options_.straggler_threshold > 0) {
+    stragglers_.emplace(size_, options_.straggler_threshold, options_.straggler_windows);
+    window_started_ = Clock::now();
+  }
 }
 
 Watchdog::Watchdog(Comm& comm, const RankIdentity& me, const WatchdogOptions& options, RankLog& log)
@@ -381,6 +385,10 @@ void Watchdog::end_job(int exit_code, const std::string& message, bool print, St
   log_.line(message);
   if (print) write_stderr("slurm-train: error: " + message + "\n");
   if (rank_ == 0 && options_.on_verdict) {
+    {
+      std::lock_guard lock(mutex_);
+      verdict.stragglers = straggler_hosts_;
+    }
     verdict.exit_code = own_exit_code_ != 0 ? own_exit_code_.load() : exit_code;
     // A rank's last beat may be a second old: rank 0's own step is the job's, where it is further.
     verdict.step = std::max(verdict.step, progress_.step());
@@ -624,6 +632,9 @@ void Watchdog::read_rank(Conn& c, TimePoint now, std::unique_lock<std::mutex>& l
     ++c.seq_in;
     RankStatus& s = table_[static_cast<std::size_t>(c.rank)];
     if (f.kind == WatchdogFrame::kBeat) {
+      // A beat's code and length: the rank's mean compute time per step (microseconds) and its
+      // steps since its last beat.
+      if (stragglers_ && f.length > 0) stragglers_->add(c.rank, static_cast<double>(f.code) / 1e6, f.length);
       if (f.pid != 0) s.pid = f.pid;
       s.step = f.step;
       s.phase = static_cast<TrainPhase>(f.phase);
@@ -687,6 +698,7 @@ void Watchdog::judge(TimePoint started, TimePoint now, std::unique_lock<std::mut
     // `run`: the failing rank printed its own message; rank 0 ends everyone else.
     end_job(code, message, options_.print_reported_failures, verdict);
   }
+  if (stragglers_) judge_stragglers(now);
   RankStatus& own = table_[0];
   own.step = progress_.step();
   own.phase = progress_.phase();
@@ -729,6 +741,38 @@ void Watchdog::judge(TimePoint started, TimePoint now, std::unique_lock<std::mut
               verdict);
     }
   }
+}
+
+void Watchdog::judge_stragglers(TimePoint now) {
+  if (const auto [us, steps] = progress_.take_compute(); steps > 0)
+    stragglers_->add(0, static_cast<double>(us) / 1e6, steps);
+  if (seconds_between(window_started_, now) < options_.straggler_window_seconds) return;
+  window_started_ = now;
+  for (const StragglerFinding& f : stragglers_->close_window()) {
+    const RankStatus& s = table_[static_cast<std::size_t>(f.rank)];
+    const std::string message = fmt::format(
+        "straggler: rank {} ({}, pid {}, {}) computes {:.2f}x the ranks' median ({:.1f} ms a step against {:.1f} ms, "
+        "waits in collectives left out) for {} windows of {:.0f} s",
+        f.rank, s.host, s.pid, s.device, f.slowdown, 1e3 * f.compute_seconds, 1e3 * f.median_seconds,
+        options_.straggler_windows, options_.straggler_window_seconds);
+    log_.line(message);
+    write_stderr("slurm-train: warning: " + message + "\n");
+    new_stragglers_.push_back({f.rank, s.host, s.device, f.slowdown, f.compute_seconds, f.median_seconds});
+    if (std::find(straggler_hosts_.begin(), straggler_hosts_.end(), s.host) == straggler_hosts_.end())
+      straggler_hosts_.push_back(s.host);
+  }
+}
+
+std::vector<RankSlowdown> Watchdog::take_new_stragglers() {
+  std::lock_guard lock(mutex_);
+  std::vector<RankSlowdown> out;
+  out.swap(new_stragglers_);
+  return out;
+}
+
+std::vector<std::string> Watchdog::straggler_hosts() {
+  std::lock_guard lock(mutex_);
+  return straggler_hosts_;
 }
 
 void Watchdog::run_member() {
@@ -793,6 +837,11 @@ void Watchdog::run_member() {
       beat.counter = counter;
       beat.idle_ms = static_cast<std::uint32_t>(
           std::min<double>(1e3 * seconds_between(last_change, now), std::numeric_limits<std::uint32_t>::max()));
+      const auto [compute_us, steps] = progress_.take_compute();
+      beat.code =
+          static_cast<std::int32_t>(std::min<std::uint64_t>(compute_us, std::numeric_limits<std::int32_t>::max()));
+      beat.length =
+          static_cast<std::uint32_t>(std::min<std::uint64_t>(steps, std::numeric_limits<std::uint32_t>::max()));
       if (!send_to_root(beat) && !stop_)
         end_job(kExitFailed,
                 fmt::format("rank 0 is gone: cannot send to its watchdog ({}); ending rank {}", root_address_, rank_),

@@ -35,8 +35,10 @@
 #include "launcher/control_auth.h"
 #include "launcher/rank_status.h"
 #include "launcher/step_outcome.h"
+#include "launcher/straggler_judge.h"
 #include "launcher/watchdog_wire.h"
 #include "train/comm/comm.h"
+#include "train/loop/metrics.h"
 #include "train/loop/train_phase.h"
 
 namespace slurm_train {
@@ -52,12 +54,24 @@ class TrainProgress {
     counter_.fetch_add(1, std::memory_order_release);
   }
   std::uint64_t counter() const { return counter_.load(std::memory_order_acquire); }
+  // A step's compute time (the step without its waits in collectives), for the straggler judge.
+  void add_compute(double seconds) {
+    compute_us_.fetch_add(static_cast<std::uint64_t>(std::max(0.0, seconds) * 1e6), std::memory_order_relaxed);
+    compute_steps_.fetch_add(1, std::memory_order_relaxed);
+  }
+  // The mean compute time (microseconds) and steps since the last call.
+  std::pair<std::uint64_t, std::uint64_t> take_compute() {
+    const std::uint64_t steps = compute_steps_.exchange(0, std::memory_order_relaxed);
+    const std::uint64_t us = compute_us_.exchange(0, std::memory_order_relaxed);
+    return {steps > 0 ? us / steps : 0, steps};
+  }
   std::uint64_t step() const { return step_.load(std::memory_order_relaxed); }
   TrainPhase phase() const { return static_cast<TrainPhase>(phase_.load(std::memory_order_relaxed)); }
 
  private:
   std::atomic<std::uint64_t> counter_{0}, step_{0};
   std::atomic<std::uint32_t> phase_{0};
+  std::atomic<std::uint64_t> compute_us_{0}, compute_steps_{0};
 };
 
 struct RankIdentity {
@@ -78,6 +92,12 @@ struct WatchdogOptions {
   // job, and names the one that happened first (`exec`: when one program dies, its peers' fail
   // a moment later, and the first is the cause). 0: the first reported ends the job at once.
   double gather_failures_seconds = 0;
+  // Rank 0 names a rank whose compute time per step stays above this many times the ranks'
+  // median for `straggler_windows` windows of `straggler_window_seconds` (straggler_judge.h);
+  // 0: no straggler detection.
+  double straggler_threshold = 0;
+  int straggler_windows = 3;
+  double straggler_window_seconds = 2;
   // Rank 0: called just before it ends the job, on whichever thread, with the verdict (the in-job
   // supervisor's step outcome). It must not throw.
   std::function<void(const StepOutcome&)> on_verdict;
@@ -138,11 +158,17 @@ class Watchdog {
   // The others: finish(code), then wait for rank 0's own finish and return its code.
   int finish_and_wait_for_rank0(int code);
 
+  // Rank 0: the stragglers named since the last call (the training loop's metrics take them).
+  std::vector<RankSlowdown> take_new_stragglers();
+  // Rank 0: the hosts of every straggler named so far, in order (the step's outcome).
+  std::vector<std::string> straggler_hosts();
+
  private:
   struct Conn;
   using TimePoint = std::chrono::steady_clock::time_point;
 
   void run_root();
+  void judge_stragglers(TimePoint now);  // with mutex_ held
   void accept_ranks(TimePoint now);
   void pause_accepting(TimePoint until);
   void read_rank(Conn& c, TimePoint now, std::unique_lock<std::mutex>& lock);
@@ -203,6 +229,10 @@ class Watchdog {
   bool root_said_bye_ = false;
   int root_code_ = 0;
   std::vector<RankStatus> table_;
+  std::optional<StragglerJudge> stragglers_;  // rank 0, when straggler_threshold > 0
+  TimePoint window_started_{};
+  std::vector<RankSlowdown> new_stragglers_;
+  std::vector<std::string> straggler_hosts_;
   std::vector<std::unique_ptr<Conn>> conns_;
   std::unordered_map<int, Conn*> conn_by_fd_;  // rank 0's thread only
   // Rank 0's thread only: each rank's last progress counter and when it last changed.

@@ -2,7 +2,8 @@
 # Restarts inside the job (`slurm-train srun`) on a three-node cluster: two nodes train, one is a
 # spare. A rank killed, a hang, a whole node killed: the same job finishes on the spare with the
 # parameters of an uninterrupted two-rank run, bit for bit. A run that diverges at the same step
-# every time ends after its second failure; a configuration error is not restarted.
+# every time ends after its second failure; a configuration error is not restarted. Stragglers
+# are named (and, asked, left out at the next restart); clean runs name none.
 
 load helpers
 
@@ -169,6 +170,57 @@ assert 0 < r["recovery_seconds"] <= 10, r
   grep -q "restart 1 inside the job (rank-lost of rank 1 on node2): resuming from $d/ddp.pt" "$d/ddp.out"
   grep -q "resumed from $d/ddp.pt at step 100" "$d/ddp.out"
   [ "$(grep '^final loss' "$d/ddp.out")" = "$expected" ]
+}
+
+@test "a straggler (slow@200:1 on 2 ranks) is named within its first windows, in the log, the metrics and the Prometheus file" {
+  set_small_args
+  run srun --mpi=pmix -N2 --ntasks-per-node=1 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 60 \
+    --train.metrics "$d/m.jsonl" --train.prometheus "$d/p.prom" --train.prometheus_every 5 --inject-fault slow@200:1
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ $output =~ straggler:\ rank\ 1\ \((node[0-9]),\ pid\ [0-9]+,\ cpu\)\ computes\ ([0-9.]+)x\ the\ ranks\'\ median ]]
+  host=${BASH_REMATCH[1]}
+  # Named once, within its first three windows of 2 s (each step is 200 ms longer: 10 steps a window).
+  [ "$(grep -c 'straggler: rank' <<<"$output")" -eq 1 ]
+  run $PY -c '
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+s = [l["straggler"] for l in lines if "straggler" in l]
+assert len(s) == 1 and s[0]["rank"] == 1 and s[0]["host"] == sys.argv[2] and s[0]["slowdown"] > 1.2, s
+assert s[0]["step"] <= 45, s
+' "$d/m.jsonl" "$host"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  grep -Eq "^slurm_train_rank_slowdown\{job_id=\"[0-9]+\",job_name=\"[^\"]*\",rank=\"1\",host=\"$host\"\} [0-9.]+$" "$d/p.prom"
+}
+
+@test "five clean two-rank runs name no straggler" {
+  set_small_args
+  for i in 1 2 3 4 5; do
+    # 2400 steps: longer than the three windows of 2 s a rank must be slow for.
+    run srun --mpi=pmix -N2 --ntasks-per-node=1 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 2400
+    [ "$status" -eq 0 ]
+    [[ $output =~ after\ 2400\ steps\ in\ ([0-9.]+)\ s ]]
+    echo "run $i: ${BASH_REMATCH[1]} s"
+    awk -v s="${BASH_REMATCH[1]}" 'BEGIN { exit !(s >= 6) }'
+    [[ $output != *straggler* ]]
+  done
+}
+
+@test "--exclude-stragglers: a straggler's node is left out at the next restart" {
+  job=$(submit_restarting excluding --inject-fault slow@200:1,nan@60:0)
+  sed -i "s|srun --spare-nodes 1|srun --exclude-stragglers --spare-nodes 1|" "$d/excluding.sh"
+  scancel "$job"
+  job=$(sbatch --parsable "$d/excluding.sh")
+  run wait_job "$job" 120
+  cat "$d/excluding.out"
+  [ "$output" = COMPLETED ]
+  grep -q "straggler: rank 1 (node2" "$d/excluding.out"
+  grep -q "slurm-train srun: leaving node2 out of the job: a rank there was named a straggler (--exclude-stragglers)" \
+    "$d/excluding.out"
+  grep -q "slurm-train srun: step ended after .*: diverged (exit 9)" "$d/excluding.out"
+  grep -q "slurm-train srun: restart 1 of 3 on node1,node3:" "$d/excluding.out"
+  h5diff "$BATS_FILE_TMPDIR/straight.h5" "$d/excluding.h5" /model /model
 }
 
 # Last: the node it kills stays down for the rest of this file.

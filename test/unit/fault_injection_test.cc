@@ -33,7 +33,17 @@ TEST_CASE("fault plans: hang, crash and slow, comma-separated") {
 TEST_CASE("fault plans: anything else is refused naming the part and the grammar") {
   for (const char* bad : {"hang", "hang@", "hang@5", "hang@5:", "hang@x:1", "hang@5:-1", "explode@1:1", "slow@fast",
                           "hang@5:1,", "slow-ckpt@", "slow-ckpt@-1"})
-    check_refused<std::invalid_argument>([&] { parse_fault_plan(bad); },
-                                         "expected hang@STEP:RANK, crash@STEP:RANK, nan@STEP:RANK or slow@MS");
+    check_refused<std::invalid_argument>(
+        [&] { parse_fault_plan(bad); },
+        "expected hang@STEP:RANK, crash@STEP:RANK, nan@STEP:RANK, slow@MS (each step) or slow@MS:RANK");
   check_refused<std::invalid_argument>([] { parse_fault_plan("hang@1:1,boom@2:2"); }, "cannot read 'boom@2:2'");
+}
+
+TEST_CASE("fault plans: slow@MS:RANK slows one rank, a straggler") {
+  const FaultPlan plan = parse_fault_plan("slow@200:1");
+  CHECK(plan.slow_ms == 200);
+  CHECK(plan.slow_rank == 1);
+  CHECK(parse_fault_plan("slow@200").slow_rank == -1);
+  CHECK_THROWS_AS(parse_fault_plan("slow@200:"), std::invalid_argument);
+  CHECK_THROWS_AS(parse_fault_plan("slow@200:-1"), std::invalid_argument);
 }

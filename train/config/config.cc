@@ -141,6 +141,10 @@ const std::vector<Key>& keys() {
       {"run.hang_timeout",
        "seconds a rank may go without progress before the watchdog ends the job (exit 4); 0: off (--hang-timeout)",
        [](RunConfig& c) -> ValueRef { return &c.run.hang_timeout; }, "SLURM_TRAIN_HANG_TIMEOUT"},
+      {"run.straggler_threshold",
+       "name a rank whose compute time per step (waits in collectives left out) stays above this many times the "
+       "ranks' median for 3 windows of 2 s; 0: off (--straggler-threshold)",
+       [](RunConfig& c) -> ValueRef { return &c.run.straggler_threshold; }},
       {"run.preempt_signal",
        "signals that mean 'checkpoint and stop', comma-separated: Slurm sends SIGTERM before preempting and the one of "
        "sbatch --signal before the time limit (--preempt-signal)",
@@ -571,6 +575,10 @@ std::vector<std::string> validate_config(const RunConfig& c) {
   require(c.ckpt.every >= 0, fmt::format("ckpt.every = {}: expected 0 (only at the end) or more", c.ckpt.every));
   require(c.ckpt.keep >= 0, fmt::format("ckpt.keep = {}: expected 0 (keep all) or more", c.ckpt.keep));
   require(c.ckpt.keep_every >= 0, fmt::format("ckpt.keep_every = {}: expected 0 (off) or more", c.ckpt.keep_every));
+  require(c.run.straggler_threshold == 0 || (c.run.straggler_threshold > 1 && c.run.straggler_threshold <= 100),
+          fmt::format("run.straggler_threshold = {}: expected a factor above 1 (1.2: 20% slower than the median), or 0 "
+                      "to turn straggler detection off",
+                      c.run.straggler_threshold));
   require(c.run.hang_timeout >= 0,
           fmt::format("run.hang_timeout = {}: expected seconds (a finite number), or 0 to turn hang detection off",
                       c.run.hang_timeout));

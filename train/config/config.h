@@ -89,6 +89,7 @@ struct RunSection {
   double hang_timeout = 600;                       // seconds without progress before the job ends; 0: off
   std::string preempt_signal = "USR2,TERM";        // signals that mean "checkpoint and stop"
   std::int64_t max_restarts_without_progress = 3;  // then exit 7; 0: never give up
+  double straggler_threshold = 1.2;                // a rank's compute time over the ranks' median that names it; 0: off
   std::string progress = "auto";                   // auto | live | lines
   std::string inject_fault;                        // a testing aid (launcher/fault_injection.h)
 };

@@ -50,6 +50,20 @@ void MetricsWriter::write_eval(std::uint64_t epoch, std::uint64_t step, double t
   write_line(line.dump() + "\n");
 }
 
+void MetricsWriter::write_straggler(std::uint64_t step, const RankSlowdown& s) {
+  if (!file_) return;
+  nlohmann::json line = {{"straggler",
+                          {{"step", step},
+                           {"rank", s.rank},
+                           {"host", s.host},
+                           {"device", s.device},
+                           {"slowdown", s.slowdown},
+                           {"compute_s", s.compute_seconds},
+                           {"median_s", s.median_seconds}}}};
+  if (!run_.empty()) line["run"] = run_;
+  write_line(line.dump() + "\n");
+}
+
 void MetricsWriter::write(const StepMetrics& m) {
   if (!file_) return;
   nlohmann::json line = {

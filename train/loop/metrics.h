@@ -30,6 +30,13 @@ struct StepMetrics {
   StepTimes times;
 };
 
+// A rank the launcher named a straggler: its compute time per step over the ranks' median.
+struct RankSlowdown {
+  int rank = 0;
+  std::string host, device;
+  double slowdown = 0, compute_seconds = 0, median_seconds = 0;
+};
+
 // `configured` with every "{job}" replaced by `job`.
 std::string metrics_path_for_job(const std::string& configured, const std::string& job);
 
@@ -44,6 +51,8 @@ class MetricsWriter {
   void write(const StepMetrics& m);
   // One line per evaluation: {"eval": {"epoch", "step", "test_loss", "test_accuracy"}}.
   void write_eval(std::uint64_t epoch, std::uint64_t step, double test_loss, double test_accuracy);
+  // {"straggler": {"step", "rank", "host", "device", "slowdown", "compute_s", "median_s"}}.
+  void write_straggler(std::uint64_t step, const RankSlowdown& s);
 
  private:
   void write_line(const std::string& text);

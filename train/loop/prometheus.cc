@@ -36,7 +36,7 @@ PrometheusLabels prometheus_labels(const Environment& env) {
 }
 
 std::string prometheus_text(const PrometheusLabels& l, const StepMetrics& m, double test_accuracy,
-                            std::uint64_t total_steps) {
+                            std::uint64_t total_steps, const std::vector<RankSlowdown>& stragglers) {
   const std::string labels = fmt::format("job_id=\"{}\",job_name=\"{}\"", escape(l.job_id), escape(l.job_name));
   std::string out;
   auto gauge = [&](const char* name, const char* help, double value) {
@@ -55,6 +55,14 @@ std::string prometheus_text(const PrometheusLabels& l, const StepMetrics& m, dou
           m.samples_per_second * static_cast<double>(m.tokens_per_sample));
   gauge("world_size", "Ranks of the job.", l.world_size);
   if (test_accuracy >= 0) gauge("test_accuracy", "Test accuracy of the latest evaluation (0 to 1).", test_accuracy);
+  if (!stragglers.empty()) {
+    out +=
+        "# HELP slurm_train_rank_slowdown A straggler's compute time per step over the ranks' median, when it was "
+        "named.\n# TYPE slurm_train_rank_slowdown gauge\n";
+    for (const RankSlowdown& s : stragglers)
+      out += fmt::format("slurm_train_rank_slowdown{{{},rank=\"{}\",host=\"{}\"}} {}\n", labels, s.rank, escape(s.host),
+                         s.slowdown);
+  }
   return out;
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "spank/jobenv/environment.h"
 #include "train/loop/metrics.h"
@@ -17,9 +18,10 @@ struct PrometheusLabels {
   int world_size = 1;
 };
 
-// The exposition text of one step (and the latest test accuracy, when there is one).
+// The exposition text of one step (and the latest test accuracy, when there is one), and
+// slurm_train_rank_slowdown{rank,host} of every rank named a straggler so far (its slowdown then).
 std::string prometheus_text(const PrometheusLabels& labels, const StepMetrics& m, double test_accuracy,
-                            std::uint64_t total_steps);
+                            std::uint64_t total_steps, const std::vector<RankSlowdown>& stragglers = {});
 
 // The job's labels from Slurm's variables (the defaults above where they are unset).
 PrometheusLabels prometheus_labels(const Environment& env);

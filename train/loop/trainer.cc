@@ -228,9 +228,10 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   PrometheusLabels prometheus_labels = hooks.prometheus;
   prometheus_labels.world_size = comm.size();
   double latest_test_accuracy = -1;
+  std::vector<RankSlowdown> stragglers;  // named so far (rank 0)
   auto publish = [&](const StepMetrics& m) {
     if (rank0 && !tc.prometheus.empty())
-      write_file_durably(tc.prometheus, prometheus_text(prometheus_labels, m, latest_test_accuracy, total));
+      write_file_durably(tc.prometheus, prometheus_text(prometheus_labels, m, latest_test_accuracy, total, stragglers));
   };
   const bool tokens = config.model.kind == "gpt";
   const std::size_t per_row = d.train->predictions_per_row();
@@ -298,6 +299,11 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
                                    tokens ? per_row : 0,
                                    t};
     metrics.write(step_metrics);
+    if (rank0 && hooks.stragglers)
+      for (const RankSlowdown& s : hooks.stragglers()) {
+        metrics.write_straggler(step + 1, s);
+        stragglers.push_back(s);
+      }
     if (hooks.on_step) hooks.on_step(step_metrics, total);
     if ((step + 1) % static_cast<std::uint64_t>(tc.prometheus_every) == 0) publish(step_metrics);
 

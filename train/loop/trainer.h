@@ -57,6 +57,9 @@ struct TrainHooks {
   // A testing aid (--inject-fault slow-ckpt@MS): checkpoints are written 64 KiB at a time with a
   // pause of MS after each, so that a test can kill the run in the middle of a write.
   unsigned slow_checkpoint_ms = 0;
+  // Rank 0, after each step: the ranks the launcher named stragglers since the last call, for the
+  // metrics file and the Prometheus file.
+  std::function<std::vector<RankSlowdown>()> stragglers;
   // The run's id, written as "run" in every metrics line (the launcher's job id); "": none.
   std::string run_id;
   // The job as train.prometheus labels it (the launcher's reading of the environment); the
