@@ -48,8 +48,12 @@ struct SrunOptions {
   std::vector<std::string> srun_args;
 };
 
-std::atomic<int> g_signal{0};
-extern "C" void note_signal(int sig) { g_signal = sig; }
+// The last signal the supervisor got (sticky: the job was signalled), and one not yet passed on.
+std::atomic<int> g_signal{0}, g_to_forward{0};
+extern "C" void note_signal(int sig) {
+  g_signal = sig;
+  g_to_forward = sig;
+}
 
 void say(const std::string& line) {
   const std::string text = "slurm-train srun: " + line + "\n";
@@ -109,7 +113,6 @@ struct StepRun {
   std::optional<TaskFailure> first_task_failure;
   bool task_killed = false;
   double started_unix = 0, ended_unix = 0;
-  bool ended_by_supervisor = false;
 };
 
 // One srun: its output relayed, rank 0's outcome file watched; once the outcome has a verdict,
@@ -139,6 +142,9 @@ StepRun run_step(const std::vector<std::string>& argv, const Environment& env, c
       }
     if (!status) status = srun.try_wait();
     if (status) continue;
+    // srun runs in a process group of its own: a Ctrl-C or a scancel that reaches the supervisor
+    // is srun's too (twice within a second, srun cancels the step).
+    if (const int sig = g_to_forward.exchange(0); sig != 0) srun.signal(sig);
     try {
       r.outcome = read_step_outcome(report);
     } catch (const std::exception&) {
@@ -158,7 +164,6 @@ StepRun run_step(const std::vector<std::string>& argv, const Environment& env, c
     if (verdict_at && std::chrono::steady_clock::now() - *verdict_at > std::chrono::duration<double>(o.verdict_grace)) {
       say(fmt::format("the step failed {:.0f} s ago and srun still waits (for a lost node?): ending it",
                       o.verdict_grace));
-      r.ended_by_supervisor = true;
       srun.end(1.0);
       verdict_at = std::chrono::steady_clock::now() + std::chrono::hours(24);
     }
@@ -320,9 +325,11 @@ int supervise(const SrunOptions& o) {
       before.steps_lost = static_cast<std::int64_t>(before.step_reached) - static_cast<std::int64_t>(a.started_from);
       if (failure_unix > 0) a.recovery_seconds = a.first_step_unix - failure_unix;
     }
+    // A signalled job (Ctrl-C, scancel, preemption) ended its own step: no node is at fault.
+    const bool signalled = g_signal != 0 && a.cause != StepCause::kDone;
     // Nodes at fault: the node a node-level cause names, and any node of the step that Slurm
     // rules out or whose slurmd does not answer.
-    if (a.cause != StepCause::kDone) {
+    if (a.cause != StepCause::kDone && !signalled) {
       std::map<std::string, std::string> problems;
       try {
         problems = node_problems(nodes, o.probe_timeout);
@@ -347,7 +354,7 @@ int supervise(const SrunOptions& o) {
                     a.exit_code, a.rank >= 0 ? fmt::format(", rank {}", a.rank) : "",
                     a.node.empty() ? "" : fmt::format(" on {}", a.node)) +
         (a.step_reached > 0 ? fmt::format(" at step {}", a.step_reached) : ""));
-    if (g_signal != 0 && a.cause != StepCause::kDone) {
+    if (signalled) {
       say(fmt::format("the job got signal {} (preemption or scancel): not restarting", g_signal.load()));
       return a.exit_code;
     }

@@ -50,7 +50,7 @@ load helpers
   [[ $output == *"--no-such-option"* ]]
   run "$BUILD/bin/slurm-train"
   [ "$status" -eq 2 ]
-  [[ $output == *"a subcommand is required (run, exec, data, submit, plot, doctor, ckpt, sample)"* ]]
+  [[ $output == *"a subcommand is required (run, exec, srun, data, submit, plot, doctor, ckpt, sample)"* ]]
 }
 
 @test "a CUDA build builds gpu_check, whose GPT benchmark says why it cannot run without a GPU" {

@@ -58,12 +58,14 @@ check_recovered() {
 }
 
 @test "a rank SIGKILLed at step 100 of 300: the same job restarts on the spare and ends with the uninterrupted run's parameters" {
-  job=$(submit_restarting killed --inject-fault crash@100:1)
+  # slow@10: 50 steps take at least 0.5 s, so that the checkpoint of step 50 is on disk before
+  # the crash on a fast machine too (a background write in flight dies with the step).
+  job=$(submit_restarting killed --inject-fault crash@100:1,slow@10)
   run wait_job "$job" 120
   [ "$output" = COMPLETED ]
   check_recovered killed node2
   grep -q "rank 1 (host node2, pid [0-9]*) is gone" "$d/killed.out"
-  grep -q -- "--inject-fault=crash@100:1: not injected in restart 1 of the job" "$d/killed.out"
+  grep -q -- "--inject-fault=crash@100:1,slow@10: not injected in restart 1 of the job" "$d/killed.out"
   # The record keeps both attempts: the failure (node, rank, cause, step reached, steps lost) and the recovery.
   run $PY -c '
 import json, sys
@@ -81,7 +83,7 @@ assert 0 < r["recovery_seconds"] <= 10, r
 }
 
 @test "rank 0 SIGKILLed: no verdict from it, srun's word names its node, which is left out; the same final bits" {
-  job=$(submit_restarting rank0-killed --inject-fault crash@100:0)
+  job=$(submit_restarting rank0-killed --inject-fault crash@100:0,slow@10)
   run wait_job "$job" 120
   [ "$output" = COMPLETED ]
   check_recovered rank0-killed node1 node2,node3
@@ -197,8 +199,10 @@ assert s[0]["step"] <= 45, s
 @test "five clean two-rank runs name no straggler" {
   set_small_args
   for i in 1 2 3 4 5; do
-    # 2400 steps: longer than the three windows of 2 s a rank must be slow for.
-    run srun --mpi=pmix -N2 --ntasks-per-node=1 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 2400
+    # Longer than the three windows of 2 s a rank must be slow for, on a fast machine too: every
+    # rank's steps alike at least 3 ms (slow@3 on all ranks).
+    run srun --mpi=pmix -N2 --ntasks-per-node=1 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 2400 \
+      --inject-fault slow@3
     [ "$status" -eq 0 ]
     [[ $output =~ after\ 2400\ steps\ in\ ([0-9.]+)\ s ]]
     echo "run $i: ${BASH_REMATCH[1]} s"
@@ -221,6 +225,25 @@ assert s[0]["step"] <= 45, s
   grep -q "slurm-train srun: step ended after .*: diverged (exit 9)" "$d/excluding.out"
   grep -q "slurm-train srun: restart 1 of 3 on node1,node3:" "$d/excluding.out"
   h5diff "$BATS_FILE_TMPDIR/straight.h5" "$d/excluding.h5" /model /model
+}
+
+@test "Ctrl-C (SIGINT twice) to the supervisor cancels the step: no restart, no node blamed" {
+  job=$(submit_restarting interrupted --inject-fault slow@50)
+  out=$d/interrupted.out
+  for _ in $(seq 300); do grep -q 'step 100/300' "$out" 2>/dev/null && break; sleep 0.1; done
+  grep -q 'step 100/300' "$out"
+  supervisor=$(pgrep -f "slurm-train srun --spare-nodes 1 --restarts 3 --log-dir $d/logs")
+  kill -INT "$supervisor"
+  sleep 0.3
+  kill -INT "$supervisor"
+  run wait_job "$job" 60
+  cat "$out"
+  grep -q "slurm-train srun: the job got signal 2 (preemption or scancel): not restarting" "$out"
+  ! grep -q "slurm-train srun: restart 1" "$out"
+  ! grep -q "leaving .* out of the job" "$out"
+  run $PY -c 'import json, sys; a = [json.loads(l) for l in open(sys.argv[1])]; assert len(a) == 1 and a[0]["left_out"] == [], a' \
+    "$d/logs/$job/restarts.jsonl"
+  [ "$status" -eq 0 ]
 }
 
 # Last: the node it kills stays down for the rest of this file.
