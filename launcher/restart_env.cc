@@ -9,18 +9,9 @@
 
 namespace slurm_train {
 
-namespace {
-
-std::string value_of(const Environment& env, const char* name) {
-  const auto it = env.find(name);
-  return it == env.end() ? std::string() : it->second;
-}
-
-}  // namespace
-
 RestartEnv restart_env_of(const Environment& env) {
   RestartEnv r;
-  if (const std::string count = value_of(env, kRestartCountVar); !count.empty()) {
+  if (const std::string count = env_value(env, kRestartCountVar); !count.empty()) {
     char* end = nullptr;
     errno = 0;
     const long n = std::strtol(count.c_str(), &end, 10);
@@ -29,8 +20,8 @@ RestartEnv restart_env_of(const Environment& env) {
                                               kRestartCountVar, count));
     r.count = static_cast<int>(n);
   }
-  r.cause = value_of(env, kRestartCauseVar);
-  if (const std::string when = value_of(env, kFailureTimeVar); !when.empty()) {
+  r.cause = env_value(env, kRestartCauseVar);
+  if (const std::string when = env_value(env, kFailureTimeVar); !when.empty()) {
     char* end = nullptr;
     errno = 0;
     const double t = std::strtod(when.c_str(), &end);
@@ -38,7 +29,7 @@ RestartEnv restart_env_of(const Environment& env) {
       throw std::invalid_argument(fmt::format("{}='{}': expected a Unix time in seconds", kFailureTimeVar, when));
     r.failure_unix = t;
   }
-  r.report_path = value_of(env, kStepReportVar);
+  r.report_path = env_value(env, kStepReportVar);
   return r;
 }
 

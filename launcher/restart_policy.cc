@@ -13,12 +13,6 @@ namespace slurm_train {
 
 namespace {
 
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& s : items) out += (out.empty() ? "" : ",") + s;
-  return out;
-}
-
 bool never_restarted(StepCause cause) {
   switch (cause) {
     case StepCause::kDone:
@@ -79,9 +73,18 @@ NextStep next_step(const std::vector<Attempt>& attempts, const std::vector<std::
     next.why = fmt::format("{} restart(s) inside the job spent (--restarts={})", restarts_done, limits.restarts);
     return next;
   }
-  // The last step's healthy nodes first (their caches are warm), then the spares in order.
+  NodeChoice choice = choose_nodes(last.nodes, allocation, left_out, step_nodes, limits);
+  next.why = std::move(choice.why);
+  next.restart = !choice.nodes.empty();
+  next.nodes = std::move(choice.nodes);
+  return next;
+}
+
+NodeChoice choose_nodes(const std::vector<std::string>& previous, const std::vector<std::string>& allocation,
+                        const std::set<std::string>& left_out, int step_nodes, const RestartLimits& limits) {
+  NodeChoice choice;
   std::vector<std::string> nodes;
-  for (const auto& n : last.nodes)
+  for (const auto& n : previous)
     if (!left_out.count(n)) nodes.push_back(n);
   for (const auto& n : allocation) {
     if (static_cast<int>(nodes.size()) >= step_nodes) break;
@@ -89,21 +92,20 @@ NextStep next_step(const std::vector<Attempt>& attempts, const std::vector<std::
   }
   if (static_cast<int>(nodes.size()) > step_nodes) nodes.resize(static_cast<std::size_t>(step_nodes));
   if (static_cast<int>(nodes.size()) < step_nodes) {
-    const std::string out = left_out.empty() ? "none" : join({left_out.begin(), left_out.end()});
+    const std::string out = left_out.empty() ? "none" : fmt::format("{}", fmt::join(left_out, ","));
     if (!limits.allow_fewer || static_cast<int>(nodes.size()) < std::max(1, limits.min_nodes)) {
-      next.why = fmt::format(
+      choice.why = fmt::format(
           "no spare node left: a step needs {} node(s) and {} of the allocation's {} are healthy (left out: {}){}",
           step_nodes, nodes.size(), allocation.size(), out,
           limits.allow_fewer ? fmt::format(", fewer than --min-nodes={}", limits.min_nodes)
                              : "; --allow-fewer would go on with fewer");
-      return next;
+      return choice;
     }
-    next.why = fmt::format("no spare node left (left out: {}): going on with {} of {} node(s) (--allow-fewer)", out,
-                           nodes.size(), step_nodes);
+    choice.why = fmt::format("no spare node left (left out: {}): going on with {} of {} node(s) (--allow-fewer)", out,
+                             nodes.size(), step_nodes);
   }
-  next.restart = true;
-  next.nodes = std::move(nodes);
-  return next;
+  choice.nodes = std::move(nodes);
+  return choice;
 }
 
 std::set<std::string> nodes_left_out(const std::vector<Attempt>& attempts) {

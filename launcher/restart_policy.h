@@ -50,6 +50,16 @@ bool node_level_cause(StepCause cause);
 // attempts before it).
 std::string node_fault(const std::vector<Attempt>& before, const Attempt& last);
 
+// The nodes of a step: `previous`'s healthy nodes first (their caches are warm), then the
+// allocation's others in order, none of `left_out`. Fewer than `step_nodes` only with
+// --allow-fewer (at least --min-nodes); otherwise `nodes` is empty and `why` says what is missing.
+struct NodeChoice {
+  std::vector<std::string> nodes;
+  std::string why;  // going on with fewer, or why there are too few
+};
+NodeChoice choose_nodes(const std::vector<std::string>& previous, const std::vector<std::string>& allocation,
+                        const std::set<std::string>& left_out, int step_nodes, const RestartLimits& limits);
+
 struct NextStep {
   bool restart = false;
   std::vector<std::string> nodes;  // restart: the new step's, in allocation order where new

@@ -60,11 +60,7 @@ void say(const std::string& line) {
   [[maybe_unused]] const auto n = ::write(2, text.data(), text.size());
 }
 
-std::string join(const std::vector<std::string>& items, const char* sep = ",") {
-  std::string out;
-  for (const auto& s : items) out += (out.empty() ? "" : sep) + s;
-  return out;
-}
+std::string join(const auto& items, const char* sep = ",") { return fmt::format("{}", fmt::join(items, sep)); }
 
 // What the supervisor chooses itself; given to srun, it would contradict the choice.
 std::string chosen_by_supervisor(const std::vector<std::string>& args) {
@@ -188,10 +184,7 @@ void write_record(const std::string& path, const std::vector<Attempt>& attempts)
 
 int supervise(const SrunOptions& o) {
   const Environment env = current_environment();
-  const auto value = [&](const char* name) {
-    const auto it = env.find(name);
-    return it == env.end() ? std::string() : it->second;
-  };
+  const auto value = [&](const char* name) { return env_value(env, name); };
   const std::string job = value("SLURM_JOB_ID");
   if (job.empty() || value("SLURM_JOB_NODELIST").empty()) {
     say("error: not inside a Slurm allocation (no SLURM_JOB_ID or SLURM_JOB_NODELIST): run it in a batch script "
@@ -243,22 +236,19 @@ int supervise(const SrunOptions& o) {
     }
   }
   std::set<std::string> left_out = nodes_left_out(attempts);
-  if (!left_out.empty())
-    say(fmt::format("nodes left out by earlier attempts of job {}: {}", job, join({left_out.begin(), left_out.end()})));
+  if (!left_out.empty()) say(fmt::format("nodes left out by earlier attempts of job {}: {}", job, join(left_out)));
   // Preemption and scancel signal the steps themselves; the supervisor must outlive its step to
   // see it end, and then not restart it.
   for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGUSR2, SIGHUP}) std::signal(sig, note_signal);
 
   const RestartLimits limits{o.restarts, o.allow_fewer, o.min_nodes};
-  std::vector<std::string> nodes;
-  for (const auto& n : allocation)
-    if (!left_out.count(n) && static_cast<int>(nodes.size()) < step_nodes) nodes.push_back(n);
-  if (static_cast<int>(nodes.size()) < step_nodes &&
-      !(o.allow_fewer && static_cast<int>(nodes.size()) >= o.min_nodes)) {
-    say(fmt::format("error: {} healthy node(s) of the job's {} for a step of {} (left out: {})", nodes.size(),
-                    allocation.size(), step_nodes, join({left_out.begin(), left_out.end()})));
+  NodeChoice first = choose_nodes({}, allocation, left_out, step_nodes, limits);
+  if (first.nodes.empty()) {
+    say("error: " + first.why);
     return kExitFailed;
   }
+  if (!first.why.empty()) say(first.why);
+  std::vector<std::string> nodes = std::move(first.nodes);
   const int first_attempt = attempts.empty() ? 0 : attempts.back().number + 1;
   std::string cause_before;
   double failure_unix = 0;
@@ -360,8 +350,7 @@ int supervise(const SrunOptions& o) {
     }
     const NextStep next = next_step(attempts, allocation, left_out, step_nodes, limits);
     if (!next.restart) {
-      const std::string lost =
-          left_out.empty() ? "" : fmt::format("; nodes left out: {}", join({left_out.begin(), left_out.end()}));
+      const std::string lost = left_out.empty() ? "" : fmt::format("; nodes left out: {}", join(left_out));
       say(fmt::format("{}; {} restart(s) inside the job{} (record: {})", next.why, restart, lost, record_path));
       return next.exit_code;
     }

@@ -129,3 +129,13 @@ TEST_CASE(
   CHECK(node_fault({failed(0, {"n1", "n2"}, StepCause::kOutOfMemory, 5, "n2")}, oom).find("twice") !=
         std::string::npos);
 }
+
+TEST_CASE(
+    "restart policy: a job's first step takes the allocation's nodes in order, less those a requeued job left out") {
+  NodeChoice c = choose_nodes({}, kAllocation, {"n2"}, 3, RestartLimits{});
+  CHECK(c.nodes == std::vector<std::string>{"n1", "n3", "n4"});
+  CHECK(c.why.empty());
+  c = choose_nodes({}, kAllocation, {"n1", "n2"}, 3, RestartLimits{});
+  CHECK(c.nodes.empty());
+  CHECK(c.why.find("left out: n1,n2") != std::string::npos);
+}
