@@ -40,6 +40,7 @@
 #include "spank/jobenv/host.h"
 #include "train/checkpoint/checkpoint_file.h"
 #include "train/checkpoint/checkpoint_policy.h"
+#include "train/checkpoint/write_in_flight.h"
 #include "train/comm/comm.h"
 #include "train/config/config.h"
 #include "train/io/durable_file.h"
@@ -338,6 +339,17 @@ int run(const RunOptions& options) {
     watch.connect_timeout = 120;
     watch.on_verdict = [&report](const StepOutcome& verdict) { report.ended(verdict); };
     watch.straggler_threshold = config.run.straggler_threshold;
+    // A failed step ends with _exit at once, but a checkpoint's background write that is about to
+    // finish is worth a moment: the restart would otherwise resume from the one before. Shorter
+    // than the in-job supervisor's grace (srun_command.cc), which then ends the step.
+    watch.before_exit = [&log] {
+      const auto begun = Clock::now();
+      const bool finished = wait_for_writes_in_flight(std::chrono::milliseconds(1500));
+      const double waited = std::chrono::duration<double>(Clock::now() - begun).count();
+      if (waited > 0.001 || !finished)
+        log.line(finished ? fmt::format("waited {:.2f} s for the checkpoint write in flight, which finished", waited)
+                          : "the checkpoint write in flight did not finish within 1.5 s: it is lost with the step");
+    };
     watchdog = std::make_unique<Watchdog>(*comm, me, watch, log);
     watchdog->progress().set(TrainPhase::kStartup, 0);
     const auto ranks = watchdog->wait_for_all_ranks();

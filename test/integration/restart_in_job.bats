@@ -82,6 +82,16 @@ assert 0 < r["recovery_seconds"] <= 10, r
   [ "$status" -eq 0 ]
 }
 
+@test "a rank killed while rank 0 writes a checkpoint: rank 0 finishes the write first, the restart resumes from it" {
+  # slow-ckpt@4: the write of step 50 takes about a second, so the crash at 55 comes while it is in flight.
+  job=$(submit_restarting in-flight --inject-fault crash@55:1,slow-ckpt@4 --log-dir "$d/logs")
+  run wait_job "$job" 120
+  [ "$output" = COMPLETED ]
+  check_recovered in-flight node2
+  grep -q "resumed from $d/ck/step-00000050.h5 at step 50" "$d/in-flight.out"
+  grep -q "rank 0: waited [0-9.]* s for the checkpoint write in flight, which finished" "$d/logs/$job/rank-0.log"
+}
+
 @test "rank 0 SIGKILLed: no verdict from it, srun's word names its node, which is left out; the same final bits" {
   job=$(submit_restarting rank0-killed --inject-fault crash@100:0,slow@10)
   run wait_job "$job" 120

@@ -23,6 +23,7 @@
 #include "train/checkpoint/checkpoint_resume.h"
 #include "train/checkpoint/checkpoint_store.h"
 #include "train/checkpoint/checkpoint_writer.h"
+#include "train/checkpoint/write_in_flight.h"
 #include "train/comm/comm.h"
 #include "train/io/durable_file.h"
 #include "train/io/h5.h"
@@ -240,6 +241,24 @@ TEST_CASE("checkpoint writer: while a background write is in flight, another thr
   let_go();
   writer.wait();
   CHECK_NOTHROW(h5::open_file(path, H5F_ACC_RDONLY));  // the write done, the thread may again
+}
+
+TEST_CASE("checkpoint writer: another thread can wait, bounded, for the background write in flight") {
+  using std::chrono::milliseconds;
+  std::promise<void> release;
+  CheckpointWriter writer(true, [done = release.get_future().share()](const CheckpointState&) { done.wait(); });
+  std::once_flag released;
+  auto let_go = [&] { std::call_once(released, [&] { release.set_value(); }); };
+  const std::unique_ptr<void, std::function<void(void*)>> guard(&released, [&](void*) { let_go(); });
+  CHECK(wait_for_writes_in_flight(milliseconds(0)));  // none yet
+  writer.submit([](CheckpointState& s) { s = sample_state(1); });
+  CHECK_FALSE(wait_for_writes_in_flight(milliseconds(50)));  // held: the wait gives up at its limit
+  // The watchdog's thread, as it ends a failed step: it sees the write finish.
+  auto waiter = std::async(std::launch::async, [] { return wait_for_writes_in_flight(milliseconds(10000)); });
+  let_go();
+  CHECK(waiter.get());
+  writer.wait();
+  CHECK(wait_for_writes_in_flight(milliseconds(0)));
 }
 
 TEST_CASE("checkpoint writer: synchronous mode copies and writes inside submit") {

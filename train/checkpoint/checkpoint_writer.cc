@@ -3,6 +3,7 @@
 #include <iostream>
 #include <utility>
 
+#include "train/checkpoint/write_in_flight.h"
 #include "train/io/h5.h"
 
 namespace slurm_train {
@@ -29,6 +30,7 @@ void CheckpointWriter::submit(FillFn fill) {
     std::lock_guard lock(mutex_);
     copied_ = false;
   }
+  write_in_flight_began();
   thread_ = std::thread([this, fill = std::move(fill)] {
     auto mark_copied = [this] {
       std::lock_guard lock(mutex_);
@@ -46,6 +48,7 @@ void CheckpointWriter::submit(FillFn fill) {
     // done_ before the (repeated) mark: a wait_copied() woken by a failed copy must see it.
     done_ = true;
     mark_copied();
+    write_in_flight_ended();
   });
 }
 
