@@ -12,7 +12,8 @@ import argparse
 import sys
 
 WORSE_BY = 0.20
-HIGHER_IS_BETTER = {"ratio": True, "speedup": True, "over": False, "seconds": False, "fraction": False, "cores": False}
+HIGHER_IS_BETTER = {"ratio": True, "speedup": True, "over": False, "seconds": False, "fraction": False, "cores": False,
+                    "share": True, "count": False}
 
 
 def read_targets(path):
@@ -47,7 +48,7 @@ def read_results(path):
 
 def measure(kind, value, peer):
     """The figure as its kind measures it; None when its peer is missing or zero."""
-    if kind in ("seconds", "cores"):
+    if kind in ("seconds", "cores", "share", "count"):
         return value
     if peer is None:
         return None

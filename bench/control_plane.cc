@@ -217,7 +217,7 @@ double table_ms(int ranks) {
     s.seconds_since_progress = 700;
   }
   const auto t0 = Clock::now();
-  const HangVerdict v = judge_hang(table, 600);
+  const HangVerdict v = judge_hang(table, 600, 600);
   const std::string text = format_status_table(table);
   const double ms = 1e3 * seconds_since(t0);
   return v.hung && !text.empty() ? ms : -1;

@@ -28,6 +28,10 @@
 #      (and 16k as `exec`'s do, with a munge credential from a munged started here): time until
 #      all are connected, rank 0's CPU in steady training, time until every rank knows of a dead
 #      one, the hang table's cost.
+#   9. Restarts inside the job (bench/chaos.sh): on the local cluster, one job of the reference
+#      MLP on 2 ranks survives 8 faults of mixed kinds at random steps (ranks killed or stopped,
+#      nodes killed or cut off) on spare nodes: each recovery time, the steps lost, the effective
+#      training time, and the final parameters against an uninterrupted run's.
 # Targets: one table, bench/targets.tsv. Every figure is saved (bench/results.sh) to the results
 # file BENCH_BASELINE names (default build/bench/last-results.tsv) and compared with what the
 # previous run saved there (bench/compare.py): a figure more than 20% worse than before is marked
@@ -157,6 +161,9 @@ echo "   start-up: srun to the first training step against srun hostname, on the
 startup_rows=$(STARTUP_BENCH_ROWS=1 BUILD=$BUILD "$ROOT/bench/startup.sh")
 echo "   sharded checkpoints: written by 4 ranks on 2 nodes together against rank 0 alone, on the local cluster"
 parallel_checkpoint_row=$(BUILD=$BUILD "$ROOT/bench/checkpoint_parallel.sh")
+echo "   restarts inside the job: one job through 8 faults on spare nodes, on the local cluster"
+# Its rows say what failed (DIFFERENT, NOT MET); the other figures stand.
+chaos_rows=$(CHAOS_BENCH_ROWS=1 BUILD=$BUILD "$ROOT/bench/chaos.sh") || true
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
 # verdict KEY VALUE PEER: "met" or "NOT MET" against bench/targets.tsv; target KEY: its bound.
@@ -214,6 +221,7 @@ for n in 2 4; do
     "(peer: the replicated state; shards are whole blocks of 32768 parameters)"
 done
 echo "$parallel_checkpoint_row"
+echo "$chaos_rows"
 echo
 echo "GFLOP/s of a step = its GEMM work / step time; GEMM work = 2 B sum(in*out) forward + the same for"
 echo "the weight gradients + the same less the first layer for the input gradients = $wide_step_gflop GFLOP"

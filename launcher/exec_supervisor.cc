@@ -175,6 +175,7 @@ class Supervisor {
   RestartEnv restart_;
   std::unique_ptr<StepReport> report_;  // rank 0's outcome for the in-job supervisor
   bool started_reported_ = false;
+  bool connected_reported_ = false;
   std::optional<OutputRelay> relay_;
   int preempted_by_ = 0;
   std::uint64_t exited_at_ms_ = 0;
@@ -356,6 +357,7 @@ int Supervisor::supervise() {
       }
       child_->signal(to_program);
     }
+    if (!connected_reported_ && watchdog_->all_connected()) report_->connected(), connected_reported_ = true;
     if (heartbeat_->changed()) {
       progress.set(TrainPhase::kProgram, heartbeat_->step().value_or(progress.step()));
       // The program's first heartbeat: where it (re)started, for the in-job supervisor.

@@ -41,7 +41,7 @@ std::string format_rank_list(const std::vector<int>& ranks) {
   return out;
 }
 
-HangVerdict judge_hang(const std::vector<RankStatus>& ranks, double timeout_seconds) {
+HangVerdict judge_hang(const std::vector<RankStatus>& ranks, double timeout_seconds, double silent_seconds) {
   HangVerdict v;
   std::vector<const RankStatus*> stalled;
   for (const auto& r : ranks)
@@ -50,31 +50,45 @@ HangVerdict judge_hang(const std::vector<RankStatus>& ranks, double timeout_seco
       stalled.push_back(&r);
   if (stalled.empty()) return v;
   v.hung = true;
+  const auto silent = [&](const RankStatus* r) {
+    return r->state == RankState::kRunning && r->seconds_since_heard >= std::max(timeout_seconds, silent_seconds);
+  };
+  const bool any_silent = std::any_of(stalled.begin(), stalled.end(), silent);
   std::uint64_t lowest = std::numeric_limits<std::uint64_t>::max();
   for (const auto* r : stalled)
-    if (!waits_for_peers(r->phase)) lowest = std::min(lowest, r->step);
+    if (!any_silent && !waits_for_peers(r->phase)) lowest = std::min(lowest, r->step);
+  const auto to_blame = [&](const RankStatus* r) {
+    return any_silent ? silent(r) : !waits_for_peers(r->phase) && r->step == lowest;
+  };
   std::vector<int> waiting;
   const RankStatus* first = nullptr;
   for (const auto* r : stalled) {
-    if (!waits_for_peers(r->phase) && r->step == lowest) {
+    if (to_blame(r)) {
       v.stuck.push_back(r->rank);
       if (!first) first = r;
     } else {
       waiting.push_back(r->rank);
     }
   }
-  if (first) {
-    v.summary = fmt::format("rank{} {} ({}{}) made no progress for {:.0f} s in the {} phase of step {}",
-                            v.stuck.size() > 1 ? "s" : "", format_rank_list(v.stuck), first->host,
-                            v.stuck.size() > 1 ? ", ..." : fmt::format(", pid {}", first->pid),
-                            first->seconds_since_progress, phase_name(first->phase), first->step);
-    if (!waiting.empty()) v.summary += fmt::format("; rank(s) {} wait for it", format_rank_list(waiting));
+  const bool many = v.stuck.size() > 1;
+  if (first && any_silent) {
+    v.summary = fmt::format(
+        "rank{} {} ({}{}) silent for {:.0f} s: its watchdog sends nothing (the process stopped, or its node cut "
+        "off); last heard in the {} phase of step {}",
+        many ? "s" : "", format_rank_list(v.stuck), first->host, many ? ", ..." : fmt::format(", pid {}", first->pid),
+        first->seconds_since_heard, phase_name(first->phase), first->step);
+  } else if (first) {
+    v.summary =
+        fmt::format("rank{} {} ({}{}) made no progress for {:.0f} s in the {} phase of step {}", many ? "s" : "",
+                    format_rank_list(v.stuck), first->host, many ? ", ..." : fmt::format(", pid {}", first->pid),
+                    first->seconds_since_progress, phase_name(first->phase), first->step);
   } else {
     v.summary = fmt::format(
         "every stalled rank ({}) waits in a collective for {:.0f} s or more: MPI or the network is stuck, or a "
         "rank is gone without closing its connection",
         format_rank_list(waiting), timeout_seconds);
   }
+  if (first && !waiting.empty()) v.summary += fmt::format("; rank(s) {} wait for it", format_rank_list(waiting));
   return v;
 }
 

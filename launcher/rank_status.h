@@ -21,7 +21,8 @@ struct RankStatus {
   std::uint64_t step = 0;  // steps done when it last reported
   TrainPhase phase = TrainPhase::kStartup;
   double seconds_since_progress = 0;
-  int exit_code = 0;  // what the rank said when it finished
+  double seconds_since_heard = 0;  // since its watchdog's last frame (rank 0: always 0)
+  int exit_code = 0;               // what the rank said when it finished
 };
 
 struct HangVerdict {
@@ -30,10 +31,12 @@ struct HangVerdict {
   std::string summary;     // one sentence for the error line
 };
 
-// Hung when a running rank made no progress for `timeout_seconds`. The ranks to blame are the
-// stalled ones not waiting in a collective, at the lowest step; if every stalled rank waits in a
-// collective, the summary says so (MPI or the network is stuck, or a rank is gone silently).
-HangVerdict judge_hang(const std::vector<RankStatus>& ranks, double timeout_seconds);
+// Hung when a running rank made no progress for `timeout_seconds`. The ranks to blame: first the
+// stalled ones silent for `silent_seconds` (their watchdog, which beats on a thread of its own,
+// sends nothing: the process is stopped, or its node cut off; what they last said is stale);
+// else the stalled ones not waiting in a collective, at the lowest step. If every stalled rank
+// waits in a collective, the summary says so (MPI or the network is stuck).
+HangVerdict judge_hang(const std::vector<RankStatus>& ranks, double timeout_seconds, double silent_seconds);
 
 // One line per rank: rank, host, pid, state, step, phase, seconds since progress.
 std::string format_status_table(const std::vector<RankStatus>& ranks);

@@ -353,6 +353,7 @@ int run(const RunOptions& options) {
     watchdog = std::make_unique<Watchdog>(*comm, me, watch, log);
     watchdog->progress().set(TrainPhase::kStartup, 0);
     const auto ranks = watchdog->wait_for_all_ranks();
+    report.connected();
     // Faults are injected in a job's first attempt only, so that a test can watch it recover.
     if (restart.count > 0 && !faults.empty()) {
       if (comm->rank() == 0)

@@ -114,6 +114,7 @@ void RunHooks::on_step(const StepMetrics& m, std::uint64_t total) {
   window_.add(m.times.total());
   losses_.add(m.loss);
   const std::uint64_t done = m.step + 1;
+  if (report_) report_->reached(done);
   const auto every = static_cast<std::uint64_t>(config_.train.log_every);
   const double eta = window_.mean() * static_cast<double>(total - done);
   // Over the recent steps, as the loss: one step's rate jumps with every evaluation and save.

@@ -44,7 +44,8 @@ struct SrunOptions {
   bool log_dir_given = false;
   double probe_timeout = 2;
   bool exclude_stragglers = false;
-  double verdict_grace = 2;  // after a failure is known, how long srun may take to end the step
+  double verdict_grace = 2;    // after a failure is known, how long srun may take to end the step
+  double start_timeout = 300;  // for every rank to reach rank 0's watchdog; 0: no limit
   std::vector<std::string> srun_args;
 };
 
@@ -108,6 +109,7 @@ struct StepRun {
   // a peer ended by the failure, counts only when none was).
   std::optional<TaskFailure> first_task_failure;
   bool task_killed = false;
+  bool start_timed_out = false;  // ended: its ranks never all reached rank 0
   double started_unix = 0, ended_unix = 0;
 };
 
@@ -157,6 +159,17 @@ StepRun run_step(const std::vector<std::string>& argv, const Environment& env, c
                          r.outcome->cause != StepCause::kPreempted) ||
                         r.first_task_failure;
     if (failed && !verdict_at) verdict_at = std::chrono::steady_clock::now();
+    // A launch or an MPI start-up that never completes has no watchdog to see it.
+    if (!failed && !verdict_at && o.start_timeout > 0 && !(r.outcome && r.outcome->connected_unix > 0) &&
+        unix_seconds_now() - r.started_unix > o.start_timeout) {
+      say(
+          fmt::format("the step's ranks have not all reached rank 0 within {:.0f} s of its start (--start-timeout; "
+                      "a launch or MPI start-up stuck): ending it",
+                      o.start_timeout));
+      r.start_timed_out = true;
+      srun.end(1.0);
+      verdict_at = std::chrono::steady_clock::now() + std::chrono::hours(24);
+    }
     if (verdict_at && std::chrono::steady_clock::now() - *verdict_at > std::chrono::duration<double>(o.verdict_grace)) {
       say(fmt::format("the step failed {:.0f} s ago and srun still waits (for a lost node?): ending it",
                       o.verdict_grace));
@@ -299,6 +312,10 @@ int supervise(const SrunOptions& o) {
       a.message = run.outcome->message;
     } else if (run.exit_code == 0) {
       a.cause = StepCause::kDone;
+    } else if (run.start_timed_out) {
+      a.cause = StepCause::kNeverConnected;
+      a.message =
+          fmt::format("the step's ranks did not all reach rank 0 within {:.0f} s (--start-timeout)", o.start_timeout);
     } else {
       // No verdict from rank 0: it is gone, or the step never got that far.
       a.cause = StepCause::kRankLost;
@@ -326,6 +343,16 @@ int supervise(const SrunOptions& o) {
       } catch (const std::exception& e) {
         say(fmt::format("warning: the nodes' health is unknown: {}", e.what()));
       }
+      // Without rank 0's verdict, srun's word of a task that exited with a status names a peer
+      // that the failure ended, not its cause: a node found unhealthy is the one at fault.
+      const bool verdict = run.outcome && run.outcome->ended_unix > 0;
+      if (!verdict && run.first_task_failure && !run.task_killed)
+        for (const auto& [node, why] : problems)
+          if (!why.empty()) {
+            a.message = fmt::format("{} lost ({}); {}", node, why, a.message);
+            a.node = node;
+            break;
+          }
       if (const std::string why = node_fault(attempts, a); !why.empty() && problems[a.node].empty())
         problems[a.node] = why;
       if (o.exclude_stragglers && run.outcome)
@@ -389,6 +416,10 @@ void add_srun_command(CLI::App& app, int& exit_code, const ExecCommandLine& line
       ->expected(1);
   cmd->add_flag("--exclude-stragglers", o->exclude_stragglers,
                 "at a restart, also leave out the nodes of ranks the step named stragglers");
+  cmd->add_option("--start-timeout", o->start_timeout,
+                  "seconds a step has for every rank to reach rank 0 (the launch and MPI's start-up) before it "
+                  "is ended and restarted (default 300; 0: no limit)")
+      ->check(non_negative_number("seconds, a number >= 0", "SECONDS"));
   cmd->add_option("--probe-timeout", o->probe_timeout,
                   "seconds a node's slurmd has to answer before the node is left out (default 2)")
       ->check(non_negative_number("seconds, a number >= 0", "SECONDS"));

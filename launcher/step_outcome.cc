@@ -88,6 +88,7 @@ std::string format_step_outcome(const StepOutcome& o) {
                          {"host", o.host},
                          {"step", o.step},
                          {"started_from", o.started_from},
+                         {"connected_unix", o.connected_unix},
                          {"started_unix", o.started_unix},
                          {"ended_unix", o.ended_unix},
                          {"message", o.message},
@@ -105,6 +106,7 @@ StepOutcome parse_step_outcome(const std::string& text) {
     o.host = j.at("host").get<std::string>();
     o.step = j.at("step").get<std::uint64_t>();
     o.started_from = j.at("started_from").get<std::uint64_t>();
+    if (j.contains("connected_unix")) o.connected_unix = j.at("connected_unix").get<double>();
     o.started_unix = j.at("started_unix").get<double>();
     o.ended_unix = j.at("ended_unix").get<double>();
     o.message = j.at("message").get<std::string>();

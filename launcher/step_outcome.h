@@ -36,6 +36,7 @@ struct StepOutcome {
   std::string host;                     // its host
   std::uint64_t step = 0;               // the step the rank at fault (or rank 0) had reached
   std::uint64_t started_from = 0;       // the step this step's training started from
+  double connected_unix = 0;            // when every rank had reached rank 0's watchdog; 0: not yet
   double started_unix = 0;              // when its first training step began (Unix time, s); 0: not yet
   double ended_unix = 0;                // when the verdict was reached; 0: not yet
   std::string message;                  // the error line

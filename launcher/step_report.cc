@@ -2,13 +2,30 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <exception>
+#include <fstream>
+#include <stdexcept>
+
+#include "train/io/durable_file.h"
 
 namespace slurm_train {
 
 double unix_seconds_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void StepReport::connected() {
+  if (path_.empty()) return;
+  std::lock_guard lock(mutex_);
+  if (ended_) return;
+  base_.connected_unix = unix_seconds_now();
+  write(base_);
 }
 
 void StepReport::started(std::uint64_t from_step) {
@@ -21,6 +38,14 @@ void StepReport::started(std::uint64_t from_step) {
   write(base_);
 }
 
+void StepReport::reached(std::uint64_t step) noexcept {
+  if (path_.empty()) return;
+  std::lock_guard lock(mutex_);
+  if (ended_ || base_.started_unix == 0) return;
+  base_.step = step;
+  if (const double now = unix_seconds_now(); now - last_written_ >= 0.25) write(base_, false);
+}
+
 void StepReport::ended(StepOutcome verdict) noexcept {
   if (path_.empty()) return;
   std::lock_guard lock(mutex_);
@@ -28,14 +53,23 @@ void StepReport::ended(StepOutcome verdict) noexcept {
   ended_ = true;
   verdict.started_from = base_.started_from;
   verdict.started_unix = base_.started_unix;
+  if (verdict.connected_unix == 0) verdict.connected_unix = base_.connected_unix;
   if (verdict.step == 0) verdict.step = base_.step;
   if (verdict.ended_unix == 0) verdict.ended_unix = unix_seconds_now();
   write(verdict);
 }
 
-void StepReport::write(const StepOutcome& outcome) noexcept {
+void StepReport::write(const StepOutcome& outcome, bool durable) noexcept {
+  last_written_ = unix_seconds_now();
   try {
-    write_step_outcome(path_, outcome);
+    if (durable) {
+      write_step_outcome(path_, outcome);
+    } else {
+      const std::string tmp = temporary_path_for(path_);
+      std::ofstream(tmp, std::ios::trunc) << format_step_outcome(outcome);
+      if (::rename(tmp.c_str(), path_.c_str()) != 0)
+        throw std::runtime_error(fmt::format("cannot rename {} over {}: {}", tmp, path_, std::strerror(errno)));
+    }
   } catch (const std::exception& e) {
     const std::string line =
         "slurm-train: warning: the step outcome for the in-job supervisor: " + std::string(e.what()) + "\n";

@@ -16,19 +16,25 @@ class StepReport {
   // "" : no supervisor asked; every call does nothing.
   explicit StepReport(std::string path) : path_(std::move(path)) {}
 
+  // Every rank reached rank 0's watchdog: the launch and MPI's start-up are done.
+  void connected();
   // Training starts (or resumes) at `from_step` now.
   void started(std::uint64_t from_step);
+  // Rank 0 finished `step` steps: written at most every 0.25 s (renamed into place, not synced), so
+  // that the step reached is known when rank 0 is lost without a verdict.
+  void reached(std::uint64_t step) noexcept;
   // The step's verdict (the first one counts); its time, start and step reached filled in where
   // `verdict` leaves them empty. A file that cannot be written is a warning on stderr.
   void ended(StepOutcome verdict) noexcept;
 
  private:
-  void write(const StepOutcome& outcome) noexcept;
+  void write(const StepOutcome& outcome, bool durable = true) noexcept;
 
   std::mutex mutex_;
   const std::string path_;
   StepOutcome base_;
   bool ended_ = false;
+  double last_written_ = 0;  // unix seconds
 };
 
 // Unix time in seconds, to the microsecond.

@@ -253,6 +253,12 @@ std::vector<RankStatus> Watchdog::wait_for_all_ranks(double timeout_seconds) {
   return table_;
 }
 
+bool Watchdog::all_connected() {
+  if (rank_ != 0) return true;
+  std::lock_guard lock(mutex_);
+  return connected_ >= size_;
+}
+
 void Watchdog::report_failure(int exit_code, const std::string& cause, const std::string& detail, std::uint64_t when_ms,
                               StepCause kind) noexcept {
   if (size_ == 1 || finished_.exchange(true)) return;
@@ -424,6 +430,7 @@ void Watchdog::exit_process(int exit_code) {
 void Watchdog::run_root() {
   last_counter_.assign(static_cast<std::size_t>(size_), ~0ull);
   last_progress_.assign(static_cast<std::size_t>(size_), Clock::now());
+  last_heard_.assign(static_cast<std::size_t>(size_), Clock::now());
   const auto started = Clock::now();
   auto last_beat = Clock::now(), last_judged = Clock::now() - std::chrono::seconds(1);
   // epoll: a wake costs what is ready, not every rank's connection (thousands of ranks).
@@ -603,6 +610,7 @@ bool Watchdog::admit_rank(Conn& c, TimePoint now) {
   s.pid = hello.frame.pid;
   s.state = RankState::kRunning;
   last_progress_[static_cast<std::size_t>(rank)] = now;
+  last_heard_[static_cast<std::size_t>(rank)] = now;
   send_frame(c.fd, welcome_frame(c.key));
   if (++connected_ >= size_) all_connected_.notify_all();
   return true;
@@ -630,6 +638,7 @@ void Watchdog::read_rank(Conn& c, TimePoint now, std::unique_lock<std::mutex>& l
       break;
     }
     ++c.seq_in;
+    last_heard_[static_cast<std::size_t>(c.rank)] = now;
     RankStatus& s = table_[static_cast<std::size_t>(c.rank)];
     if (f.kind == WatchdogFrame::kBeat) {
       // A beat's code and length: the rank's mean compute time per step (microseconds) and its
@@ -706,9 +715,12 @@ void Watchdog::judge(TimePoint started, TimePoint now, std::unique_lock<std::mut
     last_counter_[0] = progress_.counter();
     last_progress_[0] = now;
   }
-  for (int r = 0; r < size_; ++r)
-    table_[static_cast<std::size_t>(r)].seconds_since_progress =
-        seconds_between(last_progress_[static_cast<std::size_t>(r)], now);
+  last_heard_[0] = now;
+  for (int r = 0; r < size_; ++r) {
+    auto& status = table_[static_cast<std::size_t>(r)];
+    status.seconds_since_progress = seconds_between(last_progress_[static_cast<std::size_t>(r)], now);
+    status.seconds_since_heard = seconds_between(last_heard_[static_cast<std::size_t>(r)], now);
+  }
 
   if (connected_ < size_ && seconds_between(started, now) > options_.connect_timeout) {
     std::vector<int> missing;
@@ -724,7 +736,8 @@ void Watchdog::judge(TimePoint started, TimePoint now, std::unique_lock<std::mut
             true, verdict);
   }
   if (options_.hang_timeout > 0) {
-    const HangVerdict v = judge_hang(table_, options_.hang_timeout);
+    // Silent: three beats missed.
+    const HangVerdict v = judge_hang(table_, options_.hang_timeout, 3 * member_beat_seconds(size_));
     if (v.hung) {
       const std::string table = format_status_table(table_);
       StepOutcome verdict;

@@ -130,6 +130,8 @@ class Watchdog {
   // Rank 0: waits (at most `timeout_seconds`) until every rank has connected and returns their
   // identities (the others get an empty table).
   std::vector<RankStatus> wait_for_all_ranks(double timeout_seconds = 1e9);
+  // Rank 0: whether every rank has reached it (the others: true).
+  bool all_connected();
 
   // A rank about to abort on an error tells rank 0 first, so that rank 0 ends the job naming
   // the failure rather than reporting a lost rank.
@@ -238,7 +240,8 @@ class Watchdog {
   // Rank 0's thread only: each rank's last progress counter and when it last changed.
   std::vector<std::uint64_t> last_counter_;
   std::vector<TimePoint> last_progress_;
-  std::vector<Failure> failures_;  // reported, not yet judged (gather_failures_seconds)
+  std::vector<TimePoint> last_heard_;  // each rank's last frame: a silent rank's beats stopped
+  std::vector<Failure> failures_;      // reported, not yet judged (gather_failures_seconds)
   TimePoint failures_deadline_{};
   int connected_ = 1;
   std::thread thread_;

@@ -259,10 +259,14 @@ start_slurmctld() {
 # folder may be gone, a test run's build tree say): they outlive its processes until reboot and
 # would refuse every later multi-node start. Removed only when no process is left in them and
 # nothing listens on the port: a cluster that runs, even in part, is never touched.
+# The veths of bridge BRIDGE's nodes left in the root namespace (a namespace that ends while its
+# link is down, or with sockets still closing, can leave its pair behind).
+bridge_veths() { ip -o link show 2>/dev/null | sed -n "s/^[0-9]*: \($1v[0-9]*\)@.*/\1/p"; }
+
 remove_stale_network() {
-  local ns stale=()
+  local ns link stale=()
   mapfile -t stale < <(ip netns list 2>/dev/null | awk -v p="sltr$port-" 'index($1, p) == 1 {print $1}')
-  ip link show "$BRIDGE" >/dev/null 2>&1 || [ ${#stale[@]} -gt 0 ] || return 0
+  ip link show "$BRIDGE" >/dev/null 2>&1 || [ ${#stale[@]} -gt 0 ] || [ -n "$(bridge_veths "$BRIDGE")" ] || return 0
   port_busy "$port" &&
     die "bridge $BRIDGE already exists: another cluster on port $port runs (stop it, or use --port)"
   for ns in "${stale[@]}"; do
@@ -274,6 +278,7 @@ remove_stale_network() {
   if ip link show "$BRIDGE" >/dev/null 2>&1; then
     ip link del "$BRIDGE" || die "cannot remove the bridge $BRIDGE"
   fi
+  for link in $(bridge_veths "$BRIDGE"); do ip link del "$link" || die "cannot remove the link $link"; done
 }
 
 setup_network() {
@@ -400,7 +405,10 @@ cmd_stop() {
     rm -f "$run/netns"
   fi
   if [ -f "$run/bridge" ]; then
-    ip link del "$(cat "$run/bridge")" 2>/dev/null || true
+    local bridge link
+    bridge=$(cat "$run/bridge")
+    ip link del "$bridge" 2>/dev/null || true
+    for link in $(bridge_veths "$bridge"); do ip link del "$link" 2>/dev/null || true; done
     rm -f "$run/bridge"
   fi
   rm -f "$run"/*.pid

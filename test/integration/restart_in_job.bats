@@ -92,6 +92,22 @@ assert 0 < r["recovery_seconds"] <= 10, r
   grep -q "rank 0: waited [0-9.]* s for the checkpoint write in flight, which finished" "$d/logs/$job/rank-0.log"
 }
 
+@test "a requeued job keeps the nodes its restarts left out, and its log names them" {
+  job=$(submit_restarting requeued --inject-fault crash@100:1,slow@10)
+  run wait_job "$job" 120
+  [ "$output" = COMPLETED ]
+  grep -q "slurm-train srun: leaving node2 out of the job" "$d/requeued.out"
+  # As preemption does: the same job id, its script again (its output file anew).
+  scontrol requeue "$job"
+  for _ in $(seq 100); do [[ $(scontrol show job "$job" | grep -o 'JobState=[A-Z]*') = JobState=COMPLETED ]] || break; sleep 0.2; done
+  run wait_job "$job" 300
+  cat "$d/requeued.out"
+  [ "$output" = COMPLETED ]
+  grep -q "slurm-train srun: nodes left out by earlier attempts of job $job: node2" "$d/requeued.out"
+  grep -q "slurm-train srun: step on node1,node3:" "$d/requeued.out"
+  ! grep -q "step on node1,node2" "$d/requeued.out"
+}
+
 @test "rank 0 SIGKILLed: no verdict from it, srun's word names its node, which is left out; the same final bits" {
   job=$(submit_restarting rank0-killed --inject-fault crash@100:0,slow@10)
   run wait_job "$job" 120

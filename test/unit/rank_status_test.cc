@@ -26,8 +26,8 @@ TEST_CASE("the watchdog blames the stalled rank that is not waiting for the othe
   std::vector<RankStatus> ranks = {status(0, 20, TrainPhase::kAllreduce, 31), status(1, 20, TrainPhase::kForward, 32),
                                    status(2, 20, TrainPhase::kAllreduce, 31),
                                    status(3, 20, TrainPhase::kAllreduce, 30)};
-  CHECK_FALSE(judge_hang(ranks, 60).hung);
-  const HangVerdict v = judge_hang(ranks, 30);
+  CHECK_FALSE(judge_hang(ranks, 60, 60).hung);
+  const HangVerdict v = judge_hang(ranks, 30, 30);
   REQUIRE(v.hung);
   CHECK(v.stuck == std::vector<int>{1});
   CHECK(v.summary.find("rank 1 (node1, pid 1001)") != std::string::npos);
@@ -38,7 +38,7 @@ TEST_CASE("the watchdog blames the stalled rank that is not waiting for the othe
   ranks = {status(0, 20, TrainPhase::kAllreduce, 40), status(1, 20, TrainPhase::kAllreduce, 40)};
   ranks.push_back(status(2, 20, TrainPhase::kForward, 400));
   ranks[2].state = RankState::kFinished;
-  const HangVerdict all_wait = judge_hang(ranks, 30);
+  const HangVerdict all_wait = judge_hang(ranks, 30, 30);
   REQUIRE(all_wait.hung);
   CHECK(all_wait.stuck.empty());
   CHECK(all_wait.summary.find("every stalled rank (0-1) waits in a collective") != std::string::npos);
@@ -46,6 +46,27 @@ TEST_CASE("the watchdog blames the stalled rank that is not waiting for the othe
   const std::string table = format_status_table(ranks);
   CHECK(table.find("gradient all-reduce") != std::string::npos);
   CHECK(table.find("finished") != std::string::npos);
+}
+
+TEST_CASE("the watchdog blames a silent rank (stopped, or its node cut off) before one that says it computes") {
+  // Rank 2 was stopped mid-step: its last word (the forward phase) is stale and its beats stopped;
+  // rank 1, at a lower step in its backward phase, is only waiting for it in what it last said.
+  std::vector<RankStatus> ranks = {status(0, 20, TrainPhase::kAllreduce, 10), status(1, 19, TrainPhase::kBackward, 10),
+                                   status(2, 20, TrainPhase::kForward, 10)};
+  ranks[1].seconds_since_heard = 0.5;
+  ranks[2].seconds_since_heard = 9;
+  const HangVerdict v = judge_hang(ranks, 5, 3);
+  REQUIRE(v.hung);
+  CHECK(v.stuck == std::vector<int>{2});
+  CHECK(v.summary.find("rank 2 (node2, pid 1002) silent for 9 s") != std::string::npos);
+  CHECK(v.summary.find("last heard in the forward phase of step 20") != std::string::npos);
+  CHECK(v.summary.find("rank(s) 0-1 wait for it") != std::string::npos);
+
+  // Silence shorter than the hang timeout, or than three beats, is not yet silence.
+  ranks[2].seconds_since_heard = 4;
+  CHECK(judge_hang(ranks, 5, 3).stuck == std::vector<int>{1});
+  ranks[2].seconds_since_heard = 9;
+  CHECK(judge_hang(ranks, 5, 15).stuck == std::vector<int>{1});
 }
 
 TEST_CASE("rank lists are sorted and their runs joined") { CHECK(format_rank_list({5, 0, 1, 2, 7, 8}) == "0-2,5,7-8"); }

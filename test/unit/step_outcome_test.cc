@@ -1,8 +1,12 @@
 #include "launcher/step_outcome.h"
+#include "launcher/step_report.h"
 
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <fstream>
+#include <thread>
+
 #include "launcher/exit_codes.h"
 #include "launcher/restart_env.h"
 
@@ -38,6 +42,7 @@ TEST_CASE("step outcome: the file round-trips; a torn or foreign one is an error
   StepOutcome o = step_verdict(kExitFailed, "rank 1 (host node2) is gone", 104);
   o.cause = StepCause::kRankLost;
   o.rank = 1, o.host = "node2", o.started_from = 50, o.started_unix = 1.7e9, o.ended_unix = 1.7e9 + 3.5;
+  o.connected_unix = 1.7e9 - 0.5;
   write_step_outcome(path, o);
   const auto back = read_step_outcome(path);
   REQUIRE(back.has_value());
@@ -48,7 +53,24 @@ TEST_CASE("step outcome: the file round-trips; a torn or foreign one is an error
   CHECK(back->step == 104);
   CHECK(back->started_from == 50);
   CHECK(back->ended_unix == o.ended_unix);
+  CHECK(back->connected_unix == o.connected_unix);
   CHECK(back->message == o.message);
+  // Rank 0's progress while the step runs: the step reached, no verdict yet.
+  {
+    StepReport report(path);
+    report.connected();
+    report.started(100);
+    report.reached(120);  // within 0.25 s of the last write: not yet written
+    CHECK(read_step_outcome(path)->step == 100);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    report.reached(137);
+  }
+  const auto running = read_step_outcome(path);
+  REQUIRE(running.has_value());
+  CHECK(running->cause == StepCause::kRunning);
+  CHECK(running->connected_unix > 0);
+  CHECK(running->started_from == 100);
+  CHECK(running->step == 137);
   std::ofstream(path) << "{\"cause\": \"done\"";
   CHECK_THROWS_WITH_AS(read_step_outcome(path), doctest::Contains(path.c_str()), std::runtime_error);
 }
