@@ -8,8 +8,9 @@ An MLP (784 -> --hidden -> 10) learns Fashion-MNIST (Debian's dataset-fashion-mn
 
 `slurm-train exec` gives each rank RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, NODE_RANK,
 MASTER_ADDR and MASTER_PORT (the rendezvous of init_method="env://"), and SLURM_TRAIN_HEARTBEAT,
-a per-rank file this script rewrites after every step with the number of steps done: that is how
-the supervisor sees progress and tells a stuck rank from the others. Without Slurm, set the
+a per-rank file this script rewrites after every step with the number of steps done and the
+seconds that step spent computing: that is how the supervisor sees progress, tells a stuck rank
+from the others, and names a rank that computes slower than the others (a straggler). Without Slurm, set the
 variables yourself, e.g. one process:
 
     RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 python3 examples/pytorch_ddp.py
@@ -109,12 +110,16 @@ def parse_args():
                    help="rank --kill-rank, once it has computed step N, kills itself with SIGKILL "
                    "(as the out-of-memory killer or a lost node would end it)")
     t.add_argument("--kill-rank", type=int, default=0, metavar="R", help="(default: %(default)s)")
+    t.add_argument("--slow-ms", type=float, default=0.0, metavar="MS",
+                   help="rank --slow-rank sleeps MS milliseconds in every step, counted as its "
+                   "compute time (a straggler) (default: %(default)s)")
+    t.add_argument("--slow-rank", type=int, default=0, metavar="R", help="(default: %(default)s)")
     args = p.parse_args()
     for name in ("hidden", "batch", "steps"):
         if getattr(args, name) < 1:
             p.error(f"--{name} must be at least 1")
-    if args.ckpt_every < 0 or args.log_every < 1 or args.step_sleep < 0:
-        p.error("--ckpt-every, --log-every and --step-sleep must not be negative "
+    if args.ckpt_every < 0 or args.log_every < 1 or args.step_sleep < 0 or args.slow_ms < 0:
+        p.error("--ckpt-every, --log-every, --step-sleep and --slow-ms must not be negative "
                 "(--log-every at least 1)")
     return args
 
@@ -227,10 +232,11 @@ def rank_ordered_mean(world, bucket):
     return work.get_future().then(mean)
 
 
-def write_heartbeat(path, step):
-    # No fsync: the supervisor on this node reads the page cache; this must stay cheap.
+def write_heartbeat(path, step, compute_seconds=None):
+    """`STEP [COMPUTE_SECONDS]`, as `slurm-train exec` reads it. No fsync: the supervisor on this
+    node reads the page cache; this must stay cheap."""
     with open(path, "w") as f:
-        f.write(f"{step}\n")
+        f.write(f"{step}\n" if compute_seconds is None else f"{step} {compute_seconds:.6f}\n")
 
 
 def main():
@@ -262,6 +268,8 @@ def main():
             print(f"restart {restarts} inside the job ({cause}): resuming from "
                   f"{args.ckpt or 'nothing (no --ckpt)'}", flush=True)
         args.hang_at_step = args.fail_at_step = args.kill_at_step = None
+        args.slow_ms = 0.0
+    slow_seconds = args.slow_ms / 1000 if args.slow_rank == rank else 0.0
 
     train_x, train_y = load_split(args.data, "train")
     if len(train_x) < args.batch:
@@ -334,7 +342,17 @@ def main():
         idx = data.indices(step)
         x, y = to_inputs(train_x[idx], device), torch.from_numpy(train_y[idx]).to(device)
         optimizer.zero_grad(set_to_none=True)
+        # The step's compute seconds, for the straggler judge: the forward pass and the loss, and
+        # the injected slowdown. The backward pass is left out: DDP runs the gradient all-reduce
+        # inside it, overlapped, and the time a rank waits there for a slow peer is not its own.
+        # The forward is the proxy for the whole step's compute.
+        started = time.perf_counter()
         loss = F.cross_entropy(ddp(x), y)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)  # the kernels, not only their launch
+        if slow_seconds:
+            time.sleep(slow_seconds)
+        compute_seconds = time.perf_counter() - started
         loss.backward()  # DDP averages the gradients over the ranks (rank_ordered_mean)
         optimizer.step()
         step += 1
@@ -358,7 +376,7 @@ def main():
             sys.stdout.flush()
             os._exit(3)  # at once: interpreter teardown with a live process group can block
         if heartbeat:
-            write_heartbeat(heartbeat, step)
+            write_heartbeat(heartbeat, step, compute_seconds)
         if args.ckpt and args.ckpt_every and step % args.ckpt_every == 0 and step < args.steps:
             checkpoint()
         if args.step_sleep:

@@ -1,5 +1,6 @@
 #include "launcher/exec_command.h"
 
+#include <charconv>
 #include <cstring>
 #include <iostream>
 #include <limits>
@@ -61,6 +62,22 @@ void add_exec_command(CLI::App& app, int& exit_code, const ExecCommandLine& line
                   "the heartbeat file did not grow or, without one, the run lasted under a minute; 0: never "
                   "(default 3)")
       ->check(count);
+  cmd->add_option("--straggler-threshold", options->straggler_threshold,
+                  "name a rank whose compute time per step (the seconds its program writes after the step in "
+                  "$SLURM_TRAIN_HEARTBEAT, else its pace) stays above this many times the ranks' median (default "
+                  "1.2; 0: off)")
+      ->check(CLI::Validator(
+          [](std::string& value) -> std::string {
+            double t = 0;
+            const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), t);
+            if (value.empty() || ec != std::errc() || end != value.data() + value.size() ||
+                !(t == 0 || (t > 1 && t <= 100)))
+              return value +
+                     ": expected a factor above 1 (1.2: 20% slower than the median) up to 100, or 0 to "
+                     "turn straggler detection off";
+            return "";
+          },
+          "FACTOR"));
   // Only what comes before `--` reaches the parser (split_exec_command_line); a word here is a
   // program given without it.
   auto stray = std::make_shared<std::vector<std::string>>();
@@ -68,9 +85,10 @@ void add_exec_command(CLI::App& app, int& exit_code, const ExecCommandLine& line
   cmd->footer(std::string(kExecExitCodeTable) +
               "\nThe program gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, NODE_RANK, MASTER_ADDR, MASTER_PORT\n"
               "(the plugin's, or the same values derived from SLURM_*) and SLURM_TRAIN_HEARTBEAT, a file it may\n"
-              "touch or write its step number to, in Python:\n"
+              "touch or write its step number to, then optionally the seconds the step spent computing (its waits\n"
+              "in collectives left out: what names a straggler), in Python:\n"
               "  with open(os.environ[\"SLURM_TRAIN_HEARTBEAT\"], \"w\") as f:\n"
-              "      f.write(str(step))\n");
+              "      f.write(f\"{step} {compute_seconds}\")\n");
   cmd->callback([options, stray, line, &exit_code] {
     if (!line.separator || !stray->empty() || line.program.empty()) {
       std::cerr << "slurm-train: error: exec: "

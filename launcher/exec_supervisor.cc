@@ -24,6 +24,7 @@
 #include "launcher/child_process.h"
 #include "launcher/cli_validators.h"
 #include "launcher/exit_codes.h"
+#include "launcher/heartbeat_compute.h"
 #include "launcher/heartbeat_file.h"
 #include "launcher/memory_cgroup.h"
 #include "launcher/munge_auth.h"
@@ -153,6 +154,7 @@ class Supervisor {
   int finished_normally();
   int preempted();
   int failed(int status);
+  void take_heartbeat(TrainProgress& progress);
   std::string who() const { return fmt::format("rank {} of {} on {}", rank_, size_, host_); }
   void say(const std::string& text) {  // rank 0's console and this rank's log
     log_.line(text);
@@ -169,6 +171,7 @@ class Supervisor {
   int signal_fd_ = -1;
   RankLog log_;
   std::unique_ptr<HeartbeatFile> heartbeat_;
+  HeartbeatCompute compute_;
   std::unique_ptr<ChildProcess> child_;
   std::atomic<ChildProcess*> child_to_end_{nullptr};
   std::unique_ptr<Watchdog> watchdog_;
@@ -265,6 +268,7 @@ void Supervisor::start_watchdog() {
   options.connect_timeout = 120;
   options.print_reported_failures = true;
   options.gather_failures_seconds = 1;
+  options.straggler_threshold = o_.straggler_threshold;
   options.on_verdict = [this](const StepOutcome& verdict) { report_->ended(verdict); };
   options.before_exit = [this] {
     if (ChildProcess* child = child_to_end_.load()) {
@@ -359,7 +363,7 @@ int Supervisor::supervise() {
     }
     if (!connected_reported_ && watchdog_->all_connected()) report_->connected(), connected_reported_ = true;
     if (heartbeat_->changed()) {
-      progress.set(TrainPhase::kProgram, heartbeat_->step().value_or(progress.step()));
+      take_heartbeat(progress);
       // The program's first heartbeat: where it (re)started, for the in-job supervisor.
       if (!started_reported_) report_->started(progress.step()), started_reported_ = true;
     }
@@ -388,11 +392,22 @@ int Supervisor::supervise() {
     watchdog_->report_failure(kExitFailed, fmt::format("{}: the supervisor failed (poll)", who()));
     return kExitFailed;
   }
-  if (heartbeat_->changed()) progress.set(TrainPhase::kProgram, heartbeat_->step().value_or(progress.step()));
+  if (heartbeat_->changed()) take_heartbeat(progress);
   log_.line(fmt::format("the program (pid {}) {}", child_->pid(), describe_wait_status(*status)));
   if (preempted_by_ != 0) return preempted();
   if (exit_code_of(*status) == 0) return finished_normally();
   return failed(*status);
+}
+
+// A changed heartbeat: its step is progress, and its compute seconds (or pace) go to the straggler
+// judge as `run`'s steps do.
+void Supervisor::take_heartbeat(TrainProgress& progress) {
+  const std::optional<std::uint64_t> step = heartbeat_->step();
+  progress.set(TrainPhase::kProgram, step.value_or(progress.step()));
+  if (!step) return;
+  const double now = std::chrono::duration<double>(Clock::now() - started_).count();
+  const StepCompute c = compute_.observe(now, *step, heartbeat_->compute_seconds());
+  if (c.steps > 0) progress.add_compute(c.seconds_per_step, c.steps);
 }
 
 int Supervisor::finished_normally() {
@@ -404,7 +419,9 @@ int Supervisor::finished_normally() {
   const auto table = watchdog_->wait_for_all_finished();
   for (const auto& r : table)
     if (r.exit_code == kExitPreempted) return preempted();
-  report_->ended(step_verdict(kExitOk, "the program exited 0 on every rank", watchdog_->progress().step()));
+  StepOutcome verdict = step_verdict(kExitOk, "the program exited 0 on every rank", watchdog_->progress().step());
+  verdict.stragglers = watchdog_->straggler_hosts();
+  report_->ended(verdict);
   watchdog_->finish(kExitOk);
   log_.line("done (exit 0)");
   return kExitOk;
@@ -464,7 +481,9 @@ int Supervisor::preempted() {
     }
   }
   say(fmt::format("preempted ({}): {}; {} (exit {})", signal, reached, detail, code));
-  report_->ended(step_verdict(code, detail, step.value_or(0)));
+  StepOutcome verdict = step_verdict(code, detail, step.value_or(0));
+  verdict.stragglers = watchdog_->straggler_hosts();
+  report_->ended(verdict);
   return code;
 }
 

@@ -20,6 +20,7 @@ struct ExecOptions {
   std::string preempt_signal;  // empty: forward the signal Slurm sent
   double preempt_grace = 120;
   int max_restarts_without_progress = 3;
+  double straggler_threshold = 1.2;  // 0: off
   bool log_dir_given = false;
 };
 

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
@@ -14,12 +15,37 @@
 
 namespace slurm_train {
 
-std::optional<std::uint64_t> parse_heartbeat_step(std::string_view text) {
+namespace {
+
+bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+// The text up to the next blank, taken off the front of `text`.
+std::string_view next_field(std::string_view& text) {
   text = trim(text);
+  std::size_t n = 0;
+  while (n < text.size() && !is_blank(text[n])) ++n;
+  const std::string_view field = text.substr(0, n);
+  text.remove_prefix(n);
+  return field;
+}
+
+}  // namespace
+
+HeartbeatText parse_heartbeat(std::string_view text) {
+  const std::string_view step_field = next_field(text), compute_field = next_field(text);
   std::uint64_t step = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), step);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return step;
+  const auto [step_end, step_ec] = std::from_chars(step_field.data(), step_field.data() + step_field.size(), step);
+  if (step_field.empty() || step_ec != std::errc() || step_end != step_field.data() + step_field.size() ||
+      !trim(text).empty())
+    return {};
+  if (compute_field.empty()) return {step, std::nullopt};
+  double compute = 0;
+  const auto [end, ec] = std::from_chars(compute_field.data(), compute_field.data() + compute_field.size(), compute);
+  if (end != compute_field.data() + compute_field.size() || (ec != std::errc() && ec != std::errc::result_out_of_range))
+    return {};
+  // A number out of a double's range (1e999, 1e-999) is left out as an infinite one is.
+  if (ec != std::errc() || !std::isfinite(compute) || compute < 0) return {step, std::nullopt};
+  return {step, compute};
 }
 
 HeartbeatFile::HeartbeatFile(const std::string& prefix) {
@@ -59,7 +85,10 @@ bool HeartbeatFile::changed() {
     ::close(fd);
     // A write caught half-way reads as no number: the step stays what it was.
     if (n > 0)
-      if (const auto step = parse_heartbeat_step(std::string_view(text, static_cast<std::size_t>(n)))) step_ = step;
+      if (const HeartbeatText said = parse_heartbeat(std::string_view(text, static_cast<std::size_t>(n))); said.step) {
+        step_ = said.step;
+        compute_seconds_ = said.compute_seconds;
+      }
   }
   return true;
 }

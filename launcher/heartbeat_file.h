@@ -1,8 +1,10 @@
 // The heartbeat file of a program under `slurm-train exec` ($SLURM_TRAIN_HEARTBEAT): the program
-// proves it is alive by touching it or writing to it, and may write the step it reached (a
-// decimal number), which the rank table shows and the restart rule counts as progress. Python:
+// proves it is alive by touching it or writing to it, and may write `STEP [COMPUTE_SECONDS]`: the
+// step it reached (a decimal number), which the rank table shows and the restart rule counts as
+// progress, then optionally the seconds that step spent computing (its waits in collectives left
+// out), which the straggler judge compares across ranks. Python:
 //   with open(os.environ["SLURM_TRAIN_HEARTBEAT"], "w") as f:
-//       f.write(str(step))
+//       f.write(f"{step} {compute_seconds}")
 #pragma once
 
 #include <sys/stat.h>
@@ -14,9 +16,17 @@
 
 namespace slurm_train {
 
-// The step a heartbeat file holds: a decimal number, blanks around it allowed; nullopt for
-// anything else (a file only touched, or written with other text).
-std::optional<std::uint64_t> parse_heartbeat_step(std::string_view text);
+// What a heartbeat file says.
+struct HeartbeatText {
+  std::optional<std::uint64_t> step;
+  std::optional<double> compute_seconds;  // finite and >= 0; only with a step
+};
+
+// `STEP [COMPUTE_SECONDS]`: a whole decimal number, then optionally a decimal number, separated
+// by blanks, blanks around them allowed. Any other text (a file only touched, a word, a third
+// field) says nothing; compute seconds that are negative, NaN or infinite are left out and the
+// step kept.
+HeartbeatText parse_heartbeat(std::string_view text);
 
 class HeartbeatFile {
  public:
@@ -32,15 +42,17 @@ class HeartbeatFile {
   // Removes the file and its folder (also from the watchdog's thread, before _exit).
   void remove() noexcept;
   // True when the file changed (time or size) since the last look; step() then holds the step
-  // it says, if it says one.
+  // it says, if it says one, and compute_seconds() the compute seconds written with that step.
   bool changed();
   std::optional<std::uint64_t> step() const { return step_; }
+  std::optional<double> compute_seconds() const { return compute_seconds_; }
 
  private:
   std::string folder_, path_;
   timespec mtime_{};
   off_t size_ = 0;
   std::optional<std::uint64_t> step_;
+  std::optional<double> compute_seconds_;
 };
 
 }  // namespace slurm_train

@@ -19,6 +19,7 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -54,10 +55,14 @@ class TrainProgress {
     counter_.fetch_add(1, std::memory_order_release);
   }
   std::uint64_t counter() const { return counter_.load(std::memory_order_acquire); }
-  // A step's compute time (the step without its waits in collectives), for the straggler judge.
-  void add_compute(double seconds) {
-    compute_us_.fetch_add(static_cast<std::uint64_t>(std::max(0.0, seconds) * 1e6), std::memory_order_relaxed);
-    compute_steps_.fetch_add(1, std::memory_order_relaxed);
+  // A step's compute time (the step without its waits in collectives), for the straggler judge;
+  // `steps` steps of that time each (`exec` sees several steps at one heartbeat).
+  void add_compute(double seconds_per_step, std::uint64_t steps = 1) {
+    // Bounded: `exec` passes a program's own figures, and a double too large for the integer is
+    // undefined behaviour in the cast.
+    const double us = std::min(1e6 * std::max(0.0, seconds_per_step) * static_cast<double>(steps), 1e18);
+    compute_us_.fetch_add(static_cast<std::uint64_t>(us), std::memory_order_relaxed);
+    compute_steps_.fetch_add(steps, std::memory_order_relaxed);
   }
   // The mean compute time (microseconds) and steps since the last call.
   std::pair<std::uint64_t, std::uint64_t> take_compute() {

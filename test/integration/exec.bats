@@ -197,12 +197,15 @@ pid_in_log() {
   [[ $stderr == *"exec: no program after '--'"* ]]
   run --separate-stderr "$ST" exec --hang-timeout=-1 -- true
   [ "$status" -eq 2 ]
+  run --separate-stderr "$ST" exec --straggler-threshold 1 -- true
+  [ "$status" -eq 2 ]
+  [[ $stderr == *"1: expected a factor above 1"* ]]
   run "$ST" exec --help
   [ "$status" -eq 0 ]
   [[ $output == *"4    hang:"* ]]
   [[ $output == *"5    preempted:"* ]]
   [[ $output == *"127: it was not found"* ]]
-  [[ $output == *'f.write(str(step))'* ]]
+  [[ $output == *'f.write(f"{step} {compute_seconds}")'* ]]
 }
 
 # oom_cgroup: a new memory cgroup below this process's, limited to 512 MiB (printed), or fails.

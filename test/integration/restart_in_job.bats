@@ -3,7 +3,8 @@
 # spare. A rank killed, a hang, a whole node killed: the same job finishes on the spare with the
 # parameters of an uninterrupted two-rank run, bit for bit. A run that diverges at the same step
 # every time ends after its second failure; a configuration error is not restarted. Stragglers
-# are named (and, asked, left out at the next restart); clean runs name none.
+# are named (and, asked, left out at the next restart), under exec too from the heartbeat's
+# compute seconds; clean runs name none.
 
 load helpers
 
@@ -253,6 +254,43 @@ assert s[0]["step"] <= 45, s
   grep -q "slurm-train srun: step ended after .*: diverged (exit 9)" "$d/excluding.out"
   grep -q "slurm-train srun: restart 1 of 3 on node1,node3:" "$d/excluding.out"
   h5diff "$BATS_FILE_TMPDIR/straight.h5" "$d/excluding.h5" /model /model
+}
+
+@test "exec: the PyTorch DDP example with --slow-ms 200 --slow-rank 1 on 2 ranks: rank 1 is named a straggler with its node, from the heartbeat's compute seconds" {
+  $PY -c 'import torch' 2>/dev/null || skip "python3-torch is not installed (scripts/install-deps.sh)"
+  run srun -N2 --ntasks-per-node=1 "$BUILD/bin/slurm-train" exec --log-dir "$d/logs" -- $PY "$ROOT/examples/pytorch_ddp.py" \
+    --steps 60 --log-every 60 --slow-ms 200 --slow-rank 1
+  echo "$output"
+  [ "$status" -eq 0 ]
+  host=$(grep -ohE 'exec: rank 1 of 2 on [^:]+' "$d"/logs/*/rank-1.log | sed 's/.* on //')
+  [ -n "$host" ]
+  # Named once, within its first windows (every step 200 ms longer: 10 steps a window of 2 s).
+  [[ $output =~ straggler:\ rank\ 1\ \(([^,]+),\ pid\ [0-9]+,\ [^\)]+\)\ computes\ ([0-9.]+)x\ the\ ranks\'\ median ]]
+  [ "${BASH_REMATCH[1]}" = "$host" ]
+  awk -v x="${BASH_REMATCH[2]}" 'BEGIN { exit !(x > 1.2) }'
+  [ "$(grep -c 'straggler: rank' <<<"$output")" -eq 1 ]
+  grep -q "straggler: rank 1 ($host, pid" "$d"/logs/*/rank-0.log
+}
+
+@test "exec: --exclude-stragglers leaves the node of the DDP example's slow rank out at the next restart" {
+  $PY -c 'import torch' 2>/dev/null || skip "python3-torch is not installed (scripts/install-deps.sh)"
+  {
+    echo '#!/bin/bash'
+    echo "#SBATCH --nodes=3 --no-kill --ntasks-per-node=1 --output=$d/slow.out"
+    printf '%q ' "$BUILD/bin/slurm-train" srun --exclude-stragglers --spare-nodes 1 --log-dir "$d/logs" -- \
+      "$BUILD/bin/slurm-train" exec --log-dir "$d/logs" -- $PY "$ROOT/examples/pytorch_ddp.py" --steps 80 \
+      --log-every 80 --ckpt "$d/slow.pt" --ckpt-every 40 --slow-ms 200 --slow-rank 1 --fail-at-step 60 --fail-rank 0
+    echo
+  } >"$d/slow.sh"
+  job=$(sbatch --parsable "$d/slow.sh")
+  run wait_job "$job" 300
+  cat "$d/slow.out"
+  [ "$output" = COMPLETED ]
+  grep -q "straggler: rank 1 (node2" "$d/slow.out"
+  grep -q "slurm-train srun: leaving node2 out of the job: a rank there was named a straggler (--exclude-stragglers)" \
+    "$d/slow.out"
+  grep -q "slurm-train srun: restart 1 of 3 on node1,node3:" "$d/slow.out"
+  grep -q "resumed from $d/slow.pt at step 40" "$d/slow.out"
 }
 
 @test "Ctrl-C (SIGINT twice) to the supervisor cancels the step: no restart, no node blamed" {

@@ -109,12 +109,13 @@ TEST_CASE("exec: the control port stays in range and is never the step's MASTER_
 }
 
 TEST_CASE("exec: the heartbeat file's step, and a file only touched") {
-  CHECK(parse_heartbeat_step("17\n") == 17u);
-  CHECK(parse_heartbeat_step("  42 ") == 42u);
-  CHECK_FALSE(parse_heartbeat_step(""));
-  CHECK_FALSE(parse_heartbeat_step("step 3"));
-  CHECK_FALSE(parse_heartbeat_step("-1"));
-  CHECK_FALSE(parse_heartbeat_step("3.5"));
+  CHECK(parse_heartbeat("17\n").step == 17u);
+  CHECK(parse_heartbeat("  42 ").step == 42u);
+  CHECK_FALSE(parse_heartbeat("42").compute_seconds);
+  CHECK_FALSE(parse_heartbeat("").step);
+  CHECK_FALSE(parse_heartbeat("step 3").step);
+  CHECK_FALSE(parse_heartbeat("-1").step);
+  CHECK_FALSE(parse_heartbeat("3.5").step);
 
   std::filesystem::path path;
   {
@@ -128,9 +129,39 @@ TEST_CASE("exec: the heartbeat file's step, and a file only touched") {
     std::ofstream(path) << "not a number";  // touched with other text: alive, the step stays
     CHECK(hb.changed());
     CHECK(hb.step() == 12u);
+    std::ofstream(path) << "13 0.0421\n";
+    CHECK(hb.changed());
+    CHECK(hb.step() == 13u);
+    CHECK(hb.compute_seconds() == doctest::Approx(0.0421));
+    std::ofstream(path) << "14\n";  // the compute seconds go with their step
+    CHECK(hb.changed());
+    CHECK(hb.step() == 14u);
+    CHECK_FALSE(hb.compute_seconds());
   }
   CHECK_FALSE(std::filesystem::exists(path));
   CHECK_FALSE(std::filesystem::exists(path.parent_path()));
+}
+
+TEST_CASE("exec: the heartbeat's compute seconds after the step; bad ones left out, bad text says nothing") {
+  const HeartbeatText said = parse_heartbeat("120 0.0421\n");
+  CHECK(said.step == 120u);
+  CHECK(said.compute_seconds == doctest::Approx(0.0421));
+  CHECK(parse_heartbeat("\t7\t 2e-3 ").compute_seconds == doctest::Approx(0.002));
+  CHECK(parse_heartbeat("7 0").compute_seconds == 0.0);
+  // Not a usable time: the step stays, the figure is left out.
+  for (const char* text : {"7 -0.5", "7 nan", "7 inf", "7 -inf", "7 1e999"}) {
+    CAPTURE(text);
+    const HeartbeatText h = parse_heartbeat(text);
+    CHECK(h.step == 7u);
+    CHECK_FALSE(h.compute_seconds);
+  }
+  // Not the format: nothing at all, as for a file only touched.
+  for (const char* text : {"7 fast", "7 0.1 3", "7 0.1s", "7,0.1", "0.1 7", "x 0.1"}) {
+    CAPTURE(text);
+    const HeartbeatText h = parse_heartbeat(text);
+    CHECK_FALSE(h.step);
+    CHECK_FALSE(h.compute_seconds);
+  }
 }
 
 TEST_CASE(
