@@ -13,7 +13,7 @@
 # A node-level fault never hits the batch script's node (node1), whose loss ends any Slurm job.
 # Fault i fires when the attempt after i faults reaches a random step of the i-th part of the run
 # (so each attempt trains before the next fault). The seed is printed; CHAOS_SEED repeats a run;
-# CHAOS_KINDS (comma-separated) fixes the kinds' order.
+# CHAOS_KINDS (comma-separated) fixes the kinds' order, CHAOS_RANKS the ranks they hit.
 #
 # Prints each fault (kind, step, node, what the supervisor named), each recovery time (failure to
 # the new step's first training step; median and maximum), the steps lost (each at most
@@ -82,6 +82,9 @@ else
     tmp=${kinds[i]} kinds[i]=${kinds[j]} kinds[j]=$tmp
   done
 fi
+ranks=()
+[[ -z ${CHAOS_RANKS:-} ]] || IFS=, read -r -a ranks <<<"$CHAOS_RANKS"
+((${#ranks[@]} == 0 || ${#ranks[@]} == FAULTS)) || die "CHAOS_RANKS='$CHAOS_RANKS': expected $FAULTS ranks (0 or 1)"
 part=$((STEPS / (FAULTS + 1)))
 at=()
 for ((i = 0; i < FAULTS; i++)); do
@@ -127,6 +130,7 @@ for ((i = 0; i < FAULTS; i++)); do
   while read -r rank h p; do host[$rank]=$h pid[$rank]=$p; done < <(attempt_text "$i" |
     sed -n 's/^  rank \+\([0-9]\+\)  host \([^ ]*\)  pid \([0-9]\+\) .*/\1 \2 \3/p')
   rank=$((RANDOM % 2))
+  [[ ${#ranks[@]} = 0 ]] || rank=${ranks[i]}
   if [[ $kind = node-kill || $kind = unreachable ]] && [[ ${host[$rank]} = node1 ]]; then rank=$((1 - rank)); fi
   node=${host[$rank]}
   n=${node#node}

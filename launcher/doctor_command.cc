@@ -25,6 +25,7 @@ namespace {
 struct DoctorOptions {
   std::shared_ptr<ConfigOptions> config = std::make_shared<ConfigOptions>();
   std::vector<std::string> dirs;
+  bool node = false;  // this node's checks alone, without MPI: the in-job supervisor's probe
 };
 
 std::vector<std::string> interfaces() {
@@ -64,7 +65,32 @@ std::vector<Check> run_checks(const DoctorOptions& o, const Environment& env, Co
   return checks;
 }
 
+// This node's checks without MPI, one task a node; the last line is for the in-job supervisor
+// (node_health.h): "node-check HOST ok" or "node-check HOST FAIL: WHAT: DETAIL".
+int doctor_node(const DoctorOptions& o) {
+  const Environment env = current_environment();
+#ifdef SLURM_TRAIN_WITH_CUDA
+  const bool cuda = true;
+#else
+  const bool cuda = false;
+#endif
+  std::vector<Check> checks = {check_slurm(env), check_plugin(env), check_gpus(env, cuda),
+                               check_nccl(env, host_name(), interfaces()), check_munge(env)};
+  for (const std::string& dir : o.dirs) checks.push_back(check_folder("folder", dir, env));
+  std::string verdict = "ok";
+  for (const auto& c : checks) {
+    std::cout << format_check(c) << "\n";
+    if (c.verdict == Verdict::kFail && verdict == "ok") verdict = fmt::format("FAIL: {}: {}", c.what, c.detail);
+  }
+  // Slurm's name of the node, which the supervisor knows it by (the host's may be longer).
+  const auto slurm_name = env.find("SLURMD_NODENAME");
+  std::cout << "node-check " << (slurm_name != env.end() ? slurm_name->second : host_name()) << " " << verdict << "\n"
+            << std::flush;
+  return any_failed(checks) ? kExitFailed : kExitOk;
+}
+
 int doctor(const DoctorOptions& o) {
+  if (o.node) return doctor_node(o);
   MpiSession mpi(nullptr, nullptr);
   std::unique_ptr<Comm> comm = make_mpi_comm();
   const Environment env = current_environment();
@@ -104,6 +130,8 @@ void add_doctor_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--config,-c", o->config->file, "also check this training configuration (data, output folders)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--dir", o->dirs, "also check that this folder is writable and its filesystem (repeatable)");
+  cmd->add_flag("--node", o->node,
+                "this node's checks alone, without MPI (one task a node; slurm-train srun's probe before a restart)");
   add_config_key_options(cmd, o->config);
   cmd->callback([o, cmd, &exit_code] {
     reject_unknown_options(cmd);

@@ -270,6 +270,9 @@ void Supervisor::start_watchdog() {
   options.gather_failures_seconds = 1;
   options.straggler_threshold = o_.straggler_threshold;
   options.on_verdict = [this](const StepOutcome& verdict) { report_->ended(verdict); };
+  options.on_root_verdict = [path = restart_.report_path](const StepOutcome& verdict) {
+    StepReport(path).ended(verdict);
+  };
   options.before_exit = [this] {
     if (ChildProcess* child = child_to_end_.load()) {
       log_.line(fmt::format("ending the program (pid {}): SIGTERM, then SIGKILL after {:.0f} s", child->pid(),

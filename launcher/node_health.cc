@@ -146,4 +146,30 @@ std::map<std::string, std::string> node_problems(const std::vector<std::string>&
   return out;
 }
 
+std::map<std::string, std::string> node_check_failures(const std::string& output, const std::vector<std::string>& nodes,
+                                                       double limit_seconds) {
+  std::map<std::string, std::string> said;
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);) {
+    // srun --label would put "N: " first; the host is named in the line itself.
+    const auto at = line.find("node-check ");
+    if (at == std::string::npos) continue;
+    std::istringstream words(line.substr(at + 11));
+    std::string host, rest;
+    words >> host;
+    std::getline(words >> std::ws, rest);
+    if (!host.empty() && !rest.empty()) said[host] = rest;
+  }
+  std::map<std::string, std::string> failures;
+  for (const auto& node : nodes) {
+    const auto it = said.find(node);
+    if (it == said.end())
+      failures[node] =
+          fmt::format("its node check (slurm-train doctor --node) did not report within {:.0f} s", limit_seconds);
+    else if (it->second != "ok")
+      failures[node] = fmt::format("its node check (slurm-train doctor --node): {}", it->second);
+  }
+  return failures;
+}
+
 }  // namespace slurm_train

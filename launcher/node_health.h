@@ -26,4 +26,10 @@ std::string unusable_state(const std::string& state);
 // throws std::runtime_error when it fails.
 std::map<std::string, std::string> node_problems(const std::vector<std::string>& nodes, double timeout_seconds);
 
+// What `slurm-train doctor --node` said on each of `nodes` (its lines "node-check HOST ok" and
+// "node-check HOST FAIL: WHAT: DETAIL", among others): why each node that failed or did not
+// report cannot take a step; nodes that reported ok are absent. `limit_seconds` is for the words.
+std::map<std::string, std::string> node_check_failures(const std::string& output, const std::vector<std::string>& nodes,
+                                                       double limit_seconds);
+
 }  // namespace slurm_train

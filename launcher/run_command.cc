@@ -338,6 +338,9 @@ int run(const RunOptions& options) {
     watch.hang_timeout = config.run.hang_timeout;
     watch.connect_timeout = 120;
     watch.on_verdict = [&report](const StepOutcome& verdict) { report.ended(verdict); };
+    watch.on_root_verdict = [path = restart.report_path](const StepOutcome& verdict) {
+      StepReport(path).ended(verdict);
+    };
     watch.straggler_threshold = config.run.straggler_threshold;
     // A failed step ends with _exit at once, but a checkpoint's background write that is about to
     // finish is worth a moment: the restart would otherwise resume from the one before. Shorter

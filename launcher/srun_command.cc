@@ -44,8 +44,9 @@ struct SrunOptions {
   bool log_dir_given = false;
   double probe_timeout = 2;
   bool exclude_stragglers = false;
-  double verdict_grace = 2;    // after a failure is known, how long srun may take to end the step
-  double start_timeout = 300;  // for every rank to reach rank 0's watchdog; 0: no limit
+  double verdict_grace = 2;        // after a failure is known, how long srun may take to end the step
+  double start_timeout = 300;      // for every rank to reach rank 0's watchdog; 0: no limit
+  double node_check_timeout = 20;  // slurm-train doctor --node before a restart; 0: none
   std::vector<std::string> srun_args;
 };
 
@@ -187,6 +188,39 @@ StepRun run_step(const std::vector<std::string>& argv, const Environment& env, c
   return r;
 }
 
+// `slurm-train doctor --node` on each of `nodes` (a task a node, beside the steps that linger),
+// ended after o.node_check_timeout seconds: why each node that failed or did not report is unfit.
+std::map<std::string, std::string> check_nodes(const std::vector<std::string>& nodes, Environment env,
+                                               const SrunOptions& o) {
+  std::error_code ec;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (ec) throw std::runtime_error(fmt::format("cannot read /proc/self/exe: {}", ec.message()));
+  for (const char* name : {"SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NNODES", "SLURM_NODELIST"}) env.erase(name);
+  ChildProcess srun(
+      {"srun", fmt::format("--nodes={}", nodes.size()), fmt::format("--nodelist={}", join(nodes)),
+       "--ntasks-per-node=1", "--overlap", "--mpi=none", "--kill-on-bad-exit=0", self, "doctor", "--node"},
+      env);
+  std::string out;
+  bool out_open = true;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(o.node_check_timeout);
+  std::optional<int> status;
+  while ((!status || out_open) && std::chrono::steady_clock::now() < deadline) {
+    pollfd fds[2] = {{out_open ? srun.stdout_fd() : -1, POLLIN, 0}, {status ? -1 : srun.pidfd(), POLLIN, 0}};
+    ::poll(fds, 2, 100);
+    if (fds[0].revents) {
+      char buf[4096];
+      const ssize_t n = ::read(srun.stdout_fd(), buf, sizeof buf);
+      if (n > 0)
+        out.append(buf, static_cast<std::size_t>(n));
+      else if (n == 0 || errno != EINTR)
+        out_open = false;
+    }
+    if (!status) status = srun.try_wait();
+  }
+  if (!status) srun.end(1.0);
+  return node_check_failures(out, nodes, o.node_check_timeout);
+}
+
 void write_record(const std::string& path, const std::vector<Attempt>& attempts) {
   try {
     write_file_durably(path, format_attempts(attempts));
@@ -267,6 +301,38 @@ int supervise(const SrunOptions& o) {
   double failure_unix = 0;
   for (int attempt = first_attempt;; ++attempt) {
     const int restart = attempt - first_attempt;
+    // Before a restart, the chosen nodes' own checks; a node that fails is left out, and the
+    // nodes chosen again.
+    while (restart > 0 && o.node_check_timeout > 0) {
+      const auto begun = std::chrono::steady_clock::now();
+      std::map<std::string, std::string> unfit;
+      try {
+        unfit = check_nodes(nodes, env, o);
+      } catch (const std::exception& e) {
+        say(fmt::format("warning: the nodes' checks did not run: {}", e.what()));
+      }
+      say(fmt::format("node checks on {}: {} ({:.1f} s)", join(nodes),
+                      unfit.empty() ? "ok" : fmt::format("{} unfit", unfit.size()),
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - begun).count()));
+      if (unfit.empty()) break;
+      for (const auto& [node, why] : unfit) {
+        left_out.insert(node);
+        attempts.back().left_out.push_back(node);
+        say(fmt::format("leaving {} out of the job: {}", node, why));
+      }
+      write_record(record_path, attempts);
+      std::vector<std::string> healthy;
+      for (const auto& n : nodes)
+        if (!unfit.count(n)) healthy.push_back(n);
+      NodeChoice again = choose_nodes(healthy, allocation, left_out, step_nodes, limits);
+      if (again.nodes.empty()) {
+        say(fmt::format("{}; {} restart(s) inside the job; nodes left out: {} (record: {})", again.why, restart - 1,
+                        join(left_out), record_path));
+        return kExitFailed;
+      }
+      if (!again.why.empty()) say(again.why);
+      nodes = std::move(again.nodes);
+    }
     Environment step_env = env;
     // srun would take the allocation's task count; the step's size is the nodes chosen.
     for (const char* name : {"SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NNODES", "SLURM_NODELIST"}) step_env.erase(name);
@@ -419,6 +485,10 @@ void add_srun_command(CLI::App& app, int& exit_code, const ExecCommandLine& line
   cmd->add_option("--start-timeout", o->start_timeout,
                   "seconds a step has for every rank to reach rank 0 (the launch and MPI's start-up) before it "
                   "is ended and restarted (default 300; 0: no limit)")
+      ->check(non_negative_number("seconds, a number >= 0", "SECONDS"));
+  cmd->add_option("--node-check-timeout", o->node_check_timeout,
+                  "before a restart, each chosen node runs slurm-train doctor --node; a node that fails or does "
+                  "not report within this many seconds is left out (default 20; 0: no checks)")
       ->check(non_negative_number("seconds, a number >= 0", "SECONDS"));
   cmd->add_option("--probe-timeout", o->probe_timeout,
                   "seconds a node's slurmd has to answer before the node is left out (default 2)")

@@ -51,6 +51,16 @@ void StepReport::ended(StepOutcome verdict) noexcept {
   std::lock_guard lock(mutex_);
   if (ended_) return;
   ended_ = true;
+  // Rank 1 writes the verdict when rank 0 went silent: the first verdict on file stands, and a
+  // rank other than 0 takes the start rank 0 wrote.
+  try {
+    if (const auto on_file = read_step_outcome(path_)) {
+      if (on_file->ended_unix > 0) return;
+      if (base_.started_unix == 0) base_ = *on_file;
+    }
+  } catch (const std::exception&) {
+    // Torn or foreign: replaced.
+  }
   verdict.started_from = base_.started_from;
   verdict.started_unix = base_.started_unix;
   if (verdict.connected_unix == 0) verdict.connected_unix = base_.connected_unix;

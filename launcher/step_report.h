@@ -23,8 +23,9 @@ class StepReport {
   // Rank 0 finished `step` steps: written at most every 0.25 s (renamed into place, not synced), so
   // that the step reached is known when rank 0 is lost without a verdict.
   void reached(std::uint64_t step) noexcept;
-  // The step's verdict (the first one counts); its time, start and step reached filled in where
-  // `verdict` leaves them empty. A file that cannot be written is a warning on stderr.
+  // The step's verdict (the first one counts, also one another rank wrote); its time, start and
+  // step reached filled in where `verdict` leaves them empty. A file that cannot be written is a
+  // warning on stderr.
   void ended(StepOutcome verdict) noexcept;
 
  private:

@@ -45,9 +45,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr int kPollMs = 200;
-// Rank 0's "still here" to every rank (they wait 30 s or more): every 5 s, every 10 s from
-// 10,000 ranks (sending it is then most of rank 0's work).
-double root_beat_seconds(int ranks) { return std::max(5.0, 2 * member_beat_seconds(ranks)); }
+// Rank 0's "still here" to every rank: every second up to 1,000 ranks, then longer, every 10 s
+// from 10,000 (sending it is then most of rank 0's work). Three missed mean rank 0 is silent.
+double root_beat_seconds(int ranks) { return std::clamp(ranks / 1000.0, 1.0, 10.0); }
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -149,6 +149,10 @@ Watchdog::Watchdog(Comm& comm, const RankIdentity& me, const WatchdogOptions& op
     thread_ = std::thread([this] { run_root(); });
   }
   comm.broadcast(address, sizeof address, 0);
+  char root_name[256] = {};
+  if (rank_ == 0) std::snprintf(root_name, sizeof root_name, "%s", me.host.c_str());
+  comm.broadcast(root_name, sizeof root_name, 0);
+  root_name_ = root_name;
   if (rank_ == 0) return;
   // "SECRET PORT ADDRESS...": where rank 0 listens, and how to prove this rank is the job's.
   std::istringstream words(address);
@@ -167,6 +171,7 @@ Watchdog::Watchdog(const WatchdogRendezvous& rendezvous, std::unique_ptr<Control
   if (size_ < 1 || rank_ < 0 || rank_ >= size_)
     throw std::runtime_error(fmt::format("watchdog: rank {} of {} is not a rank of the job", rank_, size_));
   if (size_ > 1 && !auth_) throw std::logic_error("watchdog: a job of several ranks needs a way to prove them");
+  root_name_ = rendezvous.root_host;
   init_table(me);
   if (rank_ == 0) {
     if (size_ > 1) {
@@ -401,6 +406,11 @@ void Watchdog::end_job(int exit_code, const std::string& message, bool print, St
     if (verdict.cause == StepCause::kRunning) verdict.cause = cause_of_exit_code(exit_code);
     verdict.message = message;
     options_.on_verdict(verdict);
+  } else if (rank_ == 1 && verdict.rank == 0 && options_.on_root_verdict) {
+    verdict.exit_code = exit_code;
+    verdict.step = std::max(verdict.step, progress_.step());
+    verdict.message = message;
+    options_.on_root_verdict(verdict);
   }
   if (rank_ == 0) {
     WatchdogFrame f;
@@ -795,7 +805,8 @@ void Watchdog::run_member() {
   auto last_change = Clock::now();
   // What came with the welcome is read first.
   std::string in = std::move(root_in_);
-  const double silence_limit = (options_.hang_timeout > 0 ? options_.hang_timeout : 600) + 30;
+  // Rank 0 judges hangs: a member waits for its verdict, then for three of its beats more.
+  const double silence_limit = (options_.hang_timeout > 0 ? options_.hang_timeout : 600) + 3 * root_beat_seconds(size_);
   while (!stop_) {
     pollfd fds[2] = {{wake_[0], POLLIN, 0}, {root_fd_, POLLIN, 0}};
     if (in.size() < sizeof(WatchdogFrame)) ::poll(fds, 2, kPollMs);
@@ -832,12 +843,16 @@ void Watchdog::run_member() {
                           "memory? its node lost?); ending rank {}",
                           root_address_, rank_),
               rank_ == 1);
-    if (seconds_between(last_heard, now) > silence_limit)
-      end_job(
-          kExitHang,
-          fmt::format("rank 0's watchdog sent nothing for {:.0f} s (stopped? its node unreachable?); ending rank {}",
-                      silence_limit, rank_),
-          rank_ == 1);
+    if (seconds_between(last_heard, now) > silence_limit) {
+      StepOutcome verdict;
+      verdict.cause = StepCause::kHang;
+      verdict.rank = 0, verdict.host = root_name_;
+      end_job(kExitHang,
+              fmt::format("hang: rank 0 ({}) silent for {:.0f} s: its watchdog sends nothing (the process stopped, or "
+                          "its node cut off); ending rank {}",
+                          root_name_, silence_limit, rank_),
+              rank_ == 1, verdict);
+    }
     const std::uint64_t counter = progress_.counter();
     if (counter != seen_counter) seen_counter = counter, last_change = now;
     if (seconds_between(last_beat, now) >= beat_seconds) {

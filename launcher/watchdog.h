@@ -106,6 +106,9 @@ struct WatchdogOptions {
   // Rank 0: called just before it ends the job, on whichever thread, with the verdict (the in-job
   // supervisor's step outcome). It must not throw.
   std::function<void(const StepOutcome&)> on_verdict;
+  // Rank 1: called when it ends the job because rank 0 went silent (a stopped process, its node
+  // cut off), with a verdict naming rank 0, which cannot give its own. It must not throw.
+  std::function<void(const StepOutcome&)> on_root_verdict;
 };
 
 // Where rank 0 listens when there is no MPI to broadcast it: every task derives the same values
@@ -219,6 +222,7 @@ class Watchdog {
   std::uint64_t root_seq_out_ = 1, root_seq_in_ = 1;
   std::string root_in_;
   std::string root_address_;
+  std::string root_name_;  // rank 0's host
   // Rank 0's thread only (and rank 0's end, with mutex_ held): strangers and the listener.
   ControlAdmission admission_;
   bool accepting_ = true;

@@ -26,8 +26,9 @@ setup() {
 }
 
 # submit_restarting NAME [RUN ARGS...]: a batch job of three nodes whose script runs the small
-# configuration for 300 steps (checkpoints every 50) under `slurm-train srun --spare-nodes 1`;
-# prints the job id. Its output is $d/NAME.out, its record under $d/logs, its model $d/NAME.h5.
+# configuration for 300 steps (checkpoints every 50) under `slurm-train srun --spare-nodes 1`
+# (and the options in the array SUPERVISOR, when set); prints the job id. Its output is
+# $d/NAME.out, its record under $d/logs, its model $d/NAME.h5.
 submit_restarting() {
   local name=$1
   shift
@@ -35,7 +36,8 @@ submit_restarting() {
   {
     echo '#!/bin/bash'
     echo "#SBATCH --nodes=3 --no-kill --ntasks-per-node=1 --output=$d/$name.out"
-    printf '%q ' "$BUILD/bin/slurm-train" srun --spare-nodes 1 --restarts 3 --log-dir "$d/logs" -- --mpi=pmix \
+    printf '%q ' "$BUILD/bin/slurm-train" srun --spare-nodes 1 --restarts 3 --log-dir "$d/logs" "${SUPERVISOR[@]}" \
+      -- --mpi=pmix \
       --ntasks-per-node=1 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 300 --ckpt.dir "$d/ck" \
       --ckpt.every 50 --train.save "$d/$name.h5" "$@"
     echo
@@ -310,6 +312,30 @@ assert s[0]["step"] <= 45, s
   run $PY -c 'import json, sys; a = [json.loads(l) for l in open(sys.argv[1])]; assert len(a) == 1 and a[0]["left_out"] == [], a' \
     "$d/logs/$job/restarts.jsonl"
   [ "$status" -eq 0 ]
+}
+
+@test "before a restart the chosen nodes check themselves: a spare whose slurmd is stuck is left out; --allow-fewer goes on with one node" {
+  SUPERVISOR=(--allow-fewer --node-check-timeout 5)
+  job=$(submit_restarting stuck-spare --inject-fault crash@100:1,slow@20)
+  out=$d/stuck-spare.out
+  # Once the first step trains (on node1 and node2; the crash at step 100 comes 2 s later or more).
+  for _ in $(seq 300); do grep -Eq '^  rank +1  host node2' "$out" 2>/dev/null && break; sleep 0.1; done
+  # The spare's slurmd stopped: its port still accepts a connection (the kernel's backlog), so
+  # only the node's own check, which never starts there, finds it.
+  slurmd=$(for p in $(ip netns pids "sltr$TEST_CLUSTER_PORT-node3"); do [[ $(cat /proc/$p/comm) = slurmd ]] && echo $p; done)
+  [ -n "$slurmd" ]
+  kill -STOP $slurmd
+  run wait_job "$job" 120
+  kill -CONT $slurmd
+  cat "$out"
+  [ "$output" = COMPLETED ]
+  grep -q "slurm-train srun: node checks on node1,node3: 1 unfit" "$out"
+  grep -q "slurm-train srun: leaving node3 out of the job: its node check (slurm-train doctor --node) did not report within 5 s" "$out"
+  grep -q "slurm-train srun: node checks on node1: ok" "$out"
+  grep -q "slurm-train srun: restart 1 of 3 on node1:" "$out"
+  grep -q "slurm-train srun: training finished; 1 restart(s) inside the job; nodes left out: node2,node3" "$out"
+  # node3 answers Slurm again before the next test.
+  for _ in $(seq 300); do [[ $(sinfo -h -n node3 -o %T) = idle ]] && break; sleep 0.2; done
 }
 
 # Last: the node it kills stays down for the rest of this file.

@@ -32,3 +32,18 @@ TEST_CASE("node health: slurmd's port from scontrol show config") {
         6958);
   CHECK(parse_slurmd_port("nothing here\n") == 0);
 }
+
+TEST_CASE("node health: doctor --node's last lines say which nodes failed; a node that said nothing did not report") {
+  const std::string output =
+      "OK   Slurm: job 7, step 3\n"
+      "FAIL GPUs: CUDA_VISIBLE_DEVICES is empty\n"
+      "node-check node3 FAIL: GPUs: CUDA_VISIBLE_DEVICES is empty\n"
+      "0: node-check node1 ok\n"  // as srun --label writes it
+      "node-check\n";
+  const auto failures = node_check_failures(output, {"node1", "node3", "node4"}, 20);
+  REQUIRE(failures.size() == 2);
+  CHECK(failures.at("node3") ==
+        "its node check (slurm-train doctor --node): FAIL: GPUs: CUDA_VISIBLE_DEVICES is empty");
+  CHECK(failures.at("node4") == "its node check (slurm-train doctor --node) did not report within 20 s");
+  CHECK(node_check_failures("node-check node1 ok\nnode-check node2 ok\n", {"node1", "node2"}, 5).empty());
+}
