@@ -52,6 +52,8 @@ fi
 plugin=$BUILD/lib/spank_train.so
 [[ -f $plugin ]] || plugin=none
 nodes=$((FAULTS + 2))
+# Fresh: the cluster of an earlier run has its faults' nodes dead or cut off.
+scripts/cluster.sh stop --dir "$DIR" >/dev/null 2>&1 || true
 scripts/cluster.sh start --dir "$DIR" --port "$PORT" --nodes "$nodes" --plugin "$plugin" >/dev/null
 trap 'scripts/cluster.sh stop --dir "$DIR" >/dev/null 2>&1 || true' EXIT
 eval "$(scripts/cluster.sh env --dir "$DIR")"
@@ -120,14 +122,22 @@ finished() { grep -q 'slurm-train srun: .* restart(s) inside the job' "$out" 2>/
 attempt_text() { awk -v n="$1" '/^slurm-train srun: (step on|restart [0-9]+ of)/ { a++ } a == n + 1' "$out" 2>/dev/null; }
 attempt_started() { attempt_text "$1" | grep -Eq '^  rank +1  host'; }
 attempt_reached() { attempt_text "$1" | awk -v s="$2" '/^step [0-9]+\// { split($2, p, "/"); if (p[1] + 0 >= s) f = 1 } END { exit !f }'; }
+# ready FIRST STEP: the newest attempt (cur), FIRST or later, trains and has reached STEP. A step
+# can also fail of itself (a start-up that times out): the faults follow the newest attempt.
+ready() {
+  cur=$(($(grep -Ec '^slurm-train srun: (step on|restart [0-9]+ of)' "$out" 2>/dev/null || true) - 1))
+  ((cur >= $1)) && attempt_started "$cur" && attempt_reached "$cur" "$2"
+}
 
 faults=()
+next=0
 for ((i = 0; i < FAULTS; i++)); do
   kind=${kinds[i]} step=${at[i]}
-  wait_for 300 attempt_started "$i" || { finished || cat "$out" >&2; die "attempt $i did not start"; }
-  wait_for 300 attempt_reached "$i" "$step" || { cat "$out" >&2; die "attempt $i did not reach step $step"; }
+  ready_or_over() { ready "$next" "$step" || finished; }
+  wait_for 300 ready_or_over || { cat "$out" >&2; die "no attempt reached step $step for fault $((i + 1))"; }
+  finished && { grep '^slurm-train srun: ' "$out" >&2; die "the job ended before fault $((i + 1))"; }
   declare -A host=() pid=()
-  while read -r rank h p; do host[$rank]=$h pid[$rank]=$p; done < <(attempt_text "$i" |
+  while read -r rank h p; do host[$rank]=$h pid[$rank]=$p; done < <(attempt_text "$cur" |
     sed -n 's/^  rank \+\([0-9]\+\)  host \([^ ]*\)  pid \([0-9]\+\) .*/\1 \2 \3/p')
   rank=$((RANDOM % 2))
   [[ ${#ranks[@]} = 0 ]] || rank=${ranks[i]}
@@ -141,7 +151,8 @@ for ((i = 0; i < FAULTS; i++)); do
     unreachable) ip link set "sltr${PORT}v$n" down ;;
     *) die "CHAOS_KINDS: '$kind' is not a kind (rank-kill, hang, node-kill, unreachable)" ;;
   esac
-  faults+=("$kind $step $rank $node")
+  faults+=("$cur $kind $step $rank $node")
+  next=$((cur + 1))
   [[ ${CHAOS_BENCH_ROWS:-0} = 1 ]] || echo "chaos: fault $((i + 1)): $kind, rank $rank on $node, at step $step"
 done
 wait_for 600 finished || { cat "$out" >&2; die "the job did not finish"; }
@@ -152,24 +163,31 @@ h5diff "$W/straight.h5" "$W/chaos.h5" /model /model >"$W/h5diff.out" 2>&1 || ide
 summary=$("$PY" - "$W/logs/$job/restarts.jsonl" "$EVERY" "$straight_wall" "$identical" "${faults[@]}" <<'EOF'
 import json, statistics, sys
 record, every, straight_wall, identical = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
-faults = [f.split() for f in sys.argv[5:]]
+# Each fault: the attempt it hit, its kind, step, rank and node.
+faults = {int(f.split()[0]): f.split()[1:] for f in sys.argv[5:]}
 a = [json.loads(line) for line in open(record)]
 failed, last = a[:-1], a[-1]
 problems = []
 if last["cause"] != "done":
     problems.append(f"the job ended with {last['cause']}: {last['message']}")
-if len(failed) != len(faults):
-    problems.append(f"{len(faults)} faults injected, {len(failed)} failed steps in the record")
+missed = sorted(set(faults) - {f["attempt"] for f in failed})
+if missed:
+    problems.append(f"the attempt(s) {missed} that a fault hit did not fail")
 rows = []
 for i, (f, r) in enumerate(zip(failed, a[1:])):
-    kind, step, rank, node = faults[i] if i < len(faults) else ("?", "?", "?", "?")
-    rows.append(f"   fault {i + 1}: {kind:<11} rank {rank} on {node} near step {step}: named {f['cause']} "
-                f"on {f['node'] or '?'}, left out {','.join(f['left_out']) or 'none'}; "
-                f"{f['steps_lost']} steps lost; recovered in {r['recovery_seconds']:.1f} s")
+    what = (f"{f['cause']} on {f['node'] or '?'}, left out {','.join(f['left_out']) or 'none'}; "
+            f"{f['steps_lost']} steps lost; recovered in {r['recovery_seconds']:.1f} s")
+    if f["attempt"] not in faults:
+        # Not injected: the job's own failure (a start-up that timed out), recovered as any other.
+        rows.append(f"   attempt {f['attempt']}: not a fault of this script: {what} ({f['message']})")
+        continue
+    kind, step, rank, node = faults[f["attempt"]]
+    n = sorted(faults).index(f["attempt"]) + 1
+    rows.append(f"   fault {n}: {kind:<11} rank {rank} on {node} near step {step}: named {what}")
     if f["node"] != node:
-        problems.append(f"fault {i + 1} ({kind} on {node}) was blamed on {f['node'] or 'no node'}")
+        problems.append(f"fault {n} ({kind} on {node}) was blamed on {f['node'] or 'no node'}")
     if not 0 <= f["steps_lost"] <= every:
-        problems.append(f"fault {i + 1} lost {f['steps_lost']} steps (more than ckpt.every {every})")
+        problems.append(f"fault {n} lost {f['steps_lost']} steps (more than ckpt.every {every})")
 recoveries = [r["recovery_seconds"] for r in a[1:] if r["recovery_seconds"] > 0]
 # The steps the final parameters keep: each attempt's from where it started to where the next one
 # resumed (all of the last); their time, each attempt's training time in proportion.

@@ -409,14 +409,19 @@ int supervise(const SrunOptions& o) {
       } catch (const std::exception& e) {
         say(fmt::format("warning: the nodes' health is unknown: {}", e.what()));
       }
-      // Without rank 0's verdict, srun's word of a task that exited with a status names a peer
-      // that the failure ended, not its cause: a node found unhealthy is the one at fault.
+      // The probe's word over a weak one: without rank 0's verdict, srun's word of a task that
+      // exited with a status names a peer the failure ended, not its cause; and a network
+      // partition looks the same from both sides (a rank cut off names as silent the peer it no
+      // longer hears). When the node named answers and another node of the step does not, that
+      // one is at fault.
       const bool verdict = run.outcome && run.outcome->ended_unix > 0;
-      if (!verdict && run.first_task_failure && !run.task_killed)
+      const bool weak = (!verdict && run.first_task_failure && !run.task_killed) || a.cause == StepCause::kHang;
+      if (weak && problems[a.node].empty())
         for (const auto& [node, why] : problems)
-          if (!why.empty()) {
+          if (!why.empty() && node != a.node) {
             a.message = fmt::format("{} lost ({}); {}", node, why, a.message);
             a.node = node;
+            a.rank = -1;  // the rank the verdict named is not the one at fault
             break;
           }
       if (const std::string why = node_fault(attempts, a); !why.empty() && problems[a.node].empty())
