@@ -24,6 +24,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$ROOT/bench/results.sh"
+source "$ROOT/bench/inputs.sh"
 BUILD=${BUILD:-build}
 [[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
 FAULTS=${CHAOS_FAULTS:-8}
@@ -44,13 +45,8 @@ die() { echo "chaos.sh: $*" >&2; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
 
-data=data/fashion-mnist
-if [[ ! -f $data/train.h5 || ! -f $data/test.h5 ]]; then
-  data=$BUILD/bench/fashion-mnist
-  [[ -f $data/test.h5 ]] || "$BUILD/bin/slurm-train" data import fashion-mnist --out "$data" >/dev/null
-fi
-plugin=$BUILD/lib/spank_train.so
-[[ -f $plugin ]] || plugin=none
+data=$(fashion_mnist_dir)
+plugin=$(cluster_plugin)
 nodes=$((FAULTS + 2))
 # Fresh: the cluster of an earlier run has its faults' nodes dead or cut off.
 scripts/cluster.sh stop --dir "$DIR" >/dev/null 2>&1 || true

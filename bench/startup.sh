@@ -10,6 +10,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$ROOT/bench/results.sh"
+source "$ROOT/bench/inputs.sh"
 BUILD=${BUILD:-build}
 [[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
 TRIALS=${STARTUP_BENCH_TRIALS:-5}
@@ -17,13 +18,8 @@ PORT=${STARTUP_BENCH_PORT:-6927}  # neither the demo's (6917) nor the tests' (69
 DIR=$BUILD/bench/cluster
 cd "$ROOT"
 
-data=data/fashion-mnist
-if [[ ! -f $data/train.h5 || ! -f $data/test.h5 ]]; then
-  data=$BUILD/bench/fashion-mnist
-  [[ -f $data/test.h5 ]] || "$BUILD/bin/slurm-train" data import fashion-mnist --out "$data" >/dev/null
-fi
-plugin=$BUILD/lib/spank_train.so
-[[ -f $plugin ]] || plugin=none
+data=$(fashion_mnist_dir)
+plugin=$(cluster_plugin)
 scripts/cluster.sh start --dir "$DIR" --port "$PORT" --nodes 2 --plugin "$plugin" >/dev/null
 trap 'scripts/cluster.sh stop --dir "$DIR" >/dev/null 2>&1 || true' EXIT
 eval "$(scripts/cluster.sh env --dir "$DIR")"
