@@ -188,6 +188,12 @@ StepRun run_step(const std::vector<std::string>& argv, const Environment& env, c
   return r;
 }
 
+// srun would take the allocation's task count and nodes; a step's size is the nodes chosen.
+Environment without_allocation_size(Environment env) {
+  for (const char* name : {"SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NNODES", "SLURM_NODELIST"}) env.erase(name);
+  return env;
+}
+
 // `slurm-train doctor --node` on each of `nodes` (a task a node, beside the steps that linger),
 // ended after o.node_check_timeout seconds: why each node that failed or did not report is unfit.
 std::map<std::string, std::string> check_nodes(const std::vector<std::string>& nodes, Environment env,
@@ -195,7 +201,7 @@ std::map<std::string, std::string> check_nodes(const std::vector<std::string>& n
   std::error_code ec;
   const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
   if (ec) throw std::runtime_error(fmt::format("cannot read /proc/self/exe: {}", ec.message()));
-  for (const char* name : {"SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NNODES", "SLURM_NODELIST"}) env.erase(name);
+  env = without_allocation_size(std::move(env));
   ChildProcess srun(
       {"srun", fmt::format("--nodes={}", nodes.size()), fmt::format("--nodelist={}", join(nodes)),
        "--ntasks-per-node=1", "--overlap", "--mpi=none", "--kill-on-bad-exit=0", self, "doctor", "--node"},
@@ -333,9 +339,7 @@ int supervise(const SrunOptions& o) {
       if (!again.why.empty()) say(again.why);
       nodes = std::move(again.nodes);
     }
-    Environment step_env = env;
-    // srun would take the allocation's task count; the step's size is the nodes chosen.
-    for (const char* name : {"SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NNODES", "SLURM_NODELIST"}) step_env.erase(name);
+    Environment step_env = without_allocation_size(env);
     const std::string report = fmt::format("{}/step-{}.outcome", dir, attempt);
     std::filesystem::remove(report, ec);
     step_env[kRestartCountVar] = std::to_string(restart);
