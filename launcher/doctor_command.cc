@@ -9,6 +9,8 @@
 #include <iostream>
 #include <memory>
 
+#include "launcher/allreduce_probe.h"
+#include "launcher/allreduce_sweep.h"
 #include "launcher/config_checks.h"
 #include "launcher/config_options.h"
 #include "launcher/doctor_checks.h"
@@ -26,6 +28,9 @@ struct DoctorOptions {
   std::shared_ptr<ConfigOptions> config = std::make_shared<ConfigOptions>();
   std::vector<std::string> dirs;
   bool node = false;  // this node's checks alone, without MPI: the in-job supervisor's probe
+  bool allreduce = false;
+  std::string allreduce_max = "64M";
+  AllreduceProbeOptions probe;
 };
 
 std::vector<std::string> interfaces() {
@@ -119,7 +124,14 @@ int doctor(const DoctorOptions& o) {
     std::cout << (failed > 0 ? fmt::format("doctor: {} rank(s) with a FAIL\n", failed) : "doctor: no FAIL\n")
               << std::flush;
   }
-  return failed > 0 ? kExitFailed : kExitOk;
+  bool probe_passed = true;
+  if (o.allreduce) {
+    AllreduceProbeOptions probe = o.probe;
+    probe.max_bytes = parse_message_size(o.allreduce_max);
+    if (comm->rank() == 0) std::cout << "\n";
+    probe_passed = run_allreduce_probe(*comm, probe, std::cout);
+  }
+  return failed > 0 || !probe_passed ? kExitFailed : kExitOk;
 }
 
 }  // namespace
@@ -132,6 +144,27 @@ void add_doctor_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--dir", o->dirs, "also check that this folder is writable and its filesystem (repeatable)");
   cmd->add_flag("--node", o->node,
                 "this node's checks alone, without MPI (one task a node; slurm-train srun's probe before a restart)");
+  cmd->add_flag("--allreduce", o->allreduce,
+                "then measure all-reduce bandwidth across the job's ranks by message size, as nccl-tests does (NCCL "
+                "on GPUs, MPI on CPUs), and time each link of a ring over the nodes, naming the slowest")
+      ->excludes("--node");
+  cmd->add_option("--allreduce-max", o->allreduce_max, "the largest message of --allreduce: 64M, 1G, 512K, bytes")
+      ->capture_default_str()
+      ->check([](const std::string& v) {
+        try {
+          parse_message_size(v);
+          return std::string();
+        } catch (const std::exception& e) {
+          return std::string(e.what());
+        }
+      });
+  cmd->add_option("--allreduce-seconds", o->probe.seconds,
+                  "the bound on --allreduce's sweep: it stops before a size that would pass it")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 3600.0));
+  cmd->add_option("--min-busbw", o->probe.min_busbw,
+                  "--allreduce fails (exit 1) when the bus bandwidth at the largest size is below this many GB/s")
+      ->check(CLI::NonNegativeNumber);
   add_config_key_options(cmd, o->config);
   cmd->callback([o, cmd, &exit_code] {
     reject_unknown_options(cmd);

@@ -53,6 +53,9 @@ class Comm {
   // Every rank's `bytes` bytes at `mine`, on `root` in rank order (sizes may differ by rank);
   // empty elsewhere.
   virtual std::vector<std::vector<unsigned char>> gather_bytes(const void* mine, std::size_t bytes, int root) = 0;
+  // Point to point, blocking: `bytes` bytes to rank `to`, or from rank `from` (doctor's link test).
+  virtual void send(const void* data, std::size_t bytes, int to) = 0;
+  virtual void receive(void* data, std::size_t bytes, int from) = 0;
   virtual void barrier() = 0;
   // Ends every rank of the job; safe to call from any rank at any time.
   [[noreturn]] virtual void abort(int exit_code) noexcept = 0;

@@ -44,6 +44,8 @@ int checked_count(std::size_t n) {
 
 class MpiComm final : public Comm {
  public:
+  static constexpr int kPointToPointTag = 17;
+
   MpiComm() {
     // Errors come back as codes (MPI_CHECK turns them into exceptions) instead of aborting
     // inside MPI with no word of where.
@@ -122,6 +124,12 @@ class MpiComm final : public Comm {
     return parts;
   }
 
+  void send(const void* data, std::size_t bytes, int to) override {
+    MPI_CHECK(MPI_Send(data, checked_count(bytes), MPI_BYTE, to, kPointToPointTag, world_));
+  }
+  void receive(void* data, std::size_t bytes, int from) override {
+    MPI_CHECK(MPI_Recv(data, checked_count(bytes), MPI_BYTE, from, kPointToPointTag, world_, MPI_STATUS_IGNORE));
+  }
   void barrier() override { MPI_CHECK(MPI_Barrier(world_)); }
   [[noreturn]] void abort(int exit_code) noexcept override {
     MPI_Abort(MPI_COMM_WORLD, exit_code);

@@ -136,6 +136,17 @@ class NcclComm final : public Comm {
     check_nccl(ncclBroadcast(data, data, bytes, ncclUint8, root, comm_, stream_), "ncclBroadcast", __LINE__);
     wait_all();
   }
+  // Device memory, as every other collective here.
+  void send(const void* data, std::size_t bytes, int to) override {
+    enqueue_after_compute();
+    check_nccl(ncclSend(data, bytes, ncclUint8, to, comm_, stream_), "ncclSend", __LINE__);
+    wait_all();
+  }
+  void receive(void* data, std::size_t bytes, int from) override {
+    enqueue_after_compute();
+    check_nccl(ncclRecv(data, bytes, ncclUint8, from, comm_, stream_), "ncclRecv", __LINE__);
+    wait_all();
+  }
   // Host memory and files: the bootstrap's (MPI).
   std::vector<std::vector<unsigned char>> gather_bytes(const void* mine, std::size_t bytes, int root) override {
     return boot_.gather_bytes(mine, bytes, root);

@@ -39,6 +39,12 @@ class SingleProcessComm final : public Comm {
     const auto* p = static_cast<const unsigned char*>(mine);
     return {std::vector<unsigned char>(p, p + bytes)};
   }
+  void send(const void*, std::size_t, int to) override {
+    throw CommError("send to rank " + std::to_string(to) + " in a world of one process");
+  }
+  void receive(void*, std::size_t, int from) override {
+    throw CommError("receive from rank " + std::to_string(from) + " in a world of one process");
+  }
   void barrier() override {}
   [[noreturn]] void abort(int exit_code) noexcept override { _exit(exit_code); }
 
