@@ -105,7 +105,8 @@ teardown_file() {
 }
 
 @test "stop ends every process of the cluster, its running jobs included" {
-  srun -n2 sleep 300 3>&- &
+  # 307 s: no other test's sleep (test files run side by side).
+  srun -n2 sleep 307 3>&- &
   srun_pid=$!
   wait_for_running_step
   # slurmctld lists the step before slurmd has started its slurmstepd: on a busy machine, wait.
@@ -116,7 +117,7 @@ teardown_file() {
   [ "$status" -eq 3 ]
   run cluster_processes "$TEST_CLUSTER_DIR"
   [ -z "$output" ]
-  run pgrep -x -f 'sleep 300'
+  run pgrep -x -f 'sleep 307'
   [ "$status" -ne 0 ]
   # The client learns that its step ended and exits non-zero on its own.
   # In this shell, srun's parent (run's subshell is not): its own exit status, non-zero.

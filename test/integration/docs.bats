@@ -30,8 +30,9 @@ teardown_file() {
   stop_test_cluster
 }
 
-# login_shell FOLDER BASH-ARGS...: a clean login shell in FOLDER with only this cluster's
-# SLURM_CONF, the short runs' setting and the harness's sanitizer settings (SANITIZE=1) carried.
+# login_shell FOLDER BASH-ARGS...: a new user's clean login shell (user_home) in FOLDER, with only
+# this cluster's SLURM_CONF, the short runs' setting and the harness's sanitizer settings
+# (SANITIZE=1) carried.
 login_shell() {
   local folder=$1 sanitizer=() v
   shift
@@ -39,7 +40,7 @@ login_shell() {
     PMIX_MCA_mca_base_component_disable_dlclose; do
     [ -z "${!v:-}" ] || sanitizer+=("$v=${!v}")
   done
-  (cd "$folder" && timeout 900 env -i HOME="$HOME" TERM=dumb PATH=/usr/local/bin:/usr/bin:/bin \
+  (cd "$folder" && timeout 900 env -i HOME="$(user_home)" TERM=dumb PATH=/usr/local/bin:/usr/bin:/bin \
     SLURM_CONF="$SLURM_CONF" SLURM_TRAIN_TRAIN_STEPS=100 OMPI_MCA_btl_vader_single_copy_mechanism=none \
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "${sanitizer[@]}" bash -l "$@" 2>&1)
 }
@@ -93,7 +94,7 @@ wait_for_empty_queue() {
 }
 
 # The blocks' python3 is the login shell's: Debian's, with python3-torch and python3-numpy
-# (scripts/install-deps.sh), unless the user's profile puts another first (pyenv, conda).
+# (scripts/install-deps.sh), unless the site's profile puts another first.
 need_torch() {
   local found
   login_shell "$BATS_TEST_TMPDIR" -c 'python3 -c "import numpy, torch"' >/dev/null && return 0

@@ -75,11 +75,25 @@ set_small_args() {
     --train.global_batch 250)
 }
 
-# Fashion-MNIST in HDF5 under the build tree, imported once and shared by the test files.
+# user_home: the home folder of a new user (a copy of /etc/skel, one a test file), for the tests'
+# clean login shells: what the README promises a user, without this machine's own dotfiles (root's
+# pyenv or conda, whose rehash lock, left behind by a killed shell, stalls every login a minute).
+user_home() {
+  local home=$BATS_FILE_TMPDIR/home
+  [ -d "$home" ] || cp -r /etc/skel "$home"
+  echo "$home"
+}
+
+# Fashion-MNIST in HDF5 under the build tree, imported once and shared by the test files (the
+# lock: files run side by side in make test, and the first imports while the others wait).
 ensure_fashion_mnist() {
   export TEST_DATA=$BUILD/test/data/fashion-mnist
-  [ -f "$TEST_DATA/train.h5" ] && [ -f "$TEST_DATA/test.h5" ] && return 0
-  "$BUILD/bin/slurm-train" data import fashion-mnist --out "$TEST_DATA" >/dev/null
+  mkdir -p "$(dirname "$TEST_DATA")"
+  (
+    flock 9
+    [ -f "$TEST_DATA/train.h5" ] && [ -f "$TEST_DATA/test.h5" ] && exit 0
+    "$BUILD/bin/slurm-train" data import fashion-mnist --out "$TEST_DATA" >/dev/null
+  ) 9>"$TEST_DATA.lock"
 }
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

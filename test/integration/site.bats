@@ -21,15 +21,16 @@ teardown_file() {
   stop_test_cluster
 }
 
-# login_shell COMMANDS: a clean login shell as a user gets one (Lmod from /etc/profile.d), with
-# only this cluster's SLURM_CONF carried over, and the harness's sanitizer settings (SANITIZE=1).
+# login_shell COMMANDS: a clean login shell as a new user gets one (user_home; Lmod from
+# /etc/profile.d), with only this cluster's SLURM_CONF carried over, and the harness's sanitizer
+# settings (SANITIZE=1).
 login_shell() {
   local sanitizer=() v
   for v in ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS OMPI_MCA_mca_base_component_disable_dlclose \
     PMIX_MCA_mca_base_component_disable_dlclose; do
     [ -z "${!v:-}" ] || sanitizer+=("$v=${!v}")
   done
-  env -i HOME="$HOME" TERM=dumb PATH=/usr/local/bin:/usr/bin:/bin SLURM_CONF="$SLURM_CONF" \
+  env -i HOME="$(user_home)" TERM=dumb PATH=/usr/local/bin:/usr/bin:/bin SLURM_CONF="$SLURM_CONF" \
     OMPI_MCA_btl_vader_single_copy_mechanism=none "${sanitizer[@]}" bash -l -c "$1"
 }
 
@@ -79,8 +80,10 @@ login_shell() {
 
 @test "submit --dry-run prints a script Slurm accepts; submit runs it to completion" {
   cd "$WORK"
-  run login_shell "cd '$WORK' && module use '$PREFIX/modulefiles' && module load slurm-train 2>/dev/null &&
+  # The script is stdout alone: a login profile may say things on stderr (pyenv's rehash does).
+  run --separate-stderr login_shell "cd '$WORK' && module use '$PREFIX/modulefiles' && module load slurm-train 2>/dev/null &&
     slurm-train submit examples/fashion-mnist.toml --nodes 2 --tasks-per-node 1 --time 00:10:00 --dry-run --train.steps=20"
+  echo "$stderr"
   [ "$status" -eq 0 ]
   script=$output
   [[ $script == *"#SBATCH --nodes=2"*"#SBATCH --ntasks-per-node=1"*"#SBATCH --open-mode=append"*"#SBATCH --signal=USR2@120"*"#SBATCH --requeue"* ]]
