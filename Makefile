@@ -158,8 +158,9 @@ test-programs: $(UNIT_TESTS) $(CUDA_TESTS) $(TEST_PROGRAMS)
 # the freshly installed libraries; on every core unless the caller chose -j itself.
 SUBMAKE = $(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc))
 
+# The fuzzers' clang build too, on every core while nothing else runs (fuzz.bats then runs them).
 test: deps
-	@$(SUBMAKE) all
+	@$(SUBMAKE) all fuzz-build
 	@BUILD=$(BUILD) SANITIZE=$(SANITIZE) test/run-tests.sh
 
 # The demo runs the launcher on a cluster with the plugin: it builds those two, no test program.

@@ -82,7 +82,9 @@ finish_cuda() {
 # tests wait on daemons, timeouts and the queue, so lanes overlap that waiting with another
 # file's work. The longest files start first (test/integration/durations: seconds a file took
 # on 2 cores; a file not listed counts as long); each file's TAP is printed whole when it ends.
-# A run writes the durations it measured to $log_dir/durations, to refresh that table.
+# A run writes the durations it measured to $log_dir/durations, to refresh that table. A file
+# whose load would falsify it or its neighbours says "# make test: alone" on its second line: it
+# runs after the lanes, with nothing beside it.
 integration_order() {
   local table=test/integration/durations f
   for f in "$@"; do
@@ -108,19 +110,26 @@ integration_lane() {
 }
 
 run_integration() {
-  local files jobs=${TEST_JOBS:-3} queue tap_dir=$log_dir/integration lane pids=() f
+  local files jobs=${TEST_JOBS:-3} queue tap_dir=$log_dir/integration lane pids=() f alone=() shared=()
   # shellcheck disable=SC2206
   files=(${TEST_FILES:-test/integration/*.bats})
   [[ $jobs =~ ^[1-9][0-9]?$ ]] || { echo "TEST_JOBS '$jobs': expected a number of lanes from 1 to 99" >&2; exit 2; }
   echo "== integration tests: ${#files[@]} files, $jobs at a time"
   rm -rf "$tap_dir" "$log_dir/integration.log" && mkdir -p "$tap_dir"
   queue=$tap_dir/queue
-  integration_order "${files[@]}" >"$queue"
+  : >"$queue"
+  for f in "${files[@]}"; do
+    if head -n 5 "$f" | grep -qx '# make test: alone'; then alone+=("$f"); else shared+=("$f"); fi
+  done
+  [ ${#shared[@]} -eq 0 ] || integration_order "${shared[@]}" >"$queue"
   for ((lane = 0; lane < jobs; lane++)); do
     integration_lane "$lane" &
     pids+=($!)
   done
   wait "${pids[@]}"
+  # Then each file that must run with nothing beside it (its second line: "# make test: alone").
+  [ ${#alone[@]} -eq 0 ] || printf '%s\n' "${alone[@]}" >"$queue"
+  integration_lane 0
   sort -k2,2nr "$tap_dir/durations" >"$log_dir/durations"
   for f in "${files[@]}"; do count_tap "$f" "$tap_dir/$(basename "$f" .bats).tap"; done
 }

@@ -7,8 +7,9 @@ load helpers
 
 @test "make fuzz FUZZ_RUNS=300 FUZZ_SEED=1: every fuzz target runs clean under ASan and UBSan and reports its runs and coverage" {
   command -v clang++-14 >/dev/null || command -v clang++ >/dev/null || skip "clang is not installed (scripts/install-deps.sh)"
-  # Built first, quietly: on failure the output shows the findings, not the compiler's lines.
-  run make -C "$ROOT" --no-print-directory BUILD="$BUILD" fuzz-build
+  # Built first, quietly (make test builds them before the tests; this is for a run of this file
+  # alone): on failure the output shows the findings, not the compiler's lines.
+  run make -C "$ROOT" --no-print-directory -j"$(nproc)" BUILD="$BUILD" fuzz-build
   [ "$status" -eq 0 ] || { echo "$output" | tail -n 40; false; }
   run make -C "$ROOT" --no-print-directory BUILD="$BUILD" fuzz FUZZ_SECONDS=60 FUZZ_RUNS=300 FUZZ_SEED=1
   echo "$output" | tail -n 80

@@ -4,7 +4,7 @@
 # parameters of an uninterrupted two-rank run, bit for bit. A run that diverges at the same step
 # every time ends after its second failure; a configuration error is not restarted. Stragglers
 # are named (and, asked, left out at the next restart), under exec too from the heartbeat's
-# compute seconds; clean runs name none.
+# compute seconds (clean runs naming none is straggler_false_alarms.bats, run alone).
 
 load helpers
 
@@ -64,7 +64,7 @@ check_recovered() {
   # slow@10: 50 steps take at least 0.5 s, so that the checkpoint of step 50 is on disk before
   # the crash on a fast machine too (a background write in flight dies with the step).
   job=$(submit_restarting killed --inject-fault crash@100:1,slow@10)
-  run wait_job "$job" 120
+  run wait_job "$job" 300
   [ "$output" = COMPLETED ]
   check_recovered killed node2
   grep -q "rank 1 (host node2, pid [0-9]*) is gone" "$d/killed.out"
@@ -88,7 +88,7 @@ assert 0 < r["recovery_seconds"] <= 10, r
 @test "a rank killed while rank 0 writes a checkpoint: rank 0 finishes the write first, the restart resumes from it" {
   # slow-ckpt@4: the write of step 50 takes about a second, so the crash at 55 comes while it is in flight.
   job=$(submit_restarting in-flight --inject-fault crash@55:1,slow-ckpt@4 --log-dir "$d/logs")
-  run wait_job "$job" 120
+  run wait_job "$job" 300
   [ "$output" = COMPLETED ]
   check_recovered in-flight node2
   grep -q "resumed from $d/ck/step-00000050.h5 at step 50" "$d/in-flight.out"
@@ -97,7 +97,7 @@ assert 0 < r["recovery_seconds"] <= 10, r
 
 @test "a requeued job keeps the nodes its restarts left out, and its log names them" {
   job=$(submit_restarting requeued --inject-fault crash@100:1,slow@10)
-  run wait_job "$job" 120
+  run wait_job "$job" 300
   [ "$output" = COMPLETED ]
   grep -q "slurm-train srun: leaving node2 out of the job" "$d/requeued.out"
   # As preemption does: the same job id, its script again (its output file anew).
@@ -113,7 +113,7 @@ assert 0 < r["recovery_seconds"] <= 10, r
 
 @test "rank 0 SIGKILLed: no verdict from it, srun's word names its node, which is left out; the same final bits" {
   job=$(submit_restarting rank0-killed --inject-fault crash@100:0,slow@10)
-  run wait_job "$job" 120
+  run wait_job "$job" 300
   [ "$output" = COMPLETED ]
   check_recovered rank0-killed node1 node2,node3
   grep -q "slurm-train srun: step ended after .*: rank-lost (exit [0-9]*) on node1" "$d/rank0-killed.out"
@@ -121,7 +121,7 @@ assert 0 < r["recovery_seconds"] <= 10, r
 
 @test "a hang: named with its node, the step ended and restarted on the spare, the same final bits" {
   job=$(submit_restarting hung --inject-fault hang@100:1 --hang-timeout 3)
-  run wait_job "$job" 120
+  run wait_job "$job" 300
   [ "$output" = COMPLETED ]
   check_recovered hung node2
   grep -q "hang: rank 1 (node2, pid [0-9]*) made no progress" "$d/hung.out"
@@ -129,7 +129,7 @@ assert 0 < r["recovery_seconds"] <= 10, r
 
 @test "a run that diverges at the same step every time ends after its second failure, not after --restarts" {
   job=$(submit_restarting diverging --train.lr 10 --train.clip_norm 0 --train.optimizer sgd --train.momentum 0.99)
-  run wait_job "$job" 120
+  run wait_job "$job" 300
   [ "$output" = FAILED ]
   cat "$d/diverging.out"
   [ "$(grep -c 'training diverged at step' "$d/diverging.out")" -eq 2 ]
@@ -140,7 +140,7 @@ assert 0 < r["recovery_seconds"] <= 10, r
 
 @test "a configuration error is not restarted" {
   job=$(submit_restarting bad --train.steps=-5)
-  run wait_job "$job" 60
+  run wait_job "$job" 300
   [ "$output" = FAILED ]
   cat "$d/bad.out"
   grep -q "train.steps" "$d/bad.out"
@@ -171,7 +171,7 @@ assert 0 < r["recovery_seconds"] <= 10, r
   # an earlier job with this id would leave its nodes out.
   job=$(PATH=$BUILD/bin:$PATH SLURM_TRAIN_LOG_DIR=$d/logs sbatch --parsable --chdir "$d" "$ROOT/examples/spare-nodes.sbatch" "${SMALL[@]:2}" \
     --train.steps 300 --ckpt.every 50 --inject-fault crash@100:1,slow@10)
-  run wait_job "$job" 120
+  run wait_job "$job" 300
   cat "$d/fashion-mnist-spare-$job.out"
   [ "$output" = COMPLETED ]
   grep -q "slurm-train srun: training finished; 1 restart(s) inside the job; nodes left out: node2" \
@@ -227,27 +227,12 @@ assert s[0]["step"] <= 45, s
   grep -Eq "^slurm_train_rank_slowdown\{job_id=\"[0-9]+\",job_name=\"[^\"]*\",rank=\"1\",host=\"$host\"\} [0-9.]+$" "$d/p.prom"
 }
 
-@test "five clean two-rank runs name no straggler" {
-  set_small_args
-  for i in 1 2 3 4 5; do
-    # Longer than the three windows of 2 s a rank must be slow for, on a fast machine too: every
-    # rank's steps alike at least 3 ms (slow@3 on all ranks).
-    run srun --mpi=pmix -N2 --ntasks-per-node=1 "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 2400 \
-      --inject-fault slow@3
-    [ "$status" -eq 0 ]
-    [[ $output =~ after\ 2400\ steps\ in\ ([0-9.]+)\ s ]]
-    echo "run $i: ${BASH_REMATCH[1]} s"
-    awk -v s="${BASH_REMATCH[1]}" 'BEGIN { exit !(s >= 6) }'
-    [[ $output != *straggler* ]]
-  done
-}
-
 @test "--exclude-stragglers: a straggler's node is left out at the next restart" {
   job=$(submit_restarting excluding --inject-fault slow@200:1,nan@60:0)
   sed -i "s|srun --spare-nodes 1|srun --exclude-stragglers --spare-nodes 1|" "$d/excluding.sh"
   scancel "$job"
   job=$(sbatch --parsable "$d/excluding.sh")
-  run wait_job "$job" 120
+  run wait_job "$job" 300
   cat "$d/excluding.out"
   [ "$output" = COMPLETED ]
   grep -q "straggler: rank 1 (node2" "$d/excluding.out"
@@ -298,13 +283,13 @@ assert s[0]["step"] <= 45, s
 @test "Ctrl-C (SIGINT twice) to the supervisor cancels the step: no restart, no node blamed" {
   job=$(submit_restarting interrupted --inject-fault slow@50)
   out=$d/interrupted.out
-  for _ in $(seq 300); do grep -q 'step 100/300' "$out" 2>/dev/null && break; sleep 0.1; done
+  for _ in $(seq 1200); do grep -q 'step 100/300' "$out" 2>/dev/null && break; sleep 0.1; done
   grep -q 'step 100/300' "$out"
   supervisor=$(pgrep -f "slurm-train srun --spare-nodes 1 --restarts 3 --log-dir $d/logs")
   kill -INT "$supervisor"
   sleep 0.3
   kill -INT "$supervisor"
-  run wait_job "$job" 60
+  run wait_job "$job" 300
   cat "$out"
   grep -q "slurm-train srun: the job got signal 2 (preemption or scancel): not restarting" "$out"
   ! grep -q "slurm-train srun: restart 1" "$out"
@@ -325,7 +310,7 @@ assert s[0]["step"] <= 45, s
   slurmd=$(for p in $(ip netns pids "sltr$TEST_CLUSTER_PORT-node3"); do [[ $(cat /proc/$p/comm) = slurmd ]] && echo $p; done)
   [ -n "$slurmd" ]
   kill -STOP $slurmd
-  run wait_job "$job" 120
+  run wait_job "$job" 300
   kill -CONT $slurmd
   cat "$out"
   [ "$output" = COMPLETED ]
@@ -342,7 +327,7 @@ assert s[0]["step"] <= 45, s
 @test "a whole training node killed (its slurmd too): the same job restarts on the spare within seconds, the same final bits" {
   job=$(submit_restarting node-lost --inject-fault slow@20)
   out=$d/node-lost.out
-  for _ in $(seq 200); do grep -q 'step 100/300' "$out" 2>/dev/null && break; sleep 0.1; done
+  for _ in $(seq 1200); do grep -q 'step 100/300' "$out" 2>/dev/null && break; sleep 0.1; done
   grep -q 'step 100/300' "$out"
   # Every process of node2's network namespace: slurmd, slurmstepd and the rank.
   kill -KILL $(ip netns pids "sltr$TEST_CLUSTER_PORT-node2")

@@ -1,0 +1,86 @@
+#include "launcher/nvml_library.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <mutex>
+
+namespace slurm_train {
+
+namespace {
+
+struct Opened {
+  Nvml nvml{};
+  bool ok = false;
+  std::string why;
+};
+
+std::string loader_error() {
+  const char* why = dlerror();
+  return why ? why : "no reason given";
+}
+
+Opened open_nvml() {
+  Opened o;
+  const char* chosen = std::getenv("SLURM_TRAIN_NVML_LIBRARY");
+  const std::string file = chosen && *chosen ? chosen : "libnvidia-ml.so.1";
+  void* library = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!library) {
+    o.why = "NVML (" + file + ") cannot be loaded: " + loader_error() + " (no NVIDIA driver on this node?)";
+    return o;
+  }
+  bool resolved = true;
+  const auto resolve = [&](auto& function, const char* name) {
+    if (!resolved) return;
+    dlerror();
+    void* symbol = dlsym(library, name);
+    if (!symbol) {
+      o.why = "NVML (" + file + ") has no " + name + ": a driver older than this program expects";
+      resolved = false;
+      return;
+    }
+    function = reinterpret_cast<std::remove_reference_t<decltype(function)>>(symbol);
+  };
+  Nvml& n = o.nvml;
+  resolve(n.nvmlInit_v2, "nvmlInit_v2");
+  resolve(n.nvmlErrorString, "nvmlErrorString");
+  resolve(n.nvmlSystemGetDriverVersion, "nvmlSystemGetDriverVersion");
+  resolve(n.nvmlSystemGetCudaDriverVersion, "nvmlSystemGetCudaDriverVersion");
+  resolve(n.nvmlDeviceGetCount_v2, "nvmlDeviceGetCount_v2");
+  resolve(n.nvmlDeviceGetHandleByIndex_v2, "nvmlDeviceGetHandleByIndex_v2");
+  resolve(n.nvmlDeviceGetName, "nvmlDeviceGetName");
+  resolve(n.nvmlDeviceGetUUID, "nvmlDeviceGetUUID");
+  resolve(n.nvmlDeviceGetMinorNumber, "nvmlDeviceGetMinorNumber");
+  resolve(n.nvmlDeviceGetCudaComputeCapability, "nvmlDeviceGetCudaComputeCapability");
+  resolve(n.nvmlDeviceGetPersistenceMode, "nvmlDeviceGetPersistenceMode");
+  resolve(n.nvmlDeviceGetMigMode, "nvmlDeviceGetMigMode");
+  resolve(n.nvmlDeviceGetMaxMigDeviceCount, "nvmlDeviceGetMaxMigDeviceCount");
+  resolve(n.nvmlDeviceGetMigDeviceHandleByIndex, "nvmlDeviceGetMigDeviceHandleByIndex");
+  resolve(n.nvmlDeviceGetTotalEccErrors, "nvmlDeviceGetTotalEccErrors");
+  resolve(n.nvmlDeviceGetRetiredPagesPendingStatus, "nvmlDeviceGetRetiredPagesPendingStatus");
+  resolve(n.nvmlDeviceGetRemappedRows, "nvmlDeviceGetRemappedRows");
+  if (!resolved) {
+    dlclose(library);
+    return o;
+  }
+  if (const nvmlReturn_t rc = n.nvmlInit_v2(); rc != kNvmlSuccess) {
+    o.why = std::string("NVML call nvmlInit_v2 failed: ") + n.nvmlErrorString(rc);
+    dlclose(library);
+    return o;
+  }
+  o.ok = true;  // kept open and initialised for the life of the process
+  return o;
+}
+
+}  // namespace
+
+const Nvml* nvml_library(std::string* why) {
+  static const Opened opened = open_nvml();
+  if (!opened.ok) {
+    if (why) *why = opened.why;
+    return nullptr;
+  }
+  return &opened.nvml;
+}
+
+}  // namespace slurm_train
