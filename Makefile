@@ -121,9 +121,17 @@ ifneq ($(CUDA_SRC),)
   # costs every command 0.3 s; the run path lets dlopen find it where the build did.
   LIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnccl -lcudart -ldl
 endif
+# The GPU architectures compiled: a cubin for each of CUDA_ARCHS, and the PTX of CUDA_PTX_ARCH,
+# which the driver compiles for later GPUs. doctor checks each GPU against them (gpu_checks.h).
+CUDA_ARCHS ?= 80 90
+CUDA_PTX_ARCH ?= 90
 NVCCFLAGS := -std=c++20 -O2 -g -I. -DSLURM_TRAIN_VERSION=\"$(VERSION)\" -DSLURM_TRAIN_WITH_CUDA \
-             -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90] \
+             $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) \
+             -gencode arch=compute_$(CUDA_PTX_ARCH),code=compute_$(CUDA_PTX_ARCH) \
              -Xcompiler -fPIC,-Wall,-Wextra $(addprefix -Xcompiler ,$(PKG_CFLAGS))
+comma := ,
+$(BUILD)/obj/launcher/gpu_checks.o: ALL_CXXFLAGS += \
+  -DSLURM_TRAIN_CUDA_ARCHS=$(subst $(eval) ,$(comma),$(strip $(CUDA_ARCHS))) -DSLURM_TRAIN_CUDA_PTX_ARCH=$(CUDA_PTX_ARCH)
 
 LAUNCHER := $(BUILD)/bin/slurm-train
 PLUGIN := $(if $(and $(SPANK_H),$(PLUGIN_SRC)),$(BUILD)/lib/spank_train.so)
@@ -152,7 +160,14 @@ check-deps:
 deps:
 	@scripts/install-deps.sh
 
-test-programs: $(UNIT_TESTS) $(CUDA_TESTS) $(TEST_PROGRAMS)
+# A stand-in for the driver's NVML that answers from scripted facts (test/fixtures/nvml/): the
+# tests run the NVML paths where there is no GPU, through SLURM_TRAIN_NVML_LIBRARY.
+NVML_STAND_IN := $(BUILD)/test/nvml-stand-in/libnvidia-ml.so.1
+$(NVML_STAND_IN): test/fixtures/nvml/stand_in.cc Makefile
+	@mkdir -p $(@D)
+	$(call say,LINK,$@)$(CXX) -std=c++20 -O1 -g -fPIC -shared $(WARN) $< -o $@
+
+test-programs: $(UNIT_TESTS) $(CUDA_TESTS) $(TEST_PROGRAMS) $(NVML_STAND_IN)
 
 # test, demo and bench install what is missing first, then build in a second make, which sees
 # the freshly installed libraries; on every core unless the caller chose -j itself.

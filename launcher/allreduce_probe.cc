@@ -145,7 +145,8 @@ std::vector<int> ring_members(Comm& comm) {
 }
 
 // Each link member i -> member i+1 alone in its phase (a rank sends or receives, never both):
-// even i, then odd i, then the last link of an odd ring. Returns this rank's incoming GB/s, or -1.
+// even i, then odd i, then the last link of an odd ring; one untimed message each first. Returns
+// this rank's incoming GB/s, or -1 (not in the ring, or no timed iteration).
 double time_links(Comm& comm, Comm& via, ProbeBuffer& buffer, const std::vector<int>& members, std::size_t bytes,
                   int iterations) {
   const int m = static_cast<int>(members.size());
@@ -166,7 +167,7 @@ double time_links(Comm& comm, Comm& via, ProbeBuffer& buffer, const std::vector<
       via.receive(buffer.data(), bytes, from);  // the first, untimed: connections open lazily
       const double start = now_seconds();
       for (int k = 0; k < iterations; ++k) via.receive(buffer.data(), bytes, from);
-      incoming = algorithm_bandwidth(bytes, (now_seconds() - start) / iterations);
+      if (iterations > 0) incoming = algorithm_bandwidth(bytes, (now_seconds() - start) / iterations);
     }
   }
   return incoming;
@@ -188,6 +189,9 @@ bool run_allreduce_probe(Comm& comm, const AllreduceProbeOptions& o, std::ostrea
   Comm& via = t.device_comm ? *t.device_comm : comm;
   const std::vector<std::string> nodes = node_names(comm);
   const bool root = comm.rank() == 0;
+  // Every link of the ring opened before anything is timed (MPI connects peers on first use).
+  const std::vector<int> members = ring_members(comm);
+  time_links(comm, via, *t.buffer, members, sizeof(float), 0);
   if (root) {
     std::vector<std::string> distinct = nodes;
     std::sort(distinct.begin(), distinct.end());
@@ -228,7 +232,6 @@ bool run_allreduce_probe(Comm& comm, const AllreduceProbeOptions& o, std::ostrea
     if (root) out << sweep_row(row, comm.size()) << std::flush;
   }
 
-  const std::vector<int> members = ring_members(comm);
   const std::size_t link_bytes = std::min<std::size_t>(o.max_bytes, std::size_t{8} << 20);
   const double incoming = time_links(comm, via, *t.buffer, members, link_bytes, 3);
   const auto speeds = comm.gather_bytes(&incoming, sizeof incoming, 0);

@@ -16,6 +16,7 @@
 #include "launcher/doctor_checks.h"
 #include "launcher/exit_codes.h"
 #include "launcher/mpi_session.h"
+#include "launcher/node_gpus.h"
 #include "spank/jobenv/cpuset.h"
 #include "spank/jobenv/host.h"
 #include "train/comm/comm.h"
@@ -57,6 +58,7 @@ std::vector<Check> run_checks(const DoctorOptions& o, const Environment& env, Co
 #else
   checks.push_back(check_gpus(env, false));
 #endif
+  for (Check& c : node_gpu_checks(env)) checks.push_back(std::move(c));
   checks.push_back(check_nccl(env, host_name(), interfaces()));
   checks.push_back(check_munge(env));
   if (!o.config->file.empty() || !o.config->overrides.empty()) {
@@ -79,8 +81,10 @@ int doctor_node(const DoctorOptions& o) {
 #else
   const bool cuda = false;
 #endif
-  std::vector<Check> checks = {check_slurm(env), check_plugin(env), check_gpus(env, cuda),
-                               check_nccl(env, host_name(), interfaces()), check_munge(env)};
+  std::vector<Check> checks = {check_slurm(env), check_plugin(env), check_gpus(env, cuda)};
+  for (Check& c : node_gpu_checks(env)) checks.push_back(std::move(c));
+  checks.push_back(check_nccl(env, host_name(), interfaces()));
+  checks.push_back(check_munge(env));
   for (const std::string& dir : o.dirs) checks.push_back(check_folder("folder", dir, env));
   std::string verdict = "ok";
   for (const auto& c : checks) {

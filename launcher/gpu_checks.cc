@@ -24,9 +24,8 @@ std::string arch_list(const CudaBuild& build) {
 }
 
 Check driver_check(const NodeGpus& node, const CudaBuild& build) {
-  const std::string driver =
-      fmt::format("driver {} (CUDA {})", node.driver.empty() ? "unknown" : node.driver,
-                  node.cuda_driver > 0 ? cuda_version_name(node.cuda_driver) : "unknown");
+  const std::string driver = fmt::format("driver {} (CUDA {})", node.driver.empty() ? "unknown" : node.driver,
+                                         node.cuda_driver > 0 ? cuda_version_name(node.cuda_driver) : "unknown");
   if (build.runtime == 0 || node.cuda_driver == 0) return {Verdict::kOk, "GPU driver", driver};
   const std::string needs = cuda_version_name(build.runtime);
   if (node.cuda_driver / 1000 < build.runtime / 1000)

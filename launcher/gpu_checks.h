@@ -17,10 +17,10 @@ struct GpuFacts {
   std::string name, uuid;
   unsigned minor = 0;  // /dev/nvidia<minor>
   int cc_major = 0, cc_minor = 0;
-  int open_errno = 0;                      // opening the device file read-write: 0, or errno
-  int persistence = -1;                    // 1 on, 0 off; -1: not reported
-  int mig = -1, mig_pending = -1;          // 1 enabled, 0 disabled; -1: no MIG on this GPU
-  std::vector<std::string> mig_instances;  // MIG-... UUIDs, when enabled
+  int open_errno = 0;                       // opening the device file read-write: 0, or errno
+  int persistence = -1;                     // 1 on, 0 off; -1: not reported
+  int mig = -1, mig_pending = -1;           // 1 enabled, 0 disabled; -1: no MIG on this GPU
+  std::vector<std::string> mig_instances;   // MIG-... UUIDs, when enabled
   long long ecc_uncorrected_volatile = -1;  // since the last reset; -1: no ECC
   long long ecc_corrected_aggregate = -1;   // over the GPU's life
   int retired_pages_pending = -1;

@@ -143,7 +143,8 @@ TEST_CASE("gpu checks: uncorrected ECC errors, a pending retired page, pending o
   CHECK(checks[1].detail.find(", 12 corrected ECC errors") != std::string::npos);
 }
 
-TEST_CASE("gpu checks: a GPU is given by its index, its UUID or a prefix of it; unset: all outside a step, none in one") {
+TEST_CASE(
+    "gpu checks: a GPU is given by its index, its UUID or a prefix of it; unset: all outside a step, none in one") {
   const std::string uuid = "GPU-1a2b3c4d-0000-1111-2222-333344445555";
   CHECK(gpu_is_given({}, 3, uuid));
   CHECK_FALSE(gpu_is_given({{"SLURM_STEP_ID", "0"}}, 3, uuid));
