@@ -1,10 +1,12 @@
 #!/usr/bin/env bats
+# make test: alone
 # Restarts inside the job (`slurm-train srun`) on a three-node cluster: two nodes train, one is a
 # spare. A rank killed, a hang, a whole node killed: the same job finishes on the spare with the
 # parameters of an uninterrupted two-rank run, bit for bit. A run that diverges at the same step
 # every time ends after its second failure; a configuration error is not restarted. Stragglers
 # are named (and, asked, left out at the next restart), under exec too from the heartbeat's
-# compute seconds (clean runs naming none is straggler_false_alarms.bats, run alone).
+# compute seconds (clean runs naming none is straggler_false_alarms.bats). Alone in make test (the
+# marker above): its recoveries are timed, and beside two loaded lanes its jobs ran out of time.
 
 load helpers
 
