@@ -34,8 +34,9 @@ struct ContainedRead {
 // small process rather than in a fork of a large one, whose every page this process would then
 // fault on as it writes (copy-on-write), and which MPI libraries with registered memory do not
 // support. The first read starts the program once as a server (`PROGRAM --contained-read-server
-// PID`, one socket at descriptor kServerSocket), which forks a child of itself for each read:
-// one fork of a small process a read. Where the server cannot be started or stops answering,
+// PID`, one socket at descriptor kServerSocket), which keeps a child of itself forked ahead of the
+// next read, its page tables already filled, and forks the next once a read is answered: a read
+// pays neither a program's start nor a fresh fork's page faults. Where the server cannot be started or stops answering,
 // each read starts the program (`PROGRAM --contained-read PID READER ARGS...`). Unset (fuzz
 // targets, tests): reads fork this process and run in_process.
 void set_contained_read_program(std::string path);
