@@ -30,4 +30,10 @@ void advise_huge_pages(void* data, std::size_t bytes) {
   if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
 }
 
+void populate_pages(void* data, std::size_t bytes) {
+  const auto begin = reinterpret_cast<std::uintptr_t>(data) & ~std::uintptr_t{4095};
+  const auto end = reinterpret_cast<std::uintptr_t>(data) + bytes;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+}
+
 }  // namespace slurm_train
