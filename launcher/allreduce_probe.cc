@@ -15,6 +15,7 @@
 
 #if defined(SLURM_TRAIN_WITH_CUDA)
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_buffer.h"
 #include "train/comm/comm_nccl.h"
 #endif
 
@@ -26,58 +27,53 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// The probe's one buffer of floats, where its Comm reads it: host memory for MPI, the GPU's for NCCL.
+// The probe's buffer of floats, where its Comm reads it: host memory for MPI, the GPU's for NCCL
+// (filled and checked through the host copy).
 class ProbeBuffer {
  public:
-  virtual ~ProbeBuffer() = default;
-  virtual float* data() = 0;
-  virtual void fill(float value, std::size_t n) = 0;
-  // Elements among the first n that are not `value`.
-  virtual long long count_not(float value, std::size_t n) = 0;
-  // NCCL queues collectives on its stream, so a batch is issued before waiting once (as
-  // nccl-tests does); MPI's in-place sums are blocking calls, one after another.
-  virtual bool batches() const = 0;
-};
-
-class HostBuffer final : public ProbeBuffer {
- public:
-  explicit HostBuffer(std::size_t n) : data_(n) {}
-  float* data() override { return data_.data(); }
-  void fill(float value, std::size_t n) override { std::fill_n(data_.begin(), n, value); }
-  long long count_not(float value, std::size_t n) override {
-    return std::count_if(data_.begin(), data_.begin() + static_cast<std::ptrdiff_t>(n),
-                         [value](float x) { return x != value; });
-  }
-  bool batches() const override { return false; }
-
- private:
-  std::vector<float> data_;
-};
-
+  explicit ProbeBuffer(std::size_t n, bool on_gpu) : host_(n) {
 #if defined(SLURM_TRAIN_WITH_CUDA)
-class DeviceProbeBuffer final : public ProbeBuffer {
- public:
-  explicit DeviceProbeBuffer(std::size_t n) : host_(n) {
-    CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), n * sizeof(float)));
+    if (on_gpu) device_.resize(n);
+#else
+    (void)on_gpu;
+#endif
   }
-  ~DeviceProbeBuffer() override { cudaFree(data_); }
-  float* data() override { return data_; }
-  void fill(float value, std::size_t n) override {
+  float* data() {
+#if defined(SLURM_TRAIN_WITH_CUDA)
+    if (device_.data()) return device_.data();
+#endif
+    return host_.data();
+  }
+  void fill(float value, std::size_t n) {
     std::fill_n(host_.begin(), n, value);
-    CUDA_CHECK(cudaMemcpy(data_, host_.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+#if defined(SLURM_TRAIN_WITH_CUDA)
+    if (device_.data()) CUDA_CHECK(cudaMemcpy(device_.data(), host_.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+#endif
   }
-  long long count_not(float value, std::size_t n) override {
-    CUDA_CHECK(cudaMemcpy(host_.data(), data_, n * sizeof(float), cudaMemcpyDeviceToHost));
+  // Elements among the first n that are not `value`.
+  long long count_not(float value, std::size_t n) {
+#if defined(SLURM_TRAIN_WITH_CUDA)
+    if (device_.data()) CUDA_CHECK(cudaMemcpy(host_.data(), device_.data(), n * sizeof(float), cudaMemcpyDeviceToHost));
+#endif
     return std::count_if(host_.begin(), host_.begin() + static_cast<std::ptrdiff_t>(n),
                          [value](float x) { return x != value; });
   }
-  bool batches() const override { return true; }
+  // NCCL queues collectives on its stream, so a batch is issued before waiting once (as
+  // nccl-tests does); MPI's in-place sums are blocking calls, one after another.
+  bool batches() const {
+#if defined(SLURM_TRAIN_WITH_CUDA)
+    return device_.data() != nullptr;
+#else
+    return false;
+#endif
+  }
 
  private:
-  float* data_ = nullptr;
   std::vector<float> host_;
-};
+#if defined(SLURM_TRAIN_WITH_CUDA)
+  cuda::DeviceBuffer<float> device_;
 #endif
+};
 
 struct Transport {
   std::unique_ptr<Comm> device_comm;  // NCCL, or null: the host Comm (MPI)
@@ -95,13 +91,13 @@ Transport choose_transport(Comm& comm, std::size_t floats) {
   if (with_gpu == comm.size()) {
     const int gpu = gpu_for_rank(-1, probe.devices, comm.local_rank(), comm.local_size());
     CUDA_CHECK(cudaSetDevice(gpu));
-    t.buffer = std::make_unique<DeviceProbeBuffer>(floats);
+    t.buffer = std::make_unique<ProbeBuffer>(floats, true);
     t.device_comm = make_nccl_comm(comm, {gpu, nullptr, std::chrono::seconds(600)});
     t.name = "NCCL on GPUs";
     return t;
   }
 #endif
-  t.buffer = std::make_unique<HostBuffer>(floats);
+  t.buffer = std::make_unique<ProbeBuffer>(floats, false);
   t.name = with_gpu > 0 ? fmt::format("MPI on CPUs ({} of {} ranks see no GPU)", comm.size() - with_gpu, comm.size())
                         : "MPI on CPUs";
   return t;

@@ -7,9 +7,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <sstream>
 
 #include "launcher/nvml_library.h"
+#include "spank/jobenv/binding.h"
+#include "spank/jobenv/text.h"
 
 namespace slurm_train {
 
@@ -18,10 +19,13 @@ bool gpu_is_given(const Environment& env, unsigned index, const std::string& uui
   // Unset in a job step: the step was given no GPU (Slurm sets it for a step with GPUs), as the
   // in-job supervisor's node checks are; outside Slurm, every GPU is the process's to use.
   if (visible == env.end()) return env.count("SLURM_STEP_ID") == 0;
-  std::istringstream entries(visible->second);
-  std::string entry;
-  while (std::getline(entries, entry, ',')) {
-    if (entry.empty()) continue;
+  std::vector<std::string> entries;
+  try {
+    entries = parse_visible_devices(visible->second);
+  } catch (const InputError&) {
+    return false;  // CUDA itself would use no GPU of a list it cannot read
+  }
+  for (const std::string& entry : entries) {
     if (entry == std::to_string(index)) return true;
     if (entry.size() >= 4 && uuid.compare(0, entry.size(), entry) == 0) return true;  // "GPU-1a2b" prefixes
   }
