@@ -180,6 +180,10 @@ with h5py.File('$d/ck/step-00000010.h5', 'r+') as f:
   run "$BUILD/bin/slurm-train" ckpt verify "$f"
   [ "$status" -eq 1 ]
   [[ $output == *"FAIL $f"*"dataset /model/layer2.weight: checksum mismatch"* ]]
+  # ckpt show checks every tensor's checksum too (without keeping the tensors).
+  run --separate-stderr "$BUILD/bin/slurm-train" ckpt show "$f"
+  [ "$status" -eq 1 ]
+  [[ $stderr == *"$f: dataset /model/layer2.weight: checksum mismatch"* ]]
   run "$BUILD/bin/slurm-train" ckpt verify "$d/ck"
   [ "$status" -eq 1 ]
   [[ $output == *"OK   $d/ck/step-00000008.h5"*"2 of 3 checkpoint(s) valid"* ]]

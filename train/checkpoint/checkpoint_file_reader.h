@@ -14,8 +14,9 @@ namespace slurm_train {
 // in a child process (crash_contained.h), probes: it runs everything libhdf5 parses but leaves
 // those bytes, which are the file's plain bytes at an offset (read by pread, or by libhdf5
 // without parsing anything more), so that the child copies no data and touches no memory of
-// this process's. The second pass reads them.
-enum class CheckpointPass { kProbe, kRead };
+// this process's. The second pass reads them, or only checks them against their checksums
+// where nothing needs them (`ckpt show`): no buffer of their size is allocated then.
+enum class CheckpointPass { kProbe, kRead, kChecksums };
 
 // The whole checkpoint into `s` (a probe reads no tensor's bytes, and allocates nothing for them);
 // with `expected`, another model's file throws CheckpointMismatch before any buffer is sized.
