@@ -14,6 +14,10 @@ namespace slurm_train {
 // in zlib's terms, for any length.
 std::uint32_t crc32_update(std::uint32_t crc, const void* data, std::size_t bytes);
 
+// Copies `bytes` from `from` to `to` (not overlapping) and returns their CRC-32 continuing from
+// `crc`, in one pass over them: a read into memory checks what it copies without reading it twice.
+std::uint32_t crc32_copy(std::uint32_t crc, void* to, const void* from, std::size_t bytes);
+
 // The CRC-32 of A followed by B, from A's CRC, B's CRC and B's length (zlib's crc32_combine):
 // parts checksummed apart, by different ranks, give the whole's checksum.
 std::uint32_t crc32_combine_bytes(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t b_bytes);

@@ -238,11 +238,7 @@ std::uint32_t TensorReader::read_direct(std::uint64_t offset, std::size_t bytes,
         return;
       }
       const unsigned char* part = stage + (lo - from);
-      if (into) {
-        std::memcpy(into + (lo - offset), part, hi - lo);
-        part = into + (lo - offset);
-      }
-      crcs[b] = crc32_update(0, part, hi - lo);
+      crcs[b] = into ? crc32_copy(0, into + (lo - offset), part, hi - lo) : crc32_update(0, part, hi - lo);
       lengths[b] = hi - lo;
     }
   };
