@@ -137,6 +137,16 @@ TaskBinding bind_task(const BindingInput& in, int local_id) {
   BindingInput input = in;
   input.local_task_count = tasks;
   int gpus = static_cast<int>(in.step_gpus.size());
+  // MIG instances (Slurm's gres/gpu with MIG lists their UUIDs, "MIG-..."): a CUDA process uses
+  // one MIG device, and Slurm's indices then count instances, not the GPUs the topology
+  // describes. Each task gets its own instance alone, in Slurm's order; its CPUs are split
+  // without a GPU's locality.
+  const bool mig = std::any_of(in.slurm_visible.begin(), in.slurm_visible.end(),
+                               [](const std::string& d) { return d.starts_with("MIG-"); });
+  if (mig) {
+    input.topology.gpus.clear();
+    if (input.mode == BindMode::soft) input.mode = BindMode::strict;
+  }
 
   bool slurm_bound_gpus = gpus > 0 && (in.slurm_visible.size() < in.step_gpus.size() || in.node_gpu_count > gpus);
   if (slurm_bound_gpus && in.mode != BindMode::none)

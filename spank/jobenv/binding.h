@@ -8,6 +8,8 @@
 //          NVLink peer);
 //   strict every task sees only its share: GPUs / tasks of them, nearest first;
 //   none   CUDA_VISIBLE_DEVICES and the CPU set are left as Slurm set them.
+// MIG instances (CUDA_VISIBLE_DEVICES of "MIG-<uuid>" entries) are bound strictly under soft too,
+// one instance a task in Slurm's order: a CUDA process uses one MIG device.
 // A task's share: the GPUs sorted by (NUMA node, PCI bus order) and cut into equal consecutive
 // parts by local task id; with more tasks than GPUs, tasks share one GPU each.
 #pragma once

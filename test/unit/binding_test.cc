@@ -104,6 +104,26 @@ TEST_CASE("binding: 4-GPU single-socket node (numa_node -1)") {
   CHECK(visible(bind_task(in, 3)) == "3");
 }
 
+TEST_CASE("binding: MIG instances: each task its own alone, in Slurm's order, CPUs without GPU locality") {
+  // Four MIG instances of an 8-GPU node's first two GPUs (both on socket 0): Slurm's indices
+  // count the instances, so the topology's GPUs must not place them or their tasks' CPUs.
+  BindingInput in = node_input("dgx-8gpu-2socket", BindMode::soft, 4, 4, "0-127");
+  in.slurm_visible = {"MIG-5e3f0b2a-1c7d-5a6e-9f40-0123456789ab", "MIG-6f4a1c3b-2d8e-5b7f-8a51-123456789abc",
+                      "MIG-7a5b2d4c-3e9f-5c80-9b62-23456789abcd", "MIG-8b6c3e5d-4f0a-5d91-8c73-3456789abcde"};
+  for (int task = 0; task < 4; ++task) {
+    CAPTURE(task);
+    TaskBinding b = bind_task(in, task);
+    CHECK(visible(b) == in.slurm_visible[task]);
+    CHECK(b.node_gpus == std::vector<int>{task});
+    CHECK(format_cpulist(b.cpus) == std::to_string(task * 32) + "-" + std::to_string(task * 32 + 31));
+    CHECK(b.warnings.empty());
+  }
+  in.local_task_count = 8;  // more tasks than instances: they share, one instance each
+  CHECK(visible(bind_task(in, 7)) == in.slurm_visible[3]);
+  in.mode = BindMode::none;
+  CHECK_FALSE(bind_task(in, 1).visible_devices);
+}
+
 TEST_CASE("binding: more tasks than GPUs: tasks share, with one warning") {
   BindingInput in = node_input("ws-4gpu-1socket", BindMode::strict, 8, 4, "0-63");
   CHECK(visible(bind_task(in, 3)) == "1");

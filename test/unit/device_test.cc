@@ -82,6 +82,20 @@ TEST_CASE("device: the plan names the rank's GPU and precision") {
   CHECK(plan_device("cuda", "fp32", 1, two, 0, 1).name == "cuda:1 (NVIDIA H200, fp32)");
 }
 
+TEST_CASE("device: a MIG instance Slurm gave as CUDA_VISIBLE_DEVICES is named by its UUID") {
+  CHECK(mig_instances("").empty());
+  CHECK(mig_instances("0,1") == std::vector<std::string>{"", ""});
+  CHECK(mig_instances("MIG-5e3f0b2a-1c7d-5a6e-9f40-0123456789ab,GPU-1d2c3b4a-0000-1111-2222-333344445555") ==
+        std::vector<std::string>{"MIG-5e3f0b2a-1c7d-5a6e-9f40-0123456789ab", ""});
+  CudaProbe one{1, "", {"NVIDIA H100 80GB HBM3 MIG 1g.10gb"}};
+  one.mig = mig_instances("MIG-5e3f0b2a-1c7d-5a6e-9f40-0123456789ab");
+  const DevicePlan plan = plan_device("auto", "auto", -1, one, 0, 1);
+  CHECK(plan.name == "cuda:0 (NVIDIA H100 80GB HBM3 MIG 1g.10gb, MIG-5e3f0b2a-1c7d-5a6e-9f40-0123456789ab, bf16)");
+  // A checkpoint written there records the name; another device's run still reads its precision.
+  CHECK(device_change(plan.name, "cuda:0 (NVIDIA H200, bf16)").empty());
+  CHECK_FALSE(device_change(plan.name, "cpu").empty());
+}
+
 TEST_CASE("device: an unknown value names itself and the choices") {
   testing::check_refused<ConfigError>([] { choose_device("gpu", {}); },
                                       "train.device = 'gpu': expected one of: auto, cpu, cuda");

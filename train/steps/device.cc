@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdlib>
+
 #if defined(SLURM_TRAIN_WITH_CUDA)
 #include <cuda_runtime.h>
 #endif
@@ -29,10 +32,24 @@ CudaProbe probe_cuda() {
       probe.names.emplace_back("unknown GPU");
     }
   }
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  probe.mig = mig_instances(visible ? visible : "");
   return probe;
 #else
   return {0, "this build has no CUDA support (nvcc was not found when it was built)", {}};
 #endif
+}
+
+std::vector<std::string> mig_instances(const std::string& visible_devices) {
+  std::vector<std::string> mig;
+  std::size_t start = 0;
+  while (start <= visible_devices.size() && !visible_devices.empty()) {
+    const std::size_t comma = std::min(visible_devices.find(',', start), visible_devices.size());
+    const std::string entry = visible_devices.substr(start, comma - start);
+    mig.push_back(entry.starts_with("MIG-") ? entry : "");
+    start = comma + 1;
+  }
+  return mig;
 }
 
 DeviceChoice choose_device(const std::string& requested, const CudaProbe& probe) {
@@ -90,7 +107,10 @@ DevicePlan plan_device(const std::string& device, const std::string& precision, 
   if (plan.kind == DeviceKind::kCuda) {
     plan.gpu = gpu_for_rank(gpu, probe.devices, local_rank, local_size);
     const std::string model = static_cast<std::size_t>(plan.gpu) < probe.names.size() ? probe.names[plan.gpu] : "GPU";
-    plan.name = fmt::format("cuda:{} ({}, {})", plan.gpu, model, plan.precision);
+    const auto gpu_index = static_cast<std::size_t>(plan.gpu);
+    const std::string mig =
+        gpu_index < probe.mig.size() && !probe.mig[gpu_index].empty() ? probe.mig[gpu_index] + ", " : "";
+    plan.name = fmt::format("cuda:{} ({}, {}{})", plan.gpu, model, mig, plan.precision);
   }
   return plan;
 }

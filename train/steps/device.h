@@ -13,7 +13,14 @@ struct CudaProbe {
   int devices = 0;
   std::string problem;             // why there is no usable GPU ("" when devices > 0)
   std::vector<std::string> names;  // per visible device, when known ("NVIDIA H200")
+  // Per visible device, its MIG instance's UUID ("MIG-...") where CUDA_VISIBLE_DEVICES gave it as
+  // one (Slurm does for MIG instances; the runtime numbers them in that order), else "".
+  std::vector<std::string> mig = {};
 };
+
+// The MIG UUID of each entry of a CUDA_VISIBLE_DEVICES value, in order ("" for an entry that is
+// an index or a GPU's UUID).
+std::vector<std::string> mig_instances(const std::string& visible_devices);
 
 CudaProbe probe_cuda();
 
@@ -43,8 +50,9 @@ struct PrecisionChoice {
 };
 PrecisionChoice choose_precision(const std::string& requested, DeviceKind device);
 
-// The device a rank of a run trains on, for its log and the rank table: "cpu" or
-// "cuda:1 (NVIDIA H200, bf16)".
+// The device a rank of a run trains on, for its log and the rank table: "cpu",
+// "cuda:1 (NVIDIA H200, bf16)", or on a MIG instance "cuda:0 (NVIDIA H100 80GB HBM3 MIG 1g.10gb,
+// MIG-5e3f..., bf16)".
 struct DevicePlan {
   DeviceKind kind = DeviceKind::kCpu;
   int gpu = -1;
