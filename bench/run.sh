@@ -167,7 +167,7 @@ chaos_rows=$(CHAOS_BENCH_ROWS=1 BUILD=$BUILD "$ROOT/bench/chaos.sh") || true
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
 # verdict KEY VALUE PEER: "met" or "NOT MET" against bench/targets.tsv; target KEY: its bound.
-verdict() { bench_verdict "$1" "$2" "$3" | cut -d' ' -f3-; }
+verdict() { bench_verdict "$1" "$2" "${3:-}" | cut -d' ' -f3-; }
 target() { bench_verdict "$1" 1 1 | cut -d' ' -f1-2 | sed 's/ //'; }
 bench_record mlp_1r "${BEST[engine/1r]}" "${BEST[torch/1r]}"
 bench_record mlp_2r "${BEST[engine/2r]}" "${BEST[torch/2r]}"
