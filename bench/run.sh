@@ -83,12 +83,26 @@ if [[ ! -f $tokens ]]; then
 fi
 
 # launch RANKS THREADS PROGRAM ARGS...: one program on RANKS ranks, each with THREADS threads.
+# A run that fails or passes LAUNCH_LIMIT seconds (a PyTorch peer's rank was once left waiting
+# for a partner that had gone) is tried once more; its output is only what the attempt that
+# finished printed.
+LAUNCH_LIMIT=300
 launch() {
-  local ranks=$1 threads=$2
+  local ranks=$1 threads=$2 attempt out
   shift 2
-  mpirun -n "$ranks" --bind-to none --oversubscribe --mca mpi_yield_when_idle 1 -x OPENBLAS_NUM_THREADS="$threads" \
-    -x OMP_NUM_THREADS="$threads" -x OMP_WAIT_POLICY=PASSIVE -x MASTER_ADDR=127.0.0.1 \
-    -x MASTER_PORT="$(free_port)" "$@"
+  out=$(mktemp)
+  for attempt in 1 2; do
+    if timeout -k 10 "$LAUNCH_LIMIT" mpirun -n "$ranks" --bind-to none --oversubscribe --mca mpi_yield_when_idle 1 \
+      -x OPENBLAS_NUM_THREADS="$threads" -x OMP_NUM_THREADS="$threads" -x OMP_WAIT_POLICY=PASSIVE \
+      -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT="$(free_port)" "$@" >"$out"; then
+      cat "$out"
+      rm -f "$out"
+      return 0
+    fi
+    echo "bench: attempt $attempt of $* on $ranks rank(s) failed or ran past ${LAUNCH_LIMIT} s" >&2
+  done
+  rm -f "$out"
+  return 1
 }
 free_port() {
   "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
