@@ -36,7 +36,7 @@ int sample(const SampleArgs& a) {
       throw std::runtime_error(
           fmt::format("{}: no valid checkpoint (step-<8 digits>.h5) in this folder", a.checkpoint));
   }
-  const CheckpointState state = read_checkpoint_file(path);
+  const CheckpointState state = read_checkpoint_model(path);
   if (state.model.kind != "gpt")
     throw std::runtime_error(fmt::format("{} holds an {} model; sample needs a gpt checkpoint (model.kind = \"gpt\")",
                                          path, state.model.kind));

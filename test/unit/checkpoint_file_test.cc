@@ -98,6 +98,23 @@ TEST_CASE("checkpoint file: everything written reads back bit for bit, SGD and A
   }
 }
 
+TEST_CASE("checkpoint file: the model alone (sample's read) keeps no optimizer state but checks its checksums") {
+  TempDir dir;
+  const std::string path = dir.path + "/c.h5";
+  const CheckpointState s = sample_state(5);
+  write_checkpoint_file(path, s);
+  const CheckpointState r = read_checkpoint_model(path);
+  CHECK(r.params == s.params);
+  CHECK(r.first.empty());
+  CHECK(r.second.empty());
+  CHECK(r.optimizer == "adamw");
+  CHECK(r.counters.step == 5);
+  REQUIRE(r.model.layers.size() == 2);
+  flip_byte(path, data_offset(path, "/optimizer/exp_avg_sq/layer1.weight") + 5);
+  testing::check_refused<CheckpointError>([&] { read_checkpoint_model(path); },
+                                          "/optimizer/exp_avg_sq/layer1.weight: checksum mismatch");
+}
+
 TEST_CASE(
     "checkpoint file: a flipped byte is reported with the file and dataset, a truncation with the file and both "
     "sizes") {

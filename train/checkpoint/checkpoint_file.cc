@@ -60,6 +60,13 @@ CheckpointState read_checkpoint_file(const std::string& path) {
   return s;
 }
 
+CheckpointState read_checkpoint_model(const std::string& path) {
+  require_no_crash(path, CheckpointUse::kRead);
+  CheckpointState s;
+  read_checkpoint_uncontained(path, s, nullptr, CheckpointPass::kRead, /*optimizer_state=*/false);
+  return s;
+}
+
 std::vector<std::string> verify_checkpoint_file(const std::string& path) {
   try {
     require_no_crash(path, CheckpointUse::kVerify);

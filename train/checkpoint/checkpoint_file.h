@@ -83,6 +83,11 @@ CheckpointState read_checkpoint_file(const std::string& path);
 // attribute's dataspace and type before it is read.
 void read_checkpoint_file(const std::string& path, CheckpointState& into, const ModelLayout* expected = nullptr);
 
+// The same for a program that uses the model alone (`slurm-train sample`): the optimizer's state
+// is checked against its checksums as it is read, but not kept (`first` and `second` empty),
+// so that no memory is allocated for it.
+CheckpointState read_checkpoint_model(const std::string& path);
+
 // Every problem of the file, one line each (empty: valid): each dataset's checksum, found by
 // walking the file, and that the file reads back as a checkpoint.
 std::vector<std::string> verify_checkpoint_file(const std::string& path);

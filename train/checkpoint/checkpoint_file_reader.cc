@@ -433,7 +433,7 @@ std::unique_ptr<TensorReader> tensor_reader(const std::string& path, CheckpointP
 }  // namespace
 
 void read_checkpoint_uncontained(const std::string& path, CheckpointState& s, const ModelLayout* expected,
-                                 CheckpointPass pass) {
+                                 CheckpointPass pass, bool optimizer_state) {
   h5::Handle file = open_checkpoint(path);
   const std::unique_ptr<TensorReader> reader = tensor_reader(path, pass);
   s.model = {};
@@ -459,14 +459,14 @@ void read_checkpoint_uncontained(const std::string& path, CheckpointState& s, co
       if (!mismatch.empty()) throw CheckpointMismatch(fmt::format("cannot resume from {}: {}", path, mismatch));
     }
     if (s.model.kind == "mlp") s.recipe = read_model_recipe(file, s.model.layers, path);
-    auto read_tensors = [&](const std::string& group, std::vector<float>& into) {
-      const bool reading = pass == CheckpointPass::kRead;
+    auto read_tensors = [&](const std::string& group, std::vector<float>& into, CheckpointPass group_pass) {
+      const bool reading = group_pass == CheckpointPass::kRead;
       if (reading) resize_in_huge_pages(into, s.model.parameters());
       for (const ParamTensor& t : s.model.tensors)
         read_tensor(file, reader.get(), group + "/" + t.name, std::vector<hsize_t>(t.shape.begin(), t.shape.end()),
-                    reading ? &into[t.offset] : nullptr, path, pass);
+                    reading ? &into[t.offset] : nullptr, path, group_pass);
     };
-    read_tensors("/model", s.params);
+    read_tensors("/model", s.params, pass);
 
     const std::string opt_where = path + ": /optimizer";
     if (H5Lexists(file, "/optimizer", H5P_DEFAULT) <= 0) throw CheckpointError(opt_where + " is missing");
@@ -476,8 +476,11 @@ void read_checkpoint_uncontained(const std::string& path, CheckpointState& s, co
       throw CheckpointError(fmt::format("{}: unknown optimizer kind '{}'", opt_where, s.optimizer));
     const auto names = optimizer_state_names(s.optimizer);
     std::vector<float>* buffers[2] = {&s.first, &s.second};
-    for (std::size_t i = 0; i < names.size(); ++i) read_tensors("/optimizer/" + names[i], *buffers[i]);
-    if (names.size() < 2) s.second.clear();  // SGD has one state: none left from an earlier read
+    const CheckpointPass state_pass =
+        pass == CheckpointPass::kRead && !optimizer_state ? CheckpointPass::kChecksums : pass;
+    for (std::size_t i = 0; i < names.size(); ++i) read_tensors("/optimizer/" + names[i], *buffers[i], state_pass);
+    if (state_pass != CheckpointPass::kRead) s.first.clear();
+    if (names.size() < 2 || state_pass != CheckpointPass::kRead) s.second.clear();  // none left from an earlier read
 
     for (const CounterField& f : counter_fields())
       std::visit(

@@ -20,8 +20,10 @@ enum class CheckpointPass { kProbe, kRead, kChecksums };
 
 // The whole checkpoint into `s` (a probe reads no tensor's bytes, and allocates nothing for them);
 // with `expected`, another model's file throws CheckpointMismatch before any buffer is sized.
+// Without `optimizer_state`, a read checks the optimizer's tensors against their checksums and
+// leaves `s.first` and `s.second` empty.
 void read_checkpoint_uncontained(const std::string& path, CheckpointState& s, const ModelLayout* expected,
-                                 CheckpointPass pass);
+                                 CheckpointPass pass, bool optimizer_state = true);
 // Every problem of the file, one line each (empty: valid).
 std::vector<std::string> verify_checkpoint_uncontained(const std::string& path, CheckpointPass pass);
 // `ckpt show`'s text.
