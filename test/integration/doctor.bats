@@ -1,6 +1,10 @@
 #!/usr/bin/env bats
+# make test: alone
 # slurm-train doctor on a login node and inside jobs of two and three nodes with the plugin and fake
 # GPUs; doctor --allreduce's bandwidth by size, and a node whose network is throttled (tc) named.
+# Alone: the local cluster's links are veths, whose bandwidth is the CPU's, so other tests' load
+# moves what the sweep measures (under three lanes, Open MPI once failed a TCP connect to rank 0
+# while node3 was throttled).
 
 load helpers
 
