@@ -142,7 +142,7 @@ TaskBinding bind_task(const BindingInput& in, int local_id) {
   // describes. Each task gets its own instance alone, in Slurm's order; its CPUs are split
   // without a GPU's locality.
   const bool mig = std::any_of(in.slurm_visible.begin(), in.slurm_visible.end(),
-                               [](const std::string& d) { return d.starts_with("MIG-"); });
+                               [](const std::string& d) { return is_mig_instance(d); });
   if (mig) {
     input.topology.gpus.clear();
     if (input.mode == BindMode::soft) input.mode = BindMode::strict;
@@ -205,5 +205,7 @@ std::vector<std::string> parse_visible_devices(std::string_view text) {
   }
   return devices;
 }
+
+bool is_mig_instance(std::string_view entry) { return entry.starts_with("MIG-"); }
 
 }  // namespace slurm_train

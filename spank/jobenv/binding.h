@@ -71,4 +71,7 @@ std::vector<int> parse_gpu_index_list(std::string_view what, std::string_view te
 // "0,1,GPU-5e3f..." -> its entries (checked for length and characters); "" -> {}.
 std::vector<std::string> parse_visible_devices(std::string_view text);
 
+// Whether a CUDA_VISIBLE_DEVICES entry names a MIG instance ("MIG-<uuid>", as Slurm gives them).
+bool is_mig_instance(std::string_view entry);
+
 }  // namespace slurm_train

@@ -2,13 +2,14 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cstdlib>
 
 #if defined(SLURM_TRAIN_WITH_CUDA)
 #include <cuda_runtime.h>
 #endif
 
+#include "spank/jobenv/binding.h"
+#include "spank/jobenv/text.h"
 #include "train/config/config.h"
 
 namespace slurm_train {
@@ -42,12 +43,11 @@ CudaProbe probe_cuda() {
 
 std::vector<std::string> mig_instances(const std::string& visible_devices) {
   std::vector<std::string> mig;
-  std::size_t start = 0;
-  while (start <= visible_devices.size() && !visible_devices.empty()) {
-    const std::size_t comma = std::min(visible_devices.find(',', start), visible_devices.size());
-    const std::string entry = visible_devices.substr(start, comma - start);
-    mig.push_back(entry.starts_with("MIG-") ? entry : "");
-    start = comma + 1;
+  try {
+    for (const std::string& entry : parse_visible_devices(visible_devices))
+      mig.push_back(is_mig_instance(entry) ? entry : "");
+  } catch (const InputError&) {
+    return {};  // a list the runtime cannot read names no instance
   }
   return mig;
 }
