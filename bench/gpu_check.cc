@@ -202,7 +202,7 @@ int run_train(const TrainOptions& o) {
   std::printf("test: cpu loss %.5f acc %.2f%%   gpu loss %.5f acc %.2f%%\n", cpu_test_loss, 100 * cpu_acc,
               gpu_test_loss, 100 * gpu_acc);
   // The final GPU parameters' CRC-32: two --deterministic runs must print the same.
-  const std::vector<float> final_params = gpu.parameters();
+  const HostVector<float> final_params = gpu.parameters();
   std::printf("gpu_params_crc32 %08lx\n", crc32(0L, reinterpret_cast<const Bytef*>(final_params.data()),
                                                 static_cast<uInt>(final_params.size() * sizeof(float))));
   const bool fp32 = o.precision == "fp32";
@@ -407,7 +407,7 @@ int run_gpt(const GptBenchOptions& o) {
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   const double peak = o.peak_tflops > 0 ? o.peak_tflops : bf16_peak_tflops(prop.name);
 
-  std::vector<float> params;
+  HostVector<float> params;
   gpt_initialize(g, 1337, params);
   OptimizerConfig adamw;  // nanoGPT's GPT-2 124M recipe, at a constant lr
   adamw.kind = OptimizerKind::kAdamW;

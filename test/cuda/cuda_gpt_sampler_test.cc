@@ -26,7 +26,7 @@ TEST_CASE("CUDA gpt decoder: every position's logits as the CPU decoder's, withi
   CAPTURE(seed);
   // Head size 24 (not a multiple of 32) and a block of 20: the cache fills and is re-primed.
   const GptConfig g{256, 20, 2, 3, 72};
-  const std::vector<float> params = trained_looking_params(g, seed);
+  const HostVector<float> params = trained_looking_params(g, seed);
   GptSampler cpu(g, params);
   const auto gpu = make_cuda_gpt_decoder(g, params, 0);
   const std::vector<std::int32_t> tokens = [&] {
@@ -58,7 +58,7 @@ TEST_CASE("CUDA gpt decoder: sample_text greedy on the GPU takes the CPU's most 
   const std::uint64_t seed = fresh_seed();
   CAPTURE(seed);
   const GptConfig g{256, 16, 2, 2, 32};
-  const std::vector<float> params = trained_looking_params(g, seed);
+  const HostVector<float> params = trained_looking_params(g, seed);
   const auto gpu = make_cuda_gpt_decoder(g, params, 0);
   const SampleOptions greedy{12, 0.0, 0, 0};  // prompt + text stay within the block: no re-priming
   const std::string text = sample_text(*gpu, "hello", greedy);
@@ -79,7 +79,7 @@ TEST_CASE("CUDA gpt decoder: sample_text greedy on the GPU takes the CPU's most 
 
 TEST_CASE("CUDA gpt decoder: parameters that do not match the layout are refused" * doctest::skip(no_gpu())) {
   const GptConfig g{256, 16, 2, 2, 32};
-  std::vector<float> params;
+  HostVector<float> params;
   gpt_initialize(g, 1, params);
   params.pop_back();
   CHECK_THROWS_AS(make_cuda_gpt_decoder(g, params, 0), std::invalid_argument);

@@ -80,8 +80,8 @@ StepBatch batch(const Windows& w, int rows, std::uint64_t first_row) {
   return {nullptr, w.targets.data(), rows, first_row, w.tokens.data()};
 }
 
-std::vector<float> initial_params(const GptConfig& c, std::uint64_t seed) {
-  std::vector<float> params;
+HostVector<float> initial_params(const GptConfig& c, std::uint64_t seed) {
+  HostVector<float> params;
   gpt_initialize(c, seed, params);
   return params;
 }
@@ -101,7 +101,7 @@ CpuGptStep cpu_step(const Recipe& r, std::uint64_t seed) {
 
 struct Run {
   std::vector<double> losses, norms;  // per step: the mean loss, the gradient norm before clipping
-  std::vector<float> params;
+  HostVector<float> params;
   StepLoss eval;
 };
 
@@ -141,7 +141,7 @@ Run train_gpu(const Recipe& r, std::uint64_t seed, cuda::Precision precision, bo
 // One pass on the GPU against Gpt's from the same parameters: the logits, the loss, and every
 // gradient tensor (each in its own scale: a wrong small tensor must not hide behind a large one).
 void check_pass(const Recipe& r, std::uint64_t seed, bool fuse_bias) {
-  const std::vector<float> init = initial_params(r.config, seed);
+  const HostVector<float> init = initial_params(r.config, seed);
   CudaGptStep step(r.config, r.opt, gpu_options(r, seed, cuda::Precision::kFp32, fuse_bias), init);
   auto k = kernels::make_cpu_kernels();
   Gpt model(r.config, *k);
@@ -276,7 +276,7 @@ TEST_CASE("cuda gpt step: train_step() queues the same step as the phases" * doc
   const std::uint64_t seed = fresh_seed();
   CAPTURE(seed);
   const Recipe r = recipe(0.1f);
-  const std::vector<float> init = initial_params(r.config, seed);
+  const HostVector<float> init = initial_params(r.config, seed);
   CudaGptStepOptions o = gpu_options(r, seed, cuda::Precision::kFp32);
   o.deterministic = true;
   CudaGptStep phases(r.config, r.opt, o, init), queued(r.config, r.opt, o, init);
@@ -299,7 +299,7 @@ TEST_CASE("cuda gpt step: its state through host memory continues the training b
     CAPTURE(cuda::precision_name(precision));
     CudaGptStepOptions o = gpu_options(r, seed, precision);
     o.deterministic = true;  // three instances must pick the same reductions
-    const std::vector<float> init = initial_params(r.config, seed);
+    const HostVector<float> init = initial_params(r.config, seed);
     // straight: never through the host; trip: to the host and back unchanged; resumed: from other
     // parameters, given trip's state as a resume from a checkpoint gives it.
     CudaGptStep straight(r.config, r.opt, o, init), trip(r.config, r.opt, o, init),
@@ -317,7 +317,7 @@ TEST_CASE("cuda gpt step: its state through host memory continues the training b
       CHECK(train_one(trip, r, seed, s) == want);
       CHECK(train_one(resumed, r, seed, s) == want);
     }
-    const std::vector<float> want = straight.parameters();
+    const HostVector<float> want = straight.parameters();
     CHECK(trip.parameters() == want);
     CHECK(resumed.parameters() == want);
   }
@@ -330,7 +330,7 @@ TEST_CASE("cuda gpt step: a one-rank NCCL gradient reduction changes no bit" * d
   CudaGptStepOptions o = gpu_options(r, seed, cuda::Precision::kFp32);
   o.deterministic = true;  // two instances must pick the same reductions
   o.bucket_mb = 0.02;      // several buckets over the model's 110 KB of gradients
-  const std::vector<float> init = initial_params(r.config, seed);
+  const HostVector<float> init = initial_params(r.config, seed);
   CudaGptStep alone(r.config, r.opt, o, init), reduced(r.config, r.opt, o, init);
   const auto boot = make_single_process_comm();
   const auto nccl = make_nccl_comm(*boot, {0, reduced.stream(), std::chrono::seconds(60)});
@@ -374,7 +374,7 @@ TEST_CASE(
       CudaGptStepOptions o = gpu_options(r, seed, precision);
       o.deterministic = true;  // the instances must pick the same reductions
       o.bucket_mb = 0.02;      // several buckets
-      const std::vector<float> init = initial_params(r.config, seed);
+      const HostVector<float> init = initial_params(r.config, seed);
       CudaGptStep replicated(r.config, r.opt, o, init), sharded(r.config, r.opt, o, init);
       const auto nccl_replicated = make_nccl_comm(*boot, {0, replicated.stream(), std::chrono::seconds(60)});
       const auto nccl_sharded = make_nccl_comm(*boot, {0, sharded.stream(), std::chrono::seconds(60)});
@@ -420,7 +420,7 @@ TEST_CASE(
         CHECK(train_one(sharded, r, seed, s) == want);
         CHECK(train_one(resumed, r, seed, s) == want);
       }
-      const std::vector<float> want = replicated.parameters();
+      const HostVector<float> want = replicated.parameters();
       CHECK(sharded.parameters() == want);
       CHECK(resumed.parameters() == want);
     }

@@ -36,7 +36,7 @@ Recipe recipe(float dropout) {
 
 struct Losses {
   std::vector<double> per_step;
-  std::vector<float> params;
+  HostVector<float> params;
   double eval_loss = 0;
   long long eval_correct = 0;
 };

@@ -55,8 +55,8 @@ std::vector<T> uniform(std::size_t n, std::uint64_t seed, double lo = -1.0, doub
 
 // max |got - want| / max |want|: the error relative to the result's scale, the measure in which
 // the bounds are given (fp32 ~1e-6, tf32 ~1e-3, bf16 ~1e-2 for sums of products).
-template <typename A, typename B>
-double scaled_error(const std::vector<A>& got, const std::vector<B>& want) {
+template <typename A, typename B, typename AllocA, typename AllocB>
+double scaled_error(const std::vector<A, AllocA>& got, const std::vector<B, AllocB>& want) {
   REQUIRE(got.size() == want.size());
   double worst = 0.0, scale = 1e-30;
   for (std::size_t i = 0; i < got.size(); ++i) {

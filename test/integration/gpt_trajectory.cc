@@ -49,7 +49,7 @@ int run(const Options& o) {
   h5::Handle file = h5::create_file(o.out);
   h5::write_int64_list_attribute(file, "config", {g.vocab, g.block, g.layers, g.heads, g.embd}, o.out);
   h5::Handle(H5_CHECK(H5Gcreate2(file, "/model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), o.out + ":/model"));
-  const std::vector<float>& params = *step.host_state().params;
+  const HostVector<float>& params = *step.host_state().params;
   for (const auto& t : gpt_layout(g))
     h5::write_float32(file, "/model/" + t.name, std::vector<hsize_t>(t.shape.begin(), t.shape.end()),
                       params.data() + t.offset, o.out);

@@ -215,8 +215,8 @@ TEST_CASE("checkpoint writer: a background write's error reaches the training th
 }
 
 TEST_CASE("checkpoint writer: the copy happens before wait_copied returns; a failed copy is reported there") {
-  std::vector<float> live(1000, 1.0f);
-  std::vector<float> written;
+  HostVector<float> live(1000, 1.0f);
+  HostVector<float> written;
   std::promise<void> changed;
   // The write itself waits until the parameters have changed: what it writes must be the copy.
   CheckpointWriter writer(true, [&, done = changed.get_future().share()](const CheckpointState& s) {
@@ -232,7 +232,7 @@ TEST_CASE("checkpoint writer: the copy happens before wait_copied returns; a fai
   live.assign(1000, 2.0f);  // the optimizer may now change the parameters
   changed.set_value();
   writer.wait();
-  CHECK(written == std::vector<float>(1000, 1.0f));
+  CHECK(written == HostVector<float>(1000, 1.0f));
   CheckpointWriter failing(true, [](const CheckpointState&) {});
   failing.submit([](CheckpointState&) { throw std::runtime_error("copy failed"); });
   testing::check_refused<std::runtime_error>([&] { failing.wait_copied(); }, "copy failed");
@@ -279,8 +279,8 @@ TEST_CASE("checkpoint writer: another thread can wait, bounded, for the backgrou
 }
 
 TEST_CASE("checkpoint writer: synchronous mode copies and writes inside submit") {
-  std::vector<float> live(100, 1.0f);
-  std::vector<float> written;
+  HostVector<float> live(100, 1.0f);
+  HostVector<float> written;
   std::thread::id copier, writer_thread;
   CheckpointWriter writer(false, [&](const CheckpointState& s) {
     writer_thread = std::this_thread::get_id();
@@ -293,16 +293,16 @@ TEST_CASE("checkpoint writer: synchronous mode copies and writes inside submit")
   // Both done by the time submit returns, on the calling thread, with nothing left in flight.
   CHECK(copier == std::this_thread::get_id());
   CHECK(writer_thread == std::this_thread::get_id());
-  CHECK(written == std::vector<float>(100, 1.0f));
+  CHECK(written == HostVector<float>(100, 1.0f));
   CHECK_FALSE(writer.busy());
   live.assign(100, 2.0f);
   writer.wait();
-  CHECK(written == std::vector<float>(100, 1.0f));
+  CHECK(written == HostVector<float>(100, 1.0f));
 }
 
 TEST_CASE("checkpoint resume: a checkpoint that does not fit the run is refused with the reason") {
   const CheckpointState s = sample_state(5);
-  std::vector<float> p, f, g;
+  HostVector<float> p, f, g;
   ResumeTarget t{s.model, "adamw", 32, 42, 100, &p, &f, &g};
   CHECK(checkpoint_mismatch(s, t).empty());
   ResumeTarget other = t;
@@ -320,7 +320,7 @@ TEST_CASE("checkpoint resume: a checkpoint that does not fit the run is refused 
 }
 
 TEST_CASE("checkpoint resume: a step beyond the run's schedule, or counters that disagree with the step, are refused") {
-  std::vector<float> p, f, g;
+  HostVector<float> p, f, g;
   const CheckpointState s = sample_state(25);  // 10 batches per epoch, global batch 32
   ResumeTarget t{s.model, "adamw", 32, 42, 100, &p, &f, &g, 10};
   CHECK(checkpoint_mismatch(s, t).empty());
@@ -442,9 +442,9 @@ TEST_CASE("checkpoint resume: reads into the run's own buffers; with no usable c
   TempDir dir;
   const CheckpointState saved = sample_state(7);
   // A fresh run's state, as the trainer has it before resuming.
-  std::vector<float> params(saved.params.size()), first(saved.params.size(), 0.0f), second(saved.params.size(), 0.0f);
+  HostVector<float> params(saved.params.size()), first(saved.params.size(), 0.0f), second(saved.params.size(), 0.0f);
   initialize_model_parameters(saved.model, 42, params);
-  const std::vector<float> fresh = params;
+  const HostVector<float> fresh = params;
   ResumeTarget t{saved.model, "adamw", 32, 42, 100, &params, &first, &second};
   const auto comm_owner = make_single_process_comm();
   Comm& comm = *comm_owner;
@@ -469,6 +469,6 @@ TEST_CASE("checkpoint resume: reads into the run's own buffers; with no usable c
   CHECK_FALSE(resume_from_checkpoint(dir.path, t, comm, [&](const std::string& w) { warnings.push_back(w); }));
   CHECK(warnings.size() == 1);
   CHECK(params == fresh);
-  CHECK(first == std::vector<float>(fresh.size(), 0.0f));
-  CHECK(second == std::vector<float>(fresh.size(), 0.0f));
+  CHECK(first == HostVector<float>(fresh.size(), 0.0f));
+  CHECK(second == HostVector<float>(fresh.size(), 0.0f));
 }

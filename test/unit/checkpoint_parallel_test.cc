@@ -57,7 +57,7 @@ CheckpointState meta_of(const CheckpointState& whole) {
 
 // Rank r's part of `whole`: elements [begin, end) of each array, where `whole` keeps them.
 ShardData shard_of(const CheckpointState& whole, std::size_t begin, std::size_t end) {
-  auto cut = [&](const std::vector<float>& v) { return std::span<const float>(v).subspan(begin, end - begin); };
+  auto cut = [&](const HostVector<float>& v) { return std::span<const float>(v).subspan(begin, end - begin); };
   return {begin, {cut(whole.params), cut(whole.first), cut(whole.second)}};
 }
 

@@ -33,7 +33,7 @@ constexpr float kTolerance = 1e-4f;
 bool close(float a, float b) { return std::abs(a - b) <= kTolerance * std::max(1.0f, std::abs(b)); }
 
 // Gpt::forward's logits [T, V] of one sequence.
-std::vector<float> forward_logits(const GptConfig& g, const std::vector<float>& params,
+std::vector<float> forward_logits(const GptConfig& g, const HostVector<float>& params,
                                   const std::vector<std::int32_t>& tokens) {
   auto k = kernels::make_cpu_kernels(1);
   Gpt gpt(g, *k);
@@ -183,7 +183,7 @@ TEST_CASE("gpt sampler: bad inputs are refused, naming the value") {
 
   GptConfig words = kConfig;
   words.vocab = 100;
-  std::vector<float> word_params;
+  HostVector<float> word_params;
   gpt_initialize(words, 1, word_params);
   check_refused<std::invalid_argument>([&] { sample_text(words, word_params, "a", {}); },
                                        "vocab 100: expected 256, one token per byte");

@@ -34,7 +34,7 @@ TEST_CASE("gpt: parameters named and shaped as GPT-2's, packed in order") {
 
 TEST_CASE("gpt: GPT-2's initialisation depends on the seed alone") {
   const GptConfig g{256, 64, 2, 4, 32};
-  std::vector<float> a, b, c;
+  HostVector<float> a, b, c;
   gpt_initialize(g, 1, a);
   gpt_initialize(g, 1, b);
   gpt_initialize(g, 2, c);

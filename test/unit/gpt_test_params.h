@@ -13,8 +13,8 @@
 
 namespace slurm_train::testing {
 
-inline std::vector<float> trained_looking_params(const GptConfig& g, std::uint64_t seed) {
-  std::vector<float> p;
+inline HostVector<float> trained_looking_params(const GptConfig& g, std::uint64_t seed) {
+  HostVector<float> p;
   gpt_initialize(g, seed, p);
   for (const auto& t : gpt_layout(g))
     if (t.shape.size() == 2)

@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <random>
+#include <span>
 
 #include "kernels/kernels.h"
 #include "test/unit/test_support.h"
@@ -24,7 +25,7 @@ std::vector<float> random_values(std::size_t n, std::uint32_t seed) {
   return v;
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+bool same_bits(std::span<const float> a, std::span<const float> b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
@@ -97,7 +98,8 @@ TEST_CASE("sharded optimizer: on one process its norm, clipping and update are t
   // Small buckets: several reduce-scatters into the shard.
   GradientBuckets buckets(*comm, layers, 64 * 1024, sharded.gradient_shard());
   REQUIRE(buckets.buckets().size() > 1);
-  std::vector<float> p1 = random_values(n, 3), p2 = p1;
+  const std::vector<float> start = random_values(n, 3);
+  HostVector<float> p1(start.begin(), start.end()), p2 = p1;
   for (std::uint64_t step = 0; step < 3; ++step) {
     std::vector<float> g = random_values(n, 10 + static_cast<std::uint32_t>(step));
     g[5] = 3.0f;  // a norm above clip_norm: clipping scales
@@ -110,7 +112,7 @@ TEST_CASE("sharded optimizer: on one process its norm, clipping and update are t
     replicated.update(*k, p2, g, 1e-2f, step);
     CHECK(same_bits(p1, p2));
   }
-  std::vector<float> first, second;
+  HostVector<float> first, second;
   sharded.gather_state(first, second);
   CHECK(same_bits(first, replicated.first_state()));
   CHECK(same_bits(second, replicated.second_state()));
@@ -118,7 +120,7 @@ TEST_CASE("sharded optimizer: on one process its norm, clipping and update are t
   // A resume's whole state taken back.
   ShardedOptimizer resumed(*comm, c, layers, n);
   resumed.take_state(first, second);
-  std::vector<float> first_again, second_again;
+  HostVector<float> first_again, second_again;
   resumed.gather_state(first_again, second_again);
   CHECK(same_bits(first_again, first));
   testing::check_refused<std::invalid_argument>([&] { resumed.take_state({1.0f}, {1.0f}); },

@@ -459,7 +459,7 @@ void read_checkpoint_uncontained(const std::string& path, CheckpointState& s, co
       if (!mismatch.empty()) throw CheckpointMismatch(fmt::format("cannot resume from {}: {}", path, mismatch));
     }
     if (s.model.kind == "mlp") s.recipe = read_model_recipe(file, s.model.layers, path);
-    auto read_tensors = [&](const std::string& group, std::vector<float>& into, CheckpointPass group_pass) {
+    auto read_tensors = [&](const std::string& group, HostVector<float>& into, CheckpointPass group_pass) {
       const bool reading = group_pass == CheckpointPass::kRead;
       if (reading) resize_in_huge_pages(into, s.model.parameters());
       for (const ParamTensor& t : s.model.tensors)
@@ -475,7 +475,7 @@ void read_checkpoint_uncontained(const std::string& path, CheckpointState& s, co
     if (s.optimizer != "adamw" && s.optimizer != "sgd")
       throw CheckpointError(fmt::format("{}: unknown optimizer kind '{}'", opt_where, s.optimizer));
     const auto names = optimizer_state_names(s.optimizer);
-    std::vector<float>* buffers[2] = {&s.first, &s.second};
+    HostVector<float>* buffers[2] = {&s.first, &s.second};
     const CheckpointPass state_pass =
         pass == CheckpointPass::kRead && !optimizer_state ? CheckpointPass::kChecksums : pass;
     for (std::size_t i = 0; i < names.size(); ++i) read_tensors("/optimizer/" + names[i], *buffers[i], state_pass);

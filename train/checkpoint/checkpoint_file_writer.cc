@@ -186,7 +186,7 @@ std::vector<TensorPiece> create_checkpoint_file(const std::string& path, const C
   } catch (const std::system_error& e) {
     throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': {}", path, e.what()));
   }
-  auto whole = [&](const std::vector<float>& v) { return s.is_shard ? nullptr : v.data(); };
+  auto whole = [&](const HostVector<float>& v) { return s.is_shard ? nullptr : v.data(); };
   Writer w(path);
   try {
     h5::Handle file = h5::create_file(path);
@@ -199,7 +199,7 @@ std::vector<TensorPiece> create_checkpoint_file(const std::string& path, const C
       h5::Handle optimizer = w.group(file, "/optimizer");
       h5::write_string_attribute(optimizer, "kind", s.optimizer, path);
       const auto names = optimizer_state_names(s.optimizer);
-      const std::vector<float>* buffers[2] = {&s.first, &s.second};
+      const HostVector<float>* buffers[2] = {&s.first, &s.second};
       for (std::size_t i = 0; i < names.size(); ++i) {
         h5::Handle state = w.group(optimizer, names[i]);
         w.tensors(state, s.model.tensors, whole(*buffers[i]));

@@ -22,10 +22,10 @@ struct ResumeTarget {
   ModelLayout model;
   std::string optimizer;  // "adamw" | "sgd"
   std::uint64_t global_batch = 0, seed = 0, total_steps = 0;
-  std::vector<float>* params = nullptr;
-  std::vector<float>* first = nullptr;
-  std::vector<float>* second = nullptr;  // may be empty (SGD)
-  std::uint64_t steps_per_epoch = 0;     // global batches of an epoch
+  HostVector<float>* params = nullptr;
+  HostVector<float>* first = nullptr;
+  HostVector<float>* second = nullptr;  // may be empty (SGD)
+  std::uint64_t steps_per_epoch = 0;    // global batches of an epoch
 };
 
 // Why a checkpoint cannot continue this run, or "" when it can. Pure: unit-tested.

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "train/io/host_vector.h"
 #include "train/models/model_file.h"
 #include "train/models/model_layout.h"
 
@@ -41,8 +42,8 @@ struct CheckpointState {
   CheckpointCounters counters;
   std::string optimizer;                       // "adamw" or "sgd"
   ModelLayout model;                           // the parameters' names and places in the buffers below
-  std::vector<float> params;                   // /model/<tensor name>
-  std::vector<float> first, second;            // AdamW exp_avg, exp_avg_sq; SGD momentum_buffer, (empty)
+  HostVector<float> params;                    // /model/<tensor name>
+  HostVector<float> first, second;             // AdamW exp_avg, exp_avg_sq; SGD momentum_buffer, (empty)
   ModelRecipe recipe;                          // /model widths and activation, /preprocessing (model_file.h)
   std::string config_toml;                     // /meta config
   std::string program_version, created, host;  // /meta; created: ISO 8601 UTC

@@ -5,7 +5,10 @@
 #pragma once
 
 #include <cstddef>
+#include <type_traits>
 #include <vector>
+
+#include "train/io/host_vector.h"
 
 namespace slurm_train {
 
@@ -34,15 +37,30 @@ class HugePageBuffer {
   unsigned char* data_ = nullptr;
 };
 
-// v.resize(n), where memory it must allocate is advised huge pages before anything touches it.
-template <typename T>
-void resize_in_huge_pages(std::vector<T>& v, std::size_t n) {
+// v.resize(n), where memory it must allocate is advised huge pages before anything touches it. A
+// std::vector then zeroes the new elements: its new pages are faulted in with one call first. A
+// HostVector (host_vector.h) leaves them to whoever writes them first: a checkpoint's reader
+// threads fault them in as they copy, in parallel, where one call would zero them all in series.
+template <class T, class Allocator>
+void resize_in_huge_pages(std::vector<T, Allocator>& v, std::size_t n) {
   if (n > v.capacity()) {
     v.reserve(n);  // allocates without touching: large blocks come straight from mmap
     advise_huge_pages(v.data(), n * sizeof(T));
-    populate_pages(v.data(), n * sizeof(T));
+    if constexpr (!std::is_same_v<Allocator, DefaultInitAllocator<T>>) populate_pages(v.data(), n * sizeof(T));
   }
   v.resize(n);
+}
+
+// The same where the new elements are to be `value`: their pages are faulted in with one call, as
+// for a std::vector, since they are filled at once.
+template <class T, class Allocator>
+void resize_in_huge_pages(std::vector<T, Allocator>& v, std::size_t n, const T& value) {
+  if (n > v.capacity()) {
+    v.reserve(n);
+    advise_huge_pages(v.data(), n * sizeof(T));
+    populate_pages(v.data(), n * sizeof(T));
+  }
+  v.resize(n, value);
 }
 
 }  // namespace slurm_train

@@ -11,6 +11,7 @@
 
 #include "train/comm/comm.h"
 #include "train/config/config.h"
+#include "train/io/host_vector.h"
 #include "train/loop/metrics.h"
 #include "train/loop/prometheus.h"
 #include "train/loop/train_phase.h"
@@ -32,7 +33,7 @@ struct TrainResult {
   int stop_signal = 0;            // the signal that stopped it (TrainHooks::stop_signal), or 0
   int stop_signal_ranks = 0;      // how many ranks had received it
   std::string resumed_from;       // the checkpoint's path (rank 0), or ""
-  std::vector<float> parameters;  // the final parameters (identical on every rank)
+  HostVector<float> parameters;   // the final parameters (identical on every rank)
   double seconds = 0;
 };
 

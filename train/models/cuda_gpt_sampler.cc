@@ -24,7 +24,7 @@ using cuda::DeviceBuffer;
 
 class CudaGptDecoder final : public GptDecoder {
  public:
-  CudaGptDecoder(const GptConfig& config, const std::vector<float>& params, int gpu)
+  CudaGptDecoder(const GptConfig& config, std::span<const float> params, int gpu)
       : config_(config), layout_(gpt_layout(config)), gpu_(on_device(gpu)) {
     const std::size_t expected = layout_.back().offset + layout_.back().size;
     check_parameters(config, params.size());
@@ -138,7 +138,7 @@ class CudaGptDecoder final : public GptDecoder {
 
 }  // namespace
 
-std::unique_ptr<GptDecoder> make_cuda_gpt_decoder(const GptConfig& config, const std::vector<float>& params, int gpu) {
+std::unique_ptr<GptDecoder> make_cuda_gpt_decoder(const GptConfig& config, std::span<const float> params, int gpu) {
   return std::make_unique<CudaGptDecoder>(config, params, gpu);
 }
 #else

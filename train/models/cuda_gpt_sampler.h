@@ -17,6 +17,6 @@ namespace slurm_train {
 // A decoder on GPU `gpu` for parameters packed in gpt_layout(config) order. Throws
 // std::invalid_argument when the parameters do not match the layout, std::runtime_error in a
 // build without CUDA, and CudaError when the GPU cannot be used.
-std::unique_ptr<GptDecoder> make_cuda_gpt_decoder(const GptConfig& config, const std::vector<float>& params, int gpu);
+std::unique_ptr<GptDecoder> make_cuda_gpt_decoder(const GptConfig& config, std::span<const float> params, int gpu);
 
 }  // namespace slurm_train

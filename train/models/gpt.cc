@@ -100,7 +100,7 @@ std::vector<LayerLayout> gpt_decay_layout(const std::vector<ParamTensor>& layout
   return out;
 }
 
-void gpt_initialize(const GptConfig& config, std::uint64_t seed, std::vector<float>& params) {
+void gpt_initialize(const GptConfig& config, std::uint64_t seed, HostVector<float>& params) {
   const auto layout = gpt_layout(config);
   params.assign(layout.back().offset + layout.back().size, 0.0f);
   const double residual_std = 0.02 / std::sqrt(2.0 * config.layers);

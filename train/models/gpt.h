@@ -34,7 +34,7 @@ std::vector<ParamTensor> gpt_layout(const GptConfig& config);
 
 // GPT-2's initialisation, from the seed alone: weights normal(0, 0.02) (the residual
 // projections' 0.02 / sqrt(2 n_layer)), biases 0, LayerNorm weights 1.
-void gpt_initialize(const GptConfig& config, std::uint64_t seed, std::vector<float>& params);
+void gpt_initialize(const GptConfig& config, std::uint64_t seed, HostVector<float>& params);
 
 // The optimizer's view of the layout (train/steps/optimizer.h decays a LayerLayout's weights, not its
 // biases): matrices (the embeddings included) decay, vectors (biases, LayerNorm) do not.
@@ -55,7 +55,7 @@ class Gpt {
 
   const GptConfig& config() const { return config_; }
   const std::vector<ParamTensor>& layout() const { return layout_; }
-  std::vector<float>& params() { return params_; }
+  HostVector<float>& params() { return params_; }
   std::vector<float>& grads() { return grads_; }
 
   // The mean cross-entropy of predicting targets[B,T] from tokens[B,T] (both in [0, V)); keeps
@@ -83,7 +83,8 @@ class Gpt {
   GptConfig config_;
   kernels::Kernels<float>& k_;
   std::vector<ParamTensor> layout_;
-  std::vector<float> params_, grads_;
+  HostVector<float> params_;
+  std::vector<float> grads_;
   int B_ = 0, T_ = 0;
   kernels::DropoutParams dropout_at(std::size_t site) const;
   // d, or the gradient through site's dropout (into `out`); `dbias` receives its column sums.

@@ -110,10 +110,10 @@ void GptDecoder::check_feed(const GptConfig& config, int position, int token) {
                     config.block));
 }
 
-GptSampler::GptSampler(const GptConfig& config, const std::vector<float>& params) : config_(config) {
+GptSampler::GptSampler(const GptConfig& config, std::span<const float> params) : config_(config) {
   const auto layout = gpt_layout(config);
   check_parameters(config, params.size());
-  params_ = params;
+  params_.assign(params.begin(), params.end());
   const auto tensor = [&](const std::string& name) -> const float* {
     for (const auto& t : layout)
       if (t.name == name) return params_.data() + t.offset;
@@ -215,7 +215,7 @@ const std::vector<float>& GptSampler::feed(int token) {
   return logits_;
 }
 
-std::string sample_text(const GptConfig& config, const std::vector<float>& params, std::string_view prompt,
+std::string sample_text(const GptConfig& config, std::span<const float> params, std::string_view prompt,
                         const SampleOptions& options, const std::function<void(std::string_view)>& on_text) {
   check_sample_inputs(config, options);
   GptSampler sampler(config, params);

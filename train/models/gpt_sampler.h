@@ -53,7 +53,7 @@ class GptSampler final : public GptDecoder {
  public:
   // params: packed in gpt_layout(config) order, as Gpt::params(); copied. Throws
   // std::invalid_argument when their count does not match the layout.
-  GptSampler(const GptConfig& config, const std::vector<float>& params);
+  GptSampler(const GptConfig& config, std::span<const float> params);
 
   const std::vector<float>& feed(int token) override;
   void reset() override { position_ = 0; }
@@ -68,7 +68,7 @@ class GptSampler final : public GptDecoder {
   void attend(int layer);
 
   GptConfig config_;
-  std::vector<float> params_;
+  HostVector<float> params_;
   std::vector<float> wte_t_;  // wte transposed, [C, V], for the head's product in axpy order
   const float *wte_, *wpe_, *lnf_w_, *lnf_b_;
   std::vector<LayerWeights> layers_;
@@ -94,7 +94,7 @@ void check_sample_inputs(const GptConfig& config, const SampleOptions& options);
 // std::invalid_argument, before generating anything, for a vocab other than 256, params that do
 // not match the layout, a negative token count, a temperature negative or not finite, or a
 // top_k outside [0, vocab].
-std::string sample_text(const GptConfig& config, const std::vector<float>& params, std::string_view prompt,
+std::string sample_text(const GptConfig& config, std::span<const float> params, std::string_view prompt,
                         const SampleOptions& options, const std::function<void(std::string_view)>& on_text = {});
 // The same with a decoder of the caller's, on the CPU or a GPU (reset() first).
 std::string sample_text(GptDecoder& decoder, std::string_view prompt, const SampleOptions& options,

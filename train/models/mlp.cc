@@ -30,6 +30,7 @@ Mlp<T>::Mlp(MlpShape shape, kernels::Kernels<T>& k) : shape_(std::move(shape)), 
   if (shape_.dropout < 0.0f || shape_.dropout >= 1.0f) throw std::invalid_argument("model: dropout must be in [0, 1)");
   // Fresh and faulted in as they are zeroed: in huge pages, 512x fewer faults (huge_pages.h).
   resize_in_huge_pages(params_, layers_.back().end());
+  std::fill(params_.begin(), params_.end(), T(0));  // a model is zeros until initialised or read
   resize_in_huge_pages(grads_, params_.size());
   z_.resize(layers_.size());
   a_.resize(layers_.size());
@@ -41,7 +42,7 @@ std::string Mlp<T>::parameter_name(std::size_t layer, bool weight) {
 }
 
 template <typename T>
-void initialize_parameters(const std::vector<LayerLayout>& layers, std::uint64_t seed, std::vector<T>& params) {
+void initialize_parameters(const std::vector<LayerLayout>& layers, std::uint64_t seed, HostVector<T>& params) {
   for (const LayerLayout& L : layers) {
     const double stddev = std::sqrt(2.0 / L.in);
     const std::size_t n = static_cast<std::size_t>(L.in) * static_cast<std::size_t>(L.out);
@@ -121,7 +122,7 @@ void Mlp<T>::backward(const T* x, const T* dlogits, const std::function<void(std
 
 template class Mlp<float>;
 template class Mlp<double>;
-template void initialize_parameters<float>(const std::vector<LayerLayout>&, std::uint64_t, std::vector<float>&);
-template void initialize_parameters<double>(const std::vector<LayerLayout>&, std::uint64_t, std::vector<double>&);
+template void initialize_parameters<float>(const std::vector<LayerLayout>&, std::uint64_t, HostVector<float>&);
+template void initialize_parameters<double>(const std::vector<LayerLayout>&, std::uint64_t, HostVector<double>&);
 
 }  // namespace slurm_train

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "train/io/host_vector.h"
 
 namespace slurm_train {
 
@@ -35,7 +36,7 @@ std::vector<LayerLayout> mlp_layout(const MlpShape& shape);
 // as `layers` says): what Mlp::initialize(seed) gives, and what a resume that finds no usable
 // checkpoint puts back (checkpoint_resume.h).
 template <typename T>
-void initialize_parameters(const std::vector<LayerLayout>& layers, std::uint64_t seed, std::vector<T>& params);
+void initialize_parameters(const std::vector<LayerLayout>& layers, std::uint64_t seed, HostVector<T>& params);
 
 template <typename T>
 class Mlp {
@@ -44,7 +45,7 @@ class Mlp {
 
   const MlpShape& shape() const { return shape_; }
   const std::vector<LayerLayout>& layers() const { return layers_; }
-  std::vector<T>& params() { return params_; }
+  HostVector<T>& params() { return params_; }
   std::vector<T>& grads() { return grads_; }
   // "layer1.weight", "layer3.bias": the names checkpoints and tools show.
   static std::string parameter_name(std::size_t layer, bool weight);
@@ -70,7 +71,8 @@ class Mlp {
   MlpShape shape_;
   kernels::Kernels<T>& k_;
   std::vector<LayerLayout> layers_;
-  std::vector<T> params_, grads_;
+  HostVector<T> params_;
+  std::vector<T> grads_;
   // Per layer: pre-activations z and outputs a (a == z for the last layer); sized for the
   // largest batch seen.
   std::vector<std::vector<T>> z_, a_;

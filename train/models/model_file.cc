@@ -52,7 +52,7 @@ void write_model_recipe(hid_t file, const ModelLayout& m, const ModelRecipe& rec
   h5::write_string_attribute(pre, "formula", kFormula, context);
 }
 
-void save_model(const std::string& path, const ModelLayout& model, const std::vector<float>& params,
+void save_model(const std::string& path, const ModelLayout& model, std::span<const float> params,
                 const std::string& config_toml, const ModelRecipe& recipe) {
   write_file_durably(path, [&](const std::string& tmp) {
     h5::Handle file = h5::create_file(tmp);

@@ -15,6 +15,7 @@
 
 #include <hdf5.h>
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -37,7 +38,7 @@ ModelRecipe model_recipe_of(Normalization norm, bool uint8_features, const std::
 // the /preprocessing group; `context` names the file.
 void write_model_recipe(hid_t file, const ModelLayout& model, const ModelRecipe& recipe, const std::string& context);
 
-void save_model(const std::string& path, const ModelLayout& model, const std::vector<float>& params,
+void save_model(const std::string& path, const ModelLayout& model, std::span<const float> params,
                 const std::string& config_toml, const ModelRecipe& recipe);
 
 }  // namespace slurm_train

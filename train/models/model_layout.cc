@@ -62,7 +62,7 @@ std::string model_layout_mismatch(const ModelLayout& file, const ModelLayout& ru
   return fmt::format("it holds {} but this run's model is {}", describe(file), describe(run));
 }
 
-void initialize_model_parameters(const ModelLayout& model, std::uint64_t seed, std::vector<float>& params) {
+void initialize_model_parameters(const ModelLayout& model, std::uint64_t seed, HostVector<float>& params) {
   if (model.kind == "gpt") return gpt_initialize(model.gpt, seed, params);
   initialize_parameters(model.layers, seed, params);
 }

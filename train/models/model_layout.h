@@ -30,6 +30,6 @@ ModelLayout gpt_model_layout(const GptConfig& config);
 std::string model_layout_mismatch(const ModelLayout& file, const ModelLayout& run);
 
 // A fresh run's parameters for `seed`: the MLP's He initialisation or GPT-2's.
-void initialize_model_parameters(const ModelLayout& model, std::uint64_t seed, std::vector<float>& params);
+void initialize_model_parameters(const ModelLayout& model, std::uint64_t seed, HostVector<float>& params);
 
 }  // namespace slurm_train

@@ -382,7 +382,7 @@ struct CudaGptStep::State {
 };
 
 CudaGptStep::CudaGptStep(const GptConfig& config, const OptimizerConfig& optimizer, const CudaGptStepOptions& options,
-                         const std::vector<float>& initial_parameters)
+                         std::span<const float> initial_parameters)
     : s_(std::make_unique<State>()) {
   State& s = *s_;
   s.g = config, s.o = options;
@@ -566,7 +566,7 @@ std::vector<float> CudaGptStep::logits() { return s_->download(s_->logits, s_->l
 
 std::vector<float> CudaGptStep::gradients() { return s_->optimizer->gradients(); }
 
-std::vector<float> CudaGptStep::parameters() { return s_->optimizer->parameters(); }
+HostVector<float> CudaGptStep::parameters() { return s_->optimizer->parameters(); }
 
 }  // namespace slurm_train
 #endif  // SLURM_TRAIN_WITH_CUDA

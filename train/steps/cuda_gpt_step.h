@@ -64,7 +64,7 @@ class CudaGptStep final : public TrainStep {
   // order (gpt_initialize's). Throws std::invalid_argument for a shape the kernels cannot take
   // (a head size over kMaxAttentionHeadSize).
   CudaGptStep(const GptConfig& config, const OptimizerConfig& optimizer, const CudaGptStepOptions& options,
-              const std::vector<float>& initial_parameters);
+              std::span<const float> initial_parameters);
   ~CudaGptStep() override;
   CudaGptStep(const CudaGptStep&) = delete;
   CudaGptStep& operator=(const CudaGptStep&) = delete;
@@ -94,7 +94,7 @@ class CudaGptStep final : public TrainStep {
   std::vector<float> logits();
   std::vector<float> gradients();
   // The fp32 master parameters in the packed layout (waits).
-  std::vector<float> parameters();
+  HostVector<float> parameters();
   cudaStream_t stream() const;
   // Sums the gradients over ranks in buckets during backward, through a Comm over device memory
   // (make_nccl_comm with this step's stream() as its compute stream), which must outlive the

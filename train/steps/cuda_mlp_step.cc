@@ -217,7 +217,7 @@ struct CudaMlpStep::State {
 };
 
 CudaMlpStep::CudaMlpStep(const MlpShape& shape, const OptimizerConfig& optimizer, const CudaMlpStepOptions& options,
-                         const std::vector<float>& initial_parameters)
+                         std::span<const float> initial_parameters)
     : s_(std::make_unique<State>()) {
   State& s = *s_;
   s.shape = shape, s.o = options;
@@ -345,7 +345,7 @@ void CudaMlpStep::state_to_host() { s_->optimizer->state_to_host(); }
 
 void CudaMlpStep::state_from_host() { s_->optimizer->state_from_host(); }
 
-std::vector<float> CudaMlpStep::parameters() { return s_->optimizer->parameters(); }
+HostVector<float> CudaMlpStep::parameters() { return s_->optimizer->parameters(); }
 
 }  // namespace slurm_train
 #endif  // SLURM_TRAIN_WITH_CUDA

@@ -55,7 +55,7 @@ class CudaMlpStep final : public TrainStep {
  public:
   // On the current device (cudaSetDevice before), from parameters in mlp_layout(shape)'s order.
   CudaMlpStep(const MlpShape& shape, const OptimizerConfig& optimizer, const CudaMlpStepOptions& options,
-              const std::vector<float>& initial_parameters);
+              std::span<const float> initial_parameters);
   ~CudaMlpStep() override;
   CudaMlpStep(const CudaMlpStep&) = delete;
   CudaMlpStep& operator=(const CudaMlpStep&) = delete;
@@ -81,7 +81,7 @@ class CudaMlpStep final : public TrainStep {
                   std::uint64_t step);
   void train_step(const DeviceBatch& batch, std::uint64_t first_row, float lr, std::uint64_t step);
   // The fp32 master parameters in the packed layout (waits).
-  std::vector<float> parameters();
+  HostVector<float> parameters();
   cudaStream_t stream() const;
   // Sums the gradients over ranks in buckets during backward, through a Comm over device memory
   // (make_nccl_comm with this step's stream() as its compute stream). The loss sums stay local.

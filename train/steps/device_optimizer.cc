@@ -14,7 +14,7 @@
 namespace slurm_train {
 
 DeviceOptimizer::DeviceOptimizer(const OptimizerConfig& config, DeviceParameters layout, bool bf16_copy,
-                                 cudaStream_t stream, const std::vector<float>& initial)
+                                 cudaStream_t stream, std::span<const float> initial)
     : config_(config), layout_(std::move(layout)), bf16_copy_(bf16_copy), stream_(stream) {
   const std::size_t n = layout_.device_count;
   if (initial.size() != layout_.host_count)
@@ -32,7 +32,7 @@ DeviceOptimizer::DeviceOptimizer(const OptimizerConfig& config, DeviceParameters
     cuda::cast(n, params_.data(), working_.data(), stream_);
   }
   partials_.resize(cuda::norm_blocks(n)), norm_sq_.resize(1), clip_.resize(1), host_norm_sq_.resize(1);
-  host_params_ = initial;
+  host_params_.assign(initial.begin(), initial.end());
   host_first_.assign(layout_.host_count, 0.0f);
   if (has_second_moment()) host_second_.assign(layout_.host_count, 0.0f);
   wait();  // `initial` may go away after this
@@ -161,8 +161,9 @@ void DeviceOptimizer::update(float lr, std::uint64_t step) {
 HostState DeviceOptimizer::host_state() {
   if (sharded()) {
     // What a resume reads into (rank 0) and broadcasts (every rank), sized for it.
-    host_first_.resize(layout_.host_count);
-    host_second_.resize(has_second_moment() ? layout_.host_count : 0);
+    // Zeros where they are new: a fresh start's moments, on ranks that a resume sends nothing.
+    host_first_.resize(layout_.host_count, 0.0f);
+    host_second_.resize(has_second_moment() ? layout_.host_count : 0, 0.0f);
   }
   return {&host_params_, &host_first_, &host_second_};
 }
@@ -183,7 +184,7 @@ void DeviceOptimizer::state_to_host() {
   // pass overwrites the buffer.
   const bool root = shard_comm_->rank() == 0;
   const std::vector<std::size_t> counts = shard_counts(cuts_, 0, n);
-  const auto gather = [&](const cuda::DeviceBuffer<float>& shard, std::vector<float>& to) {
+  const auto gather = [&](const cuda::DeviceBuffer<float>& shard, HostVector<float>& to) {
     shard_comm_->gather(shard.data(), grads_.data(), counts, 0);
     if (!root) return;
     download(grads_.data(), 0, n, to);
@@ -204,8 +205,8 @@ void DeviceOptimizer::state_from_host() {
   shard_on_host_ = false;
   if (sharded()) {
     // The shard holds it now: the whole moments are staged again only for a resume or the end.
-    std::vector<float>().swap(host_first_);
-    std::vector<float>().swap(host_second_);
+    HostVector<float>().swap(host_first_);
+    HostVector<float>().swap(host_second_);
   }
 }
 
@@ -214,7 +215,7 @@ void DeviceOptimizer::shard_to_host() {
   allocate_moments();
   download(params_.data(), 0, layout_.device_count, host_params_);
   // The packed layout (sharded only on it): the shard's device range is its host range.
-  const auto shard_of = [&](const cuda::DeviceBuffer<float>& from, std::vector<float>& to) {
+  const auto shard_of = [&](const cuda::DeviceBuffer<float>& from, HostVector<float>& to) {
     to.resize(shard_size());
     if (!to.empty())
       CUDA_CHECK(cudaMemcpyAsync(to.data(), from.data(), to.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
@@ -237,8 +238,8 @@ std::size_t DeviceOptimizer::state_bytes() const {
   return shard_size() * sizeof(float) * (has_second_moment() ? 2 : 1);
 }
 
-std::vector<float> DeviceOptimizer::parameters() {
-  std::vector<float> out;
+HostVector<float> DeviceOptimizer::parameters() {
+  HostVector<float> out;
   download(params_.data(), 0, layout_.device_count, out);
   wait();
   return out;
@@ -252,14 +253,15 @@ std::vector<float> DeviceOptimizer::gradients() {
 }
 
 // The parts of the spans within the device range [begin, end) of a buffer that starts at `begin`.
-void DeviceOptimizer::download(const float* from, std::size_t begin, std::size_t end, std::vector<float>& to) {
+template <class Vector>
+void DeviceOptimizer::download(const float* from, std::size_t begin, std::size_t end, Vector& to) {
   to.resize(layout_.host_count);
   for (const DeviceSpan& s : spans_within(layout_.spans, begin, end))
     CUDA_CHECK(
         cudaMemcpyAsync(to.data() + s.host, from + s.device, s.count * sizeof(float), cudaMemcpyDeviceToHost, stream_));
 }
 
-void DeviceOptimizer::upload(const std::vector<float>& from, float* to, std::size_t begin, std::size_t end) {
+void DeviceOptimizer::upload(std::span<const float> from, float* to, std::size_t begin, std::size_t end) {
   if (from.size() != layout_.host_count)
     throw std::invalid_argument(
         fmt::format("GPU step: a state of {} values for a model of {}", from.size(), layout_.host_count));

@@ -32,7 +32,7 @@ class DeviceOptimizer {
   // On the current device, its work queued on `stream`, from `initial` parameters in the packed
   // layout; `bf16_copy`: the products read a bf16 working copy of the parameters.
   DeviceOptimizer(const OptimizerConfig& config, DeviceParameters layout, bool bf16_copy, cudaStream_t stream,
-                  const std::vector<float>& initial);
+                  std::span<const float> initial);
   ~DeviceOptimizer();
   DeviceOptimizer(const DeviceOptimizer&) = delete;
   DeviceOptimizer& operator=(const DeviceOptimizer&) = delete;
@@ -74,7 +74,7 @@ class DeviceOptimizer {
   std::size_t state_bytes() const;
 
   // The master parameters and the gradients in the packed layout (wait).
-  std::vector<float> parameters();
+  HostVector<float> parameters();
   std::vector<float> gradients();
 
  private:
@@ -82,8 +82,9 @@ class DeviceOptimizer {
   std::size_t shard_size() const { return shard_end_ - shard_begin_; }
   void allocate_moments();
   // Queued: device [begin, end) of the device layout into (from) the packed host vector.
-  void download(const float* from, std::size_t begin, std::size_t end, std::vector<float>& to);
-  void upload(const std::vector<float>& from, float* to, std::size_t begin, std::size_t end);
+  template <class Vector>
+  void download(const float* from, std::size_t begin, std::size_t end, Vector& to);
+  void upload(std::span<const float> from, float* to, std::size_t begin, std::size_t end);
   void wait();
 
   OptimizerConfig config_;
@@ -104,10 +105,10 @@ class DeviceOptimizer {
   std::size_t shard_begin_ = 0, shard_end_ = 0;
   cuda::DeviceBuffer<float> grad_shard_;
 
-  std::vector<float> host_params_, host_first_, host_second_;  // host_state()'s
-  std::vector<float> host_shard_first_, host_shard_second_;    // state_shard()'s
-  bool shard_on_host_ = false;                                 // they and host_params are current
-  std::unique_ptr<GradientBuckets> buckets_;                   // last: it points at grad_shard
+  HostVector<float> host_params_, host_first_, host_second_;  // host_state()'s
+  HostVector<float> host_shard_first_, host_shard_second_;    // state_shard()'s
+  bool shard_on_host_ = false;                                // they and host_params are current
+  std::unique_ptr<GradientBuckets> buckets_;                  // last: it points at grad_shard
 };
 
 }  // namespace slurm_train

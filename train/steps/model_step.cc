@@ -73,7 +73,7 @@ void make_cuda_step(const RunConfig& config, std::size_t inputs, const DevicePla
   const std::int64_t share = (tc.global_batch + comm.size() - 1) / comm.size();
   if (config.model.kind == "gpt") {
     const GptConfig g = gpt_config_of(config.model, inputs);
-    std::vector<float> initial;
+    HostVector<float> initial;
     gpt_initialize(g, static_cast<std::uint64_t>(tc.seed), initial);
     CudaGptStepOptions o;
     o.precision = precision_of(plan.precision);

@@ -19,8 +19,8 @@ float learning_rate_at(const OptimizerConfig& c, std::uint64_t step, std::uint64
 
 Optimizer::Optimizer(const OptimizerConfig& config, std::vector<LayerLayout> layers, std::size_t parameters)
     : config_(config), layers_(std::move(layers)) {
-  resize_in_huge_pages(first_, parameters);
-  if (config_.kind == OptimizerKind::kAdamW) resize_in_huge_pages(second_, parameters);
+  resize_in_huge_pages(first_, parameters, 0.0f);
+  if (config_.kind == OptimizerKind::kAdamW) resize_in_huge_pages(second_, parameters, 0.0f);
 }
 
 void apply_update(const OptimizerConfig& c, const std::vector<LayerLayout>& layers, kernels::Kernels<float>& k,
@@ -45,8 +45,8 @@ void apply_update(const OptimizerConfig& c, const std::vector<LayerLayout>& laye
   }
 }
 
-void Optimizer::update(kernels::Kernels<float>& k, std::vector<float>& params, const std::vector<float>& grads,
-                       float lr, std::uint64_t step) {
+void Optimizer::update(kernels::Kernels<float>& k, HostVector<float>& params, const std::vector<float>& grads, float lr,
+                       std::uint64_t step) {
   apply_update(config_, layers_, k, params.data(), grads.data(), first_.data(), second_.data(), 0, params.size(), lr,
                step);
 }

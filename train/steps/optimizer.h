@@ -46,19 +46,19 @@ class Optimizer {
   Optimizer(const OptimizerConfig& config, std::vector<LayerLayout> layers, std::size_t parameters);
 
   // One update with learning rate lr; `step` is 0-based (AdamW's bias correction uses step + 1).
-  void update(kernels::Kernels<float>& k, std::vector<float>& params, const std::vector<float>& grads, float lr,
+  void update(kernels::Kernels<float>& k, HostVector<float>& params, const std::vector<float>& grads, float lr,
               std::uint64_t step);
 
   // State for checkpoints: AdamW's first and second moments, or SGD's momentum buffer (second
   // empty).
-  std::vector<float>& first_state() { return first_; }
-  std::vector<float>& second_state() { return second_; }
+  HostVector<float>& first_state() { return first_; }
+  HostVector<float>& second_state() { return second_; }
   std::size_t state_bytes() const { return (first_.size() + second_.size()) * sizeof(float); }
 
  private:
   OptimizerConfig config_;
   std::vector<LayerLayout> layers_;
-  std::vector<float> first_, second_;
+  HostVector<float> first_, second_;
 };
 
 // Scales grads so that their global norm is at most max_norm (when max_norm > 0). Returns the

@@ -60,13 +60,13 @@ double ShardedOptimizer::clip(kernels::Kernels<float>& k, float max_norm) {
   return norm;
 }
 
-void ShardedOptimizer::update(kernels::Kernels<float>& k, std::vector<float>& params, float lr, std::uint64_t step) {
+void ShardedOptimizer::update(kernels::Kernels<float>& k, HostVector<float>& params, float lr, std::uint64_t step) {
   apply_update(config_, layers_, k, params.data(), grads_.data(), first_.data(), second_.data(), begin(), end(), lr,
                step);
   comm_.allgather_in_place(params.data(), shard_counts(cuts_, 0, params.size()));
 }
 
-void ShardedOptimizer::gather_state(std::vector<float>& first, std::vector<float>& second) {
+void ShardedOptimizer::gather_state(HostVector<float>& first, HostVector<float>& second) {
   const std::size_t total = cuts_.back();
   const std::vector<std::size_t> counts = shard_counts(cuts_, 0, total);
   if (rank_ == 0) first.resize(total);
@@ -76,7 +76,7 @@ void ShardedOptimizer::gather_state(std::vector<float>& first, std::vector<float
   comm_.gather(second_.data(), second.data(), counts, 0);
 }
 
-void ShardedOptimizer::take_state(const std::vector<float>& first, const std::vector<float>& second) {
+void ShardedOptimizer::take_state(const HostVector<float>& first, const HostVector<float>& second) {
   const std::size_t total = cuts_.back();
   if (first.size() != total || (config_.kind == OptimizerKind::kAdamW && second.size() != total))
     throw std::invalid_argument("sharded optimizer: the state to take holds " + std::to_string(first.size()) +

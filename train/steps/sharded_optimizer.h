@@ -54,16 +54,16 @@ class ShardedOptimizer {
   // `max_norm` when above it (max_norm > 0).
   double clip(kernels::Kernels<float>& k, float max_norm);
   // Updates this rank's shard of `params`, then gathers every rank's shard into `params`.
-  void update(kernels::Kernels<float>& k, std::vector<float>& params, float lr, std::uint64_t step);
+  void update(kernels::Kernels<float>& k, HostVector<float>& params, float lr, std::uint64_t step);
 
   // The whole moments on rank 0 (`first` and `second` sized to the model there; SGD: no second),
   // from every rank's shard. Collective.
-  void gather_state(std::vector<float>& first, std::vector<float>& second);
+  void gather_state(HostVector<float>& first, HostVector<float>& second);
   // This rank's shard of whole moments every rank holds (a resume's broadcast).
-  void take_state(const std::vector<float>& first, const std::vector<float>& second);
+  void take_state(const HostVector<float>& first, const HostVector<float>& second);
   // This rank's shard of the moments (SGD: `second` empty).
-  const std::vector<float>& first() const { return first_; }
-  const std::vector<float>& second() const { return second_; }
+  const HostVector<float>& first() const { return first_; }
+  const HostVector<float>& second() const { return second_; }
   // Bytes of optimizer state this rank holds.
   std::size_t state_bytes() const { return (first_.size() + second_.size()) * sizeof(float); }
 
@@ -73,8 +73,9 @@ class ShardedOptimizer {
   std::vector<LayerLayout> layers_;
   std::size_t rank_;
   std::vector<std::size_t> cuts_;
-  std::vector<float> grads_, first_, second_;  // this shard's
-  std::vector<double> block_sums_;             // every block of the model's, for the norm
+  std::vector<float> grads_;  // this shard's
+  HostVector<float> first_, second_;
+  std::vector<double> block_sums_;  // every block of the model's, for the norm
 };
 
 }  // namespace slurm_train

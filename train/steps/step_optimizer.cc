@@ -23,17 +23,18 @@ double StepOptimizer::clip(kernels::Kernels<float>& k, std::vector<float>& grads
   return clip_by_global_norm(k, grads, config_.clip_norm);
 }
 
-void StepOptimizer::update(kernels::Kernels<float>& k, std::vector<float>& params, const std::vector<float>& grads,
+void StepOptimizer::update(kernels::Kernels<float>& k, HostVector<float>& params, const std::vector<float>& grads,
                            float lr, std::uint64_t step) {
   if (sharded_) return sharded_->update(k, params, lr, step);
   whole_->update(k, params, grads, lr, step);
 }
 
-HostState StepOptimizer::host_state(std::vector<float>& params) {
+HostState StepOptimizer::host_state(HostVector<float>& params) {
   if (whole_) return {&params, &whole_->first_state(), &whole_->second_state()};
   // What a resume reads into (rank 0) and broadcasts (every rank), sized for it.
-  staged_first_.resize(parameters_);
-  staged_second_.resize(config_.kind == OptimizerKind::kAdamW ? parameters_ : 0);
+  // Zeros where they are new: a fresh start's moments, on ranks that a resume sends nothing.
+  staged_first_.resize(parameters_, 0.0f);
+  staged_second_.resize(config_.kind == OptimizerKind::kAdamW ? parameters_ : 0, 0.0f);
   return {&params, &staged_first_, &staged_second_};
 }
 
@@ -45,11 +46,11 @@ void StepOptimizer::state_from_host() {
   if (!sharded_) return;
   sharded_->take_state(staged_first_, staged_second_);
   // The shard holds it now: the whole moments are staged again only for a checkpoint (rank 0).
-  std::vector<float>().swap(staged_first_);
-  std::vector<float>().swap(staged_second_);
+  HostVector<float>().swap(staged_first_);
+  HostVector<float>().swap(staged_second_);
 }
 
-std::optional<StateShard> StepOptimizer::state_shard(const std::vector<float>& params) const {
+std::optional<StateShard> StepOptimizer::state_shard(const HostVector<float>& params) const {
   if (!sharded_) return std::nullopt;
   return StateShard{sharded_->begin(), sharded_->end(), &params, &sharded_->first(), &sharded_->second()};
 }

@@ -36,16 +36,16 @@ class StepOptimizer {
   }
   // The global norm before clipping; `grads` clipped (sharded: this rank's shard of them).
   double clip(kernels::Kernels<float>& k, std::vector<float>& grads);
-  void update(kernels::Kernels<float>& k, std::vector<float>& params, const std::vector<float>& grads, float lr,
+  void update(kernels::Kernels<float>& k, HostVector<float>& params, const std::vector<float>& grads, float lr,
               std::uint64_t step);
 
   // TrainStep's view of the state, with the step's `params`: sharded, the whole moments are staged
   // for checkpoints (gathered on rank 0) and resumes (every rank) only.
-  HostState host_state(std::vector<float>& params);
+  HostState host_state(HostVector<float>& params);
   void state_to_host();
   void state_from_host();
   // Sharded: this rank's shard of the state, with the step's `params`; nullopt when whole.
-  std::optional<StateShard> state_shard(const std::vector<float>& params) const;
+  std::optional<StateShard> state_shard(const HostVector<float>& params) const;
   // Bytes of optimizer state this rank keeps (sharded: its shard's).
   std::size_t state_bytes() const;
   bool sharded() const { return sharded_.has_value(); }
@@ -55,7 +55,7 @@ class StepOptimizer {
   std::size_t parameters_;
   std::optional<Optimizer> whole_;
   std::optional<ShardedOptimizer> sharded_;
-  std::vector<float> staged_first_, staged_second_;
+  HostVector<float> staged_first_, staged_second_;
   std::optional<GradientBuckets> buckets_;  // last: it may point at sharded_
 };
 

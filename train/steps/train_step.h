@@ -40,9 +40,9 @@ struct StepLoss {
 // The state a checkpoint holds, in host memory, in model_layout()'s packed order: the parameters and
 // the optimizer's first and second moments (SGD: its momentum and an empty second).
 struct HostState {
-  std::vector<float>* params = nullptr;
-  std::vector<float>* first = nullptr;
-  std::vector<float>* second = nullptr;
+  HostVector<float>* params = nullptr;
+  HostVector<float>* first = nullptr;
+  HostVector<float>* second = nullptr;
 };
 
 // This rank's part of the state when the optimizer state is sharded over the ranks
@@ -50,9 +50,9 @@ struct HostState {
 // holds whole, and of the moments, which this rank alone holds (SGD: `second` empty).
 struct StateShard {
   std::size_t begin = 0, end = 0;
-  const std::vector<float>* params = nullptr;
-  const std::vector<float>* first = nullptr;
-  const std::vector<float>* second = nullptr;
+  const HostVector<float>* params = nullptr;
+  const HostVector<float>* first = nullptr;
+  const HostVector<float>* second = nullptr;
 };
 
 class TrainStep {
