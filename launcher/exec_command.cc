@@ -78,6 +78,9 @@ void add_exec_command(CLI::App& app, int& exit_code, const ExecCommandLine& line
             return "";
           },
           "FACTOR"));
+  cmd->add_option("--prometheus", options->prometheus,
+                  "each rank samples its GPUs (NVML) every 5 s into FILE's rank file, FILE.rank<N>.prom (for "
+                  "node_exporter's textfile collector; FILE's own name is left for the program's metrics)");
   // Only what comes before `--` reaches the parser (split_exec_command_line); a word here is a
   // program given without it.
   auto stray = std::make_shared<std::vector<std::string>>();

@@ -24,6 +24,7 @@
 #include "launcher/child_process.h"
 #include "launcher/cli_validators.h"
 #include "launcher/exit_codes.h"
+#include "launcher/gpu_monitor.h"
 #include "launcher/heartbeat_compute.h"
 #include "launcher/heartbeat_file.h"
 #include "launcher/memory_cgroup.h"
@@ -42,6 +43,7 @@
 #include "spank/jobenv/rendezvous.h"
 #include "spank/jobenv/task_facts.h"
 #include "spank/jobenv/text.h"
+#include "train/loop/prometheus.h"
 
 namespace slurm_train {
 
@@ -174,6 +176,7 @@ class Supervisor {
   HeartbeatCompute compute_;
   std::unique_ptr<ChildProcess> child_;
   std::atomic<ChildProcess*> child_to_end_{nullptr};
+  std::unique_ptr<GpuMonitor> gpus_;  // the GPUs given to the task, sampled on a thread (outlives the watchdog)
   std::unique_ptr<Watchdog> watchdog_;
   RestartEnv restart_;
   std::unique_ptr<StepReport> report_;  // rank 0's outcome for the in-job supervisor
@@ -263,7 +266,14 @@ int Supervisor::usage(const std::string& message) {
 }
 
 void Supervisor::start_watchdog() {
+  const PrometheusLabels job = prometheus_labels(env_);
+  gpus_ = start_gpu_monitor(env_, GpuSeriesLabels{job.job_id, job.job_name, rank_, host_},
+                            rank_prometheus_path(o_.prometheus, rank_), [this](const std::string& line) {
+                              log_.line(line);
+                              write_all(2, "slurm-train exec: " + line + "\n");
+                            });
   WatchdogOptions options;
+  options.gpu_fault = [this] { return gpus_ ? gpu_fault_summary(gpus_->latest()) : std::string(); };
   options.hang_timeout = o_.hang_timeout;
   options.connect_timeout = 120;
   options.print_reported_failures = true;
@@ -504,7 +514,10 @@ int Supervisor::failed(int status) {
           "{} to {})",
           *oom_kills_at_start_, *now);
   }
-  const std::string cause = fmt::format("its program {} (pid {}) {}", base_name(o_.command[0]), child_->pid(), how);
+  // An Xid or ECC error on the task's GPU is most often why its program died: named with it.
+  const std::string fault = gpus_ ? gpu_fault_summary(gpus_->sample_now()) : "";
+  const std::string cause = fmt::format("its program {} (pid {}) {}{}", base_name(o_.command[0]), child_->pid(), how,
+                                        fault.empty() ? "" : " after " + fault);
   const std::string tail = relay_->tail();
   const std::string detail = tail.empty() ? "" : "last lines of its output:\n" + tail;
   log_.line("error: " + cause);

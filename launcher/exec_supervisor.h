@@ -21,6 +21,7 @@ struct ExecOptions {
   double preempt_grace = 120;
   int max_restarts_without_progress = 3;
   double straggler_threshold = 1.2;  // 0: off
+  std::string prometheus;            // each rank's GPU series go to rank_prometheus_path(prometheus, rank); "": none
   bool log_dir_given = false;
 };
 

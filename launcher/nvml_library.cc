@@ -59,6 +59,17 @@ Opened open_nvml() {
   resolve(n.nvmlDeviceGetTotalEccErrors, "nvmlDeviceGetTotalEccErrors");
   resolve(n.nvmlDeviceGetRetiredPagesPendingStatus, "nvmlDeviceGetRetiredPagesPendingStatus");
   resolve(n.nvmlDeviceGetRemappedRows, "nvmlDeviceGetRemappedRows");
+  resolve(n.nvmlDeviceGetUtilizationRates, "nvmlDeviceGetUtilizationRates");
+  resolve(n.nvmlDeviceGetMemoryInfo, "nvmlDeviceGetMemoryInfo");
+  resolve(n.nvmlDeviceGetTemperature, "nvmlDeviceGetTemperature");
+  resolve(n.nvmlDeviceGetPowerUsage, "nvmlDeviceGetPowerUsage");
+  resolve(n.nvmlDeviceGetTotalEnergyConsumption, "nvmlDeviceGetTotalEnergyConsumption");
+  resolve(n.nvmlDeviceGetClockInfo, "nvmlDeviceGetClockInfo");
+  resolve(n.nvmlDeviceGetCurrentClocksThrottleReasons, "nvmlDeviceGetCurrentClocksThrottleReasons");
+  resolve(n.nvmlEventSetCreate, "nvmlEventSetCreate");
+  resolve(n.nvmlDeviceRegisterEvents, "nvmlDeviceRegisterEvents");
+  resolve(n.nvmlEventSetWait_v2, "nvmlEventSetWait_v2");
+  resolve(n.nvmlEventSetFree, "nvmlEventSetFree");
   if (!resolved) {
     dlclose(library);
     return o;

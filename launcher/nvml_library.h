@@ -11,6 +11,21 @@ extern "C" {
 typedef int nvmlReturn_t;  // nvmlReturn_enum: NVML_SUCCESS = 0
 typedef struct nvmlDevice_st* nvmlDevice_t;
 typedef int nvmlEnableState_t;  // NVML_FEATURE_DISABLED = 0, NVML_FEATURE_ENABLED = 1
+typedef struct nvmlEventSet_st* nvmlEventSet_t;
+typedef struct nvmlUtilization_st {
+  unsigned int gpu;     // percent of the last sample period a kernel ran
+  unsigned int memory;  // percent of it device memory was read or written
+} nvmlUtilization_t;
+typedef struct nvmlMemory_st {
+  unsigned long long total, free, used;  // bytes
+} nvmlMemory_t;
+typedef struct nvmlEventData_st {
+  nvmlDevice_t device;
+  unsigned long long eventType;
+  unsigned long long eventData;  // the Xid, for an Xid event
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+} nvmlEventData_t;
 }
 
 namespace slurm_train {
@@ -20,6 +35,11 @@ inline constexpr nvmlReturn_t kNvmlNotSupported = 3;
 inline constexpr nvmlReturn_t kNvmlNoPermission = 4;
 inline constexpr int kNvmlMemoryErrorCorrected = 0, kNvmlMemoryErrorUncorrected = 1;
 inline constexpr int kNvmlVolatileEcc = 0, kNvmlAggregateEcc = 1;
+inline constexpr nvmlReturn_t kNvmlTimeout = 10;
+inline constexpr int kNvmlTemperatureGpu = 0;                      // NVML_TEMPERATURE_GPU
+inline constexpr int kNvmlClockSm = 1;                             // NVML_CLOCK_SM
+inline constexpr unsigned long long kNvmlEventXid = 0x8;           // nvmlEventTypeXidCriticalError
+inline constexpr unsigned long long kNvmlEventDoubleBitEcc = 0x2;  // nvmlEventTypeDoubleBitEccError
 
 // The functions this program calls, with nvml.h's signatures.
 struct Nvml {
@@ -40,6 +60,18 @@ struct Nvml {
   nvmlReturn_t (*nvmlDeviceGetTotalEccErrors)(nvmlDevice_t, int, int, unsigned long long*);
   nvmlReturn_t (*nvmlDeviceGetRetiredPagesPendingStatus)(nvmlDevice_t, nvmlEnableState_t*);
   nvmlReturn_t (*nvmlDeviceGetRemappedRows)(nvmlDevice_t, unsigned*, unsigned*, unsigned*, unsigned*);
+  // Telemetry (gpu_sampler.h).
+  nvmlReturn_t (*nvmlDeviceGetUtilizationRates)(nvmlDevice_t, nvmlUtilization_t*);
+  nvmlReturn_t (*nvmlDeviceGetMemoryInfo)(nvmlDevice_t, nvmlMemory_t*);
+  nvmlReturn_t (*nvmlDeviceGetTemperature)(nvmlDevice_t, int, unsigned*);
+  nvmlReturn_t (*nvmlDeviceGetPowerUsage)(nvmlDevice_t, unsigned*);                        // mW
+  nvmlReturn_t (*nvmlDeviceGetTotalEnergyConsumption)(nvmlDevice_t, unsigned long long*);  // mJ
+  nvmlReturn_t (*nvmlDeviceGetClockInfo)(nvmlDevice_t, int, unsigned*);                    // MHz
+  nvmlReturn_t (*nvmlDeviceGetCurrentClocksThrottleReasons)(nvmlDevice_t, unsigned long long*);
+  nvmlReturn_t (*nvmlEventSetCreate)(nvmlEventSet_t*);
+  nvmlReturn_t (*nvmlDeviceRegisterEvents)(nvmlDevice_t, unsigned long long, nvmlEventSet_t);
+  nvmlReturn_t (*nvmlEventSetWait_v2)(nvmlEventSet_t, nvmlEventData_t*, unsigned);
+  nvmlReturn_t (*nvmlEventSetFree)(nvmlEventSet_t);
 };
 
 // The library, opened, resolved and initialised (nvmlInit_v2) on the first call, thread-safe, and

@@ -23,6 +23,7 @@ struct RankStatus {
   double seconds_since_progress = 0;
   double seconds_since_heard = 0;  // since its watchdog's last frame (rank 0: always 0)
   int exit_code = 0;               // what the rank said when it finished
+  std::string gpu_fault;           // the newest Xid or ECC error on its GPUs it reported (gpu_telemetry.h)
 };
 
 struct HangVerdict {

@@ -34,6 +34,7 @@ bool node_level_cause(StepCause cause) {
 
 std::string node_fault(const std::vector<Attempt>& before, const Attempt& last) {
   if (last.node.empty()) return "";
+  if (!last.gpu_fault.empty()) return fmt::format("{} there", last.gpu_fault);
   if (node_level_cause(last.cause)) return fmt::format("{} there", cause_name(last.cause));
   if (last.cause != StepCause::kOutOfMemory) return "";
   for (const auto& a : before)
@@ -131,7 +132,8 @@ std::string format_attempts(const std::vector<Attempt>& attempts) {
                            {"step_reached", a.step_reached},
                            {"steps_lost", a.steps_lost},
                            {"recovery_seconds", a.recovery_seconds},
-                           {"message", a.message}};
+                           {"message", a.message},
+                           {"gpu_fault", a.gpu_fault}};
     text += j.dump() + "\n";
   }
   return text;
@@ -163,6 +165,7 @@ std::vector<Attempt> parse_attempts(const std::string& text) {
       a.steps_lost = j.at("steps_lost").get<std::int64_t>();
       a.recovery_seconds = j.at("recovery_seconds").get<double>();
       a.message = j.at("message").get<std::string>();
+      if (j.contains("gpu_fault")) a.gpu_fault = j.at("gpu_fault").get<std::string>();
       out.push_back(std::move(a));
     } catch (const std::exception& e) {
       throw std::invalid_argument(fmt::format("line {}: {}", number, e.what()));

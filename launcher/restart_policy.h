@@ -34,6 +34,7 @@ struct Attempt {
   std::int64_t steps_lost = -1;       // step_reached - the next attempt's started_from; -1: not known
   double recovery_seconds = -1;       // from the failure before to this first step; -1: none
   std::string message;
+  std::string gpu_fault;  // the node at fault's last Xid or ECC error (gpu_telemetry.h), "" when none
 };
 
 struct RestartLimits {
@@ -46,8 +47,9 @@ struct RestartLimits {
 bool node_level_cause(StepCause cause);
 
 // Why the last attempt's node at fault (Attempt::node) is to be left out, or "" when it is not:
-// a node-level cause, or the out-of-memory killer there a second time in the job (`before`: the
-// attempts before it).
+// a node-level cause, an Xid or ECC error on the rank's GPU whatever the cause (a rank that
+// failed or hung after one would again on that GPU), or the out-of-memory killer there a second
+// time in the job (`before`: the attempts before it).
 std::string node_fault(const std::vector<Attempt>& before, const Attempt& last);
 
 // The nodes of a step: `previous`'s healthy nodes first (their caches are warm), then the

@@ -24,6 +24,7 @@
 #include "launcher/exit_codes.h"
 #include "launcher/fault_injection.h"
 #include "launcher/folder_trust.h"
+#include "launcher/gpu_monitor.h"
 #include "launcher/launch_position.h"
 #include "launcher/login_node.h"
 #include "launcher/mpi_plugin_check.h"
@@ -284,10 +285,14 @@ int run(const RunOptions& options) {
   install_preemption_handlers(signals);
 
   RankLog log;
+  std::unique_ptr<GpuMonitor> gpus;  // this rank's GPUs, sampled on a thread of their own (outlives the watchdog)
   std::unique_ptr<Watchdog> watchdog;
   std::optional<Console> console;
   auto fail = [&](int code, const std::string& cause) -> int {
-    const std::string message = fmt::format("rank {} of {} on {}: {}", comm->rank(), comm->size(), host, cause);
+    // An Xid or ECC error on the rank's GPU is most often why it failed: its name goes with it.
+    const std::string fault = gpus ? gpu_fault_summary(gpus->sample_now()) : "";
+    const std::string message = fmt::format("rank {} of {} on {}: {}{}", comm->rank(), comm->size(), host, cause,
+                                            fault.empty() ? "" : " (" + fault + ")");
     if (comm->rank() == 0) {
       StepOutcome verdict = step_verdict(code, message, watchdog ? watchdog->progress().step() : 0);
       verdict.rank = 0, verdict.host = host;
@@ -334,6 +339,15 @@ int run(const RunOptions& options) {
     log.line(fmt::format("slurm-train {} rank {} of {} (local {} of {}) on {}, pid {}, cpus {}, device {}",
                          SLURM_TRAIN_VERSION, comm->rank(), comm->size(), comm->local_rank(), comm->local_size(), host,
                          me.pid, me.cpus, me.device));
+    {
+      const PrometheusLabels job_labels = prometheus_labels(env);
+      gpus = start_gpu_monitor(env, GpuSeriesLabels{job_labels.job_id, job_labels.job_name, comm->rank(), host},
+                               rank_prometheus_path(config.train.prometheus, comm->rank()),
+                               [&log](const std::string& line) {
+                                 std::cerr << "slurm-train: " << line << "\n" << std::flush;
+                                 log.line(line);
+                               });
+    }
     WatchdogOptions watch;
     watch.hang_timeout = config.run.hang_timeout;
     watch.connect_timeout = 120;
@@ -342,6 +356,7 @@ int run(const RunOptions& options) {
       StepReport(path).ended(verdict);
     };
     watch.straggler_threshold = config.run.straggler_threshold;
+    watch.gpu_fault = [&gpus] { return gpus ? gpu_fault_summary(gpus->latest()) : std::string(); };
     // A failed step ends with _exit at once, but a checkpoint's background write that is about to
     // finish is worth a moment: the restart would otherwise resume from the one before. Shorter
     // than the in-job supervisor's grace (srun_command.cc), which then ends the step.
@@ -382,6 +397,10 @@ int run(const RunOptions& options) {
     TrainHooks train_hooks = hooks.hooks();
     train_hooks.run_id = job;
     train_hooks.prometheus = prometheus_labels(env);
+    train_hooks.gpu = [&gpus](bool now) -> std::optional<GpuReading> {
+      if (!gpus) return std::nullopt;
+      return gpu_reading(now ? gpus->sample_now() : gpus->latest());
+    };
     const TrainResult result = train(config, *comm, out, train_hooks);
     console->end_live();
     if (result.refused_start) throw GiveUp(hooks.give_up_message());

@@ -380,6 +380,7 @@ int supervise(const SrunOptions& o) {
       a.rank = run.outcome->rank;
       a.node = run.outcome->host;
       a.message = run.outcome->message;
+      a.gpu_fault = run.outcome->gpu_fault;
     } else if (run.exit_code == 0) {
       a.cause = StepCause::kDone;
     } else if (run.start_timed_out) {

@@ -92,7 +92,8 @@ std::string format_step_outcome(const StepOutcome& o) {
                          {"started_unix", o.started_unix},
                          {"ended_unix", o.ended_unix},
                          {"message", o.message},
-                         {"stragglers", o.stragglers}};
+                         {"stragglers", o.stragglers},
+                         {"gpu_fault", o.gpu_fault}};
   return j.dump() + "\n";
 }
 
@@ -111,6 +112,7 @@ StepOutcome parse_step_outcome(const std::string& text) {
     o.ended_unix = j.at("ended_unix").get<double>();
     o.message = j.at("message").get<std::string>();
     if (j.contains("stragglers")) o.stragglers = j.at("stragglers").get<std::vector<std::string>>();
+    if (j.contains("gpu_fault")) o.gpu_fault = j.at("gpu_fault").get<std::string>();
     return o;
   } catch (const nlohmann::json::exception& e) {
     throw std::invalid_argument(fmt::format("not a step outcome: {}", e.what()));

@@ -41,6 +41,7 @@ struct StepOutcome {
   double ended_unix = 0;                // when the verdict was reached; 0: not yet
   std::string message;                  // the error line
   std::vector<std::string> stragglers;  // hosts of the ranks named stragglers during the step
+  std::string gpu_fault;                // the rank at fault's last Xid or ECC error, "" when none
 };
 
 const char* cause_name(StepCause cause);

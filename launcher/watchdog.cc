@@ -657,6 +657,7 @@ void Watchdog::read_rank(Conn& c, TimePoint now, std::unique_lock<std::mutex>& l
       if (f.pid != 0) s.pid = f.pid;
       s.step = f.step;
       s.phase = static_cast<TrainPhase>(f.phase);
+      if (f.text[0] != '\0') s.gpu_fault = f.get_text();
       last_progress_[static_cast<std::size_t>(c.rank)] = now - std::chrono::milliseconds(f.idle_ms);
     } else if (f.kind == WatchdogFrame::kBye) {
       s.state = RankState::kFinished;
@@ -680,12 +681,14 @@ void Watchdog::read_rank(Conn& c, TimePoint now, std::unique_lock<std::mutex>& l
     lock.unlock();
     StepOutcome verdict;
     verdict.cause = sealed ? StepCause::kRankLost : StepCause::kRankFailed;
-    verdict.rank = s.rank, verdict.host = s.host, verdict.step = s.step;
+    verdict.rank = s.rank, verdict.host = s.host, verdict.step = s.step, verdict.gpu_fault = s.gpu_fault;
     end_job(kExitFailed,
             sealed ? fmt::format("rank {} (host {}, pid {}) is gone: its connection to rank 0 closed without a word "
-                                 "(killed? out of memory? its node lost?); its last report: the {} phase after step "
-                                 "{}; ending the job",
-                                 s.rank, s.host, s.pid, phase_name(s.phase), s.step)
+                                 "({}); its last report: the {} phase after step {}; ending the job",
+                                 s.rank, s.host, s.pid,
+                                 s.gpu_fault.empty() ? "killed? out of memory? its node lost?"
+                                                     : "after " + s.gpu_fault + " on its node",
+                                 phase_name(s.phase), s.step)
                    : fmt::format("rank {} (host {}, pid {}): its connection to rank 0 carried a frame without its seal "
                                  "(someone else wrote into it?); ending the job",
                                  s.rank, s.host, s.pid),
@@ -713,6 +716,7 @@ void Watchdog::judge(TimePoint started, TimePoint now, std::unique_lock<std::mut
     verdict.cause = first->kind;
     verdict.rank = first->rank, verdict.host = first->host;
     verdict.step = table_[static_cast<std::size_t>(first->rank)].step;
+    verdict.gpu_fault = table_[static_cast<std::size_t>(first->rank)].gpu_fault;
     lock.unlock();
     // `run`: the failing rank printed its own message; rank 0 ends everyone else.
     end_job(code, message, options_.print_reported_failures, verdict);
@@ -755,13 +759,18 @@ void Watchdog::judge(TimePoint started, TimePoint now, std::unique_lock<std::mut
       if (!v.stuck.empty()) {
         const RankStatus& stuck = table_[static_cast<std::size_t>(v.stuck.front())];
         verdict.rank = stuck.rank, verdict.host = stuck.host, verdict.step = stuck.step;
+        verdict.gpu_fault = stuck.gpu_fault;
       }
       lock.unlock();
       log_.line("rank status:\n" + table);
       write_stderr("slurm-train: rank status (gathered by the watchdog, not through MPI):\n" + table);
       end_job(kExitHang,
-              fmt::format("hang: {}; ending the job (--hang-timeout={:.0f})", v.summary, options_.hang_timeout), true,
-              verdict);
+              fmt::format("hang: {}{}; ending the job (--hang-timeout={:.0f})", v.summary,
+                          verdict.gpu_fault.empty()
+                              ? ""
+                              : fmt::format(" (rank {} on {}, {})", verdict.rank, verdict.host, verdict.gpu_fault),
+                          options_.hang_timeout),
+              true, verdict);
     }
   }
 }
@@ -870,6 +879,7 @@ void Watchdog::run_member() {
           static_cast<std::int32_t>(std::min<std::uint64_t>(compute_us, std::numeric_limits<std::int32_t>::max()));
       beat.length =
           static_cast<std::uint32_t>(std::min<std::uint64_t>(steps, std::numeric_limits<std::uint32_t>::max()));
+      if (options_.gpu_fault) beat.set_text(options_.gpu_fault());
       if (!send_to_root(beat) && !stop_)
         end_job(kExitFailed,
                 fmt::format("rank 0 is gone: cannot send to its watchdog ({}); ending rank {}", root_address_, rank_),

@@ -109,6 +109,9 @@ struct WatchdogOptions {
   // Rank 1: called when it ends the job because rank 0 went silent (a stopped process, its node
   // cut off), with a verdict naming rank 0, which cannot give its own. It must not throw.
   std::function<void(const StepOutcome&)> on_root_verdict;
+  // The newest Xid or ECC error on this rank's GPUs ("" while none), sent with its beats so that
+  // rank 0 can name it when the rank dies or hangs. Called on the watchdog's thread.
+  std::function<std::string()> gpu_fault;
 };
 
 // Where rank 0 listens when there is no MPI to broadcast it: every task derives the same values

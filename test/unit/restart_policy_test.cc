@@ -42,6 +42,15 @@ TEST_CASE("restart policy: only a node-level cause is the node's fault") {
   CHECK_FALSE(node_level_cause(StepCause::kConfig));
 }
 
+TEST_CASE("restart policy: an Xid or ECC error on the rank's GPU leaves its node out, whatever the cause") {
+  Attempt a = failed(0, {"n1", "n2"}, StepCause::kRankFailed, 120, "n2", kExitFailed);
+  CHECK(node_fault({}, a).empty());  // a rank's own error: its node is not to blame
+  a.gpu_fault = "GPU 1 (GPU-1a1a): Xid 79 at 2026-12-06T08:43:05Z";
+  CHECK(node_fault({}, a) == "GPU 1 (GPU-1a1a): Xid 79 at 2026-12-06T08:43:05Z there");
+  a.node.clear();  // no node named: none to leave out
+  CHECK(node_fault({}, a).empty());
+}
+
 TEST_CASE("restart policy: success, a configuration error, a preemption, a busy folder and a give-up never restart") {
   for (const auto& [cause, code] :
        std::vector<std::pair<StepCause, int>>{{StepCause::kDone, kExitOk},
@@ -102,6 +111,7 @@ TEST_CASE("restart policy: the record of attempts round-trips, and the nodes it 
   a.started_unix = 1.5e9, a.ended_unix = 1.5e9 + 30, a.first_step_unix = 1.5e9 + 2;
   a.started_from = 0, a.steps_lost = 20;
   a.message = "hang: rank 1 \"quoted\"";
+  a.gpu_fault = "GPU 0 (GPU-0a0a): a double-bit ECC error at 2026-12-06T08:43:05Z";
   Attempt b = failed(1, {"n1", "n3"}, StepCause::kDone, 300, "", kExitOk);
   b.recovery_seconds = 4.25;
   const std::vector<Attempt> parsed = parse_attempts(format_attempts({a, b}));
@@ -110,6 +120,8 @@ TEST_CASE("restart policy: the record of attempts round-trips, and the nodes it 
   CHECK(parsed[0].nodes == a.nodes);
   CHECK(parsed[0].rank == 1);
   CHECK(parsed[0].message == a.message);
+  CHECK(parsed[0].gpu_fault == a.gpu_fault);
+  CHECK(parsed[1].gpu_fault.empty());
   CHECK(parsed[0].steps_lost == 20);
   CHECK(parsed[0].first_step_unix == a.first_step_unix);
   CHECK(parsed[1].recovery_seconds == 4.25);

@@ -43,6 +43,7 @@ TEST_CASE("step outcome: the file round-trips; a torn or foreign one is an error
   o.cause = StepCause::kRankLost;
   o.rank = 1, o.host = "node2", o.started_from = 50, o.started_unix = 1.7e9, o.ended_unix = 1.7e9 + 3.5;
   o.connected_unix = 1.7e9 - 0.5;
+  o.gpu_fault = "GPU 1 (GPU-1a1a): Xid 79 at 2026-12-06T08:43:05Z";
   write_step_outcome(path, o);
   const auto back = read_step_outcome(path);
   REQUIRE(back.has_value());
@@ -55,6 +56,7 @@ TEST_CASE("step outcome: the file round-trips; a torn or foreign one is an error
   CHECK(back->ended_unix == o.ended_unix);
   CHECK(back->connected_unix == o.connected_unix);
   CHECK(back->message == o.message);
+  CHECK(back->gpu_fault == o.gpu_fault);
   // Rank 0's progress while the step runs: the step reached, no verdict yet.
   {
     StepReport report(path);

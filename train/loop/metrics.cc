@@ -64,6 +64,25 @@ void MetricsWriter::write_straggler(std::uint64_t step, const RankSlowdown& s) {
   write_line(line.dump() + "\n");
 }
 
+void MetricsWriter::write_gpu(std::uint64_t step, const GpuReading& r) {
+  if (!file_) return;
+  nlohmann::json line = {
+      {"gpu", {{"step", step}, {"utilization_percent", r.utilization_percent}, {"power_watts", r.power_watts}}}};
+  if (!run_.empty()) line["run"] = run_;
+  write_line(line.dump() + "\n");
+}
+
+void MetricsWriter::write_energy(const RunEnergy& e) {
+  if (!file_) return;
+  nlohmann::json line = {{"energy",
+                          {{"steps", e.steps},
+                           {"joules", e.joules},
+                           {"joules_per_step", e.per_step},
+                           {"joules_per_" + e.unit, e.per_unit}}}};
+  if (!run_.empty()) line["run"] = run_;
+  write_line(line.dump() + "\n");
+}
+
 void MetricsWriter::write(const StepMetrics& m) {
   if (!file_) return;
   nlohmann::json line = {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 namespace slurm_train {
@@ -37,6 +38,23 @@ struct RankSlowdown {
   double slowdown = 0, compute_seconds = 0, median_seconds = 0;
 };
 
+// A rank's GPUs as the launcher read them (launcher/gpu_monitor.h): their mean utilisation, the
+// power they draw together, and the sum of their energy counters (absent where one has none).
+struct GpuReading {
+  double utilization_percent = 0;
+  double power_watts = 0;
+  std::optional<double> energy_joules;
+};
+
+// The GPU energy of a run: every rank's GPUs, from its first step to its last.
+struct RunEnergy {
+  std::uint64_t steps = 0;
+  double joules = 0;
+  double per_step = 0;
+  double per_unit = 0;  // per token (a language model) or per sample
+  std::string unit;     // "token" or "sample"
+};
+
 // `configured` with every "{job}" replaced by `job`.
 std::string metrics_path_for_job(const std::string& configured, const std::string& job);
 
@@ -53,6 +71,10 @@ class MetricsWriter {
   void write_eval(std::uint64_t epoch, std::uint64_t step, double test_loss, double test_accuracy);
   // {"straggler": {"step", "rank", "host", "device", "slowdown", "compute_s", "median_s"}}.
   void write_straggler(std::uint64_t step, const RankSlowdown& s);
+  // {"gpu": {"step", "utilization_percent", "power_watts"}}: rank 0's GPUs at an evaluation.
+  void write_gpu(std::uint64_t step, const GpuReading& r);
+  // {"energy": {"steps", "joules", "joules_per_step", "joules_per_token" or "joules_per_sample"}}.
+  void write_energy(const RunEnergy& e);
 
  private:
   void write_line(const std::string& text);

@@ -10,10 +10,7 @@
 
 namespace slurm_train {
 
-namespace {
-
-// Label values escape backslash, double quote and newline (exposition format).
-std::string escape(const std::string& v) {
+std::string prometheus_label_value(const std::string& v) {
   std::string out;
   for (char c : v) {
     if (c == '\\' || c == '"') out += '\\';
@@ -26,8 +23,6 @@ std::string escape(const std::string& v) {
   return out;
 }
 
-}  // namespace
-
 PrometheusLabels prometheus_labels(const Environment& env) {
   PrometheusLabels labels;
   if (const std::string id = env_value(env, "SLURM_JOB_ID"); !id.empty()) labels.job_id = id;
@@ -37,7 +32,8 @@ PrometheusLabels prometheus_labels(const Environment& env) {
 
 std::string prometheus_text(const PrometheusLabels& l, const StepMetrics& m, double test_accuracy,
                             std::uint64_t total_steps, const std::vector<RankSlowdown>& stragglers) {
-  const std::string labels = fmt::format("job_id=\"{}\",job_name=\"{}\"", escape(l.job_id), escape(l.job_name));
+  const std::string labels = fmt::format("job_id=\"{}\",job_name=\"{}\"", prometheus_label_value(l.job_id),
+                                         prometheus_label_value(l.job_name));
   std::string out;
   auto gauge = [&](const char* name, const char* help, double value) {
     out += fmt::format("# HELP slurm_train_{} {}\n# TYPE slurm_train_{} gauge\nslurm_train_{}{{{}}} {}\n", name, help,
@@ -60,8 +56,8 @@ std::string prometheus_text(const PrometheusLabels& l, const StepMetrics& m, dou
         "# HELP slurm_train_rank_slowdown A straggler's compute time per step over the ranks' median, when it was "
         "named.\n# TYPE slurm_train_rank_slowdown gauge\n";
     for (const RankSlowdown& s : stragglers)
-      out += fmt::format("slurm_train_rank_slowdown{{{},rank=\"{}\",host=\"{}\"}} {}\n", labels, s.rank, escape(s.host),
-                         s.slowdown);
+      out += fmt::format("slurm_train_rank_slowdown{{{},rank=\"{}\",host=\"{}\"}} {}\n", labels, s.rank,
+                         prometheus_label_value(s.host), s.slowdown);
   }
   return out;
 }

@@ -23,6 +23,9 @@ struct PrometheusLabels {
 std::string prometheus_text(const PrometheusLabels& labels, const StepMetrics& m, double test_accuracy,
                             std::uint64_t total_steps, const std::vector<RankSlowdown>& stragglers = {});
 
+// A label value as the exposition format writes it: backslash, double quote and newline escaped.
+std::string prometheus_label_value(const std::string& value);
+
 // The job's labels from Slurm's variables (the defaults above where they are unset).
 PrometheusLabels prometheus_labels(const Environment& env);
 

@@ -253,6 +253,9 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
     return result;
   }
 
+  // The GPUs' energy counters as the first step starts (the launcher's reading, nothing collective).
+  const std::optional<GpuReading> gpu_at_start = hooks.gpu ? hooks.gpu(true) : std::nullopt;
+
   const auto stop_after = static_cast<std::uint64_t>(tc.stop_after);
   double epoch_loss = start.epoch_loss, epoch_seconds = start.epoch_seconds;
   std::uint64_t step = start.step;
@@ -322,10 +325,13 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
       metrics.write_eval(e.epoch, e.step, e.test_loss, e.test_accuracy);
       latest_test_accuracy = e.test_accuracy;
       publish(step_metrics);
+      const std::optional<GpuReading> gpu = rank0 && hooks.gpu ? hooks.gpu(false) : std::nullopt;
+      if (gpu) metrics.write_gpu(e.step, *gpu);
       if (rank0)
-        out << fmt::format("epoch {:>3}  step {:>6}  train_loss {:.4f}  {}  {}  {}/s {:.0f}\n", e.epoch, e.step,
+        out << fmt::format("epoch {:>3}  step {:>6}  train_loss {:.4f}  {}  {}  {}/s {:.0f}{}\n", e.epoch, e.step,
                            e.train_loss, terms.loss(e.test_loss, true), terms.accuracy(e.test_accuracy), terms.unit,
-                           e.samples_per_second * terms.per_sample)
+                           e.samples_per_second * terms.per_sample,
+                           gpu ? fmt::format("  gpu {:.0f}% {:.0f} W", gpu->utilization_percent, gpu->power_watts) : "")
             << std::flush;
       epoch_loss = epoch_seconds = 0;
     }
@@ -370,10 +376,34 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   result.parameters = *state.params;
   if (!result.stopped_early) save_model_file();
   result.seconds = seconds_since(started);
+  // The run's GPU energy: every rank's counters from the first step to now, summed. Unknown when
+  // a rank's GPU has no counter (a sum without it would look complete and be low).
+  std::optional<RunEnergy> energy;
+  if (hooks.gpu) {
+    const std::optional<GpuReading> gpu_at_end = hooks.gpu(true);
+    double sums[3] = {0, 0, 0};  // joules, ranks that counted, ranks with a GPU and no count
+    if (gpu_at_start && gpu_at_end && gpu_at_start->energy_joules && gpu_at_end->energy_joules) {
+      sums[0] = *gpu_at_end->energy_joules - *gpu_at_start->energy_joules;
+      sums[1] = 1;
+    } else if (gpu_at_start || gpu_at_end) {
+      sums[2] = 1;
+    }
+    comm.allreduce_sum(sums, 3);
+    const std::uint64_t trained = step - start.step;
+    if (sums[1] > 0 && sums[2] == 0 && trained > 0) {
+      const double units = static_cast<double>(trained * d.global_batch) * (tokens ? static_cast<double>(per_row) : 1);
+      energy = RunEnergy{trained, sums[0], sums[0] / static_cast<double>(trained), sums[0] / units,
+                         tokens ? "token" : "sample"};
+      metrics.write_energy(*energy);
+    }
+  }
   if (rank0 && !result.stopped_early && !result.epochs.empty())
-    out << fmt::format("final: {}  {}  after {} steps in {:.1f} s\n",
+    out << fmt::format("final: {}  {}  after {} steps in {:.1f} s{}\n",
                        terms.accuracy(result.epochs.back().test_accuracy),
-                       terms.loss(result.epochs.back().test_loss, false), total, result.seconds)
+                       terms.loss(result.epochs.back().test_loss, false), total, result.seconds,
+                       energy ? fmt::format("; GPU energy {:.0f} J, {:.3g} J/step, {:.3g} J/{}", energy->joules,
+                                            energy->per_step, energy->per_unit, energy->unit)
+                              : "")
         << std::flush;
   return result;
 }

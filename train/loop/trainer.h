@@ -63,6 +63,10 @@ struct TrainHooks {
   std::function<std::vector<RankSlowdown>()> stragglers;
   // The run's id, written as "run" in every metrics line (the launcher's job id); "": none.
   std::string run_id;
+  // This rank's GPUs as the launcher samples them, nullopt on a rank without any: `now` asks for
+  // a reading taken at once (the energy counters at the first and last step), else the latest.
+  // Rank 0's utilisation and power join the epoch line; every rank's energy gives the run's.
+  std::function<std::optional<GpuReading>(bool now)> gpu;
   // The job as train.prometheus labels it (the launcher's reading of the environment); the
   // trainer fills in the world size.
   PrometheusLabels prometheus;

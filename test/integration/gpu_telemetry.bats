@@ -1,0 +1,127 @@
+#!/usr/bin/env bats
+# GPU telemetry without a GPU: the tests' stand-in NVML (test/fixtures/nvml/stand_in.cc) answers
+# with scripted readings and an Xid, and every rank of a real two-node run samples the GPU it was
+# given, as it would NVIDIA's library on a GPU node.
+
+load helpers
+
+setup_file() {
+  ensure_fashion_mnist
+  start_test_cluster --nodes 2
+}
+
+teardown_file() {
+  stop_test_cluster
+}
+
+# on_gpus FACTS COMMAND...: COMMAND under srun, 2 ranks on 2 nodes, the stand-in NVML reading
+# FACTS, each rank given the GPU of its own number (what the plugin's binding gives on a node
+# of 2 GPUs, where the stand-in's facts say which GPU a rank has).
+on_gpus() {
+  local facts=$ROOT/test/fixtures/nvml/$1.facts
+  shift
+  SLURM_TRAIN_NVML_LIBRARY=$BUILD/test/nvml-stand-in/libnvidia-ml.so.1 NVML_STAND_IN=$facts \
+    timeout 180 srun --mpi=pmix -N2 --ntasks-per-node=1 bash -c 'CUDA_VISIBLE_DEVICES=$SLURM_PROCID exec "$@"' bash "$@"
+}
+
+@test "each rank's GPU series carry its job, rank, host and GPU; the epoch line shows utilisation and power" {
+  set_small_args
+  local dir=$BATS_TEST_TMPDIR
+  run --separate-stderr on_gpus busy-node "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.epochs 1 \
+    --train.prometheus "$dir/train.prom" --train.metrics "$dir/metrics.jsonl"
+  echo "$output"
+  echo "$stderr"
+  [ "$status" -eq 0 ]
+  # Rank 0's GPU (GPU 0 of the facts) on the epoch line.
+  [[ $output =~ epoch\ +1\ .*\ gpu\ 87%\ 412\ W ]]
+  local r host uuid util watts
+  for r in 0 1; do
+    [ -f "$dir/train.rank$r.prom" ]
+    cat "$dir/train.rank$r.prom"
+    host=$(sed -n "s/^ *rank \+$r \+host \([^ ]*\) .*/\1/p" <<<"$output")
+    [ -n "$host" ]
+    uuid=$([ "$r" = 0 ] && echo GPU-0a0a0a0a-1111-2222-3333-444444444444 || echo GPU-1a1a1a1a-1111-2222-3333-444444444444)
+    util=$([ "$r" = 0 ] && echo 87 || echo 93)
+    watts=$([ "$r" = 0 ] && echo 412 || echo 455)
+    grep -qF "slurm_train_gpu_utilization_percent{job_id=\"" "$dir/train.rank$r.prom"
+    grep -qF ",rank=\"$r\",host=\"$host\",gpu=\"$r\",gpu_uuid=\"$uuid\"} $util" "$dir/train.rank$r.prom"
+    grep -qF "slurm_train_gpu_power_watts{" "$dir/train.rank$r.prom"
+    grep -q "^slurm_train_gpu_power_watts{.*rank=\"$r\".*} $watts$" "$dir/train.rank$r.prom"
+    grep -q "^slurm_train_gpu_energy_joules_total{.*rank=\"$r\".*} [0-9.e+]*$" "$dir/train.rank$r.prom"
+    grep -q "^slurm_train_gpu_throttle_reasons{.*rank=\"$r\".*} $([ "$r" = 0 ] && echo 4 || echo 0)$" \
+      "$dir/train.rank$r.prom"
+    ! grep -q "last_xid" "$dir/train.rank$r.prom"
+  done
+  # Parsed by Prometheus's own rules where promtool is installed (the real-Prometheus test reads
+  # these files through node_exporter).
+  if command -v promtool >/dev/null; then
+    promtool check metrics <"$dir/train.rank0.prom"
+  fi
+}
+
+@test "energy per step and per sample: the ranks' energy counters over the run, in the final line and the metrics" {
+  set_small_args
+  local dir=$BATS_TEST_TMPDIR
+  run --separate-stderr on_gpus busy-node "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.epochs 1 \
+    --train.metrics "$dir/metrics.jsonl" --inject-fault slow@5
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ $output =~ final:.*after\ ([0-9]+)\ steps\ in\ ([0-9.]+)\ s\;\ GPU\ energy\ ([0-9]+)\ J,\ ([0-9.e+-]+)\ J/step,\ ([0-9.e+-]+)\ J/sample ]]
+  local steps=${BASH_REMATCH[1]} seconds=${BASH_REMATCH[2]} joules=${BASH_REMATCH[3]}
+  # The stand-in's counters grow by its power: 412 W + 455 W for as long as the steps ran, which
+  # is at most the run's time and, at 5 ms a step or more, at least steps x 5 ms.
+  grep '"energy"' "$dir/metrics.jsonl"
+  $PY - "$dir/metrics.jsonl" "$steps" "$seconds" <<'PYEOF'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+e = [l["energy"] for l in lines if "energy" in l][-1]
+steps, seconds = int(sys.argv[2]), float(sys.argv[3])
+watts = 412 + 455
+assert e["steps"] == steps, e
+ran = e["joules"] / watts
+assert steps * 0.005 <= ran <= seconds + 0.5, (ran, steps, seconds)
+assert abs(e["joules_per_step"] * steps - e["joules"]) < 1e-6 * e["joules"], e
+assert abs(e["joules_per_sample"] * steps * 250 - e["joules"]) < 1e-6 * e["joules"], e
+gpu = [l["gpu"] for l in lines if "gpu" in l]
+assert gpu and gpu[-1]["utilization_percent"] == 87 and gpu[-1]["power_watts"] == 412, gpu
+PYEOF
+}
+
+@test "a rank that dies after an Xid on its GPU is named with the GPU and the Xid" {
+  set_small_args
+  # Rank 1 has GPU 1, whose Xid 79 the driver reports at once; it then kills itself mid-run.
+  run --separate-stderr on_gpus xid-node "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.epochs 2 \
+    --inject-fault slow@20,crash@100:1
+  echo "$output"
+  echo "$stderr"
+  [ "$status" -ne 0 ]
+  [[ $stderr =~ rank\ 1\ \(host\ [^,]+,\ pid\ [0-9]+\)\ is\ gone.*after\ GPU\ 1\ \(GPU-1a1a1a1a-1111-2222-3333-444444444444\):\ Xid\ 79\ at\ 20[0-9-]+T[0-9:]+Z ]]
+}
+
+@test "without NVML, a rank given a GPU says once why its telemetry is off, and trains" {
+  set_small_args
+  run --separate-stderr env SLURM_TRAIN_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 CUDA_VISIBLE_DEVICES=0 \
+    "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 20
+  echo "$output"
+  echo "$stderr"
+  [ "$status" -eq 0 ]
+  [ "$(grep -c 'GPU telemetry off: NVML (/nonexistent/libnvidia-ml.so.1) cannot be loaded' <<<"$stderr")" -eq 1 ]
+  [[ $output != *"gpu "*"% "* ]]
+}
+
+@test "exec: each task samples its GPU into its own textfile; a program that dies after an Xid is named with it" {
+  local dir=$BATS_TEST_TMPDIR
+  run --separate-stderr on_gpus busy-node "$BUILD/bin/slurm-train" exec --prometheus "$dir/job.prom" -- sleep 1
+  echo "$stderr"
+  [ "$status" -eq 0 ]
+  grep -q '^slurm_train_gpu_utilization_percent{.*rank="0".*gpu="0",gpu_uuid="GPU-0a0a0a0a-1111-2222-3333-444444444444"} 87$' \
+    "$dir/job.rank0.prom"
+  grep -q '^slurm_train_gpu_utilization_percent{.*rank="1".*gpu="1",gpu_uuid="GPU-1a1a1a1a-1111-2222-3333-444444444444"} 93$' \
+    "$dir/job.rank1.prom"
+  # Task 1's program fails after its GPU's Xid: task 0's console names the task, the GPU and the Xid.
+  run --separate-stderr on_gpus xid-node "$BUILD/bin/slurm-train" exec -- \
+    bash -c 'if [ "$SLURM_PROCID" = 1 ]; then sleep 2; exit 3; fi; sleep 60'
+  echo "$stderr"
+  [ "$status" -ne 0 ]
+  [[ $stderr =~ rank\ 1\ .*its\ program\ bash\ \(pid\ [0-9]+\)\ exited\ with\ (status|code)\ 3\ after\ GPU\ 1\ \(GPU-1a1a1a1a-1111-2222-3333-444444444444\):\ Xid\ 79\ at ]]
+}
