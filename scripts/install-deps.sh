@@ -23,6 +23,7 @@ readonly PROJECT_PACKAGES=(
   python3-torch python3-h5py python3-numpy                 # PyTorch tests and peer, h5py checks
   clang-14 libclang-rt-14-dev clang-format                 # make fuzz (libFuzzer, sanitizers), the format check
   lmod gnuplot-nox man-db python3-prometheus-client        # module, plot, man pages; checks the .prom file
+  prometheus prometheus-node-exporter                      # the real-Prometheus test (docs/monitoring.md)
 )
 
 if [ $# -gt 0 ]; then wanted=("$@"); else wanted=("${PROJECT_PACKAGES[@]}"); fi
