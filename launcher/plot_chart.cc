@@ -69,7 +69,7 @@ std::string chart_script(const std::vector<ChartRun>& runs, const std::string& o
   double last_step = 1;
   // Step metrics count from 0 and an evaluation names the steps done: the last one lies at N.
   for (const auto& r : runs) last_step = std::max({last_step, r.last_step, r.final_eval_step});
-  std::string loss, accuracy, speed, final_labels;
+  std::string loss, accuracy, speed, gpu, final_labels;
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const ChartRun& r = runs[i];
     const std::string sep = i == 0 ? "" : ", ", color = fmt::format("lc {}", i + 1);
@@ -78,6 +78,12 @@ std::string chart_script(const std::vector<ChartRun>& runs, const std::string& o
                         color, gnuplot_quote(r.label + " train"));
     accuracy += fmt::format("{}{} u 1:4 w l {} lw 2 t {}", sep, steps, color, gnuplot_quote(r.label + " train"));
     speed += fmt::format("{}{} u 1:5 w l {} lw 2 t {}", sep, steps, color, gnuplot_quote(r.label));
+    if (!r.gpu_file.empty()) {
+      const std::string file = gnuplot_quote(r.gpu_file);
+      gpu += fmt::format("{}{} u 1:2 w lp {} pt 7 lw 2 t {}, {} u 1:3 axes x1y2 w lp {} pt 6 dt 2 t {}",
+                         gpu.empty() ? "" : ", ", file, color, gnuplot_quote(r.label + " utilisation"), file, color,
+                         gnuplot_quote(r.label + " power"));
+    }
     if (r.evals_file.empty() || r.test_accuracy.empty()) continue;
     const double final_accuracy = r.test_accuracy.back();
     loss += fmt::format(", {} u 1:2 w lp {} pt 7 dt 2 t {}", evals, color, gnuplot_quote(r.label + " test"));
@@ -96,18 +102,29 @@ std::string chart_script(const std::vector<ChartRun>& runs, const std::string& o
   const bool sweep = runs.size() > 1;
   const std::string loss_key = sweep ? "below" : "inside top right",
                     accuracy_key = sweep ? "below" : "inside bottom right";
-  // The three panels share the step axis, named once under the last (a sweep's legends take the
-  // room under the others).
+  // The panels share the step axis, named once under the last (a sweep's legends take the room
+  // under the others). A GPU run's utilisation and power make a fourth panel.
+  const bool gpus = !gpu.empty();
+  const std::string xlabel = "set xlabel 'step (all panels)'\n";
+  const std::string gpu_panel =
+      gpus ? fmt::format(
+                 "set offsets 0, 0, 0, 0\nset yrange [0:105]\nset y2range [0:*]\nset y2tics\nset y2label "
+                 "'power (W)'\n{}{}plot {}\n",
+                 xlabel,
+                 panel("GPU utilisation (%)", "inside bottom right",
+                       "rank 0's GPUs at each evaluation: utilisation (solid, left) and power (dashed, right)"),
+                 gpu)
+           : "";
   return fmt::format(
-      "set terminal pngcairo size 1200,1100 noenhanced\n"
+      "set terminal pngcairo size 1200,{} noenhanced\n"
       "set output {}\n"
-      "set multiplot layout 3,1 title {}\n"
-      "set grid\nset style textbox opaque noborder\nset xrange [0:{}]\nset lmargin 10\nset rmargin 3\n"
+      "set multiplot layout {},1 title {}\n"
+      "set grid\nset style textbox opaque noborder\nset xrange [0:{}]\nset lmargin 10\nset rmargin {}\n"
       "{}plot {}\n"
       "{}{}set yrange [{}:{}]\nplot {}\nunset label\nset autoscale y\n"
-      "set offsets 0, 0, graph 0.25, 0\nset xlabel 'step (all panels)'\n{}plot {}\n"
+      "set offsets 0, 0, graph 0.25, 0\n{}{}plot {}\n{}"
       "unset multiplot\n",
-      gnuplot_quote(output), gnuplot_quote(title), last_step,
+      gpus ? 1450 : 1100, gnuplot_quote(output), gpus ? 4 : 3, gnuplot_quote(title), last_step, gpus ? 10 : 3,
       panel("loss", loss_key,
             "loss: train as trained (with dropout and label smoothing when set), test without them: so train lies "
             "above test"),
@@ -116,8 +133,8 @@ std::string chart_script(const std::vector<ChartRun>& runs, const std::string& o
             fmt::format("accuracy: test after each epoch, final value in the legend; train over its batches (with "
                         "dropout); axis {:.0f}-{:.0f}%",
                         acc.low, acc.high)),
-      final_labels, acc.low, acc.high, accuracy, panel("samples/s", "inside top right", "throughput over all ranks"),
-      speed);
+      final_labels, acc.low, acc.high, accuracy, gpus ? "" : xlabel,
+      panel("samples/s", "inside top right", "throughput over all ranks"), speed, gpu_panel);
 }
 
 }  // namespace slurm_train

@@ -1,6 +1,6 @@
 // The chart of `slurm-train plot`: the gnuplot script that draws the loss, accuracy and
-// throughput panels of one or several runs, the run names in its legends, and the accuracy
-// axis. Pure: it reads no file and runs nothing (plot_command.cc does that).
+// throughput panels of one or several runs (and a GPU panel where a run has GPU lines), the run names in its legends,
+// and the accuracy axis. Pure: it reads no file and runs nothing (plot_command.cc does that).
 #pragma once
 
 #include <string>
@@ -18,6 +18,7 @@ struct ChartRun {
   std::vector<double> test_accuracy;        // % at each evaluation
   double final_eval_step = 0;               // the step of the last evaluation
   std::vector<double> late_train_accuracy;  // % (trend) over the second half of the run
+  std::string gpu_file;                     // TSV: step, utilisation (%), power (W); empty: no GPU line
 };
 
 struct AxisRange {

@@ -47,6 +47,13 @@ ChartRun chart_run(const PlotRun& run, const std::string& label, const fs::path&
   c.last_step = run.step.back();
   c.late_train_accuracy.assign(accuracy_trend.begin() + static_cast<std::ptrdiff_t>(accuracy_trend.size() / 2),
                                accuracy_trend.end());
+  if (!run.gpu_step.empty()) {
+    c.gpu_file = (tmp / fmt::format("run{}-gpu.tsv", index)).string();
+    std::ofstream g(c.gpu_file);
+    for (std::size_t i = 0; i < run.gpu_step.size(); ++i)
+      g << fmt::format("{}\t{}\t{}\n", run.gpu_step[i], run.gpu_utilization[i], run.gpu_power[i]);
+    if (!g.flush()) throw std::runtime_error(fmt::format("cannot write the plot data '{}'", c.gpu_file));
+  }
   if (run.eval_step.empty()) return c;
   c.evals_file = (tmp / fmt::format("run{}-eval.tsv", index)).string();
   std::ofstream e(c.evals_file);

@@ -15,7 +15,8 @@ std::vector<PlotRun> parse_plot_runs(std::istream& in, const std::string& path) 
   auto run_named = [&runs](const std::string& id) -> PlotRun& {
     for (auto& r : runs)
       if (r.id == id) return r;
-    runs.push_back(PlotRun{id, {}, {}, {}, {}, {}, {}, {}});
+    runs.push_back(PlotRun{});
+    runs.back().id = id;
     return runs.back();
   };
   std::string line;
@@ -26,7 +27,13 @@ std::vector<PlotRun> parse_plot_runs(std::istream& in, const std::string& path) 
       // at(), never operator[]: on a const object a missing key is undefined behaviour (an
       // assertion in nlohmann's debug build), where at() throws.
       PlotRun& run = run_named(j.contains("run") ? j.at("run").get<std::string>() : "");
-      if (j.contains("eval")) {
+      if (j.contains("straggler") || j.contains("energy")) continue;  // not drawn
+      if (j.contains("gpu")) {
+        const auto& gpu = j.at("gpu");
+        run.gpu_step.push_back(gpu.at("step").get<double>());
+        run.gpu_utilization.push_back(gpu.at("utilization_percent").get<double>());
+        run.gpu_power.push_back(gpu.at("power_watts").get<double>());
+      } else if (j.contains("eval")) {
         const auto& eval = j.at("eval");
         run.eval_step.push_back(eval.at("step").get<double>());
         run.test_loss.push_back(eval.at("test_loss").get<double>());

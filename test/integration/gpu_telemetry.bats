@@ -59,7 +59,7 @@ on_gpus() {
   fi
 }
 
-@test "energy per step and per sample: the ranks' energy counters over the run, in the final line and the metrics" {
+@test "energy per step and per sample: the ranks' energy counters over the run, in the final line and the metrics; plot draws the GPU panel" {
   set_small_args
   local dir=$BATS_TEST_TMPDIR
   run --separate-stderr on_gpus busy-node "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.epochs 1 \
@@ -85,6 +85,11 @@ assert abs(e["joules_per_sample"] * steps * 250 - e["joules"]) < 1e-6 * e["joule
 gpu = [l["gpu"] for l in lines if "gpu" in l]
 assert gpu and gpu[-1]["utilization_percent"] == 87 and gpu[-1]["power_watts"] == 412, gpu
 PYEOF
+  # plot draws the GPU panel from the same file (its energy line passed over).
+  run "$BUILD/bin/slurm-train" plot "$dir/metrics.jsonl" -o "$dir/chart.png"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(head -c 8 "$dir/chart.png" | od -An -tx1 | tr -d ' ')" = 89504e470d0a1a0a ]
 }
 
 @test "a rank that dies after an Xid on its GPU is named with the GPU and the Xid" {

@@ -92,3 +92,18 @@ TEST_CASE("plot: a run without evaluations has no test curve and no final label"
   CHECK_FALSE(has(s, "s test'"));
   CHECK(has(s, "'it''s train'"));
 }
+
+TEST_CASE("plot: a GPU run gets a fourth panel of utilisation and power, the step axis named under it") {
+  ChartRun r = reference_run("fm");
+  CHECK_FALSE(has(chart_script({r}, "o.png", "t"), "layout 4,1"));
+  r.gpu_file = "/tmp/x/run0-gpu.tsv";
+  const std::string s = chart_script({r}, "o.png", "t");
+  CHECK(has(s, "set multiplot layout 4,1"));
+  CHECK(has(s, "'/tmp/x/run0-gpu.tsv' u 1:2 w lp lc 1 pt 7 lw 2 t 'fm utilisation'"));
+  CHECK(has(s, "u 1:3 axes x1y2 w lp lc 1 pt 6 dt 2 t 'fm power'"));
+  // Named once, under the last panel.
+  const auto xlabel = s.find("set xlabel 'step (all panels)'");
+  REQUIRE(xlabel != std::string::npos);
+  CHECK(s.find("set xlabel", xlabel + 1) == std::string::npos);
+  CHECK(xlabel > s.find("throughput over all ranks"));
+}
