@@ -23,6 +23,11 @@
 //     (mfu in percent of --peak-tflops; bench/torch_gpt_gpu.py prints the same fields). Exit 1 when
 //     the last step's loss is not finite. --kernel-times N: then N more steps recorded through
 //     CUPTI (bench/kernel_times.h), and a table of the GPU time per step by kernel, largest first.
+//   gpu_check telemetry [--seconds 30]
+//     slurm-train's GPU telemetry (GpuSampler, as each rank samples) against nvidia-smi on the
+//     first GPU given, once a second while bf16 products keep it busy: utilisation within 10
+//     points (9 pairs in 10), mean power within 5%, the energy counter's increase within 2% of
+//     nvidia-smi's power integrated (bench/telemetry_agreement.h). Exit 0 when all three hold.
 //   gpu_check gpt-vs-cpu [--precision fp32] [--batch 2] [--steps 3] [--block 1024] ...
 //     The same GPT (GPT-2 124M's shape by default) from the same initial parameters, trained on
 //     the CPU (CpuGptStep) and the GPU (CudaGptStep) for --steps steps on one random batch: the
@@ -42,19 +47,23 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
 #include <vector>
 
 #include "bench/kernel_times.h"
+#include "bench/telemetry_agreement.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/lt_matmul.h"
 #include "kernels/kernels.h"
+#include "launcher/gpu_sampler.h"
 #include "train/data/batches.h"
 #include "train/data/dataset.h"
 #include "train/data/prefetcher.h"
@@ -482,6 +491,87 @@ int run_gpt(const GptBenchOptions& o) {
   return 0;
 }
 
+struct TelemetryOptions {
+  double seconds = 30;
+};
+
+// nvidia-smi's utilisation (%) and power (W) of the GPU `uuid` now; nullopt when it cannot say.
+std::optional<std::pair<double, double>> smi_reading(const std::string& uuid) {
+  const std::string command =
+      "nvidia-smi --query-gpu=utilization.gpu,power.draw --format=csv,noheader,nounits -i " + uuid + " 2>/dev/null";
+  std::FILE* p = ::popen(command.c_str(), "r");
+  if (!p) return std::nullopt;
+  double utilization = 0, power = 0;
+  const int got = std::fscanf(p, "%lf , %lf", &utilization, &power);
+  ::pclose(p);
+  if (got != 2) return std::nullopt;
+  return std::pair{utilization, power};
+}
+
+// slurm-train's telemetry (GpuSampler, what every rank samples) against nvidia-smi on the first
+// GPU given, once a second for --seconds while bf16 products keep it busy.
+int run_telemetry(const TelemetryOptions& o) {
+  std::string why;
+  std::unique_ptr<GpuSampler> sampler = GpuSampler::open(current_environment(), &why);
+  if (!sampler) throw std::runtime_error("no GPU to sample: " + (why.empty() ? "none given" : why));
+  const std::string uuid = sampler->sample().front().uuid;
+  std::atomic<bool> stop{false};
+  std::string load_error;
+  std::thread load([&] {
+    try {
+      CUDA_CHECK(cudaSetDevice(0));
+      cudaStream_t stream = nullptr;
+      CUDA_CHECK(cudaStreamCreate(&stream));
+      const int n = 8192;
+      cuda::DeviceBuffer<std::uint8_t> a(std::size_t{2} * n * n), b(std::size_t{2} * n * n), c(std::size_t{2} * n * n);
+      CUDA_CHECK(cudaMemset(a.data(), 0, a.size()));
+      CUDA_CHECK(cudaMemset(b.data(), 0, b.size()));
+      cuda::LtMatmul lt(false, false);
+      cuda::MatmulArgs args{false, true, n, n, n, a.data(), n, b.data(), n, c.data(), n};
+      args.ab_type = args.c_type = cuda::DataType::kBF16;
+      while (!stop) {
+        for (int i = 0; i < 4; ++i) lt.run(args, stream);
+        CUDA_CHECK(cudaStreamSynchronize(stream));
+      }
+      CUDA_CHECK(cudaStreamDestroy(stream));
+    } catch (const std::exception& e) {
+      load_error = e.what();
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // the clocks and power settle
+  std::vector<TelemetryPair> pairs;
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (t > o.seconds || !load_error.empty()) break;
+    const GpuSample ours = sampler->sample().front();
+    const auto smi = smi_reading(uuid);
+    if (smi && ours.utilization_percent && ours.power_watts && ours.energy_joules) {
+      pairs.push_back({t, static_cast<double>(*ours.utilization_percent), smi->first, *ours.power_watts, smi->second,
+                       *ours.energy_joules});
+      std::printf("sample t=%.1f util=%.0f smi_util=%.0f power=%.1f smi_power=%.1f energy_j=%.1f\n", t,
+                  pairs.back().our_utilization, smi->first, pairs.back().our_power, smi->second,
+                  pairs.back().our_energy);
+    }
+    std::this_thread::sleep_until(start + std::chrono::duration<double>(std::floor(t) + 1));
+  }
+  stop = true;
+  load.join();
+  if (!load_error.empty()) throw std::runtime_error("the load on the GPU failed: " + load_error);
+  const TelemetryAgreement a = judge_telemetry(pairs);
+  std::printf(
+      "telemetry gpu=%s pairs=%zu utilization_within_10=%.2f power_error=%.4f energy_error=%.4f utilization_ok=%d "
+      "power_ok=%d energy_ok=%d\n",
+      uuid.c_str(), pairs.size(), a.utilization_within_10, a.power_error, a.energy_error, a.utilization_ok, a.power_ok,
+      a.energy_ok);
+  const bool pass = a.utilization_ok && a.power_ok && a.energy_ok;
+  std::printf(
+      "verdict telemetry: %s: utilisation within 10 points in %.0f%% of %zu seconds (bound 90%%), power %.1f%% "
+      "off (bound 5%%), energy counter %.2f%% off nvidia-smi's integrated power (bound 2%%)\n",
+      pass ? "PASS" : "FAIL", 100 * a.utilization_within_10, pairs.size(), 100 * a.power_error, 100 * a.energy_error);
+  return pass ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -545,11 +635,15 @@ int main(int argc, char** argv) {
   gpt_cpu->add_option("--loss-rtol", gc.loss_rtol,
                       "bound on every step's relative loss difference (default: 1e-4 "
                       "in fp32, 2e-2 otherwise)");
+  TelemetryOptions tel;
+  CLI::App* telemetry = app.add_subcommand("telemetry", "slurm-train's GPU telemetry against nvidia-smi on a busy GPU");
+  telemetry->add_option("--seconds", tel.seconds, "how long to compare, once a second")->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   try {
     openblas_set_num_threads(std::max(1u, std::thread::hardware_concurrency()));
     if (gpt->parsed()) return run_gpt(gb);
     if (gpt_cpu->parsed()) return run_gpt_against_cpu(gc);
+    if (telemetry->parsed()) return run_telemetry(tel);
     return train->parsed() ? run_train(t) : run_bench(b);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpu_check: error: %s\n", e.what());

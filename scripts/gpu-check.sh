@@ -29,7 +29,10 @@
 #       (6N + 12LCT FLOPs per token over the GPU's dense bf16 peak); targets: tokens/s at least
 #       PyTorch eager's, MFU at least 40%; and both sides' GPU time per step by kernel (CUPTI,
 #       torch.profiler). Skipped under --device cpu (a 124M GPT is the GPU's).
-# Runs (a)'s kernels first, then (e), the GPT's runs, and the MLP's last: a call cut short loses
+#   (f) slurm-train's GPU telemetry (what each rank samples through NVML) against nvidia-smi for
+#       30 s under load (gpu_check telemetry): utilisation within 10 points, power within 5%, the
+#       energy counter within 2% of the integrated power.
+# Runs (a)'s kernels first, then (e), the GPT's runs, (f), and the MLP's last: a call cut short loses
 # the least. Prints each verdict as it comes, then a table and one "N passed, N failed" line; with
 # $OUT set (the device tool's folder) it also writes gpu-check.log and gpu-check-logs.tar.gz (the
 # runs' logs and metrics) there. Exit 0 when every check passed.
@@ -41,14 +44,14 @@
 #                    `slurm-train data import fortunes` here when the fortunes package is installed)
 #     --skip-bench   without (d) and (e)
 #     --only LIST    only these sections, comma-separated, in the usual order (a short lease):
-#                    kernels, gpt-bench, gpt-vs-cpu, gpt-runs, mlp-step, mlp-runs, mlp-bench
+#                    kernels, gpt-bench, gpt-vs-cpu, gpt-runs, telemetry, mlp-step, mlp-runs, mlp-bench
 #     --device cpu   a rehearsal of the script's runs on a machine without a GPU: the runs that
 #                    are the GPU's train on the CPU (their verdicts then say nothing of the GPU)
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PYTHON=${PYTHON:-python3}
 data="" tokens="" skip_bench=0 work="" device=cuda only=""
-sections="kernels gpt-bench gpt-vs-cpu gpt-runs mlp-step mlp-runs mlp-bench"
+sections="kernels gpt-bench gpt-vs-cpu gpt-runs telemetry mlp-step mlp-runs mlp-bench"
 while [ $# -gt 0 ]; do
   case $1 in
     --data) data=$2; shift 2 ;;
@@ -511,12 +514,24 @@ check_gpt2_against_cpu() {
   done
 }
 
+# slurm-train's GPU telemetry (what each rank samples through NVML) against nvidia-smi for 30 s on a
+# busy GPU: utilisation, power, and the energy counter against the integrated power.
+check_telemetry() {
+  if [ "$device" = cpu ]; then
+    echo "== telemetry against nvidia-smi: skipped under --device cpu (no GPU to sample)"
+    return
+  fi
+  echo "== telemetry: slurm-train's GPU samples against nvidia-smi, 30 s under load"
+  verdict_of "telemetry vs nvidia-smi" "$work/telemetry.log" 90 telemetry --seconds 30
+}
+
 # The kernels first, then the GPT (its benchmark, then its runs), then the MLP: if a lease ends the
 # call early, what it cut is what matters least.
 wanted kernels && check_kernels
 wanted gpt-bench && bench_gpt
 wanted gpt-vs-cpu && check_gpt2_against_cpu
 wanted gpt-runs && check_gpt_runs
+wanted telemetry && check_telemetry
 wanted mlp-step && check_mlp_step
 wanted mlp-runs && check_mlp_runs
 wanted mlp-bench && bench_mlp
