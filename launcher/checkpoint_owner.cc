@@ -18,6 +18,7 @@
 #include "launcher/folder_trust.h"
 #include "launcher/subprocess.h"
 #include "spank/jobenv/host.h"
+#include "spank/jobenv/utc_time.h"
 #include "train/io/durable_file.h"
 
 namespace slurm_train {
@@ -25,15 +26,6 @@ namespace slurm_train {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string utc(std::int64_t unix_time) {
-  const auto t = static_cast<std::time_t>(unix_time);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return text;
-}
 
 template <typename T>
 bool parse_number(const std::string& text, T& value) {
@@ -134,7 +126,7 @@ CheckpointOwner parse_checkpoint_owner(const std::string& text) {
 
 std::string describe_checkpoint_owner(const CheckpointOwner& o) {
   return fmt::format("job {} ({}host {}, pid {}, since {})", o.job,
-                     o.step.empty() ? "" : fmt::format("step {}, ", o.step), o.host, o.pid, utc(o.started));
+                     o.step.empty() ? "" : fmt::format("step {}, ", o.step), o.host, o.pid, utc_iso8601(o.started));
 }
 
 std::string stale_owner_reason(const CheckpointOwner& recorded, const CheckpointOwner& me, const OwnerFacts& facts) {

@@ -2,23 +2,14 @@
 
 #include <fmt/format.h>
 
-#include <ctime>
 #include <utility>
 
+#include "spank/jobenv/utc_time.h"
 #include "train/loop/prometheus.h"
 
 namespace slurm_train {
 
 namespace {
-
-std::string utc(double unix_seconds) {
-  const auto t = static_cast<std::time_t>(unix_seconds);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return text;
-}
 
 std::string event_name(const GpuEvent& e) {
   if (e.kind == GpuEvent::Kind::kDoubleBitEcc) return "a double-bit ECC error";
@@ -108,7 +99,7 @@ std::string gpu_fault_summary(const std::vector<GpuSample>& gpus) {
       if (!newest || e.unix_seconds >= newest->unix_seconds) where = &g, newest = &e;
   if (!newest) return "";
   return fmt::format("GPU {} ({}): {} at {}", where->index, where->uuid, event_name(*newest),
-                     utc(newest->unix_seconds));
+                     utc_iso8601(static_cast<std::int64_t>(newest->unix_seconds)));
 }
 
 std::optional<double> gpu_energy_between(const std::vector<GpuSample>& before, const std::vector<GpuSample>& after) {

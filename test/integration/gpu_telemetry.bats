@@ -103,6 +103,22 @@ PYEOF
   [[ $stderr =~ rank\ 1\ \(host\ [^,]+,\ pid\ [0-9]+\)\ is\ gone.*after\ GPU\ 1\ \(GPU-1a1a1a1a-1111-2222-3333-444444444444\):\ Xid\ 79\ at\ 20[0-9-]+T[0-9:]+Z ]]
 }
 
+@test "a rank that hangs after an Xid on its GPU is named with the GPU and the Xid; the step report carries it" {
+  set_small_args
+  local report=$BATS_TEST_TMPDIR/step.outcome
+  # Beats come every second: the hang (after 80 steps of 20 ms) is judged after rank 1 has sent its Xid.
+  export SLURM_TRAIN_STEP_REPORT=$report
+  run --separate-stderr on_gpus xid-node "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 5000 \
+    --inject-fault slow@20,hang@80:1 --hang-timeout 4
+  unset SLURM_TRAIN_STEP_REPORT
+  echo "$output"
+  echo "$stderr"
+  [ "$status" -eq 4 ]
+  [[ "$output$stderr" == *"hang: rank 1 (node2, pid "*") made no progress for 4 s"*"(rank 1 on node2, GPU 1 (GPU-1a1a1a1a-1111-2222-3333-444444444444): Xid 79 at "* ]]
+  cat "$report"
+  $PY -c "import json, sys; o = json.load(open(sys.argv[1])); assert o['cause'] == 'hang' and o['gpu_fault'].startswith('GPU 1 (GPU-1a1a1a1a-1111-2222-3333-444444444444): Xid 79 at '), o" "$report"
+}
+
 @test "without NVML, a rank given a GPU says once why its telemetry is off, and trains" {
   set_small_args
   run --separate-stderr env SLURM_TRAIN_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 CUDA_VISIBLE_DEVICES=0 \

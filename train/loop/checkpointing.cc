@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "spank/jobenv/host.h"
+#include "spank/jobenv/utc_time.h"
 #include "train/checkpoint/checkpoint_parallel.h"
 #include "train/checkpoint/checkpoint_policy.h"
 
@@ -16,14 +17,7 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return text;
-}
+std::string utc_now() { return utc_iso8601(std::time(nullptr)); }
 
 }  // namespace
 
