@@ -190,7 +190,9 @@ recoveries = [r["recovery_seconds"] for r in a[1:] if r["recovery_seconds"] > 0]
 kept = 0.0
 for i, s in enumerate(a):
     done = s["step_reached"] - s["started_from"]
-    keep = (a[i + 1]["started_from"] if i + 1 < len(a) else s["step_reached"]) - s["started_from"]
+    # Where the next attempt that trained resumed (one that never connected resumed nothing).
+    resumed = next((b["started_from"] for b in a[i + 1:] if b["first_step_unix"] > 0), s["step_reached"])
+    keep = resumed - s["started_from"]
     if done > 0 and s["first_step_unix"] > 0:
         kept += (s["ended_unix"] - s["first_step_unix"]) * keep / done
 wall = last["ended_unix"] - a[0]["started_unix"]

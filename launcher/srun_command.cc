@@ -397,10 +397,18 @@ int supervise(const SrunOptions& o) {
         a.message = fmt::format("srun exited {} without a verdict from rank 0", run.exit_code);
       }
     }
-    if (!attempts.empty() && attempts.back().number == attempt - 1 && attempts.back().steps_lost < 0 &&
-        a.first_step_unix > 0) {
-      Attempt& before = attempts.back();
-      before.steps_lost = static_cast<std::int64_t>(before.step_reached) - static_cast<std::int64_t>(a.started_from);
+    if (a.first_step_unix > 0) {
+      // The steps lost are the newest attempt's that trained, from where it got to where this one
+      // resumed; the attempts since (a start-up that never connected) trained nothing to lose.
+      for (auto before = attempts.rbegin(); before != attempts.rend() && before->steps_lost < 0; ++before) {
+        if (before->first_step_unix <= 0) {
+          before->steps_lost = 0;
+          continue;
+        }
+        before->steps_lost =
+            static_cast<std::int64_t>(before->step_reached) - static_cast<std::int64_t>(a.started_from);
+        break;
+      }
       if (failure_unix > 0) a.recovery_seconds = a.first_step_unix - failure_unix;
     }
     // A signalled job (Ctrl-C, scancel, preemption) ended its own step: no node is at fault.
