@@ -14,16 +14,6 @@ teardown_file() {
   stop_test_cluster
 }
 
-# on_gpus FACTS COMMAND...: COMMAND under srun, 2 ranks on 2 nodes, the stand-in NVML reading
-# FACTS, each rank given the GPU of its own number (what the plugin's binding gives on a node
-# of 2 GPUs, where the stand-in's facts say which GPU a rank has).
-on_gpus() {
-  local facts=$ROOT/test/fixtures/nvml/$1.facts
-  shift
-  SLURM_TRAIN_NVML_LIBRARY=$BUILD/test/nvml-stand-in/libnvidia-ml.so.1 NVML_STAND_IN=$facts \
-    timeout 180 srun --mpi=pmix -N2 --ntasks-per-node=1 bash -c 'CUDA_VISIBLE_DEVICES=$SLURM_PROCID exec "$@"' bash "$@"
-}
-
 @test "each rank's GPU series carry its job, rank, host and GPU; the epoch line shows utilisation and power" {
   set_small_args
   local dir=$BATS_TEST_TMPDIR

@@ -84,6 +84,16 @@ user_home() {
   echo "$home"
 }
 
+# on_gpus FACTS COMMAND...: COMMAND under srun (the file's cluster), 2 ranks on 2 nodes, the
+# stand-in NVML reading test/fixtures/nvml/FACTS.facts, each rank given the GPU of its own
+# number (what the plugin's binding gives on a node of 2 GPUs).
+on_gpus() {
+  local facts=$ROOT/test/fixtures/nvml/$1.facts
+  shift
+  SLURM_TRAIN_NVML_LIBRARY=$BUILD/test/nvml-stand-in/libnvidia-ml.so.1 NVML_STAND_IN=$facts \
+    timeout 180 srun --mpi=pmix -N2 --ntasks-per-node=1 bash -c 'CUDA_VISIBLE_DEVICES=$SLURM_PROCID exec "$@"' bash "$@"
+}
+
 # Fashion-MNIST in HDF5 under the build tree, imported once and shared by the test files (the
 # lock: files run side by side in make test, and the first imports while the others wait).
 ensure_fashion_mnist() {

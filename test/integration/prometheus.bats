@@ -57,11 +57,8 @@ YML
   wait_http "http://127.0.0.1:$prom/-/ready" 60 || { cat "$dir/prometheus.log"; false; }
 
   # Rank 1 10 ms slower a step, long enough (3 windows of 2 s) to be named a straggler.
-  run --separate-stderr env SLURM_TRAIN_NVML_LIBRARY="$BUILD/test/nvml-stand-in/libnvidia-ml.so.1" \
-    NVML_STAND_IN="$ROOT/test/fixtures/nvml/busy-node.facts" \
-    timeout 300 srun --mpi=pmix -N2 --ntasks-per-node=1 bash -c 'CUDA_VISIBLE_DEVICES=$SLURM_PROCID exec "$@"' bash \
-    "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 1200 --train.prometheus "$textfiles/train.prom" \
-    --train.prometheus_every 10 --inject-fault slow@10:1
+  run --separate-stderr on_gpus busy-node "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 1200 \
+    --train.prometheus "$textfiles/train.prom" --train.prometheus_every 10 --inject-fault slow@10:1
   echo "$output"
   echo "$stderr"
   [ "$status" -eq 0 ]
