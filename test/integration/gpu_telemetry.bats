@@ -109,6 +109,20 @@ PYEOF
   $PY -c "import json, sys; o = json.load(open(sys.argv[1])); assert o['cause'] == 'hang' and o['gpu_fault'].startswith('GPU 1 (GPU-1a1a1a1a-1111-2222-3333-444444444444): Xid 79 at '), o" "$report"
 }
 
+@test "a MIG instance given by its UUID is watched through its GPU" {
+  set_small_args
+  local dir=$BATS_TEST_TMPDIR
+  run --separate-stderr env SLURM_TRAIN_NVML_LIBRARY="$BUILD/test/nvml-stand-in/libnvidia-ml.so.1" \
+    NVML_STAND_IN="$ROOT/test/fixtures/nvml/mig-node.facts" CUDA_VISIBLE_DEVICES=MIG-6d6d6d6d-1111-2222-3333-444444444444 \
+    "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.steps 20 --train.prometheus "$dir/train.prom"
+  echo "$stderr"
+  [ "$status" -eq 0 ]
+  cat "$dir/train.rank0.prom"
+  grep -q '^slurm_train_gpu_utilization_percent{.*gpu="0",gpu_uuid="GPU-0a0a0a0a-1111-2222-3333-444444444444"} 87$' \
+    "$dir/train.rank0.prom"
+  ! grep -q 'gpu="1"' "$dir/train.rank0.prom"
+}
+
 @test "without NVML, a rank given a GPU says once why its telemetry is off, and trains" {
   set_small_args
   run --separate-stderr env SLURM_TRAIN_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 CUDA_VISIBLE_DEVICES=0 \
