@@ -1,11 +1,10 @@
 #include "launcher/gpu_monitor.h"
 
 #include <chrono>
-#include <cstdlib>
 #include <exception>
-#include <filesystem>
 #include <utility>
 
+#include "launcher/node_gpus.h"
 #include "train/io/durable_file.h"
 
 namespace slurm_train {
@@ -28,9 +27,7 @@ std::unique_ptr<GpuMonitor> start_gpu_monitor(const Environment& env, GpuSeriesL
   std::string why;
   std::unique_ptr<GpuSampler> sampler = GpuSampler::open(env, &why);
   if (!sampler) {
-    const char* stand_in = std::getenv("SLURM_TRAIN_NVML_LIBRARY");
-    const bool nvidia_node = std::filesystem::exists("/dev/nvidiactl") || (stand_in && *stand_in);
-    if (!why.empty() && nvidia_node && warn) warn("GPU telemetry off: " + why);
+    if (!why.empty() && nvidia_node() && warn) warn("GPU telemetry off: " + why);
     return nullptr;
   }
   return std::make_unique<GpuMonitor>(std::move(sampler), std::move(labels), std::move(prometheus_file), kSampleSeconds,

@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <climits>
-#include <cstring>
 
 #include "launcher/node_gpus.h"
 #include "launcher/nvml_library.h"
@@ -20,23 +19,11 @@ namespace {
 
 double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
-std::string uuid_of(const Nvml& nvml, nvmlDevice_t device) {
-  char text[96] = {};
-  if (nvml.nvmlDeviceGetUUID(device, text, sizeof text) != kNvmlSuccess) return "";
-  return std::string(text, strnlen(text, sizeof text));
-}
-
 // Whether CUDA_VISIBLE_DEVICES gives one of the MIG instances of `device`.
 bool gives_an_instance(const Nvml& nvml, const Environment& env, nvmlDevice_t device) {
-  unsigned current = 0, pending = 0, count = 0;
-  if (nvml.nvmlDeviceGetMigMode(device, &current, &pending) != kNvmlSuccess || current == 0) return false;
-  if (nvml.nvmlDeviceGetMaxMigDeviceCount(device, &count) != kNvmlSuccess) return false;
-  for (unsigned i = 0; i < count; ++i) {
-    nvmlDevice_t instance = nullptr;
-    if (nvml.nvmlDeviceGetMigDeviceHandleByIndex(device, i, &instance) != kNvmlSuccess) continue;
+  for (const std::string& uuid : nvml_mig_instance_uuids(nvml, device))
     // An instance has no index of CUDA's numbering: only its UUID can name it.
-    if (gpu_is_given(env, UINT_MAX, uuid_of(nvml, instance))) return true;
-  }
+    if (gpu_is_given(env, UINT_MAX, uuid)) return true;
   return false;
 }
 
@@ -56,7 +43,7 @@ std::unique_ptr<GpuSampler> GpuSampler::open(const Environment& env, std::string
     auto gpu = std::make_unique<Gpu>();
     if (nvml->nvmlDeviceGetHandleByIndex_v2(i, &gpu->device) != kNvmlSuccess) continue;
     gpu->index = i;
-    gpu->uuid = uuid_of(*nvml, gpu->device);
+    gpu->uuid = nvml_uuid(*nvml, gpu->device);
     if (gpu_is_given(env, i, gpu->uuid) || gives_an_instance(*nvml, env, gpu->device))
       sampler->gpus_.push_back(std::move(gpu));
   }

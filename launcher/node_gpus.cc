@@ -64,7 +64,7 @@ std::optional<NodeGpus> read_node_gpus(const Environment& env, std::string* why)
     g.index = i;
     // What a GPU does not support (ECC on a consumer card, MIG before Ampere) stays "not reported".
     if (nvml->nvmlDeviceGetName(device, buffer, sizeof buffer) == kNvmlSuccess) g.name = text(buffer);
-    if (nvml->nvmlDeviceGetUUID(device, buffer, sizeof buffer) == kNvmlSuccess) g.uuid = text(buffer);
+    g.uuid = nvml_uuid(*nvml, device);
     nvml->nvmlDeviceGetMinorNumber(device, &g.minor);
     nvml->nvmlDeviceGetCudaComputeCapability(device, &g.cc_major, &g.cc_minor);
     nvmlEnableState_t state = 0;
@@ -74,15 +74,7 @@ std::optional<NodeGpus> read_node_gpus(const Environment& env, std::string* why)
       g.mig = static_cast<int>(current);
       g.mig_pending = static_cast<int>(pending);
     }
-    unsigned most = 0;
-    if (g.mig == 1 && nvml->nvmlDeviceGetMaxMigDeviceCount(device, &most) == kNvmlSuccess) {
-      for (unsigned m = 0; m < most; ++m) {
-        nvmlDevice_t instance = nullptr;
-        if (nvml->nvmlDeviceGetMigDeviceHandleByIndex(device, m, &instance) != kNvmlSuccess) continue;
-        if (nvml->nvmlDeviceGetUUID(instance, buffer, sizeof buffer) == kNvmlSuccess)
-          g.mig_instances.push_back(text(buffer));
-      }
-    }
+    g.mig_instances = nvml_mig_instance_uuids(*nvml, device);
     unsigned long long errors = 0;
     if (nvml->nvmlDeviceGetTotalEccErrors(device, kNvmlMemoryErrorUncorrected, kNvmlVolatileEcc, &errors) ==
         kNvmlSuccess)
@@ -113,9 +105,13 @@ std::optional<NodeGpus> read_node_gpus(const Environment& env, std::string* why)
   return node;
 }
 
-std::vector<Check> node_gpu_checks(const Environment& env) {
+bool nvidia_node() {
   const char* stand_in = std::getenv("SLURM_TRAIN_NVML_LIBRARY");
-  if (!std::filesystem::exists("/dev/nvidiactl") && !(stand_in && *stand_in)) return {};
+  return std::filesystem::exists("/dev/nvidiactl") || (stand_in && *stand_in);
+}
+
+std::vector<Check> node_gpu_checks(const Environment& env) {
+  if (!nvidia_node()) return {};
   std::string why;
   const std::optional<NodeGpus> node = read_node_gpus(env, &why);
   if (!node) return {{Verdict::kWarn, "GPU health", why + ": the GPUs' driver, ECC and MIG are not checked"}};

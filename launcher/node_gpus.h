@@ -10,6 +10,11 @@
 
 namespace slurm_train {
 
+// Whether this node should have NVIDIA's driver: it has /dev/nvidiactl, or the tests' stand-in
+// NVML is named (SLURM_TRAIN_NVML_LIBRARY). Where it should and NVML cannot be read, that is worth
+// a line; on a CPU node, nothing.
+bool nvidia_node();
+
 // Null when NVML cannot be loaded or fails, with the reason in *why.
 std::optional<NodeGpus> read_node_gpus(const Environment& env, std::string* why);
 

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 namespace slurm_train {
@@ -92,6 +93,25 @@ const Nvml* nvml_library(std::string* why) {
     return nullptr;
   }
   return &opened.nvml;
+}
+
+std::string nvml_uuid(const Nvml& nvml, nvmlDevice_t device) {
+  char text[96] = {};
+  if (nvml.nvmlDeviceGetUUID(device, text, sizeof text) != kNvmlSuccess) return "";
+  return std::string(text, strnlen(text, sizeof text));
+}
+
+std::vector<std::string> nvml_mig_instance_uuids(const Nvml& nvml, nvmlDevice_t device) {
+  std::vector<std::string> uuids;
+  unsigned current = 0, pending = 0, most = 0;
+  if (nvml.nvmlDeviceGetMigMode(device, &current, &pending) != kNvmlSuccess || current != 1) return uuids;
+  if (nvml.nvmlDeviceGetMaxMigDeviceCount(device, &most) != kNvmlSuccess) return uuids;
+  for (unsigned m = 0; m < most; ++m) {
+    nvmlDevice_t instance = nullptr;
+    if (nvml.nvmlDeviceGetMigDeviceHandleByIndex(device, m, &instance) != kNvmlSuccess) continue;
+    if (std::string uuid = nvml_uuid(nvml, instance); !uuid.empty()) uuids.push_back(std::move(uuid));
+  }
+  return uuids;
 }
 
 }  // namespace slurm_train

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 extern "C" {
 typedef int nvmlReturn_t;  // nvmlReturn_enum: NVML_SUCCESS = 0
@@ -78,5 +79,11 @@ struct Nvml {
 // kept; null when it cannot be, with the reason in one line in *why (no driver on this node, a
 // driver too old for a function, nvmlInit's error).
 const Nvml* nvml_library(std::string* why);
+
+// A device's (or MIG instance's) UUID; "" where NVML does not say.
+std::string nvml_uuid(const Nvml& nvml, nvmlDevice_t device);
+
+// The UUIDs of a GPU's MIG instances; none where MIG is not enabled on it.
+std::vector<std::string> nvml_mig_instance_uuids(const Nvml& nvml, nvmlDevice_t device);
 
 }  // namespace slurm_train

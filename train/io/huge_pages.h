@@ -42,12 +42,16 @@ class HugePageBuffer {
 // HostVector (host_vector.h) leaves them to whoever writes them first: a checkpoint's reader
 // threads fault them in as they copy, in parallel, where one call would zero them all in series.
 template <class T, class Allocator>
+void reserve_in_huge_pages(std::vector<T, Allocator>& v, std::size_t n, bool populate) {
+  if (n <= v.capacity()) return;
+  v.reserve(n);  // allocates without touching: large blocks come straight from mmap
+  advise_huge_pages(v.data(), n * sizeof(T));
+  if (populate) populate_pages(v.data(), n * sizeof(T));
+}
+
+template <class T, class Allocator>
 void resize_in_huge_pages(std::vector<T, Allocator>& v, std::size_t n) {
-  if (n > v.capacity()) {
-    v.reserve(n);  // allocates without touching: large blocks come straight from mmap
-    advise_huge_pages(v.data(), n * sizeof(T));
-    if constexpr (!std::is_same_v<Allocator, DefaultInitAllocator<T>>) populate_pages(v.data(), n * sizeof(T));
-  }
+  reserve_in_huge_pages(v, n, !std::is_same_v<Allocator, DefaultInitAllocator<T>>);
   v.resize(n);
 }
 
@@ -55,11 +59,7 @@ void resize_in_huge_pages(std::vector<T, Allocator>& v, std::size_t n) {
 // for a std::vector, since they are filled at once.
 template <class T, class Allocator>
 void resize_in_huge_pages(std::vector<T, Allocator>& v, std::size_t n, const T& value) {
-  if (n > v.capacity()) {
-    v.reserve(n);
-    advise_huge_pages(v.data(), n * sizeof(T));
-    populate_pages(v.data(), n * sizeof(T));
-  }
+  reserve_in_huge_pages(v, n, true);
   v.resize(n, value);
 }
 
