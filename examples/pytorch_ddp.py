@@ -7,24 +7,25 @@ An MLP (784 -> --hidden -> 10) learns Fashion-MNIST (Debian's dataset-fashion-mn
     srun -N2 -n4 slurm-train exec -- python3 examples/pytorch_ddp.py --ckpt ckpt/ddp.pt
 
 `slurm-train exec` gives each rank RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, NODE_RANK,
-MASTER_ADDR and MASTER_PORT (the rendezvous of init_method="env://"), and SLURM_TRAIN_HEARTBEAT,
-a per-rank file this script rewrites after every step with the number of steps done and the
-seconds that step spent computing: that is how the supervisor sees progress, tells a stuck rank
-from the others, and names a rank that computes slower than the others (a straggler). Without Slurm, set the
+MASTER_ADDR and MASTER_PORT (the rendezvous of init_method="env://"). The script cooperates with
+it through the `slurm_train` module (python/slurm_train; `module load slurm-train` puts it on
+PYTHONPATH): after every step `slurm_train.heartbeat(step, compute_seconds, loss=...)` tells
+the supervisor the step reached (its progress), the seconds the step spent computing (what names
+a straggler) and the figures for exec's --metrics and --prometheus files. Without Slurm, set the
 variables yourself, e.g. one process:
 
     RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 python3 examples/pytorch_ddp.py
 
-Preemption contract: on SIGUSR1, SIGUSR2 or SIGTERM (which `slurm-train exec` forwards from
-Slurm) the handler only raises a flag. Before every step the ranks agree on the flag (an
-all_reduce), so all of them stop at the same step; rank 0 then writes the checkpoint (--ckpt,
-written to PATH.tmp, fsync'ed, renamed over PATH) and every rank exits 0. `slurm-train exec`
-requeues the job, and the next run finds PATH and resumes from it: every rank loads the model,
-the optimizer (momentum included) and the step. The data of a step depends only on the seed and
-the step, so for the same number of ranks an interrupted and resumed run ends with exactly the
-same model, and prints the same `final loss`, as one that ran straight through. PATH must be on
-a file system every rank sees. A signal that comes while the ranks are still meeting
-(init_process_group) is answered once they have met, at the first step boundary.
+Preemption: on SIGUSR1, SIGUSR2 or SIGTERM (which `slurm-train exec` forwards from Slurm)
+`slurm_train.stop_requested()`, called by every rank before every step, becomes true on all of
+them at the same step; rank 0 then writes the checkpoint (--ckpt, with `slurm_train.save`: a
+temporary file, fsync, rename) and every rank exits 0. `slurm-train exec` requeues the job, and
+the next run finds PATH and resumes from it: every rank loads the model, the optimizer (momentum
+included) and the step. The data of a step depends only on the seed and the step, so for the same
+number of ranks an interrupted and resumed run ends with exactly the same model, and prints the
+same `final loss`, as one that ran straight through. PATH must be on a file system every rank
+sees. After the last checkpoint the script calls `slurm_train.done()`: a signal during the final
+evaluation no longer requeues the job.
 
 Restarts inside the job: under `slurm-train srun` (a spare node takes a failed node's place),
 a restarted step gets SLURM_TRAIN_RESTART_COUNT (1, 2, ...) and SLURM_TRAIN_RESTART_CAUSE; rank 0
@@ -44,20 +45,14 @@ import socket
 import sys
 import time
 
-# The signal that asked us to stop (0: none). The handler must not do more than this: it can run
-# in the middle of a collective, and only a step boundary is a consistent place to stop.
-stop_signal = 0
-
-
-def on_preempt(signum, frame):
-    global stop_signal
-    stop_signal = max(stop_signal, signum)
-
-
-# Installed before torch is imported (seconds, on a busy node): a signal forwarded during start-up
-# must not kill the rank, but be answered at the first step boundary like any other.
-for _sig in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM):
-    signal.signal(_sig, on_preempt)
+# First: from here on a stop signal during start-up (importing torch takes seconds on a busy node)
+# is kept and answered at the first step boundary. A source checkout finds the module beside
+# examples/; an installation puts it on PYTHONPATH (module load slurm-train).
+try:
+    import slurm_train
+except ImportError:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), os.pardir, "python"))
+    import slurm_train
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -94,10 +89,16 @@ def parse_args():
                    "preemption and at the end (default: %(default)s)")
     p.add_argument("--log-every", type=int, default=50, metavar="N",
                    help="rank 0 prints the loss every N steps (default: %(default)s)")
+    p.add_argument("--eval-every", type=int, default=0, metavar="N",
+                   help="rank 0 also evaluates on the first 2000 test images every N steps and "
+                   "reports test_loss and test_accuracy; 0: only at the end (default: %(default)s)")
     t = p.add_argument_group("testing aids", "to exercise the supervisor on a short run")
     t.add_argument("--step-sleep", type=float, default=0.0, metavar="SECONDS",
                    help="sleep after each step, so that a short run lasts long enough to be "
                    "signalled (default: %(default)s)")
+    t.add_argument("--eval-sleep", type=float, default=0.0, metavar="SECONDS",
+                   help="rank 0 sleeps this long in each --eval-every evaluation, so that a signal "
+                   "can come during one (default: %(default)s)")
     t.add_argument("--hang-at-step", type=int, metavar="N",
                    help="rank --hang-rank, once it has computed step N, hangs for ever without "
                    "writing heartbeat N (its reported step stays behind the others')")
@@ -118,9 +119,10 @@ def parse_args():
     for name in ("hidden", "batch", "steps"):
         if getattr(args, name) < 1:
             p.error(f"--{name} must be at least 1")
-    if args.ckpt_every < 0 or args.log_every < 1 or args.step_sleep < 0 or args.slow_ms < 0:
-        p.error("--ckpt-every, --log-every, --step-sleep and --slow-ms must not be negative "
-                "(--log-every at least 1)")
+    if (args.ckpt_every < 0 or args.log_every < 1 or args.eval_every < 0 or args.step_sleep < 0
+            or args.slow_ms < 0 or args.eval_sleep < 0):
+        p.error("--ckpt-every, --log-every, --eval-every, --step-sleep, --slow-ms and --eval-sleep "
+                "must not be negative (--log-every at least 1)")
     return args
 
 
@@ -194,24 +196,6 @@ class StepData:
         return self.perm[start:start + self.per_rank]
 
 
-def save_checkpoint(path, state):
-    """Rank 0 only. Write, fsync, rename: PATH is always either the old or the new checkpoint,
-    never a torn one, whenever the job is killed."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        torch.save(state, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(folder, os.O_RDONLY)  # make the rename itself durable
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 def rank_ordered_mean(world, bucket):
     """DDP communication hook: the mean of a gradient bucket over the ranks, added up in rank
     order. Plain DDP allreduces the bucket, and gloo's ring adds the ranks' values in an order
@@ -232,11 +216,16 @@ def rank_ordered_mean(world, bucket):
     return work.get_future().then(mean)
 
 
-def write_heartbeat(path, step, compute_seconds=None):
-    """`STEP [COMPUTE_SECONDS]`, as `slurm-train exec` reads it. No fsync: the supervisor on this
-    node reads the page cache; this must stay cheap."""
-    with open(path, "w") as f:
-        f.write(f"{step}\n" if compute_seconds is None else f"{step} {compute_seconds:.6f}\n")
+def evaluate(model, test_x, test_y, device):
+    """Mean cross-entropy and accuracy of the model on the first TEST_SAMPLES test images."""
+    model.eval()
+    with torch.no_grad():
+        logits = model(to_inputs(test_x[:TEST_SAMPLES], device))
+        labels = torch.from_numpy(test_y[:TEST_SAMPLES]).to(device)
+        test_loss = F.cross_entropy(logits, labels).item()
+        accuracy = (logits.argmax(1) == labels).double().mean().item()
+    model.train()
+    return test_loss, accuracy
 
 
 def main():
@@ -261,7 +250,7 @@ def main():
             torch.set_num_threads(1)
 
     print(f"rank {rank} of {world} on {socket.gethostname()} pid {os.getpid()}", flush=True)
-    restarts = int(os.environ.get("SLURM_TRAIN_RESTART_COUNT", "0") or 0)
+    restarts = int(os.environ.get("SLURM_TRAIN_RESTART_COUNT", "0") or 0)  # inside this job
     if restarts > 0:
         if rank == 0:
             cause = os.environ.get("SLURM_TRAIN_RESTART_CAUSE", "cause unknown")
@@ -311,24 +300,22 @@ def main():
         """Collective: rank 0 writes, the others wait, so nobody runs on (or exits) before the
         checkpoint is complete."""
         if rank == 0:
-            save_checkpoint(args.ckpt, {
+            slurm_train.save({
                 "step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                 "args": {"seed": args.seed, "batch": args.batch, "lr": args.lr,
-                         "hidden": args.hidden, "world_size": world}})
+                         "hidden": args.hidden, "world_size": world}}, args.ckpt)
         barrier()
 
-    heartbeat = os.environ.get("SLURM_TRAIN_HEARTBEAT")
-    if heartbeat:
-        write_heartbeat(heartbeat, step)  # where a resumed run starts counts as progress too
-    flag = torch.zeros(1, dtype=torch.int32, device=device)
+    supervised = slurm_train.under_exec()
+    if supervised:
+        slurm_train.heartbeat(step)  # where a resumed run starts counts as progress too
+    test_x = test_y = None
     while step < args.steps:
-        # Every rank must stop at the same step, or the ones still training would wait for ever
-        # in the next collective: agree on the highest signal number any rank has seen.
-        flag.fill_(stop_signal)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        signum = int(flag.item())
-        if signum:
-            name = signal.Signals(signum).name
+        # Every rank stops at the same step, or the ones still training would wait for ever in
+        # the next collective: stop_requested() agrees across the ranks.
+        if slurm_train.stop_requested():
+            name = slurm_train.stop_signal()
+            print(f"rank {rank} stops at step {step} ({name})", flush=True)
             if args.ckpt:
                 checkpoint()
                 outcome = f"checkpoint written to {args.ckpt}"
@@ -357,12 +344,20 @@ def main():
         optimizer.step()
         step += 1
 
+        figures = {}
         if step % args.log_every == 0 or step == args.steps:
             # The loss of the global batch, not only rank 0's slice of it.
             logged = loss.detach().clone()
             dist.all_reduce(logged)
+            figures["loss"] = logged.item() / world
             if rank == 0:
-                print(f"step {step}/{args.steps} loss {logged.item() / world:.6f}", flush=True)
+                print(f"step {step}/{args.steps} loss {figures['loss']:.6f}", flush=True)
+        if args.eval_every and step % args.eval_every == 0 and rank == 0:
+            if test_x is None:
+                test_x, test_y = load_split(args.data, "t10k")
+            print(f"evaluating at step {step}", flush=True)
+            figures["test_loss"], figures["test_accuracy"] = evaluate(model, test_x, test_y, device)
+            time.sleep(args.eval_sleep)
         if args.hang_at_step == step and args.hang_rank == rank:
             print(f"rank {rank} hangs at step {step} (--hang-at-step)", flush=True)
             while True:
@@ -375,8 +370,8 @@ def main():
             sys.stderr.flush()
             sys.stdout.flush()
             os._exit(3)  # at once: interpreter teardown with a live process group can block
-        if heartbeat:
-            write_heartbeat(heartbeat, step, compute_seconds)
+        if supervised:
+            slurm_train.heartbeat(step, compute_seconds, **figures)
         if args.ckpt and args.ckpt_every and step % args.ckpt_every == 0 and step < args.steps:
             checkpoint()
         if args.step_sleep:
@@ -384,14 +379,12 @@ def main():
 
     if args.ckpt:
         checkpoint()  # a requeued run after the end resumes at the last step and only evaluates
+    if supervised:
+        slurm_train.done()  # the work is saved: a signal from now on does not requeue the job
     if rank == 0:
-        test_x, test_y = load_split(args.data, "t10k")
-        model.eval()
-        with torch.no_grad():
-            logits = model(to_inputs(test_x[:TEST_SAMPLES], device))
-            labels = torch.from_numpy(test_y[:TEST_SAMPLES]).to(device)
-            test_loss = F.cross_entropy(logits, labels).item()
-            accuracy = (logits.argmax(1) == labels).double().mean().item()
+        if test_x is None:
+            test_x, test_y = load_split(args.data, "t10k")
+        test_loss, accuracy = evaluate(model, test_x, test_y, device)
         print(f"final loss {test_loss:.8f}", flush=True)
         print(f"test accuracy {accuracy:.4f}", flush=True)
     barrier()  # all ranks end together, after rank 0's result

@@ -81,6 +81,10 @@ void add_exec_command(CLI::App& app, int& exit_code, const ExecCommandLine& line
   cmd->add_option("--prometheus", options->prometheus,
                   "each rank samples its GPUs (NVML) every 5 s into FILE's rank file, FILE.rank<N>.prom (for "
                   "node_exporter's textfile collector; FILE's own name is left for the program's metrics)");
+  cmd->add_option("--metrics", options->metrics,
+                  "rank 0 appends the figures the program reports (slurm_train.heartbeat(step, name=value, ...)) "
+                  "to this JSON-lines file, one {\"program\": {\"step\", \"time\", NAME: VALUE...}} a report; "
+                  "\"{job}\" in it is the job id; its newest also go to --prometheus FILE");
   // Only what comes before `--` reaches the parser (split_exec_command_line); a word here is a
   // program given without it.
   auto stray = std::make_shared<std::vector<std::string>>();
@@ -91,7 +95,10 @@ void add_exec_command(CLI::App& app, int& exit_code, const ExecCommandLine& line
               "touch or write its step number to, then optionally the seconds the step spent computing (its waits\n"
               "in collectives left out: what names a straggler), in Python:\n"
               "  with open(os.environ[\"SLURM_TRAIN_HEARTBEAT\"], \"w\") as f:\n"
-              "      f.write(f\"{step} {compute_seconds}\")\n");
+              "      f.write(f\"{step} {compute_seconds}\")\n"
+              "and SLURM_TRAIN_PROGRAM_PIPE, where it reports figures and that it is done. The Python module\n"
+              "slurm_train (module load slurm-train) does all of it: heartbeat(step, loss=...), stop_requested(),\n"
+              "save(), latest(), time_left(), restart_count(), done(); pydoc3 slurm_train.\n");
   cmd->callback([options, stray, line, &exit_code] {
     if (!line.separator || !stray->empty() || line.program.empty()) {
       std::cerr << "slurm-train: error: exec: "

@@ -31,6 +31,8 @@
 #include "launcher/munge_auth.h"
 #include "launcher/output_relay.h"
 #include "launcher/preempt_signals.h"
+#include "launcher/program_message.h"
+#include "launcher/program_pipe.h"
 #include "launcher/rank_log.h"
 #include "launcher/requeue.h"
 #include "launcher/restart_env.h"
@@ -43,6 +45,8 @@
 #include "spank/jobenv/rendezvous.h"
 #include "spank/jobenv/task_facts.h"
 #include "spank/jobenv/text.h"
+#include "train/io/durable_file.h"
+#include "train/loop/metrics.h"
 #include "train/loop/prometheus.h"
 
 namespace slurm_train {
@@ -157,6 +161,9 @@ class Supervisor {
   int preempted();
   int failed(int status);
   void take_heartbeat(TrainProgress& progress);
+  void take_program_lines(TrainProgress& progress);
+  void take_program_message(std::string_view line, TrainProgress& progress);
+  void write_program_prometheus(bool now);
   std::string who() const { return fmt::format("rank {} of {} on {}", rank_, size_, host_); }
   void say(const std::string& text) {  // rank 0's console and this rank's log
     log_.line(text);
@@ -173,6 +180,13 @@ class Supervisor {
   int signal_fd_ = -1;
   RankLog log_;
   std::unique_ptr<HeartbeatFile> heartbeat_;
+  std::unique_ptr<ProgramPipe> pipe_;       // the program's lines (the Python helper's heartbeat metrics, done())
+  std::unique_ptr<MetricsWriter> metrics_;  // rank 0's --metrics file
+  std::optional<ProgramMetrics> program_figures_;  // the newest, for rank 0's --prometheus file
+  Clock::time_point prometheus_written_{};
+  bool program_figures_unwritten_ = false;
+  bool program_done_ = false;
+  std::uint64_t bad_program_lines_ = 0;
   HeartbeatCompute compute_;
   std::unique_ptr<ChildProcess> child_;
   std::atomic<ChildProcess*> child_to_end_{nullptr};
@@ -245,6 +259,10 @@ int Supervisor::run() {
     const std::string tmp = env_value(env_, "TMPDIR");
     heartbeat_ = std::make_unique<HeartbeatFile>(fmt::format(
         "{}/slurm-train-heartbeat.{}.{}.{}.", tmp.empty() ? "/tmp" : tmp, task_.job, task_.facts.step_id, rank_));
+    pipe_ = std::make_unique<ProgramPipe>(fmt::format("{}/slurm-train-pipe.{}.{}.{}.", tmp.empty() ? "/tmp" : tmp,
+                                                      task_.job, task_.facts.step_id, rank_));
+    if (rank_ == 0 && !o_.metrics.empty())
+      metrics_ = std::make_unique<MetricsWriter>(metrics_path_for_job(o_.metrics, task_.job), task_.job);
     start_watchdog();
   } catch (const std::exception& e) {
     write_all(2, fmt::format("slurm-train: error: {}: {}\n", who(), e.what()));
@@ -290,6 +308,7 @@ void Supervisor::start_watchdog() {
       child->end(o_.kill_grace);
     }
     heartbeat_->remove();  // _exit skips its destructor
+    pipe_->remove();
   };
   std::string device = env_value(env_, "CUDA_VISIBLE_DEVICES");
   const RankIdentity me{host_, static_cast<int>(::getpid()), allowed_cpus(), device.empty() ? "-" : "gpu " + device};
@@ -311,6 +330,7 @@ int Supervisor::supervise() {
   Environment child_env = env_;
   add_rendezvous(child_env, env_, task_);
   child_env["SLURM_TRAIN_HEARTBEAT"] = heartbeat_->path();
+  child_env["SLURM_TRAIN_PROGRAM_PIPE"] = pipe_->path();
   try {
     child_ = std::make_unique<ChildProcess>(o_.command, child_env);
   } catch (const ProgramNotRunnable& e) {
@@ -340,11 +360,14 @@ int Supervisor::supervise() {
   bool killed = false;
   char buffer[65536];
   for (;;) {
-    pollfd fds[4] = {{child_->stdout_fd(), POLLIN, 0},
+    pollfd fds[5] = {{child_->stdout_fd(), POLLIN, 0},
                      {child_->stderr_fd(), POLLIN, 0},
                      {signal_fd_, POLLIN, 0},
-                     {status ? -1 : child_->pidfd(), POLLIN, 0}};
-    if (::poll(fds, 4, 200) < 0 && errno != EINTR) break;
+                     {status ? -1 : child_->pidfd(), POLLIN, 0},
+                     {pipe_->fd(), POLLIN, 0}};
+    if (::poll(fds, 5, 200) < 0 && errno != EINTR) break;
+    if (fds[4].revents & POLLIN) take_program_lines(progress);
+    write_program_prometheus(false);
     for (int i = 0; i < 2; ++i) {
       if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       const ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
@@ -406,6 +429,8 @@ int Supervisor::supervise() {
     return kExitFailed;
   }
   if (heartbeat_->changed()) take_heartbeat(progress);
+  take_program_lines(progress);
+  write_program_prometheus(true);
   log_.line(fmt::format("the program (pid {}) {}", child_->pid(), describe_wait_status(*status)));
   if (preempted_by_ != 0) return preempted();
   if (exit_code_of(*status) == 0) return finished_normally();
@@ -421,6 +446,70 @@ void Supervisor::take_heartbeat(TrainProgress& progress) {
   const double now = std::chrono::duration<double>(Clock::now() - started_).count();
   const StepCompute c = compute_.observe(now, *step, heartbeat_->compute_seconds());
   if (c.steps > 0) progress.add_compute(c.seconds_per_step, c.steps);
+}
+
+void Supervisor::take_program_lines(TrainProgress& progress) {
+  pipe_->read_lines([&](std::string_view line) { take_program_message(line, progress); },
+                    [&](std::size_t bytes) {
+                      if (bad_program_lines_++ == 0)
+                        say(
+                            fmt::format("the program wrote a line of {} bytes to $SLURM_TRAIN_PROGRAM_PIPE (at most "
+                                        "{}): ignored, as any other bad line will be",
+                                        bytes, kMaxProgramLine));
+                    });
+}
+
+// A line from the program: its figures go to rank 0's metrics and Prometheus files; done() is
+// remembered. A bad line is named once and ignored: the program's training goes on.
+void Supervisor::take_program_message(std::string_view line, TrainProgress& progress) {
+  ProgramMessage message;
+  try {
+    message = parse_program_message(line);
+  } catch (const std::invalid_argument& e) {
+    if (bad_program_lines_++ == 0)
+      say(
+          fmt::format("a line the program wrote to $SLURM_TRAIN_PROGRAM_PIPE is not understood: {}; ignored, as any "
+                      "other bad line will be",
+                      e.what()));
+    return;
+  }
+  if (std::holds_alternative<ProgramDone>(message)) {
+    if (!program_done_)
+      log_.line("the program says it is done (slurm_train.done()): a preemption from now on does not requeue the job");
+    program_done_ = true;
+    return;
+  }
+  ProgramMetrics& figures = std::get<ProgramMetrics>(message);
+  progress.set(TrainPhase::kProgram, std::max<std::uint64_t>(progress.step(), figures.step));
+  if (rank_ != 0) return;
+  if (metrics_ && !figures.values.empty()) {
+    const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    try {
+      metrics_->write_program(figures.step, now, figures.values);
+    } catch (const std::runtime_error& e) {
+      say(fmt::format("{}: no more of the program's figures go there", e.what()));
+      metrics_.reset();
+    }
+  }
+  program_figures_ = std::move(figures);
+  program_figures_unwritten_ = true;
+}
+
+// Rank 0's --prometheus FILE, the program's newest figures: at most once a second (a durable
+// replace costs an fsync), and at the end.
+void Supervisor::write_program_prometheus(bool now) {
+  if (rank_ != 0 || o_.prometheus.empty() || !program_figures_unwritten_) return;
+  if (!now && Clock::now() - prometheus_written_ < std::chrono::seconds(1)) return;
+  PrometheusLabels labels = prometheus_labels(env_);
+  labels.world_size = size_;
+  try {
+    write_file_durably(o_.prometheus,
+                       program_prometheus_text(labels, program_figures_->step, program_figures_->values));
+  } catch (const std::exception& e) {
+    say(fmt::format("--prometheus: {}", e.what()));
+  }
+  prometheus_written_ = Clock::now();
+  program_figures_unwritten_ = false;
 }
 
 int Supervisor::finished_normally() {
@@ -457,7 +546,10 @@ int Supervisor::preempted() {
   int code = kExitPreempted;
   std::string detail;
   RequeueResult target{false, ""};
-  if (!o_.log_dir.empty()) {
+  if (program_done_) {
+    code = kExitOk;
+    detail = "not requeued: the program had said it was done (slurm_train.done())";
+  } else if (!o_.log_dir.empty()) {
     const std::string dir = fmt::format("{}/{}", o_.log_dir, task_.job);
     try {
       const RestartRecord record = next_exec_record(read_restart_record(dir), step, seconds);

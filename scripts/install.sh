@@ -7,7 +7,8 @@
 #
 # Layout: bin/slurm-train; lib/slurm/spank_train.so; etc/plugstack.conf.d/slurm-train.conf (an
 # example line for the site's plugstack.conf); share/slurm-train/{examples,profiles}/;
-# share/man/man1/slurm-train.1, share/man/man8/spank_train.8; share/doc/slurm-train/;
+# lib/python/slurm_train/ (the Python helper for exec); share/man/man1/slurm-train.1,
+# share/man/man8/spank_train.8; share/doc/slurm-train/;
 # modulefiles/slurm-train/VERSION.lua.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -74,6 +75,10 @@ put 644 "$conf" etc/plugstack.conf.d/slurm-train.conf
 rm -f "$conf"
 for f in "$ROOT"/examples/*.sbatch "$ROOT"/examples/*.toml "$ROOT"/examples/*.md "$ROOT"/examples/*.py; do
   [ -f "$f" ] && put 644 "$f" "share/slurm-train/examples/$(basename "$f")"
+done
+# The Python helper, pure Python: one folder for every Python 3 (the module file puts it on PYTHONPATH).
+for f in "$ROOT"/python/slurm_train/*.py; do
+  put 644 "$f" "lib/python/slurm_train/$(basename "$f")"
 done
 for f in "$ROOT"/examples/profiles/*.conf; do
   [ -f "$f" ] && put 644 "$f" "share/slurm-train/profiles/$(basename "$f")"

@@ -39,7 +39,7 @@ login_shell() {
   for f in bin/slurm-train lib/slurm/spank_train.so etc/plugstack.conf.d/slurm-train.conf \
     share/slurm-train/profiles/cluster-ib.conf share/slurm-train/examples/fashion-mnist.sbatch \
     share/slurm-train/examples/interactive.md share/man/man1/slurm-train.1 share/man/man8/spank_train.8 \
-    "modulefiles/slurm-train/$v.lua" share/doc/slurm-train/README.md; do
+    "modulefiles/slurm-train/$v.lua" share/doc/slurm-train/README.md lib/python/slurm_train/__init__.py; do
     [ -f "$PREFIX/$f" ] || { echo "missing $f"; false; }
   done
   grep -qx "required $PREFIX/lib/slurm/spank_train.so profiles=$PREFIX/share/slurm-train/profiles bind=soft" \
@@ -69,6 +69,16 @@ login_shell() {
   [[ $output == *"path-restored"* ]]
   [[ $output == *"home-after=unset"* ]]
   [[ $output == *"gone"* ]]
+}
+
+@test "module load puts the Python helper on PYTHONPATH: a program under exec imports slurm_train; pydoc3 shows it" {
+  run --separate-stderr login_shell "cd '$WORK' && module use '$PREFIX/modulefiles' && module load slurm-train 2>/dev/null &&
+    slurm-train exec --log-dir= -- /usr/bin/python3 -c 'import slurm_train as s; s.heartbeat(1, loss=0.5); print(\"from\", s.__file__)' &&
+    pydoc3 slurm_train | head -5"
+  echo "$output"; echo "$stderr"
+  [ "$status" -eq 0 ]
+  [[ $output == *"from $PREFIX/lib/python/slurm_train/__init__.py"* ]]
+  [[ $output == *"slurm_train - Cooperate with \`slurm-train exec\`"* ]]
 }
 
 @test "man slurm-train renders" {

@@ -83,6 +83,16 @@ void MetricsWriter::write_energy(const RunEnergy& e) {
   write_line(line.dump() + "\n");
 }
 
+void MetricsWriter::write_program(std::uint64_t step, double unix_time,
+                                  std::span<const std::pair<std::string, double>> values) {
+  if (!file_) return;
+  nlohmann::json figures = {{"step", step}, {"time", unix_time}};
+  for (const auto& [name, value] : values) figures[name] = value;  // nlohmann writes NaN as null
+  nlohmann::json line = {{"program", figures}};
+  if (!run_.empty()) line["run"] = run_;
+  write_line(line.dump() + "\n");
+}
+
 void MetricsWriter::write(const StepMetrics& m) {
   if (!file_) return;
   nlohmann::json line = {

@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <optional>
+#include <span>
 #include <string>
+#include <utility>
 
 namespace slurm_train {
 
@@ -75,6 +77,9 @@ class MetricsWriter {
   void write_gpu(std::uint64_t step, const GpuReading& r);
   // {"energy": {"steps", "joules", "joules_per_step", "joules_per_token" or "joules_per_sample"}}.
   void write_energy(const RunEnergy& e);
+  // {"program": {"step", "time" (Unix seconds), NAME: VALUE...}}: what a program under `exec`
+  // reported at a step; a value that is not finite is written null.
+  void write_program(std::uint64_t step, double unix_time, std::span<const std::pair<std::string, double>> values);
 
  private:
   void write_line(const std::string& text);

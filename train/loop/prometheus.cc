@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -59,6 +60,24 @@ std::string prometheus_text(const PrometheusLabels& l, const StepMetrics& m, dou
       out += fmt::format("slurm_train_rank_slowdown{{{},rank=\"{}\",host=\"{}\"}} {}\n", labels, s.rank,
                          prometheus_label_value(s.host), s.slowdown);
   }
+  return out;
+}
+
+std::string program_prometheus_text(const PrometheusLabels& l, std::uint64_t step,
+                                    std::span<const std::pair<std::string, double>> values) {
+  const std::string labels = fmt::format("job_id=\"{}\",job_name=\"{}\"", prometheus_label_value(l.job_id),
+                                         prometheus_label_value(l.job_name));
+  std::string out = fmt::format(
+      "# HELP slurm_train_program_step The step the program reported last.\n"
+      "# TYPE slurm_train_program_step gauge\nslurm_train_program_step{{{}}} {}\n",
+      labels, step);
+  if (values.empty()) return out;
+  out +=
+      "# HELP slurm_train_program_metric The program's figures at that step, by name.\n"
+      "# TYPE slurm_train_program_metric gauge\n";
+  for (const auto& [name, value] : values)
+    out += fmt::format("slurm_train_program_metric{{{},metric=\"{}\"}} {}\n", labels, prometheus_label_value(name),
+                       std::isfinite(value) ? fmt::format("{}", value) : std::string("NaN"));
   return out;
 }
 

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "spank/jobenv/environment.h"
@@ -22,6 +24,12 @@ struct PrometheusLabels {
 // slurm_train_rank_slowdown{rank,host} of every rank named a straggler so far (its slowdown then).
 std::string prometheus_text(const PrometheusLabels& labels, const StepMetrics& m, double test_accuracy,
                             std::uint64_t total_steps, const std::vector<RankSlowdown>& stragglers = {});
+
+// The figures a program under `slurm-train exec` reported at `step` (the Python helper's
+// heartbeat): slurm_train_program_step and slurm_train_program_metric{metric="NAME"}, each with
+// the job's labels; a value that is not finite is written NaN.
+std::string program_prometheus_text(const PrometheusLabels& labels, std::uint64_t step,
+                                    std::span<const std::pair<std::string, double>> values);
 
 // A label value as the exposition format writes it: backslash, double quote and newline escaped.
 std::string prometheus_label_value(const std::string& value);
