@@ -85,6 +85,9 @@ void add_exec_command(CLI::App& app, int& exit_code, const ExecCommandLine& line
                   "rank 0 appends the figures the program reports (slurm_train.heartbeat(step, name=value, ...)) "
                   "to this JSON-lines file, one {\"program\": {\"step\", \"time\", NAME: VALUE...}} a report; "
                   "\"{job}\" in it is the job id; its newest also go to --prometheus FILE");
+  cmd->add_option("--tensorboard", options->tensorboard,
+                  "rank 0 writes the figures the program reports as TensorBoard scalars (tag: the figure's name, "
+                  "step: the reported step) to an event file in this folder; \"{job}\" in it is the job id");
   // Only what comes before `--` reaches the parser (split_exec_command_line); a word here is a
   // program given without it.
   auto stray = std::make_shared<std::vector<std::string>>();

@@ -48,6 +48,7 @@
 #include "train/io/durable_file.h"
 #include "train/loop/metrics.h"
 #include "train/loop/prometheus.h"
+#include "train/loop/tensorboard_writer.h"
 
 namespace slurm_train {
 
@@ -180,8 +181,9 @@ class Supervisor {
   int signal_fd_ = -1;
   RankLog log_;
   std::unique_ptr<HeartbeatFile> heartbeat_;
-  std::unique_ptr<ProgramPipe> pipe_;       // the program's lines (the Python helper's heartbeat metrics, done())
-  std::unique_ptr<MetricsWriter> metrics_;  // rank 0's --metrics file
+  std::unique_ptr<ProgramPipe> pipe_;         // the program's lines (the Python helper's heartbeat metrics, done())
+  std::unique_ptr<MetricsWriter> metrics_;    // rank 0's --metrics file
+  std::unique_ptr<TensorboardWriter> board_;  // rank 0's --tensorboard folder
   std::optional<ProgramMetrics> program_figures_;  // the newest, for rank 0's --prometheus file
   Clock::time_point prometheus_written_{};
   bool program_figures_unwritten_ = false;
@@ -237,6 +239,19 @@ int Supervisor::run() {
       cannot_start.emplace(e.what(), e.exit_code);
     }
   }
+  // Rank 0's files of the program's figures: one that cannot be opened is an error before the
+  // program starts, not a surprise after hours of training.
+  if (!cannot_start && rank_ == 0) {
+    try {
+      if (!o_.metrics.empty())
+        metrics_ = std::make_unique<MetricsWriter>(metrics_path_for_job(o_.metrics, task_.job), task_.job);
+      if (!o_.tensorboard.empty())
+        board_ = std::make_unique<TensorboardWriter>(metrics_path_for_job(o_.tensorboard, task_.job));
+    } catch (const std::exception& e) {
+      cannot_start.emplace(
+          fmt::format("{} {}", o_.metrics.empty() || metrics_ ? "--tensorboard:" : "--metrics:", e.what()), kExitUsage);
+    }
+  }
   if (cannot_start) {
     write_all(2, fmt::format("slurm-train: error: {}: {}\n", who(), cannot_start->first));
     log_.line(fmt::format("error: {}", cannot_start->first));
@@ -261,8 +276,6 @@ int Supervisor::run() {
         "{}/slurm-train-heartbeat.{}.{}.{}.", tmp.empty() ? "/tmp" : tmp, task_.job, task_.facts.step_id, rank_));
     pipe_ = std::make_unique<ProgramPipe>(fmt::format("{}/slurm-train-pipe.{}.{}.{}.", tmp.empty() ? "/tmp" : tmp,
                                                       task_.job, task_.facts.step_id, rank_));
-    if (rank_ == 0 && !o_.metrics.empty())
-      metrics_ = std::make_unique<MetricsWriter>(metrics_path_for_job(o_.metrics, task_.job), task_.job);
     start_watchdog();
   } catch (const std::exception& e) {
     write_all(2, fmt::format("slurm-train: error: {}: {}\n", who(), e.what()));
@@ -489,6 +502,17 @@ void Supervisor::take_program_message(std::string_view line, TrainProgress& prog
     } catch (const std::runtime_error& e) {
       say(fmt::format("{}: no more of the program's figures go there", e.what()));
       metrics_.reset();
+    }
+  }
+  if (board_ && !figures.values.empty()) {
+    std::vector<std::pair<std::string, float>> scalars;
+    for (const auto& [name, value] : figures.values) scalars.emplace_back(name, static_cast<float>(value));
+    try {
+      board_->scalars(static_cast<std::int64_t>(figures.step), scalars);
+      board_->flush();
+    } catch (const std::exception& e) {
+      say(fmt::format("--tensorboard: {}: no more of the program's figures go there", e.what()));
+      board_.reset();
     }
   }
   program_figures_ = std::move(figures);

@@ -23,6 +23,7 @@ struct ExecOptions {
   double straggler_threshold = 1.2;  // 0: off
   std::string prometheus;            // each rank's GPU series go to rank_prometheus_path(prometheus, rank); "": none
   std::string metrics;               // rank 0's JSON-lines file of the program's figures ("{job}" replaced); "": none
+  std::string tensorboard;  // rank 0's TensorBoard folder of the program's figures ("{job}" replaced); "": none
   bool log_dir_given = false;
 };
 

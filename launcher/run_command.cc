@@ -318,6 +318,7 @@ int run(const RunOptions& options) {
     if (!log_dir.empty()) log.open(fmt::format("{}/{}/rank-{}.log", log_dir, job, comm->rank()), comm->rank());
     console.emplace(comm->rank() == 0, progress_mode(config.run.progress), env.count("OMPI_COMM_WORLD_SIZE") > 0, log);
     config.train.metrics = metrics_path_for_job(config.train.metrics, job);
+    config.train.tensorboard = metrics_path_for_job(config.train.tensorboard, job);
     std::optional<CheckpointFolderHold> folder;
     if (!config.ckpt.dir.empty()) {
       const CheckpointOwner me = this_run(job, env);

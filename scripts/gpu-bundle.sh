@@ -10,7 +10,8 @@
 #   data/     Fashion-MNIST's four IDX files, and the fortunes corpus's tokens (data/fortunes,
 #             about 1 MB), when this machine has them (GPU_BUNDLE_DATA=none: no data; gpu-check.sh
 #             then needs --data and --tokens)
-#   gpu-check.sh, torch_gpu_mlp.py, torch_gpt_gpu.py (the PyTorch peers), fashion-mnist.toml and
+#   gpu-check.sh, torch_gpu_mlp.py, torch_gpt_gpu.py (the PyTorch peers), tensorboard_events.py
+#             (the decoder gpu-check compares with TensorBoard's reader), fashion-mnist.toml and
 #             gpt-tiny.toml (the configurations it runs), run (the wrapper: LD_LIBRARY_PATH, then the program)
 # and OUT.tar.xz of it, with its size (a device session carries at most 64 MiB;
 # GPU_BUNDLE_ARCHIVE=none: the folder only).
@@ -50,6 +51,7 @@ if [ "${GPU_BUNDLE_DATA:-idx}" != none ]; then
     echo "gpu-bundle: no fortunes corpus here (apt-get install fortunes): gpu-check.sh will need --tokens" >&2
 fi
 cp "$ROOT/scripts/gpu-check.sh" "$ROOT/bench/torch_gpu_mlp.py" "$ROOT/bench/torch_gpt_gpu.py" \
+  "$ROOT/test/integration/tensorboard_events.py" \
   "$ROOT/examples/fashion-mnist.toml" "$ROOT/examples/gpt-tiny.toml" "$OUT/"
 
 # bin/run PROGRAM ARGS: the bundle's libraries first, then the target's CUDA 13 libraries, found

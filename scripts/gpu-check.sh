@@ -32,6 +32,9 @@
 #   (f) slurm-train's GPU telemetry (what each rank samples through NVML) against nvidia-smi for
 #       30 s under load (gpu_check telemetry): utilisation within 10 points, power within 5%, the
 #       energy counter within 2% of the integrated power.
+#   (g) the TensorBoard event files of a run on the GPU (train.tensorboard, histograms every 100
+#       steps) read by TensorBoard's own event reader (PyTorch's packages bring it) give the same
+#       tags, steps and values as test/integration/tensorboard_events.py, the decoder make test uses.
 # Runs (a)'s kernels first, then (e), the GPT's runs, (f), and the MLP's last: a call cut short loses
 # the least. Prints each verdict as it comes, then a table and one "N passed, N failed" line; with
 # $OUT set (the device tool's folder) it also writes gpu-check.log and gpu-check-logs.tar.gz (the
@@ -44,14 +47,15 @@
 #                    `slurm-train data import fortunes` here when the fortunes package is installed)
 #     --skip-bench   without (d) and (e)
 #     --only LIST    only these sections, comma-separated, in the usual order (a short lease):
-#                    kernels, gpt-bench, gpt-vs-cpu, gpt-runs, telemetry, mlp-step, mlp-runs, mlp-bench
+#                    kernels, gpt-bench, gpt-vs-cpu, gpt-runs, telemetry, tensorboard, mlp-step,
+#                    mlp-runs, mlp-bench
 #     --device cpu   a rehearsal of the script's runs on a machine without a GPU: the runs that
 #                    are the GPU's train on the CPU (their verdicts then say nothing of the GPU)
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PYTHON=${PYTHON:-python3}
 data="" tokens="" skip_bench=0 work="" device=cuda only=""
-sections="kernels gpt-bench gpt-vs-cpu gpt-runs telemetry mlp-step mlp-runs mlp-bench"
+sections="kernels gpt-bench gpt-vs-cpu gpt-runs telemetry tensorboard mlp-step mlp-runs mlp-bench"
 while [ $# -gt 0 ]; do
   case $1 in
     --data) data=$2; shift 2 ;;
@@ -83,6 +87,7 @@ if [ -x "$HERE/bin/run" ]; then  # a bundle
   cuda_tests=cuda-tests gpu_check=gpu_check slurm_train=slurm-train
   torch_script=$HERE/torch_gpu_mlp.py torch_gpt_script=$HERE/torch_gpt_gpu.py reference=$HERE/fashion-mnist.toml
   default_data=$HERE/data/fashion-mnist gpt_tiny=$HERE/gpt-tiny.toml default_tokens=$HERE/data/fortunes/tokens.h5
+  tb_decoder=$HERE/tensorboard_events.py
 else  # a source tree
   ROOT=$(cd "$HERE/.." && pwd)
   BUILD=${BUILD:-$ROOT/build}
@@ -91,6 +96,7 @@ else  # a source tree
   torch_script=$ROOT/bench/torch_gpu_mlp.py torch_gpt_script=$ROOT/bench/torch_gpt_gpu.py
   reference=$ROOT/examples/fashion-mnist.toml
   default_data=/usr/share/datasets/fashion-mnist gpt_tiny=$ROOT/examples/gpt-tiny.toml default_tokens=
+  tb_decoder=$ROOT/test/integration/tensorboard_events.py
 fi
 work=${work:-$(mktemp -d /tmp/gpu-check.XXXXXX)}
 mkdir -p "$work"
@@ -525,6 +531,31 @@ check_telemetry() {
   verdict_of "telemetry vs nvidia-smi" "$work/telemetry.log" 90 telemetry --seconds 30
 }
 
+# (g) A run's TensorBoard files (scalars every step, histograms every 100 steps), read by
+# TensorBoard's own reader and by our decoder of the published format: the same records.
+check_tensorboard() {
+  if [ -z "$h5" ]; then
+    record "TensorBoard's reader" FAIL "no Fashion-MNIST data for the run (see $work/import.log)"
+    return
+  fi
+  echo "== (g) TensorBoard's own event reader on a run's event files"
+  rm -rf "$work/tensorboard"
+  st_run tensorboard "$device" --train.steps 300 --train.tensorboard "$work/tensorboard" \
+    --train.tensorboard_histograms 100
+  local run_status=$? ours theirs
+  ours=$("$PYTHON" "$tb_decoder" "$work/tensorboard" 2>&1)
+  theirs=$("$PYTHON" "$tb_decoder" --tensorboard "$work/tensorboard" 2>&1)
+  local theirs_status=$? records tags
+  records=$(grep -c '"step"' <<<"$ours") tags=$(grep -o '"tag": "[^"]*"' <<<"$ours" | sort -u | wc -l)
+  if [ "$run_status" -eq 0 ] && [ "$theirs_status" -eq 0 ] && [ "$ours" = "$theirs" ] && [ "$records" -gt 0 ]; then
+    record "TensorBoard's reader" PASS "$records records, $tags tags, histograms included: the same as our decoder's"
+  elif [ "$theirs_status" -eq 3 ]; then
+    record "TensorBoard's reader" FAIL "TensorBoard is not installed for $PYTHON (pip install tensorboard)"
+  else
+    record "TensorBoard's reader" FAIL "run exit $run_status, reader exit $theirs_status; $(diff <(echo "$ours") <(echo "$theirs") | head -3 | tr '\n' ' ')"
+  fi
+}
+
 # The kernels first, then the GPT (its benchmark, then its runs), then the MLP: if a lease ends the
 # call early, what it cut is what matters least.
 wanted kernels && check_kernels
@@ -532,6 +563,7 @@ wanted gpt-bench && bench_gpt
 wanted gpt-vs-cpu && check_gpt2_against_cpu
 wanted gpt-runs && check_gpt_runs
 wanted telemetry && check_telemetry
+wanted tensorboard && check_tensorboard
 wanted mlp-step && check_mlp_step
 wanted mlp-runs && check_mlp_runs
 wanted mlp-bench && bench_mlp

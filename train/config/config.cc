@@ -94,6 +94,13 @@ const std::vector<Key>& keys() {
        [](RunConfig& c) -> ValueRef { return &c.train.prometheus; }},
       {"train.prometheus_every", "steps between rewrites of train.prometheus",
        [](RunConfig& c) -> ValueRef { return &c.train.prometheus_every; }},
+      {"train.tensorboard",
+       "TensorBoard event folder rank 0 writes: the step's scalars every step, the evaluation's, the GPU's; \"{job}\" "
+       "is the job id; empty: none",
+       [](RunConfig& c) -> ValueRef { return &c.train.tensorboard; }},
+      {"train.tensorboard_histograms",
+       "steps between histograms of every weight and gradient tensor in train.tensorboard; 0: none",
+       [](RunConfig& c) -> ValueRef { return &c.train.tensorboard_histograms; }},
       {"train.threads", "BLAS threads per rank; 0: this rank's share of its CPUs",
        [](RunConfig& c) -> ValueRef { return &c.train.threads; }},
       {"train.kernels", "cpu (OpenBLAS) or reference (plain loops, slow)",
@@ -550,6 +557,9 @@ std::vector<std::string> validate_config(const RunConfig& c) {
           fmt::format("train.bucket_mb = {}: expected a size in (0, 4096]", c.train.bucket_mb));
   require(c.train.prometheus_every >= 1,
           fmt::format("train.prometheus_every = {}: expected at least 1", c.train.prometheus_every));
+  require(c.train.tensorboard_histograms >= 0,
+          fmt::format("train.tensorboard_histograms = {}: expected 0 (none) or a number of steps",
+                      c.train.tensorboard_histograms));
   require(c.train.threads >= 0 && c.train.threads <= 4096,
           fmt::format("train.threads = {}: expected 0 (automatic) to 4096", c.train.threads));
   choice("train.kernels", c.train.kernels, {"cpu", "reference"});

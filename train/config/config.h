@@ -60,13 +60,15 @@ struct TrainConfig {
   std::string save;        // HDF5 file for the final model (rank 0); empty: none
   std::string prometheus;  // Prometheus textfile-collector file (rank 0); empty: none
   std::int64_t prometheus_every = 10;
-  int threads = 0;                 // BLAS threads per rank; 0: this rank's share of its CPUs
-  std::string kernels = "cpu";     // cpu | reference
-  std::string device = "auto";     // auto | cpu | cuda (train/steps/device.h)
-  std::string precision = "auto";  // auto | fp32 | tf32 | bf16 (the GPU's; the CPU computes in fp32)
-  int gpu = -1;                    // the visible GPU this rank drives; -1: one per rank, automatically
-  bool deterministic = false;      // GPU: the same bits on every run (the CPU path always is)
-  bool shard_optimizer = false;    // the optimizer state sharded over the ranks (ZeRO stage 1)
+  std::string tensorboard;                  // TensorBoard event folder (rank 0); empty: none
+  std::int64_t tensorboard_histograms = 0;  // steps between weight and gradient histograms; 0: none
+  int threads = 0;                          // BLAS threads per rank; 0: this rank's share of its CPUs
+  std::string kernels = "cpu";              // cpu | reference
+  std::string device = "auto";              // auto | cpu | cuda (train/steps/device.h)
+  std::string precision = "auto";           // auto | fp32 | tf32 | bf16 (the GPU's; the CPU computes in fp32)
+  int gpu = -1;                             // the visible GPU this rank drives; -1: one per rank, automatically
+  bool deterministic = false;               // GPU: the same bits on every run (the CPU path always is)
+  bool shard_optimizer = false;             // the optimizer state sharded over the ranks (ZeRO stage 1)
   std::int64_t eval_batch = 1000;
   // > 0: stop once this many steps are done (saving a checkpoint when ckpt.dir is set), as a
   // preempted job would; train.steps/epochs still define the schedule. 0: run to the end.

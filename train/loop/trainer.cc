@@ -22,6 +22,7 @@
 #include "train/loop/prometheus.h"
 #include "train/loop/step_phases.h"
 #include "train/loop/stop_votes.h"
+#include "train/loop/training_board.h"
 #include "train/models/model_file.h"
 #include "train/steps/device.h"
 #include "train/steps/model_step.h"
@@ -225,6 +226,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   BatchPrefetcher batches(*d.train, static_cast<std::uint64_t>(tc.seed), d.global_batch, comm.rank(), comm.size(),
                           start.step, total);
   MetricsWriter metrics(rank0 ? tc.metrics : "", hooks.run_id);
+  TrainingBoard board(tc.tensorboard, tc.tensorboard_histograms, rank0, out);
   PrometheusLabels prometheus_labels = hooks.prometheus;
   prometheus_labels.world_size = comm.size();
   double latest_test_accuracy = -1;
@@ -270,6 +272,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
     model.backward();
     phases.enter(TrainPhase::kAllreduce, &t.comm_wait);
     model.finish_gradients();
+    board.gradients(step + 1, model);
     // One collective: the loss sums and every rank's stop request.
     const StepLoss local = model.local_loss();
     double sums[2 + kStopVoteSlots] = {local.loss_sum, static_cast<double>(local.correct)};
@@ -302,6 +305,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
                                    tokens ? per_row : 0,
                                    t};
     metrics.write(step_metrics);
+    board.step(step_metrics, model);
     if (rank0 && hooks.stragglers)
       for (const RankSlowdown& s : hooks.stragglers()) {
         metrics.write_straggler(step + 1, s);
@@ -323,10 +327,14 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
                     static_cast<double>(steps_in_epoch * d.global_batch) / epoch_seconds};
       result.epochs.push_back(e);
       metrics.write_eval(e.epoch, e.step, e.test_loss, e.test_accuracy);
+      board.evaluation(e.step, e.test_loss, e.test_accuracy);
       latest_test_accuracy = e.test_accuracy;
       publish(step_metrics);
       const std::optional<GpuReading> gpu = rank0 && hooks.gpu ? hooks.gpu(false) : std::nullopt;
-      if (gpu) metrics.write_gpu(e.step, *gpu);
+      if (gpu) {
+        metrics.write_gpu(e.step, *gpu);
+        board.gpu(e.step, *gpu);
+      }
       if (rank0)
         out << fmt::format("epoch {:>3}  step {:>6}  train_loss {:.4f}  {}  {}  {}/s {:.0f}{}\n", e.epoch, e.step,
                            e.train_loss, terms.loss(e.test_loss, true), terms.accuracy(e.test_accuracy), terms.unit,
@@ -372,6 +380,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
   result.steps_done = step;
   phase(TrainPhase::kCheckpoint, step);
   ckpt.finish();  // waits for the write in flight; its error fails the run
+  board.close();
   model.state_to_host();
   result.parameters = *state.params;
   if (!result.stopped_early) save_model_file();

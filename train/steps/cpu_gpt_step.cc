@@ -55,6 +55,11 @@ void CpuGptStep::state_to_host() { optimizer_.state_to_host(); }
 
 std::optional<StateShard> CpuGptStep::state_shard() { return optimizer_.state_shard(model_.params()); }
 
+std::optional<std::vector<float>> CpuGptStep::global_gradients() {
+  if (optimizer_.sharded()) return std::nullopt;
+  return model_.grads();
+}
+
 void CpuGptStep::state_from_host() { optimizer_.state_from_host(); }
 
 }  // namespace slurm_train

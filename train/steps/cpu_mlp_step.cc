@@ -54,6 +54,11 @@ void CpuMlpStep::state_to_host() { optimizer_.state_to_host(); }
 
 std::optional<StateShard> CpuMlpStep::state_shard() { return optimizer_.state_shard(model_.params()); }
 
+std::optional<std::vector<float>> CpuMlpStep::global_gradients() {
+  if (optimizer_.sharded()) return std::nullopt;
+  return model_.grads();
+}
+
 void CpuMlpStep::state_from_host() { optimizer_.state_from_host(); }
 
 int blas_threads_for_rank(int configured, int local_size) {

@@ -45,6 +45,7 @@ class CpuMlpStep final : public TrainStep {
   void state_to_host() override;
   bool state_sharded() const override { return optimizer_.sharded(); }
   std::optional<StateShard> state_shard() override;
+  std::optional<std::vector<float>> global_gradients() override;
   void state_from_host() override;
 
   // Bytes of optimizer state this rank holds (sharded: its shard's).

@@ -566,6 +566,11 @@ std::vector<float> CudaGptStep::logits() { return s_->download(s_->logits, s_->l
 
 std::vector<float> CudaGptStep::gradients() { return s_->optimizer->gradients(); }
 
+std::optional<std::vector<float>> CudaGptStep::global_gradients() {
+  if (s_->optimizer->sharded()) return std::nullopt;
+  return s_->optimizer->gradients();
+}
+
 HostVector<float> CudaGptStep::parameters() { return s_->optimizer->parameters(); }
 
 }  // namespace slurm_train

@@ -81,6 +81,7 @@ class CudaGptStep final : public TrainStep {
   HostState host_state() override;
   void state_to_host() override;
   void state_from_host() override;
+  std::optional<std::vector<float>> global_gradients() override;
   bool state_sharded() const override;
   void shard_to_host() override;
   std::optional<StateShard> state_shard() override;

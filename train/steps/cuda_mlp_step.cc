@@ -347,5 +347,7 @@ void CudaMlpStep::state_from_host() { s_->optimizer->state_from_host(); }
 
 HostVector<float> CudaMlpStep::parameters() { return s_->optimizer->parameters(); }
 
+std::optional<std::vector<float>> CudaMlpStep::global_gradients() { return s_->optimizer->gradients(); }
+
 }  // namespace slurm_train
 #endif  // SLURM_TRAIN_WITH_CUDA

@@ -71,6 +71,7 @@ class CudaMlpStep final : public TrainStep {
   HostState host_state() override;
   void state_to_host() override;
   void state_from_host() override;
+  std::optional<std::vector<float>> global_gradients() override;
 
   // forward() on a batch already on the device (its x and y stay untouched until the step ends).
   void forward(const DeviceBatch& batch, std::uint64_t first_row);

@@ -87,6 +87,10 @@ class TrainStep {
   // This rank's shard of the state in host memory, as of the last shard_to_host() (host_state()'s
   // params too); nullopt when every rank holds the whole state. A view: it copies nothing.
   virtual std::optional<StateShard> state_shard() { return std::nullopt; }
+  // The gradients summed over the ranks, after finish_gradients() and before clip_gradients(),
+  // in the packed layout (a copy; a device step waits for the GPU). nullopt where this rank holds
+  // only its shard of them (the optimizer state sharded). For histograms, not for the step.
+  virtual std::optional<std::vector<float>> global_gradients() { return std::nullopt; }
 };
 
 }  // namespace slurm_train
