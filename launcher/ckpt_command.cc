@@ -38,11 +38,14 @@ int list(const std::string& dir) {
     std::cout << fmt::format("{}: no checkpoints\n", dir);
     return kExitOk;
   }
+  const auto best = read_best_marker(dir, [](const std::string& line) { std::cerr << line << "\n"; });
   std::cout << fmt::format("{:>10}  {:>10}  {:<19}  {}\n", "step", "size", "written", "status");
   for (const auto& e : entries) {
     const auto problems = verify_checkpoint_file(e.path);
-    std::cout << fmt::format("{:>10}  {:>10}  {:<19}  {}\n", e.step, human_bytes(e.bytes), local_time(e.modified),
-                             problems.empty() ? "valid" : "INVALID: " + problems.front());
+    std::cout << fmt::format(
+        "{:>10}  {:>10}  {:<19}  {}{}\n", e.step, human_bytes(e.bytes), local_time(e.modified),
+        problems.empty() ? "valid" : "INVALID: " + problems.front(),
+        best && best->step == e.step ? fmt::format("  best ({} {:.6g})", best->metric, best->value) : "");
   }
   return kExitOk;
 }
@@ -57,7 +60,7 @@ int verify(const std::string& target) {
       return kExitFailed;
     }
   } else {
-    files.push_back(target);
+    files.push_back(resolve_checkpoint_marker(target));
   }
   int failed = 0;
   for (const auto& f : files) {

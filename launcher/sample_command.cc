@@ -28,7 +28,7 @@ struct SampleArgs {
 };
 
 int sample(const SampleArgs& a) {
-  std::string path = a.checkpoint;
+  std::string path = resolve_checkpoint_marker(a.checkpoint);
   if (std::filesystem::is_directory(path)) {
     path = find_newest_valid_checkpoint(path,
                                         [](const std::string& line) { std::cerr << "slurm-train: " << line << "\n"; });
@@ -72,7 +72,8 @@ void add_sample_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<SampleArgs>();
   CLI::App* s =
       app.add_subcommand("sample", "generate text from a gpt checkpoint (the prompt, then what the model writes)");
-  s->add_option("CHECKPOINT", args->checkpoint, "checkpoint file, or a folder: its newest valid checkpoint")
+  s->add_option("CHECKPOINT", args->checkpoint,
+                "checkpoint file, a folder (its newest valid checkpoint), or a folder's marker: DIR/best or DIR/latest")
       ->required()
       ->check(CLI::ExistingPath);
   s->add_option("--prompt", args->prompt, "text to continue (its bytes are the tokens); empty: a new line")

@@ -30,7 +30,7 @@ setup() {
 }
 
 @test "gpt-tiny on 2 ranks: validation loss well below the unigram entropy; sample continues a prompt in the corpus's bytes" {
-  run bash -c "cd '$work' && srun --mpi=pmix -N1 -n2 '$BUILD/bin/slurm-train' run --config examples/gpt-tiny.toml ${TUNE[*]} --ckpt.dir ck"
+  run bash -c "cd '$work' && srun --mpi=pmix -N1 -n2 '$BUILD/bin/slurm-train' run --config examples/gpt-tiny.toml ${TUNE[*]} --ckpt.dir ck --ckpt.keep_best val_loss"
   echo "$output"
   [ "$status" -eq 0 ]
   [[ $output == *"training 842496 parameters on 2 rank(s), 200 steps"*"global batch 16 windows of 128 tokens"* ]]
@@ -61,6 +61,10 @@ setup() {
   first=$output
   run "$BUILD/bin/slurm-train" sample "$work/ck/step-00000200.h5" --prompt "The " --tokens 300 --seed 7 --quiet
   [ "$output" = "$first" ]
+  # The best checkpoint by name (ckpt.keep_best): the one its marker names.
+  run "$BUILD/bin/slurm-train" sample "$work/ck/best" --prompt "The " --tokens 300 --seed 7 --quiet
+  [ "$status" -eq 0 ]
+  [ "$output" = "$(cd "$work/ck" && "$BUILD/bin/slurm-train" sample "$(head -1 best)" --prompt "The " --tokens 300 --seed 7 --quiet)" ]
   run $PY - "$first" <<'PYEOF'
 import sys
 text = sys.argv[1][4:].encode()

@@ -185,7 +185,7 @@ std::string save_checkpoint_parallel(Comm& comm, const std::string& dir, const C
         if (temporary != tmp) throw std::logic_error("save_checkpoint_parallel: another temporary name " + temporary);
         store_shard_checksums(temporary, pieces, std::move(parts));
       });
-      record_latest_and_keep(dir, s.counters.step, keep);
+      record_latest_and_keep(dir, s.counters.step, keep, s.best);
     } catch (const std::exception& e) {
       error = e.what();
       ::unlink(tmp.c_str());

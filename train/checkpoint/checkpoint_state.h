@@ -10,9 +10,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "train/checkpoint/best_checkpoint.h"
 #include "train/io/host_vector.h"
 #include "train/models/model_file.h"
 #include "train/models/model_layout.h"
@@ -55,6 +57,9 @@ struct CheckpointState {
   // tensors are not here but where each rank keeps its shard of them.
   bool is_shard = false;
   std::string path;  // the file it was read from; not written
+  // Set when this checkpoint is the best so far (ckpt.keep_best): the folder's best marker is
+  // committed after it (checkpoint_store.h). Not in the file.
+  std::optional<BestRecord> best;
 };
 
 // /optimizer/<state> group names: PyTorch's names, so that people know them.

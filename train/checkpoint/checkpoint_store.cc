@@ -41,7 +41,8 @@ void remove_stale_temporaries(const std::string& dir) {
     const auto dot_tmp = file.find(".tmp-");
     if (dot_tmp == std::string::npos) continue;
     const std::string final_name = file.substr(0, dot_tmp);
-    if (!checkpoint_step_of(final_name) && final_name != "latest" && final_name != "restarts") continue;
+    if (!checkpoint_step_of(final_name) && final_name != "latest" && final_name != "best" && final_name != "restarts")
+      continue;
     const auto writer = temporary_writer(file, final_name);
     if (writer && temporary_is_removable(*writer)) fs::remove(entry.path(), ec);
   }
@@ -55,19 +56,77 @@ std::string save_checkpoint(const std::string& dir, const CheckpointState& state
   const std::string path = dir + "/" + name;
   commit(path, std::function<void(const std::string&)>(
                    [&](const std::string& tmp) { write_checkpoint_file(tmp, state, slow_ms); }));
-  record_latest_and_keep(dir, state.counters.step, keep);
+  record_latest_and_keep(dir, state.counters.step, keep, state.best);
   return path;
 }
 
-void record_latest_and_keep(const std::string& dir, std::uint64_t step, KeepPolicy keep) {
+void record_latest_and_keep(const std::string& dir, std::uint64_t step, KeepPolicy keep,
+                            const std::optional<BestRecord>& best) {
   commit(dir + "/latest", checkpoint_file_name(step) + "\n");
-  // The keep policy, and temporary files that a killed writer left behind (never the newest).
+  if (best) commit(dir + "/best", format_best_marker(*best));
+  // The keep policy, and temporary files that a killed writer left behind (never the newest,
+  // never the best: the marker read back, whoever wrote it).
+  const std::optional<BestRecord> kept_best = best ? best : read_best_marker(dir);
   std::vector<std::uint64_t> steps;
   for (const auto& e : list_checkpoints(dir)) steps.push_back(e.step);
   std::error_code ec;
   for (std::uint64_t old : checkpoints_to_remove(steps, keep.keep, keep.keep_every))
-    if (old != step) fs::remove(dir + "/" + checkpoint_file_name(old), ec);
+    if (old != step && !(kept_best && old == kept_best->step)) fs::remove(dir + "/" + checkpoint_file_name(old), ec);
   remove_stale_temporaries(dir);
+}
+
+namespace {
+
+std::optional<std::string> read_small_file(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec) || fs::file_size(path, ec) > 4096) return std::nullopt;
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return std::nullopt;
+  char buffer[4097];
+  const std::size_t n = std::fread(buffer, 1, sizeof buffer - 1, f);
+  std::fclose(f);
+  return std::string(buffer, n);
+}
+
+}  // namespace
+
+std::optional<BestRecord> read_best_marker(const std::string& dir,
+                                           const std::function<void(const std::string&)>& warn) {
+  const auto text = read_small_file(dir + "/best");
+  if (!text) return std::nullopt;
+  try {
+    return parse_best_marker(*text);
+  } catch (const std::invalid_argument& e) {
+    if (warn) warn(fmt::format("warning: {}/best: {}; taken as no best yet", dir, e.what()));
+    return std::nullopt;
+  }
+}
+
+std::string resolve_checkpoint_marker(const std::string& path) {
+  const fs::path p(path);
+  const std::string name = p.filename().string();
+  if (name != "best" && name != "latest") return path;
+  std::error_code ec;
+  if (fs::is_directory(p, ec)) return path;
+  const std::string dir = p.parent_path().empty() ? "." : p.parent_path().string();
+  const auto text = read_small_file(path);
+  if (!text) throw std::runtime_error(fmt::format("cannot read the checkpoint marker '{}'", path));
+  std::uint64_t step = 0;
+  if (name == "best") {
+    try {
+      step = parse_best_marker(*text).step;
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error(fmt::format("'{}': {}", path, e.what()));
+    }
+  } else {
+    const std::string first = text->substr(0, text->find('\n'));
+    const auto s = checkpoint_step_of(first);
+    if (!s) throw std::runtime_error(fmt::format("'{}' names no checkpoint (expected step-NNNNNNNN.h5)", path));
+    step = *s;
+  }
+  const std::string target = dir + "/" + checkpoint_file_name(step);
+  if (!fs::exists(target, ec)) throw std::runtime_error(fmt::format("'{}' names {}, which is not there", path, target));
+  return target;
 }
 
 std::vector<CheckpointEntry> list_checkpoints(const std::string& dir) {

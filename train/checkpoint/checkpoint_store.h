@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "train/checkpoint/best_checkpoint.h"
 #include "train/checkpoint/checkpoint_state.h"
 
 namespace slurm_train {
@@ -40,8 +41,19 @@ std::string save_checkpoint(const std::string& dir, const CheckpointState& state
                             unsigned slow_ms = 0);
 
 // Steps 3 and 4 of the protocol, once DIR/step-<step>.h5 is committed (a parallel write,
-// checkpoint_parallel.h, commits its file itself).
-void record_latest_and_keep(const std::string& dir, std::uint64_t step, KeepPolicy keep);
+// checkpoint_parallel.h, commits its file itself). With `best` (this step's checkpoint is the
+// best so far), DIR/best is committed after `latest`, before the keep policy runs; the keep
+// policy never removes the checkpoint DIR/best names.
+void record_latest_and_keep(const std::string& dir, std::uint64_t step, KeepPolicy keep,
+                            const std::optional<BestRecord>& best = std::nullopt);
+// DIR/best, or nullopt when there is none; a marker that does not parse is reported through
+// `warn` and taken as none.
+std::optional<BestRecord> read_best_marker(const std::string& dir,
+                                           const std::function<void(const std::string&)>& warn = {});
+// A path that names a checkpoint folder's marker, DIR/best or DIR/latest, as the checkpoint it
+// names (DIR/step-NNNNNNNN.h5); any other path as it is. Throws std::runtime_error when the
+// marker cannot be read or names nothing.
+std::string resolve_checkpoint_marker(const std::string& path);
 
 struct CheckpointEntry {
   std::uint64_t step = 0;

@@ -1,4 +1,5 @@
 #include "train/config/config.h"
+#include "train/checkpoint/best_checkpoint.h"
 #include "train/config/toml_workarounds.h"
 
 #include <fmt/format.h>
@@ -139,6 +140,10 @@ const std::vector<Key>& keys() {
        [](RunConfig& c) -> ValueRef { return &c.ckpt.keep; }},
       {"ckpt.keep_every", "also keep every checkpoint whose step is a multiple of K; 0: none",
        [](RunConfig& c) -> ValueRef { return &c.ckpt.keep_every; }},
+      {"ckpt.keep_best",
+       "keep the best checkpoint by this evaluation metric, test_loss, test_accuracy or train_loss (lower or higher as "
+       "its name says, or :min / :max), marked 'best' in ckpt.dir and never removed; empty: none",
+       [](RunConfig& c) -> ValueRef { return &c.ckpt.keep_best; }},
       {"ckpt.async", "write checkpoints on a background thread while training goes on",
        [](RunConfig& c) -> ValueRef { return &c.ckpt.async; }},
       {"ckpt.resume", "continue from the newest valid checkpoint in ckpt.dir when there is one (--no-resume: false)",
@@ -584,6 +589,16 @@ std::vector<std::string> validate_config(const RunConfig& c) {
   require(c.train.stop_after >= 0, fmt::format("train.stop_after = {}: expected 0 (off) or more", c.train.stop_after));
   require(c.ckpt.every >= 0, fmt::format("ckpt.every = {}: expected 0 (only at the end) or more", c.ckpt.every));
   require(c.ckpt.keep >= 0, fmt::format("ckpt.keep = {}: expected 0 (keep all) or more", c.ckpt.keep));
+  if (!c.ckpt.keep_best.empty()) {
+    require(
+        !c.ckpt.dir.empty(),
+        fmt::format("ckpt.keep_best = '{}' needs ckpt.dir, the folder that keeps the checkpoints", c.ckpt.keep_best));
+    try {
+      parse_best_metric(c.ckpt.keep_best);
+    } catch (const std::invalid_argument& e) {
+      require(false, e.what());
+    }
+  }
   require(c.ckpt.keep_every >= 0, fmt::format("ckpt.keep_every = {}: expected 0 (off) or more", c.ckpt.keep_every));
   require(c.run.straggler_threshold == 0 || (c.run.straggler_threshold > 1 && c.run.straggler_threshold <= 100),
           fmt::format("run.straggler_threshold = {}: expected a factor above 1 (1.2: 20% slower than the median), or 0 "

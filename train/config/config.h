@@ -83,6 +83,7 @@ struct CkptConfig {
   std::int64_t keep_every = 0;  // also keep every K-th step; 0: none extra
   bool async = true;            // write on a background thread while training goes on
   bool resume = true;           // continue from the newest valid checkpoint in dir
+  std::string keep_best;        // metric whose best checkpoint is kept (best_checkpoint.h); empty: none
 };
 
 // The launcher's settings: what `slurm-train run` does around the training.

@@ -39,7 +39,8 @@ bool Checkpointing::due(std::uint64_t done, bool stopping) const {
   return stopping || checkpoint_due(done, static_cast<std::uint64_t>(plan_.ckpt.every), plan_.total_steps);
 }
 
-void Checkpointing::save(std::uint64_t done, double epoch_loss, double epoch_seconds) {
+void Checkpointing::save(std::uint64_t done, double epoch_loss, double epoch_seconds,
+                         const std::optional<BestRecord>& best) {
   if (!writer_) return;
   CheckpointCounters c;
   c.step = done;
@@ -55,8 +56,8 @@ void Checkpointing::save(std::uint64_t done, double epoch_loss, double epoch_sec
   c.optimizer_steps = done;
   c.world_size = plan_.world_size;
   const auto begin = Clock::now();
-  if (plan_.together) return save_together(c, begin);
-  writer_thread_.submit([this, c, created = utc_now()](CheckpointState& s) {
+  if (plan_.together) return save_together(c, begin, best);
+  writer_thread_.submit([this, c, best, created = utc_now()](CheckpointState& s) {
     const HostState state = step_.host_state();
     s.counters = c;
     s.optimizer = plan_.optimizer;
@@ -70,11 +71,13 @@ void Checkpointing::save(std::uint64_t done, double epoch_loss, double epoch_sec
     s.host = host_;
     s.device = plan_.device;
     s.recipe = plan_.recipe;
+    s.best = best;
   });
   pending_ = {true, done, seconds_since(begin)};
 }
 
-void Checkpointing::save_together(const CheckpointCounters& c, Clock::time_point begin) {
+void Checkpointing::save_together(const CheckpointCounters& c, Clock::time_point begin,
+                                  const std::optional<BestRecord>& best) {
   const std::optional<StateShard> shard = step_.state_shard();
   if (!shard) throw std::logic_error("Checkpointing: the ranks write together but the step's state is whole");
   CheckpointState& s = shard_meta_;
@@ -88,6 +91,7 @@ void Checkpointing::save_together(const CheckpointCounters& c, Clock::time_point
   s.host = host_;
   s.device = plan_.device;
   s.recipe = plan_.recipe;
+  s.best = best;
   // Written straight from the step's buffers: nothing changes them until save returns.
   ShardData mine{shard->begin,
                  {std::span<const float>(*shard->params).subspan(shard->begin, shard->end - shard->begin),

@@ -45,8 +45,10 @@ class Checkpointing {
   // when the run stops early. Never without ckpt.dir.
   bool due(std::uint64_t done, bool stopping) const;
   // Submits the step's host state (TrainStep::state_to_host first) after `done` steps, with the
-  // epoch's running sums (the epoch line resumes from them).
-  void save(std::uint64_t done, double epoch_loss, double epoch_seconds);
+  // epoch's running sums (the epoch line resumes from them); with `best`, the folder's best
+  // marker names it once it is committed.
+  void save(std::uint64_t done, double epoch_loss, double epoch_seconds,
+            const std::optional<BestRecord>& best = std::nullopt);
   // Before the parameters next change: waits until the saved copy is taken; logs the stall.
   void wait_copied();
   // Whether the ranks write each checkpoint together (and the step's state is not gathered).
@@ -64,7 +66,7 @@ class Checkpointing {
   std::ostream& out_;
   const std::string host_;
   CheckpointState shard_meta_;  // what a checkpoint written together says besides the tensors
-  void save_together(const CheckpointCounters& c, Clock::time_point begin);
+  void save_together(const CheckpointCounters& c, Clock::time_point begin, const std::optional<BestRecord>& best);
   struct Pending {
     bool active = false;
     std::uint64_t step = 0;

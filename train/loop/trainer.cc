@@ -15,6 +15,7 @@
 #include "train/data/samples.h"
 #include "train/data/token_dataset.h"
 #include "train/io/durable_file.h"
+#include "train/loop/best_keeper.h"
 #include "train/loop/checkpointing.h"
 #include "train/loop/divergence.h"
 #include "train/loop/evaluation.h"
@@ -227,6 +228,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
                           start.step, total);
   MetricsWriter metrics(rank0 ? tc.metrics : "", hooks.run_id);
   TrainingBoard board(tc.tensorboard, tc.tensorboard_histograms, rank0, out);
+  BestKeeper best(config.ckpt.keep_best, config.ckpt.dir, comm, rank0, out);
   PrometheusLabels prometheus_labels = hooks.prometheus;
   prometheus_labels.world_size = comm.size();
   double latest_test_accuracy = -1;
@@ -328,6 +330,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
       result.epochs.push_back(e);
       metrics.write_eval(e.epoch, e.step, e.test_loss, e.test_accuracy);
       board.evaluation(e.step, e.test_loss, e.test_accuracy);
+      best.evaluated(e.step, {e.test_loss, e.test_accuracy, e.train_loss});
       latest_test_accuracy = e.test_accuracy;
       publish(step_metrics);
       const std::optional<GpuReading> gpu = rank0 && hooks.gpu ? hooks.gpu(false) : std::nullopt;
@@ -356,7 +359,8 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
                  sigabbrev_np(stop_vote.signal) ? sigabbrev_np(stop_vote.signal) : "?", stop_vote.ranks, comm.size())
           << std::flush;
     phase(TrainPhase::kCheckpoint, done);
-    if (ckpt.due(done, stop)) {
+    const std::optional<BestRecord> new_best = best.take(done);
+    if (ckpt.due(done, stop) || new_best) {
       // Every rank holds the same parameters: all of them stop here together. A sharded state
       // is written shard by shard, never gathered: in host memory, the parameters and this
       // rank's shard (shard_to_host()).
@@ -365,7 +369,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
       else
         model.state_to_host();
       if (const auto diverged = non_finite_parameters(done, *state.params)) throw TrainingDiverged(*diverged);
-      ckpt.save(done, epoch_loss, epoch_seconds);
+      ckpt.save(done, epoch_loss, epoch_seconds, new_best);
     }
     ckpt.check();  // a failed background write ends the run now, naming the path
     if (stop) {
