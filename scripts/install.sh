@@ -31,6 +31,11 @@ uninstall() {
   while IFS= read -r f; do
     rm -f "$root/$f"
     dirs+=("$(dirname "$root/$f")")
+    # What Python compiled of a module on import (as a package manager removes it too).
+    if [[ $f == *.py ]]; then
+      rm -f "$(dirname "$root/$f")/__pycache__/$(basename "$f" .py)".*.pyc
+      dirs+=("$(dirname "$root/$f")/__pycache__")
+    fi
   done <"$root/$MANIFEST"
   rm -f "$root/$MANIFEST"
   dirs+=("$(dirname "$root/$MANIFEST")")
