@@ -243,7 +243,11 @@ def _send(message):
     line = (json.dumps(message, allow_nan=False, separators=(",", ":")) + "\n").encode()
     try:
         if _pipe is None:
-            _pipe = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+            # Non-blocking open: with no supervisor left holding the pipe it fails (ENXIO) rather
+            # than waiting for a reader for ever; the writes then block as usual (a full pipe
+            # waits for the supervisor, which reads as lines come).
+            _pipe = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            os.set_blocking(_pipe, True)
         os.write(_pipe, line)
     except OSError as e:
         _pipe_broken = True
