@@ -11,6 +11,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "launcher/private_folder.h"
 #include "spank/jobenv/text.h"
 
 namespace slurm_train {
@@ -49,11 +50,7 @@ HeartbeatText parse_heartbeat(std::string_view text) {
 }
 
 HeartbeatFile::HeartbeatFile(const std::string& prefix) {
-  std::string folder = prefix + "XXXXXX";
-  if (!::mkdtemp(folder.data()))
-    throw std::runtime_error(
-        fmt::format("cannot create a folder for the heartbeat file, '{}': {}", folder, std::strerror(errno)));
-  folder_ = folder;
+  folder_ = make_private_folder(prefix, "the heartbeat file");
   path_ = folder_ + "/heartbeat";
   const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {

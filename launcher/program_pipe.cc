@@ -10,16 +10,13 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "launcher/private_folder.h"
 #include "launcher/program_message.h"
 
 namespace slurm_train {
 
 ProgramPipe::ProgramPipe(const std::string& prefix) {
-  std::string folder = prefix + "XXXXXX";
-  if (!::mkdtemp(folder.data()))
-    throw std::runtime_error(
-        fmt::format("cannot create a folder for the program's pipe, '{}': {}", folder, std::strerror(errno)));
-  folder_ = folder;
+  folder_ = make_private_folder(prefix, "the program's pipe");
   path_ = folder_ + "/pipe";
   if (::mkfifo(path_.c_str(), 0600) != 0 ||
       (fd_ = ::open(path_.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW)) < 0) {
