@@ -115,6 +115,34 @@ TEST_CASE("checkpoint file: the model alone (sample's read) keeps no optimizer s
                                           "/optimizer/exp_avg_sq/layer1.weight: checksum mismatch");
 }
 
+TEST_CASE("model file: read as serve reads it, with its recipe, checksums catching a flipped byte") {
+  TempDir dir;
+  const std::string path = dir.path + "/model.h5";
+  const CheckpointState s = sample_state(5);
+  ModelRecipe recipe;
+  recipe.activation = "gelu";
+  recipe.input_scale = 1.0 / 255;
+  recipe.mean = 0.25;
+  recipe.inv_stddev = 2.5;
+  save_model(path, s.model, s.params, s.config_toml, recipe);
+  const CheckpointState r = read_model_file(path);
+  CHECK(r.params == s.params);
+  CHECK(r.model.layers.size() == 2);
+  CHECK(r.recipe.activation == "gelu");
+  CHECK(r.recipe.mean == 0.25);
+  CHECK(r.recipe.inv_stddev == 2.5);
+  CHECK(r.config_toml == s.config_toml);
+  CHECK(r.counters.step == 0);
+  // A checkpoint reads the same way, without its optimizer state.
+  write_checkpoint_file(dir.path + "/c.h5", s);
+  const CheckpointState c = read_model_file(dir.path + "/c.h5");
+  CHECK(c.params == s.params);
+  CHECK(c.first.empty());
+  CHECK(c.counters.step == 5);
+  flip_byte(path, data_offset(path, "/model/layer2.weight") + 3);
+  testing::check_refused<CheckpointError>([&] { read_model_file(path); }, "/model/layer2.weight: checksum mismatch");
+}
+
 TEST_CASE(
     "checkpoint file: a flipped byte is reported with the file and dataset, a truncation with the file and both "
     "sizes") {

@@ -22,6 +22,11 @@ void probe_uncontained(const std::string& path, CheckpointUse use) {
     case CheckpointUse::kDescribe:
       describe_checkpoint_uncontained(path, CheckpointPass::kProbe);
       break;
+    case CheckpointUse::kModel: {
+      CheckpointState probe;
+      read_model_uncontained(path, probe, CheckpointPass::kProbe);
+      break;
+    }
   }
 }
 
@@ -33,6 +38,8 @@ const char* reader_name(CheckpointUse use) {
       return "checkpoint-verify";
     case CheckpointUse::kDescribe:
       return "checkpoint-describe";
+    case CheckpointUse::kModel:
+      return "model-read";
   }
   return "";
 }
@@ -67,6 +74,13 @@ CheckpointState read_checkpoint_model(const std::string& path) {
   return s;
 }
 
+CheckpointState read_model_file(const std::string& path) {
+  require_no_crash(path, CheckpointUse::kModel);
+  CheckpointState s;
+  read_model_uncontained(path, s, CheckpointPass::kRead);
+  return s;
+}
+
 std::vector<std::string> verify_checkpoint_file(const std::string& path) {
   try {
     require_no_crash(path, CheckpointUse::kVerify);
@@ -82,7 +96,8 @@ std::string describe_checkpoint_file(const std::string& path) {
 }
 
 bool run_checkpoint_probe(const std::string& reader, const std::string& path) {
-  for (CheckpointUse use : {CheckpointUse::kRead, CheckpointUse::kVerify, CheckpointUse::kDescribe}) {
+  for (CheckpointUse use :
+       {CheckpointUse::kRead, CheckpointUse::kVerify, CheckpointUse::kDescribe, CheckpointUse::kModel}) {
     if (reader != reader_name(use)) continue;
     try {
       probe_uncontained(path, use);

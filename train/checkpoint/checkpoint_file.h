@@ -88,6 +88,11 @@ void read_checkpoint_file(const std::string& path, CheckpointState& into, const 
 // so that no memory is allocated for it.
 CheckpointState read_checkpoint_model(const std::string& path);
 
+// The model of a model file (train.save's, model_file.h) or of a checkpoint, for a program that
+// runs it (`slurm-train serve`): its layout, parameters and, for an MLP, its recipe; checksums
+// are checked where the file stores them (every file this program writes does), and the
+// file is read in a child process first, as above. Throws CheckpointError naming the file.
+CheckpointState read_model_file(const std::string& path);
 // Every problem of the file, one line each (empty: valid): each dataset's checksum, found by
 // walking the file, and that the file reads back as a checkpoint.
 std::vector<std::string> verify_checkpoint_file(const std::string& path);
@@ -97,8 +102,8 @@ std::string describe_checkpoint_file(const std::string& path);
 
 // What the readers above run first in a separate process (crash_contained.h): everything libhdf5
 // parses, not the tensors' bytes. In that process, run_checkpoint_probe runs the one `reader`
-// names ("checkpoint-read", "-verify", "-describe") and returns true; false for another name.
-enum class CheckpointUse { kRead, kVerify, kDescribe };
+// names ("checkpoint-read", "-verify", "-describe", "model-read") and returns true; false for another name.
+enum class CheckpointUse { kRead, kVerify, kDescribe, kModel };
 bool run_checkpoint_probe(const std::string& reader, const std::string& path);
 
 }  // namespace slurm_train

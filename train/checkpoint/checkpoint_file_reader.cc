@@ -266,7 +266,7 @@ T read_scalar(hid_t file, const std::string& name, const std::string& path) {
 // Contiguous datasets (ours) are read straight from the file (`reader`); others through HDF5. A
 // probe (into may be null) reads only what libhdf5 parses.
 void read_tensor(hid_t file, TensorReader* reader, const std::string& name, const std::vector<hsize_t>& shape,
-                 float* into, const std::string& path, CheckpointPass pass) {
+                 float* into, const std::string& path, CheckpointPass pass, bool crc_required = true) {
   const std::string where = fmt::format("{}: dataset {}", path, name);
   try {
     if (!h5::has_dataset(file, name)) throw CheckpointError(where + " is missing");
@@ -277,7 +277,8 @@ void read_tensor(hid_t file, TensorReader* reader, const std::string& name, cons
       throw CheckpointError(
           fmt::format("{}: holds {}; expected float32 [{}]", where, found.describe(), fmt::join(shape, ", ")));
     require_stored(set, found, sizeof(float), where);
-    const std::uint32_t stored = read_crc_attribute(set, where);
+    const bool checksummed = crc_required || H5Aexists(set, "crc32") > 0;
+    const std::uint32_t stored = checksummed ? read_crc_attribute(set, where) : 0;
     const std::size_t bytes = *h5::byte_count(shape, sizeof(float));
     if (probe_skips(pass, set)) return;
     const haddr_t offset = H5Dget_offset(set);
@@ -299,7 +300,7 @@ void read_tensor(hid_t file, TensorReader* reader, const std::string& name, cons
       if (bytes > 0) H5_CHECK(H5Dread(set, H5T_IEEE_F32LE, H5S_ALL, H5S_ALL, H5P_DEFAULT, into), where);
       actual = crc32_of(into, bytes);
     }
-    if (stored != actual)
+    if (checksummed && stored != actual)
       throw CheckpointError(
           fmt::format("{}: checksum mismatch (crc32 stored {:08x}, data {:08x})", where, stored, actual));
   } catch (const h5::Error& e) {
@@ -489,6 +490,39 @@ void read_checkpoint_uncontained(const std::string& path, CheckpointState& s, co
                 read_scalar<std::remove_reference_t<decltype(s.counters.*member)>>(file, f.path(), path);
           },
           f.member);
+  } catch (const h5::Error& e) {
+    throw CheckpointError(e.what());
+  }
+}
+
+void read_model_uncontained(const std::string& path, CheckpointState& s, CheckpointPass pass) {
+  bool checkpoint = false;
+  {
+    h5::Handle file = open_checkpoint(path);
+    checkpoint = H5Lexists(file, "/optimizer", H5P_DEFAULT) > 0;
+  }
+  if (checkpoint) return read_checkpoint_uncontained(path, s, nullptr, pass, /*optimizer_state=*/false);
+  h5::Handle file = open_checkpoint(path);
+  const std::unique_ptr<TensorReader> reader = tensor_reader(path, pass);
+  s = CheckpointState{};
+  s.path = path;
+  s.format_version = 0;
+  try {
+    if (H5Lexists(file, "/meta", H5P_DEFAULT) > 0) {
+      const std::string meta_where = path + ": /meta";
+      h5::Handle meta(H5_CHECK(H5Gopen2(file, "/meta", H5P_DEFAULT), meta_where));
+      if (H5Aexists(meta, "program_version") > 0)
+        s.program_version = read_string_attribute(meta, "program_version", meta_where);
+      if (H5Aexists(meta, "config") > 0) s.config_toml = read_string_attribute(meta, "config", meta_where);
+    }
+    s.model = read_model_layout(file, path);
+    if (s.model.kind == "mlp") s.recipe = read_model_recipe(file, s.model.layers, path);
+    const bool reading = pass == CheckpointPass::kRead;
+    if (reading) resize_in_huge_pages(s.params, s.model.parameters());
+    // Model files from before they carried checksums have none: their bytes are read unchecked.
+    for (const ParamTensor& t : s.model.tensors)
+      read_tensor(file, reader.get(), "/model/" + t.name, std::vector<hsize_t>(t.shape.begin(), t.shape.end()),
+                  reading ? &s.params[t.offset] : nullptr, path, pass, /*crc_required=*/false);
   } catch (const h5::Error& e) {
     throw CheckpointError(e.what());
   }

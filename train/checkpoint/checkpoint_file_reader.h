@@ -24,6 +24,9 @@ enum class CheckpointPass { kProbe, kRead, kChecksums };
 // leaves `s.first` and `s.second` empty.
 void read_checkpoint_uncontained(const std::string& path, CheckpointState& s, const ModelLayout* expected,
                                  CheckpointPass pass, bool optimizer_state = true);
+// The model alone, from a checkpoint (as read_checkpoint_uncontained without optimizer_state) or
+// from a model file (train.save's, model_file.h: /model, its recipe, /meta's version and config).
+void read_model_uncontained(const std::string& path, CheckpointState& s, CheckpointPass pass);
 // Every problem of the file, one line each (empty: valid).
 std::vector<std::string> verify_checkpoint_uncontained(const std::string& path, CheckpointPass pass);
 // `ckpt show`'s text.

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "train/io/crc32.h"
 #include "train/io/durable_file.h"
 #include "train/io/h5.h"
 
@@ -60,6 +61,13 @@ void save_model(const std::string& path, const ModelLayout& model, std::span<con
     for (const ParamTensor& t : model.tensors) {
       const std::vector<hsize_t> shape(t.shape.begin(), t.shape.end());
       h5::write_float32(group, t.name, shape, &params[t.offset], tmp);
+      // The checkpoints' checksum (checkpoint_file.h), so that a reader finds a damaged model file.
+      h5::Handle set(H5_CHECK(H5Dopen2(group, t.name.c_str(), H5P_DEFAULT), tmp + ":" + t.name));
+      h5::Handle space(H5_CHECK(H5Screate(H5S_SCALAR), tmp));
+      h5::Handle attr(
+          H5_CHECK(H5Acreate2(set, "crc32", H5T_STD_U32LE, space, H5P_DEFAULT, H5P_DEFAULT), tmp + ":" + t.name));
+      const std::uint32_t crc = crc32_update(0, &params[t.offset], t.size * sizeof(float));
+      H5_CHECK(H5Awrite(attr, H5T_NATIVE_UINT32, &crc), tmp + ":" + t.name);
     }
     write_model_recipe(file, model, recipe, tmp);
     h5::Handle meta(H5_CHECK(H5Gcreate2(file, "/meta", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), tmp));

@@ -1,7 +1,7 @@
 // The trained model as an HDF5 file any tool reads: /model/<tensor> float32 datasets (the MLP's
 // layerN.weight [out, in] and layerN.bias [out]; the GPT's GPT-2 names and shapes, train/models/gpt.h),
-// and /meta attributes with the configuration and program version. Written by rank 0 through a
-// temporary file and a rename.
+// (each with the checkpoints' crc32 attribute, checkpoint_file.h) and /meta attributes with the
+// configuration and program version. Written by rank 0 through a temporary file and a rename.
 //
 // The file (and every checkpoint) also carries what running the model needs besides its
 // weights, so that it is usable without the training set or this program:
