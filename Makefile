@@ -49,7 +49,8 @@ ifeq ($(HAVE_PKG_CONFIG),yes)
              $(if $(call pc_ok,openblas),,libopenblas-dev) \
              $(if $(call pc_ok,fmt),,libfmt-dev) \
              $(if $(call pc_ok,libcrypto),,libssl-dev) \
-             $(if $(call pc_ok,munge),,libmunge-dev)
+             $(if $(call pc_ok,munge),,libmunge-dev) \
+             $(if $(call pc_ok,cpp-httplib),,libcpp-httplib-dev)
 else
   MISSING := pkg-config
 endif
@@ -66,8 +67,8 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 
 # ---- flags ----------------------------------------------------------------------------------
 # libcrypto (HMAC-SHA-256 of the watchdog's frames) is OpenSSL's, which HDF5 already loads;
-# libmunge proves a task's user to task 0 (launcher/munge_auth.h).
-PKGS := ompi-c hdf5-openmpi openblas fmt libcrypto munge
+# libmunge proves a task's user to task 0 (launcher/munge_auth.h); cpp-httplib is `serve`'s HTTP.
+PKGS := ompi-c hdf5-openmpi openblas fmt libcrypto munge cpp-httplib
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -93,7 +94,7 @@ LIBS = $(PKG_LIBS) -lz
 JOBENV_SRC   := $(wildcard spank/jobenv/*.cc)
 PLUGIN_SRC   := $(wildcard spank/*.cc)
 ENGINE_SRC   := $(wildcard train/*/*.cc kernels/cpu/*.cc)
-LAUNCHER_SRC := $(filter-out launcher/main.cc,$(wildcard launcher/*.cc))
+LAUNCHER_SRC := $(filter-out launcher/main.cc,$(wildcard launcher/*.cc serve/*.cc))
 CUDA_SRC     := $(if $(NVCC),$(wildcard kernels/cuda/*.cu))
 UNIT_SRC     := $(wildcard test/unit/*.cc)
 CUDA_TEST_SRC := $(if $(CUDA_SRC),$(wildcard test/cuda/*.cc test/cuda/*.cu))

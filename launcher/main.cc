@@ -14,6 +14,7 @@
 #include "launcher/plot_command.h"
 #include "launcher/run_command.h"
 #include "launcher/sample_command.h"
+#include "launcher/serve_command.h"
 #include "launcher/srun_command.h"
 #include "launcher/submit_command.h"
 #include "train/io/contained_reads.h"
@@ -41,6 +42,7 @@ int main(int argc, char** argv) {
   slurm_train::add_doctor_command(app, exit_code);
   slurm_train::add_ckpt_command(app, exit_code);
   slurm_train::add_sample_command(app, exit_code);
+  slurm_train::add_serve_command(app, exit_code);
   slurm_train::add_srun_command(app, exit_code, srun_line);
   try {
     app.parse(argc, argv);
@@ -61,8 +63,9 @@ int main(int argc, char** argv) {
     return slurm_train::kExitFailed;
   }
   if (app.get_subcommands().empty()) {
-    std::cerr << app.help()
-              << "slurm-train: a subcommand is required (run, exec, srun, data, submit, plot, doctor, ckpt, sample)\n";
+    std::cerr
+        << app.help()
+        << "slurm-train: a subcommand is required (run, exec, srun, data, submit, plot, doctor, ckpt, sample, serve)\n";
     return slurm_train::kExitUsage;
   }
   return exit_code;

@@ -1,0 +1,221 @@
+#include "launcher/serve_command.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sched.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <system_error>
+#include <thread>
+
+#include "launcher/cli_validators.h"
+#include "launcher/exit_codes.h"
+#include "serve/bearer_token.h"
+#include "serve/model_server.h"
+#include "train/checkpoint/checkpoint_file.h"
+#include "train/checkpoint/checkpoint_store.h"
+#include "train/models/cuda_gpt_sampler.h"
+#include "train/steps/device.h"
+
+namespace slurm_train {
+
+namespace {
+
+struct ServeArgs {
+  std::string model;
+  ServeOptions options;
+  std::string device = "auto";
+  int threads = 0;
+  std::string token_file;
+  double batch_wait_ms = 2;
+};
+
+// The CPUs this task may use: what Slurm bound it to, else the machine's.
+int usable_cpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+std::string node_name() {
+  if (const char* n = std::getenv("SLURMD_NODENAME"); n && *n) return n;
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) return "localhost";
+  return host;
+}
+
+std::string model_path(const std::string& given) {
+  std::string path = resolve_checkpoint_marker(given);
+  if (!std::filesystem::is_directory(path)) return path;
+  path =
+      find_newest_valid_checkpoint(path, [](const std::string& line) { std::cerr << "slurm-train: " << line << "\n"; });
+  if (path.empty())
+    throw std::runtime_error(fmt::format("{}: no valid checkpoint (step-<8 digits>.h5) in this folder", given));
+  return path;
+}
+
+ServedModel load(const ServeArgs& a, int threads) {
+  ServedModel m;
+  m.file = model_path(a.model);
+  CheckpointState s = read_model_file(m.file);
+  m.kind = s.model.kind;
+  m.step = s.counters.step;
+  if (s.model.kind == "mlp") {
+    if (a.device == "cuda")
+      throw std::runtime_error(fmt::format(
+          "serve --device cuda: {} holds a classifier (an mlp), which serve runs on the CPU; use --device cpu or auto",
+          m.file));
+    m.device = "cpu";
+    m.classifier = std::make_unique<Classifier>(s.model, s.params, s.recipe, threads);
+    return m;
+  }
+  check_sample_inputs(s.model.gpt, SampleOptions{});
+  const CudaProbe probe = a.device == "cpu" ? CudaProbe{} : probe_cuda();
+  const bool on_gpu = a.device != "cpu" && probe.devices > 0;
+  if (a.device == "cuda" && !on_gpu)
+    throw std::runtime_error(fmt::format("serve --device cuda: no usable GPU: {}", probe.problem));
+  if (on_gpu) {
+    m.device = fmt::format("cuda:0 ({})", probe.names.empty() ? "" : probe.names[0]);
+    m.decoders.push_back(make_cuda_gpt_decoder(s.model.gpt, s.params, 0));
+  } else {
+    // One text at a time each: as many at once as there are threads.
+    m.device = "cpu";
+    for (int i = 0; i < threads; ++i) m.decoders.push_back(std::make_unique<GptSampler>(s.model.gpt, s.params));
+  }
+  return m;
+}
+
+// SIGTERM and SIGINT: the handler writes the signal's number to a pipe, which a thread of ours
+// reads to stop the server. A handler, not sigwait(): OpenBLAS starts its threads when it is
+// loaded, before main, with every signal unblocked, and any of them may receive the signal.
+int g_stop_pipe[2] = {-1, -1};
+
+extern "C" void on_stop_signal(int sig) {
+  const int saved = errno;
+  const unsigned char byte = static_cast<unsigned char>(sig);
+  [[maybe_unused]] const ssize_t n = write(g_stop_pipe[1], &byte, 1);
+  errno = saved;
+}
+
+int serve(const ServeArgs& a) {
+  if (pipe2(g_stop_pipe, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe2");
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  for (int sig : {SIGTERM, SIGINT})
+    if (sigaction(sig, &action, nullptr) != 0) throw std::system_error(errno, std::generic_category(), "sigaction");
+
+  ServeOptions options = a.options;
+  if (!a.token_file.empty()) options.token = read_token_file(a.token_file);
+  options.batching.max_wait = std::chrono::microseconds(static_cast<long long>(a.batch_wait_ms * 1000));
+  const int threads = a.threads > 0 ? a.threads : usable_cpus();
+  ServedModel model = load(a, threads);
+  const std::string file = model.file, kind = model.kind, device = model.device;
+  const std::uint64_t step = model.step;
+  ModelServer server(options, std::move(model));
+  const int port = server.bind();
+
+  const std::string node = node_name();
+  const bool loopback = options.host == "127.0.0.1" || options.host == "localhost" || options.host == "::1";
+  const bool any = options.host == "0.0.0.0" || options.host == "::";
+  const std::string url_host =
+      any ? node : (options.host.find(':') != std::string::npos ? "[" + options.host + "]" : options.host);
+  std::string where = fmt::format("node {}", node);
+  if (const char* job = std::getenv("SLURM_JOB_ID")) where += fmt::format(", job {}", job);
+  std::cout << fmt::format("slurm-train serve: {} ({}{}, on {}) at http://{}:{} ({}){}\n", file, kind,
+                           step ? fmt::format(", step {}", step) : "", device, url_host, port, where,
+                           options.token.empty() ? "" : ", bearer token required")
+            << std::flush;
+  if (loopback)
+    std::cout << fmt::format(
+                     "slurm-train serve: listening on the loopback address only; from another machine: "
+                     "ssh -N -L {}:127.0.0.1:{} {}, or serve --host 0.0.0.0 (with --token-file)\n",
+                     port, port, node)
+              << std::flush;
+
+  std::atomic<int> stopped_by{0};
+  std::thread signals([&] {
+    unsigned char byte = 0;
+    ssize_t n;
+    while ((n = read(g_stop_pipe[0], &byte, 1)) < 0 && errno == EINTR) {
+    }
+    if (n != 1 || byte == 0) return;  // 0: serve() returned by itself
+    stopped_by = byte;
+    std::cerr << fmt::format("slurm-train serve: {}: answering the requests in flight, then stopping\n",
+                             sigabbrev_np(byte) ? fmt::format("SIG{}", sigabbrev_np(byte)) : std::to_string(byte));
+    server.stop();
+  });
+  server.serve();
+  if (!stopped_by) {
+    const unsigned char zero = 0;
+    [[maybe_unused]] const ssize_t n = write(g_stop_pipe[1], &zero, 1);
+  }
+  signals.join();
+  if (!stopped_by) throw std::runtime_error(fmt::format("the server on port {} stopped unexpectedly", port));
+  std::cerr << "slurm-train serve: stopped\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app, int& exit_code) {
+  auto a = std::make_shared<ServeArgs>();
+  CLI::App* s = app.add_subcommand(
+      "serve", "serve a trained model over HTTP: POST /predict (classifier), POST /generate (gpt), /health, /metrics");
+  s->add_option("MODEL_OR_CHECKPOINT", a->model,
+                "model file (train.save), checkpoint, a checkpoint folder (its newest valid one) or its marker: "
+                "DIR/best or DIR/latest")
+      ->required()
+      ->check(CLI::ExistingPath);
+  s->add_option("--port", a->options.port, "TCP port; 0: any free one (printed)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  s->add_option("--host", a->options.host,
+                "address to listen on; the default, 127.0.0.1, lets only this node's users in; 0.0.0.0: every "
+                "address (use --token-file)")
+      ->capture_default_str();
+  s->add_option("--device", a->device,
+                "auto: a GPT on the first visible GPU when there is one, else the CPU; cpu; cuda")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  s->add_option("--threads", a->threads,
+                "compute threads: the classifier's matrix products, or texts generated at once on the CPU; 0: the CPUs "
+                "this task may use")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1024));
+  s->add_option("--token-file", a->token_file,
+                "file (mode 600, yours) whose first line is the bearer token every request must carry; without: no "
+                "authentication")
+      ->check(CLI::ExistingFile);
+  s->add_option("--connections", a->options.connections, "connections served at once (a thread each)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  s->add_option("--max-body", a->options.max_body, "largest request body, bytes (413 above)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1024}, std::size_t{1} << 30));
+  s->add_option("--max-rows", a->options.limits.max_rows, "rows one /predict may send")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  s->add_option("--max-tokens", a->options.limits.max_tokens, "tokens one /generate may ask for")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
+  s->add_option("--batch-rows", a->options.batching.max_rows, "most rows of /predict requests run together")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  s->add_option("--batch-wait-ms", a->batch_wait_ms,
+                "longest wait for more requests to batch, while some are on their way; 0: never wait")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1000.0));
+  s->callback([a, &exit_code] { exit_code = serve(*a); });
+}
+
+}  // namespace slurm_train
