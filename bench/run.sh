@@ -32,6 +32,10 @@
 #      MLP on 2 ranks survives 8 faults of mixed kinds at random steps (ranks killed or stopped,
 #      nodes killed or cut off) on spare nodes: each recovery time, the steps lost, the effective
 #      training time, and the final parameters against an uninterrupted run's.
+#  10. Serving (bench/serve.sh): `slurm-train serve` against a Flask + PyTorch service of the same
+#      model (bench/flask_serve.py), the same client (build/bench/serve_load: 8 keep-alive
+#      connections POSTing one test image to /predict back to back) on the loopback address:
+#      requests/s and p50/p99 latency.
 # Targets: one table, bench/targets.tsv. Every figure is saved (bench/results.sh) to the results
 # file BENCH_BASELINE names (default build/bench/last-results.tsv) and compared with what the
 # previous run saved there (bench/compare.py): a figure more than 20% worse than before is marked
@@ -63,7 +67,7 @@ export BENCH_RESULTS=$BUILD/bench/results-$$.tsv
 
 die() { echo "bench: $*" >&2; exit 1; }
 [[ -x $BUILD/bench/train_step ]] || die "build $BUILD/bench first (make bench)"
-"$ROOT/scripts/install-deps.sh" python3-torch python3-h5py python3-numpy  # the peer's, when missing
+"$ROOT/scripts/install-deps.sh" python3-torch python3-h5py python3-numpy python3-flask  # the peers', when missing
 "$PYTHON" -c "import torch, h5py" 2>/dev/null || die "$PYTHON cannot import torch and h5py (apt-get install python3-torch python3-h5py)"
 
 coretype_was=${OPENBLAS_CORETYPE-unset} l2_was=${OPENBLAS_L2_SIZE-unset}
@@ -178,6 +182,9 @@ parallel_checkpoint_row=$(BUILD=$BUILD "$ROOT/bench/checkpoint_parallel.sh")
 echo "   restarts inside the job: one job through 8 faults on spare nodes, on the local cluster"
 # Its rows say what failed (DIFFERENT, NOT MET); the other figures stand.
 chaos_rows=$(CHAOS_BENCH_ROWS=1 BUILD=$BUILD "$ROOT/bench/chaos.sh") || true
+echo "   serving: slurm-train serve against Flask + PyTorch, the same model and client, on the loopback address"
+serve_rows=$(SERVE_BENCH_ROWS=1 BUILD=$BUILD "$ROOT/bench/serve.sh") ||
+  serve_rows="serve: bench/serve.sh failed (its message is above): no figures"
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
 # verdict KEY VALUE PEER: "met" or "NOT MET" against bench/targets.tsv; target KEY: its bound.
@@ -236,6 +243,7 @@ for n in 2 4; do
 done
 echo "$parallel_checkpoint_row"
 echo "$chaos_rows"
+echo "$serve_rows"
 echo
 echo "GFLOP/s of a step = its GEMM work / step time; GEMM work = 2 B sum(in*out) forward + the same for"
 echo "the weight gradients + the same less the first layer for the input gradients = $wide_step_gflop GFLOP"
