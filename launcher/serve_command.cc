@@ -86,9 +86,10 @@ ServedModel load(const ServeArgs& a, int threads) {
     m.device = fmt::format("cuda:0 ({})", probe.names.empty() ? "" : probe.names[0]);
     m.decoders.push_back(make_cuda_gpt_decoder(s.model.gpt, s.params, 0));
   } else {
-    // One text at a time each: as many at once as there are threads.
+    // One text at a time each: as many at once as there are threads, on one copy of the weights.
     m.device = "cpu";
-    for (int i = 0; i < threads; ++i) m.decoders.push_back(std::make_unique<GptSampler>(s.model.gpt, s.params));
+    const auto params = std::make_shared<const HostVector<float>>(std::move(s.params));
+    for (int i = 0; i < threads; ++i) m.decoders.push_back(std::make_unique<GptSampler>(s.model.gpt, params));
   }
   return m;
 }

@@ -16,8 +16,9 @@
 #       on the CPU (and saying so); and the GPT (examples/gpt-tiny.toml on the fortunes corpus's
 #       tokens, 200 steps): bf16 on the GPU learns (validation bits per byte under 0.8 x the
 #       unigram entropy), fp32 deterministic against the CPU step by step (losses within 1e-3
-#       relative), stopped at step 100 and resumed (the same bits), and `slurm-train sample
-#       --device cuda` from its checkpoint against the CPU's greedy text; and GPT-2 124M's GPU
+#       relative), stopped at step 100 and resumed (the same bits), `slurm-train sample
+#       --device cuda` from its checkpoint against the CPU's greedy text, and `slurm-train serve
+#       --device cuda`'s /generate against sample's; and GPT-2 124M's GPU
 #       step against its CPU step, 3 steps of 2 x 1024 tokens (gpu_check gpt-vs-cpu; losses within
 #       1e-4 relative in fp32, 2e-2 in bf16);
 #   (d) the GEMM-bound MLP (4 layers 4096 x 4096, batch 4096, bf16): the engine's step against
@@ -386,9 +387,44 @@ check_gpt_runs() {
     else
       record "GPT sample on the $device" FAIL "exit $s1 / $s2 (see $work/sample-*.log)"
     fi
+    # `serve` on the GPU: /generate writes what sample wrote with the same decoder.
+    served=$(serve_generate "$work/gpt-ck" "$device" '{"prompt": "The ", "tokens": 120, "temperature": 0}')
+    s3=$?
+    if [ "$s1" -eq 0 ] && [ "$s3" -eq 0 ] && [ "The $served" = "$gpu_text" ]; then
+      record "GPT serve /generate on the $device" PASS "the greedy text of sample on the $device"
+    else
+      record "GPT serve /generate on the $device" FAIL "exit $s3, text '${served:0:40}...' (see $work/serve.log)"
+    fi
   fi
 }
 
+
+# serve_generate CHECKPOINT DEVICE BODY: `slurm-train serve` of CHECKPOINT on DEVICE, a free port
+# of the loopback address; prints the text of its answer to POST /generate BODY, then stops it.
+serve_generate() {
+  local log=$work/serve.log pid port="" text status=0
+  "${launch[@]}" "$slurm_train" serve "$1" --device "$2" --port 0 >"$log" 2>&1 &
+  pid=$!
+  for _ in $(seq 300); do
+    port=$(sed -n 's|.* at http://127.0.0.1:\([0-9]*\) .*|\1|p' "$log")
+    [ -n "$port" ] || ! kill -0 "$pid" 2>/dev/null && break
+    sleep 0.2
+  done
+  if [ -z "$port" ]; then
+    kill "$pid" 2>/dev/null
+    return 1
+  fi
+  text=$("$PYTHON" - "$port" "$3" <<'EOF2'
+import json, sys, urllib.request
+answer = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/generate", sys.argv[2].encode(), timeout=120)
+sys.stdout.write(json.load(answer)["text"])
+EOF2
+) || status=1
+  kill -TERM "$pid" 2>/dev/null
+  wait "$pid" || status=1
+  printf '%s' "$text"
+  return "$status"
+}
 
 # value KEY LOG FIELD: FIELD's value on LOG's last line that starts with KEY (gpu_check's and the
 # PyTorch peers' key=value lines).

@@ -243,6 +243,7 @@ void ModelServer::Impl::generate(const httplib::Request& req, httplib::Response&
     throw RequestError(400, e.what());
   }
   const std::string text = decoders.with_decoder([&](GptDecoder& d) { return sample_text(d, r.prompt, r.options); });
+  metrics.generated(r.options.tokens);
   const nlohmann::json body{{"text", text},
                             {"base64", base64(text)},
                             {"tokens", r.options.tokens},

@@ -66,6 +66,11 @@ void ServeMetrics::batch(int rows) {
   observe(batches_, kBatchBounds, rows);
 }
 
+void ServeMetrics::generated(int tokens) {
+  std::lock_guard lock(mutex_);
+  generated_tokens_ += static_cast<std::uint64_t>(tokens);
+}
+
 void ServeMetrics::render(std::string& out, std::string_view name, std::string_view labels, const Histogram& h,
                           const std::vector<double>& bounds) {
   const std::string sep = labels.empty() ? "" : ",";
@@ -106,6 +111,10 @@ std::string ServeMetrics::prometheus() const {
       "# HELP slurm_train_serve_batch_rows Rows of /predict run through the model together.\n"
       "# TYPE slurm_train_serve_batch_rows histogram\n";
   render(out, "slurm_train_serve_batch_rows", "", batches_, kBatchBounds);
+  out +=
+      "# HELP slurm_train_serve_generated_tokens_total Tokens written by /generate.\n"
+      "# TYPE slurm_train_serve_generated_tokens_total counter\n";
+  out += fmt::format("slurm_train_serve_generated_tokens_total {}\n", generated_tokens_);
   return out;
 }
 

@@ -2,6 +2,7 @@
 //   slurm_train_serve_requests_total{path, status}      counter
 //   slurm_train_serve_request_seconds{path}             histogram: from the request routed to its answer
 //   slurm_train_serve_batch_rows                        histogram: rows a /predict batch ran
+//   slurm_train_serve_generated_tokens_total            counter: tokens /generate wrote
 //   slurm_train_serve_requests_in_flight                gauge
 //   slurm_train_serve_model_info{kind, file, step}      1
 // The path label is one of the served paths or "other", so that a client cannot create series
@@ -31,6 +32,7 @@ class ServeMetrics {
   // before it was routed, as a body over the limit is, and never started: counted, not timed).
   void request_finished(std::string_view path, int status, double seconds);
   void batch(int rows);
+  void generated(int tokens);
 
   std::string prometheus() const;
 
@@ -51,6 +53,7 @@ class ServeMetrics {
   std::map<std::string, Histogram> latency_;
   Histogram batches_;
   std::int64_t in_flight_ = 0;
+  std::uint64_t generated_tokens_ = 0;
 };
 
 }  // namespace slurm_train

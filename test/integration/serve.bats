@@ -93,6 +93,8 @@ start_server() {
     text=$("$PY" -c 'import base64, json, sys; sys.stdout.buffer.write(base64.b64decode(json.loads(sys.argv[1])["base64"]))' "${output#200 }")
     [ "Q: $text" = "$expected" ]
   done
+  run "$PY" "$CHECK" request "$PORT" GET /metrics
+  grep -q '^slurm_train_serve_generated_tokens_total 240$' <<<"${output#200 }"
   run "$PY" "$CHECK" request "$PORT" POST /generate '{"prompt": "Q: ", "tokens": 5000}'
   [[ $output == "413 "* ]]
   grep -q 'at most 1024' <<<"$output"
@@ -166,7 +168,13 @@ start_server() {
   "$PY" "$CHECK" request "$port" POST /generate '{"prompt": "Q: ", "tokens": 1024, "seed": 3}' \
     "$(cat "$SERVE_TOKEN_FILE")" >answer &
   client=$!
-  sleep 0.5
+  # Once it is in flight (beside the request that asks):
+  for _ in $(seq 100); do
+    run "$PY" "$CHECK" request "$port" GET /metrics "" "$(cat "$SERVE_TOKEN_FILE")"
+    grep -q '^slurm_train_serve_requests_in_flight 2$' <<<"${output#200 }" && break
+    sleep 0.1
+  done
+  grep -q '^slurm_train_serve_requests_in_flight 2$' <<<"${output#200 }"
   scancel "$job"
   wait "$client"
   [[ $(cat answer) == "200 "* ]]

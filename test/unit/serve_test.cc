@@ -66,7 +66,8 @@ TEST_CASE("serve request: /generate fields, defaults and bounds") {
   const GenerateRequest d = parse_generate_request(R"({"prompt": "Hi"})", kLimits);
   CHECK(d.prompt == "Hi");
   CHECK(d.options.tokens == 100);  // sample's 256, bounded by the limit
-  CHECK(parse_generate_request(R"({"prompt": ""})", RequestLimits{0, 1, 1000}).options.tokens == SampleOptions{}.tokens);
+  CHECK(parse_generate_request(R"({"prompt": ""})", RequestLimits{0, 1, 1000}).options.tokens ==
+        SampleOptions{}.tokens);
   const GenerateRequest r = parse_generate_request(
       R"({"prompt": "a\u00e9", "tokens": 100, "temperature": 0, "seed": 18446744073709551615, "top_k": 5})", kLimits);
   CHECK(r.prompt == "a\xc3\xa9");
@@ -184,6 +185,8 @@ TEST_CASE("serve metrics: counters by path and status, histograms, unknown paths
   m.request_finished("/no/such/path", 404, 0.0001);
   m.request_finished("/predict", 413, -1);  // refused before routing: counted, not timed
   m.batch(3);
+  m.generated(120);
+  m.generated(7);
   const std::string text = m.prometheus();
   CHECK(text.find("slurm_train_serve_model_info{kind=\"mlp\",file=\"/m \\\"x\\\".h5\",step=\"40\"} 1") !=
         std::string::npos);
@@ -197,6 +200,7 @@ TEST_CASE("serve metrics: counters by path and status, histograms, unknown paths
   CHECK(text.find("slurm_train_serve_batch_rows_bucket{le=\"2\"} 0\n") != std::string::npos);
   CHECK(text.find("slurm_train_serve_batch_rows_bucket{le=\"4\"} 1\n") != std::string::npos);
   CHECK(text.find("slurm_train_serve_requests_in_flight 0\n") != std::string::npos);
+  CHECK(text.find("slurm_train_serve_generated_tokens_total 127\n") != std::string::npos);
 }
 
 TEST_CASE("bearer token: only the owner's file, only the exact token") {

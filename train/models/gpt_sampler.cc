@@ -110,13 +110,26 @@ void GptDecoder::check_feed(const GptConfig& config, int position, int token) {
                     config.block));
 }
 
-GptSampler::GptSampler(const GptConfig& config, std::span<const float> params) : config_(config) {
+namespace {
+
+std::shared_ptr<const HostVector<float>> copy_of(std::span<const float> params) {
+  auto copy = std::make_shared<HostVector<float>>();
+  copy->assign(params.begin(), params.end());
+  return copy;
+}
+
+}  // namespace
+
+GptSampler::GptSampler(const GptConfig& config, std::span<const float> params) : GptSampler(config, copy_of(params)) {}
+
+GptSampler::GptSampler(const GptConfig& config, std::shared_ptr<const HostVector<float>> params)
+    : config_(config), params_(std::move(params)) {
   const auto layout = gpt_layout(config);
-  check_parameters(config, params.size());
-  params_.assign(params.begin(), params.end());
+  if (!params_) throw std::invalid_argument("gpt sampler: no parameters");
+  check_parameters(config, params_->size());
   const auto tensor = [&](const std::string& name) -> const float* {
     for (const auto& t : layout)
-      if (t.name == name) return params_.data() + t.offset;
+      if (t.name == name) return params_->data() + t.offset;
     throw std::logic_error("gpt sampler: no tensor " + name + " in the layout");
   };
   wte_ = tensor("wte");

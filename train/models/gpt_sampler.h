@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,6 +55,9 @@ class GptSampler final : public GptDecoder {
   // params: packed in gpt_layout(config) order, as Gpt::params(); copied. Throws
   // std::invalid_argument when their count does not match the layout.
   GptSampler(const GptConfig& config, std::span<const float> params);
+  // The same, sharing `params` (never written) with other samplers: one copy of the weights for
+  // many texts generated at once.
+  GptSampler(const GptConfig& config, std::shared_ptr<const HostVector<float>> params);
 
   const std::vector<float>& feed(int token) override;
   void reset() override { position_ = 0; }
@@ -68,7 +72,7 @@ class GptSampler final : public GptDecoder {
   void attend(int layer);
 
   GptConfig config_;
-  HostVector<float> params_;
+  std::shared_ptr<const HostVector<float>> params_;
   std::vector<float> wte_t_;  // wte transposed, [C, V], for the head's product in axpy order
   const float *wte_, *wpe_, *lnf_w_, *lnf_b_;
   std::vector<LayerWeights> layers_;
