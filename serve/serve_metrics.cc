@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "train/loop/prometheus.h"
+
 namespace slurm_train {
 
 namespace {
@@ -11,20 +13,6 @@ namespace {
 const std::vector<double> kLatencyBounds{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                          0.1,    0.25,  0.5,    1,     2.5,  5,     10};
 const std::vector<double> kBatchBounds{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
-
-// A label value escaped as the text format requires.
-std::string escaped(std::string_view v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -90,8 +78,8 @@ std::string ServeMetrics::prometheus() const {
   out +=
       "# HELP slurm_train_serve_model_info The model served: its kind, file and training step.\n"
       "# TYPE slurm_train_serve_model_info gauge\n";
-  out += fmt::format("slurm_train_serve_model_info{{kind=\"{}\",file=\"{}\",step=\"{}\"}} 1\n", escaped(kind_),
-                     escaped(file_), step_);
+  out += fmt::format("slurm_train_serve_model_info{{kind=\"{}\",file=\"{}\",step=\"{}\"}} 1\n", prometheus_label_value(kind_),
+                     prometheus_label_value(file_), step_);
   out +=
       "# HELP slurm_train_serve_requests_total Requests answered, by path and HTTP status.\n"
       "# TYPE slurm_train_serve_requests_total counter\n";
