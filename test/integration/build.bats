@@ -29,7 +29,7 @@ load helpers
   run env PKG_CONFIG_LIBDIR="$BATS_TEST_TMPDIR/empty" make -C "$ROOT" --no-print-directory \
     BUILD="$BATS_TEST_TMPDIR/build" all
   [ "$status" -ne 0 ]
-  [[ ${lines[0]} == "error: missing libopenmpi-dev libhdf5-openmpi-dev libopenblas-dev libfmt-dev libssl-dev libmunge-dev: run scripts/install-deps.sh"* ]]
+  [[ ${lines[0]} == "error: missing libopenmpi-dev libhdf5-openmpi-dev libopenblas-dev libfmt-dev libssl-dev libmunge-dev libcpp-httplib-dev: run scripts/install-deps.sh"* ]]
   [ ! -d "$BATS_TEST_TMPDIR/build/obj" ]
 }
 
@@ -50,7 +50,7 @@ load helpers
   [[ $output == *"--no-such-option"* ]]
   run "$BUILD/bin/slurm-train"
   [ "$status" -eq 2 ]
-  [[ $output == *"a subcommand is required (run, exec, srun, data, submit, plot, doctor, ckpt, sample)"* ]]
+  [[ $output == *"a subcommand is required (run, exec, srun, data, submit, plot, doctor, ckpt, sample, serve)"* ]]
 }
 
 @test "a CUDA build builds gpu_check, whose GPT benchmark says why it cannot run without a GPU" {
