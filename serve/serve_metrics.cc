@@ -78,8 +78,8 @@ std::string ServeMetrics::prometheus() const {
   out +=
       "# HELP slurm_train_serve_model_info The model served: its kind, file and training step.\n"
       "# TYPE slurm_train_serve_model_info gauge\n";
-  out += fmt::format("slurm_train_serve_model_info{{kind=\"{}\",file=\"{}\",step=\"{}\"}} 1\n", prometheus_label_value(kind_),
-                     prometheus_label_value(file_), step_);
+  out += fmt::format("slurm_train_serve_model_info{{kind=\"{}\",file=\"{}\",step=\"{}\"}} 1\n",
+                     prometheus_label_value(kind_), prometheus_label_value(file_), step_);
   out +=
       "# HELP slurm_train_serve_requests_total Requests answered, by path and HTTP status.\n"
       "# TYPE slurm_train_serve_requests_total counter\n";
