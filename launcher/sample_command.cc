@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <cstdint>
-#include <filesystem>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -28,14 +27,8 @@ struct SampleArgs {
 };
 
 int sample(const SampleArgs& a) {
-  std::string path = resolve_checkpoint_marker(a.checkpoint);
-  if (std::filesystem::is_directory(path)) {
-    path = find_newest_valid_checkpoint(path,
-                                        [](const std::string& line) { std::cerr << "slurm-train: " << line << "\n"; });
-    if (path.empty())
-      throw std::runtime_error(
-          fmt::format("{}: no valid checkpoint (step-<8 digits>.h5) in this folder", a.checkpoint));
-  }
+  const std::string path =
+      checkpoint_to_read(a.checkpoint, [](const std::string& line) { std::cerr << "slurm-train: " << line << "\n"; });
   const CheckpointState state = read_checkpoint_model(path);
   if (state.model.kind != "gpt")
     throw std::runtime_error(fmt::format("{} holds an {} model; sample needs a gpt checkpoint (model.kind = \"gpt\")",

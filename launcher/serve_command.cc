@@ -9,7 +9,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
-#include <filesystem>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -18,6 +17,7 @@
 
 #include "launcher/cli_validators.h"
 #include "launcher/exit_codes.h"
+#include "launcher/preempt_signals.h"
 #include "serve/bearer_token.h"
 #include "serve/model_server.h"
 #include "train/checkpoint/checkpoint_file.h"
@@ -52,19 +52,9 @@ std::string node_name() {
   return host;
 }
 
-std::string model_path(const std::string& given) {
-  std::string path = resolve_checkpoint_marker(given);
-  if (!std::filesystem::is_directory(path)) return path;
-  path =
-      find_newest_valid_checkpoint(path, [](const std::string& line) { std::cerr << "slurm-train: " << line << "\n"; });
-  if (path.empty())
-    throw std::runtime_error(fmt::format("{}: no valid checkpoint (step-<8 digits>.h5) in this folder", given));
-  return path;
-}
-
 ServedModel load(const ServeArgs& a, int threads) {
   ServedModel m;
-  m.file = model_path(a.model);
+  m.file = checkpoint_to_read(a.model, [](const std::string& line) { std::cerr << "slurm-train: " << line << "\n"; });
   CheckpointState s = read_model_file(m.file);
   m.kind = s.model.kind;
   m.step = s.counters.step;
@@ -152,7 +142,7 @@ int serve(const ServeArgs& a) {
     if (n != 1 || byte == 0) return;  // 0: serve() returned by itself
     stopped_by = byte;
     std::cerr << fmt::format("slurm-train serve: {}: answering the requests in flight, then stopping\n",
-                             sigabbrev_np(byte) ? fmt::format("SIG{}", sigabbrev_np(byte)) : std::to_string(byte));
+                             signal_name(byte));
     server.stop();
   });
   server.serve();

@@ -175,4 +175,13 @@ std::string find_newest_valid_checkpoint(const std::string& dir, const std::func
   return state ? dir + "/" + checkpoint_file_name(state->counters.step) : "";
 }
 
+std::string checkpoint_to_read(const std::string& given, const std::function<void(const std::string&)>& warn) {
+  const std::string path = resolve_checkpoint_marker(given);
+  if (!fs::is_directory(path)) return path;
+  const std::string newest = find_newest_valid_checkpoint(path, warn);
+  if (newest.empty())
+    throw std::runtime_error(fmt::format("{}: no valid checkpoint (step-<8 digits>.h5) in this folder", given));
+  return newest;
+}
+
 }  // namespace slurm_train

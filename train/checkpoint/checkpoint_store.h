@@ -84,4 +84,10 @@ bool load_newest_valid_checkpoint(const std::string& dir, const std::function<vo
 // The same choice without keeping the state: the path of the newest valid checkpoint, or "".
 std::string find_newest_valid_checkpoint(const std::string& dir, const std::function<void(const std::string&)>& warn);
 
+// What a command that reads one checkpoint (`sample`, `serve`) makes of its argument: a file as
+// it is, a marker (DIR/best, DIR/latest) as the file it names, a folder as its newest valid
+// checkpoint (the ones skipped told to `warn`). Throws std::runtime_error naming a folder without
+// a valid checkpoint.
+std::string checkpoint_to_read(const std::string& given, const std::function<void(const std::string&)>& warn);
+
 }  // namespace slurm_train
