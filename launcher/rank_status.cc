@@ -70,6 +70,12 @@ HangVerdict judge_hang(const std::vector<RankStatus>& ranks, double timeout_seco
       waiting.push_back(r->rank);
     }
   }
+  // A rank that entered its collective after the stuck rank stopped has waited less than the
+  // timeout, yet waits for it all the same.
+  if (first)
+    for (const auto& r : ranks)
+      if (r.state == RankState::kRunning && waits_for_peers(r.phase) && r.seconds_since_progress < timeout_seconds)
+        waiting.push_back(r.rank);
   const bool many = v.stuck.size() > 1;
   if (first && any_silent) {
     v.summary = fmt::format(

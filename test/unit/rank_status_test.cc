@@ -34,6 +34,16 @@ TEST_CASE("the watchdog blames the stalled rank that is not waiting for the othe
   CHECK(v.summary.find("forward phase of step 20") != std::string::npos);
   CHECK(v.summary.find("rank(s) 0,2-3 wait for it") != std::string::npos);
 
+  // Rank 0 finished its own backward pass after rank 1 stopped: it has waited less than the
+  // timeout in its all-reduce, yet waits for rank 1; rank 2, still computing, does not.
+  const std::vector<RankStatus> late = {status(0, 40, TrainPhase::kAllreduce, 3.8),
+                                        status(1, 40, TrainPhase::kForward, 4.0),
+                                        status(2, 40, TrainPhase::kBackward, 0.1)};
+  const HangVerdict late_v = judge_hang(late, 4, 4);
+  REQUIRE(late_v.hung);
+  CHECK(late_v.stuck == std::vector<int>{1});
+  CHECK(late_v.summary.find("step 40; rank(s) 0 wait for it") != std::string::npos);
+
   // A finished rank is never stuck; every stalled rank in a collective: the summary says so.
   ranks = {status(0, 20, TrainPhase::kAllreduce, 40), status(1, 20, TrainPhase::kAllreduce, 40)};
   ranks.push_back(status(2, 20, TrainPhase::kForward, 400));
