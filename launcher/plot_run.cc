@@ -30,6 +30,7 @@ std::vector<PlotRun> parse_plot_runs(std::istream& in, const std::string& path) 
       if (j.contains("straggler") || j.contains("energy")) continue;  // not drawn
       if (j.contains("gpu")) {
         const auto& gpu = j.at("gpu");
+        if (!gpu.contains("utilization_percent")) continue;  // rank 0 has no GPU: only the other ranks'
         run.gpu_step.push_back(gpu.at("step").get<double>());
         run.gpu_utilization.push_back(gpu.at("utilization_percent").get<double>());
         run.gpu_power.push_back(gpu.at("power_watts").get<double>());

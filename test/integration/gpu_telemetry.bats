@@ -49,7 +49,7 @@ teardown_file() {
   fi
 }
 
-@test "energy per step and per sample: the ranks' energy counters over the run, in the final line and the metrics; plot draws the GPU panel" {
+@test "energy per step and per sample: the ranks' energy counters over the run, in the final line and the metrics; every rank's GPU in the metrics; plot draws the GPU panel" {
   set_small_args
   local dir=$BATS_TEST_TMPDIR
   run --separate-stderr on_gpus busy-node "$BUILD/bin/slurm-train" run "${SMALL[@]}" --train.epochs 1 \
@@ -74,6 +74,9 @@ assert abs(e["joules_per_step"] * steps - e["joules"]) < 1e-6 * e["joules"], e
 assert abs(e["joules_per_sample"] * steps * 250 - e["joules"]) < 1e-6 * e["joules"], e
 gpu = [l["gpu"] for l in lines if "gpu" in l]
 assert gpu and gpu[-1]["utilization_percent"] == 87 and gpu[-1]["power_watts"] == 412, gpu
+# Every rank's GPU, gathered at the evaluation: rank 1 has GPU 1 (93%, 455 W).
+ranks = {r["rank"]: (r["utilization_percent"], r["power_watts"]) for r in gpu[-1]["ranks"]}
+assert ranks == {0: (87, 412), 1: (93, 455)}, gpu[-1]
 PYEOF
   # plot draws the GPU panel from the same file (its energy line passed over).
   run "$BUILD/bin/slurm-train" plot "$dir/metrics.jsonl" -o "$dir/chart.png"

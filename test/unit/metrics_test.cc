@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -48,5 +49,47 @@ TEST_CASE("metrics: every line names its run; a resumed run appends to its file;
   std::string line;
   std::getline(plain, line);
   CHECK_FALSE(nlohmann::json::parse(line).contains("run"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("metrics: every rank's GPU reading, gathered, in one line; rank 0's also on its own") {
+  const auto part = [](double util, double power) {
+    std::vector<unsigned char> p(2 * sizeof(double));
+    std::memcpy(p.data(), &util, sizeof util);
+    std::memcpy(p.data() + sizeof util, &power, sizeof power);
+    return p;
+  };
+  // Rank 1 has no GPU and sends nothing.
+  const std::vector<RankGpuReading> ranks = rank_gpu_readings({part(87, 412), {}, part(12.5, 80)});
+  REQUIRE(ranks.size() == 2);
+  CHECK(ranks[0].rank == 0);
+  CHECK(ranks[1].rank == 2);
+  CHECK(ranks[1].utilization_percent == 12.5);
+  CHECK(ranks[1].power_watts == 80);
+  CHECK_THROWS_WITH_AS(rank_gpu_readings({part(1, 2), {1, 2, 3}}), "rank 1 sent a GPU reading of 3 bytes, expected 16",
+                       std::runtime_error);
+
+  const fs::path dir = fs::temp_directory_path() / ("slurm-train-metrics-gpu-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const std::string path = (dir / "m.jsonl").string();
+  {
+    MetricsWriter w(path, "7");
+    w.write_gpu(40, GpuReading{87, 412, std::nullopt}, ranks);
+    w.write_gpu(80, std::nullopt, std::vector<RankGpuReading>{ranks[1]});
+  }
+  std::ifstream in(path);
+  std::string line;
+  REQUIRE(std::getline(in, line));
+  auto j = nlohmann::json::parse(line);
+  CHECK(j["run"] == "7");
+  CHECK(j["gpu"]["step"] == 40);
+  CHECK(j["gpu"]["utilization_percent"] == 87.0);
+  CHECK(j["gpu"]["ranks"].size() == 2);
+  CHECK(j["gpu"]["ranks"][1]["rank"] == 2);
+  CHECK(j["gpu"]["ranks"][1]["power_watts"] == 80.0);
+  REQUIRE(std::getline(in, line));
+  j = nlohmann::json::parse(line);
+  CHECK_FALSE(j["gpu"].contains("utilization_percent"));  // rank 0 has no GPU
+  CHECK(j["gpu"]["ranks"][0]["rank"] == 2);
   fs::remove_all(dir);
 }

@@ -31,13 +31,15 @@ TEST_CASE("plot: step and evaluation lines of a metrics file") {
   CHECK(run.test_accuracy == std::vector<double>{50});
 }
 
-TEST_CASE("plot: a GPU run's lines: its GPU readings are taken, its straggler and energy lines passed over") {
+TEST_CASE("plot: a GPU run's lines: rank 0's GPU readings are taken, its straggler and energy lines passed over") {
   PlotRun run = parse(
       R"({"step":0,"loss":2.5,"accuracy":0.25,"samples_per_s":100,"run":"7"})"
       "\n"
       R"({"straggler":{"step":1,"rank":1,"host":"n2","device":"cpu","slowdown":2.0,"compute_s":0.2,"median_s":0.1},"run":"7"})"
       "\n"
-      R"({"gpu":{"step":1,"utilization_percent":87.0,"power_watts":412.0},"run":"7"})"
+      R"({"gpu":{"step":1,"utilization_percent":87.0,"power_watts":412.0,"ranks":[{"rank":0,"utilization_percent":87.0,"power_watts":412.0}]},"run":"7"})"
+      "\n"
+      R"({"gpu":{"step":2,"ranks":[{"rank":1,"utilization_percent":50.0,"power_watts":300.0}]},"run":"7"})"
       "\n"
       R"({"energy":{"steps":1,"joules":400.0,"joules_per_step":400.0,"joules_per_sample":1.6},"run":"7"})"
       "\n");

@@ -37,6 +37,20 @@ MetricsWriter::~MetricsWriter() {
   if (file_) std::fclose(file_);
 }
 
+std::vector<RankGpuReading> rank_gpu_readings(const std::vector<std::vector<unsigned char>>& parts) {
+  std::vector<RankGpuReading> out;
+  for (std::size_t r = 0; r < parts.size(); ++r) {
+    if (parts[r].empty()) continue;
+    double values[2];
+    if (parts[r].size() != sizeof values)
+      throw std::runtime_error(
+          fmt::format("rank {} sent a GPU reading of {} bytes, expected {}", r, parts[r].size(), sizeof values));
+    std::memcpy(values, parts[r].data(), sizeof values);
+    out.push_back({static_cast<int>(r), values[0], values[1]});
+  }
+  return out;
+}
+
 void MetricsWriter::write_line(const std::string& text) {
   if (std::fwrite(text.data(), 1, text.size(), file_) != text.size() || std::fflush(file_) != 0)
     throw std::runtime_error(fmt::format("cannot write the metrics file '{}': {}", path_, std::strerror(errno)));
@@ -64,10 +78,20 @@ void MetricsWriter::write_straggler(std::uint64_t step, const RankSlowdown& s) {
   write_line(line.dump() + "\n");
 }
 
-void MetricsWriter::write_gpu(std::uint64_t step, const GpuReading& r) {
+void MetricsWriter::write_gpu(std::uint64_t step, const std::optional<GpuReading>& rank0,
+                              std::span<const RankGpuReading> ranks) {
   if (!file_) return;
-  nlohmann::json line = {
-      {"gpu", {{"step", step}, {"utilization_percent", r.utilization_percent}, {"power_watts", r.power_watts}}}};
+  nlohmann::json gpu = {{"step", step}};
+  if (rank0) {
+    gpu["utilization_percent"] = rank0->utilization_percent;
+    gpu["power_watts"] = rank0->power_watts;
+  }
+  nlohmann::json per_rank = nlohmann::json::array();
+  for (const auto& r : ranks)
+    per_rank.push_back(
+        {{"rank", r.rank}, {"utilization_percent", r.utilization_percent}, {"power_watts", r.power_watts}});
+  gpu["ranks"] = std::move(per_rank);
+  nlohmann::json line = {{"gpu", std::move(gpu)}};
   if (!run_.empty()) line["run"] = run_;
   write_line(line.dump() + "\n");
 }

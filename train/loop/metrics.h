@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace slurm_train {
 
@@ -48,6 +49,17 @@ struct GpuReading {
   std::optional<double> energy_joules;
 };
 
+// One rank's reading at an evaluation, gathered to rank 0.
+struct RankGpuReading {
+  int rank = 0;
+  double utilization_percent = 0, power_watts = 0;
+};
+
+// The readings gathered to rank 0 (Comm::gather_bytes), one part per rank: two doubles
+// (utilisation, power) from a rank with GPUs, nothing from one without. Throws
+// std::runtime_error on a part of another size.
+std::vector<RankGpuReading> rank_gpu_readings(const std::vector<std::vector<unsigned char>>& parts);
+
 // The GPU energy of a run: every rank's GPUs, from its first step to its last.
 struct RunEnergy {
   std::uint64_t steps = 0;
@@ -73,8 +85,10 @@ class MetricsWriter {
   void write_eval(std::uint64_t epoch, std::uint64_t step, double test_loss, double test_accuracy);
   // {"straggler": {"step", "rank", "host", "device", "slowdown", "compute_s", "median_s"}}.
   void write_straggler(std::uint64_t step, const RankSlowdown& s);
-  // {"gpu": {"step", "utilization_percent", "power_watts"}}: rank 0's GPUs at an evaluation.
-  void write_gpu(std::uint64_t step, const GpuReading& r);
+  // {"gpu": {"step", "utilization_percent", "power_watts", "ranks": [{"rank", "utilization_percent",
+  // "power_watts"}, ...]}} at an evaluation: rank 0's GPUs (the fields left out when it has none),
+  // and every rank's that has GPUs.
+  void write_gpu(std::uint64_t step, const std::optional<GpuReading>& rank0, std::span<const RankGpuReading> ranks);
   // {"energy": {"steps", "joules", "joules_per_step", "joules_per_token" or "joules_per_sample"}}.
   void write_energy(const RunEnergy& e);
   // {"program": {"step", "time" (Unix seconds), NAME: VALUE...}}: what a program under `exec`

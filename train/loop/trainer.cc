@@ -333,10 +333,15 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
       best.evaluated(e.step, {e.test_loss, e.test_accuracy, e.train_loss});
       latest_test_accuracy = e.test_accuracy;
       publish(step_metrics);
-      const std::optional<GpuReading> gpu = rank0 && hooks.gpu ? hooks.gpu(false) : std::nullopt;
-      if (gpu) {
-        metrics.write_gpu(e.step, *gpu);
-        board.gpu(e.step, *gpu);
+      // Every rank's GPU reading (the latest sample's copy), gathered to rank 0 for the metrics
+      // file; a rank without a GPU sends nothing.
+      const std::optional<GpuReading> gpu = hooks.gpu ? hooks.gpu(false) : std::nullopt;
+      if (hooks.gpu) {
+        const double mine[2] = {gpu ? gpu->utilization_percent : 0, gpu ? gpu->power_watts : 0};
+        const auto parts = comm.gather_bytes(mine, gpu ? sizeof mine : 0, 0);
+        const std::vector<RankGpuReading> ranks = rank_gpu_readings(parts);
+        if (!ranks.empty()) metrics.write_gpu(e.step, rank0 ? gpu : std::nullopt, ranks);
+        if (gpu && rank0) board.gpu(e.step, *gpu);
       }
       if (rank0)
         out << fmt::format("epoch {:>3}  step {:>6}  train_loss {:.4f}  {}  {}  {}/s {:.0f}{}\n", e.epoch, e.step,
