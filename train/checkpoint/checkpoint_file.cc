@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+#include <thread>
+
 #include "train/checkpoint/checkpoint_file_reader.h"
 #include "train/io/crash_contained.h"
 
@@ -82,12 +85,24 @@ CheckpointState read_model_file(const std::string& path) {
 }
 
 std::vector<std::string> verify_checkpoint_file(const std::string& path) {
+  // The file's bytes are read and checksummed (no parsing: nothing here can crash) while the
+  // separate process reads its structure; the datasets' checksums are then composed from them.
+  std::optional<SpanChecksums> spans;
+  std::jthread reading([&] {
+    try {
+      spans.emplace(path);
+    } catch (const std::exception&) {
+      // A read error: the dataset-by-dataset read below meets it again and names the dataset.
+    }
+  });
   try {
     require_no_crash(path, CheckpointUse::kVerify);
   } catch (const CheckpointError& e) {
+    reading.join();
     return {e.what()};
   }
-  return verify_checkpoint_uncontained(path, CheckpointPass::kRead);
+  reading.join();
+  return verify_checkpoint_uncontained(path, CheckpointPass::kRead, spans ? &*spans : nullptr);
 }
 
 std::string describe_checkpoint_file(const std::string& path) {

@@ -220,23 +220,29 @@ RawDataset read_verified(hid_t file, const std::string& name, const std::string&
 
 // Checks a dataset's checksums. A contiguous one (ours: every tensor) is read straight from the
 // file by `reader`, part by part, and nothing of its size is allocated; others through HDF5.
-void verify_dataset(hid_t file, TensorReader* reader, const std::string& name, const std::string& path,
-                    CheckpointPass pass) {
+// The CRC-32 of a range of the file: from `spans` where the file was read whole already, else
+// read through `reader`.
+std::uint32_t range_checksum(TensorReader* reader, SpanChecksums* spans, std::uint64_t offset, std::size_t bytes) {
+  return spans ? spans->range(offset, bytes) : reader->read(offset, bytes, nullptr);
+}
+
+void verify_dataset(hid_t file, TensorReader* reader, SpanChecksums* spans, const std::string& name,
+                    const std::string& path, CheckpointPass pass) {
   const std::string where = fmt::format("{}: dataset {}", path, name);
   try {
     CheckedDataset d = open_numbers(file, name, where);
     const haddr_t offset = H5Dget_offset(d.set);
-    if (pass == CheckpointPass::kProbe || offset == HADDR_UNDEF || !reader) {
+    if (pass == CheckpointPass::kProbe || offset == HADDR_UNDEF || (!reader && !spans)) {
       read_verified(file, name, path, pass);
       return;
     }
     std::vector<std::uint32_t> part_crcs;
     std::uint32_t actual = 0;
     try {
-      if (d.parts.empty()) actual = reader->read(offset, d.bytes, nullptr);
+      if (d.parts.empty()) actual = range_checksum(reader, spans, offset, d.bytes);
       for (const ShardChecksum& p : d.parts) {
         const std::size_t bytes = p.count * d.extent.type_size;
-        part_crcs.push_back(reader->read(offset + p.first * d.extent.type_size, bytes, nullptr));
+        part_crcs.push_back(range_checksum(reader, spans, offset + p.first * d.extent.type_size, bytes));
         actual = crc32_combine_bytes(actual, part_crcs.back(), bytes);
       }
     } catch (const std::exception& e) {
@@ -528,14 +534,15 @@ void read_model_uncontained(const std::string& path, CheckpointState& s, Checkpo
   }
 }
 
-std::vector<std::string> verify_checkpoint_uncontained(const std::string& path, CheckpointPass pass) {
+std::vector<std::string> verify_checkpoint_uncontained(const std::string& path, CheckpointPass pass,
+                                                       SpanChecksums* spans) {
   std::vector<std::string> problems;
   try {
     h5::Handle file = open_checkpoint(path);
-    const std::unique_ptr<TensorReader> reader = tensor_reader(path, pass);
+    const std::unique_ptr<TensorReader> reader = spans ? nullptr : tensor_reader(path, pass);
     for (const std::string& name : dataset_names(file, path)) {
       try {
-        verify_dataset(file, reader.get(), name, path, pass);
+        verify_dataset(file, reader.get(), pass == CheckpointPass::kProbe ? nullptr : spans, name, path, pass);
       } catch (const std::exception& e) {
         problems.push_back(e.what());
       }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "train/checkpoint/checkpoint_file.h"
+#include "train/io/span_checksums.h"
 
 namespace slurm_train {
 
@@ -27,8 +28,10 @@ void read_checkpoint_uncontained(const std::string& path, CheckpointState& s, co
 // The model alone, from a checkpoint (as read_checkpoint_uncontained without optimizer_state) or
 // from a model file (train.save's, model_file.h: /model, its recipe, /meta's version and config).
 void read_model_uncontained(const std::string& path, CheckpointState& s, CheckpointPass pass);
-// Every problem of the file, one line each (empty: valid).
-std::vector<std::string> verify_checkpoint_uncontained(const std::string& path, CheckpointPass pass);
+// Every problem of the file, one line each (empty: valid). With `spans` (the file's bytes read
+// already, span_checksums.h), each dataset's checksum is composed from them rather than read.
+std::vector<std::string> verify_checkpoint_uncontained(const std::string& path, CheckpointPass pass,
+                                                       SpanChecksums* spans = nullptr);
 // `ckpt show`'s text.
 std::string describe_checkpoint_uncontained(const std::string& path, CheckpointPass pass);
 

@@ -127,4 +127,12 @@ std::uint32_t crc32_combine_bytes(std::uint32_t crc_a, std::uint32_t crc_b, std:
   return static_cast<std::uint32_t>(crc32_combine64(crc_a, crc_b, static_cast<z_off64_t>(b_bytes)));
 }
 
+std::uint32_t crc32_combine_spans(std::uint32_t crc, const std::uint32_t* span_crcs, std::size_t spans,
+                                  std::uint64_t span_bytes) {
+  if (spans == 0) return crc;
+  const uLong op = crc32_combine_gen64(static_cast<z_off64_t>(span_bytes));  // once: each combine is then one product
+  for (std::size_t i = 0; i < spans; ++i) crc = static_cast<std::uint32_t>(crc32_combine_op(crc, span_crcs[i], op));
+  return crc;
+}
+
 }  // namespace slurm_train

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <stdexcept>
 #include <system_error>
@@ -217,15 +218,16 @@ std::uint32_t TensorReader::read_buffered(std::uint64_t offset, std::size_t byte
 }
 
 // The aligned span of the range in blocks of kStageBytes, taken by kReadsInFlight threads in
-// turn: each reads a block into its stage, copies the range's part of it out, checksums that,
-// and takes the next; the block checksums are then combined in order.
-std::uint32_t TensorReader::read_direct(std::uint64_t offset, std::size_t bytes, unsigned char* into) {
+// turn: each reads a block into its stage, hands the range's part of it to `use` (block index,
+// the part, its first and end offset in the file), and takes the next. 0, or the errno of the
+// first failure; -1 when the file ends first.
+int TensorReader::for_each_direct_block(
+    std::uint64_t offset, std::uint64_t bytes,
+    const std::function<void(std::size_t, const unsigned char*, std::uint64_t, std::uint64_t)>& use) {
   const std::uint64_t begin = round_down(offset, kDirectBlock), end = round_up(offset + bytes, kDirectBlock);
   const std::size_t blocks = (end - begin + kStageBytes - 1) / kStageBytes;
-  std::vector<std::uint32_t> crcs(blocks);
-  std::vector<std::size_t> lengths(blocks);
   std::atomic<std::size_t> next{0};
-  std::atomic<int> error{0};  // errno of the first failure; -1: the file ended first
+  std::atomic<int> error{0};
   auto work = [&](int k) {
     unsigned char* stage = stages_->data() + static_cast<std::size_t>(k) * kStageBytes;
     for (std::size_t b; error == 0 && (b = next++) < blocks;) {
@@ -237,21 +239,62 @@ std::uint32_t TensorReader::read_direct(std::uint64_t offset, std::size_t bytes,
         error.compare_exchange_strong(expected, got < 0 ? static_cast<int>(-got) : -1);
         return;
       }
-      const unsigned char* part = stage + (lo - from);
-      crcs[b] = into ? crc32_copy(0, into + (lo - offset), part, hi - lo) : crc32_update(0, part, hi - lo);
-      lengths[b] = hi - lo;
+      use(b, stage + (lo - from), lo, hi);
     }
   };
   std::vector<std::thread> helpers;
   for (int k = 1; k < std::min<int>(kReadsInFlight, static_cast<int>(blocks)); ++k) helpers.emplace_back(work, k);
   work(0);
   for (std::thread& t : helpers) t.join();
+  return error;
+}
+
+std::uint32_t TensorReader::read_direct(std::uint64_t offset, std::size_t bytes, unsigned char* into) {
+  const std::size_t blocks =
+      (round_up(offset + bytes, kDirectBlock) - round_down(offset, kDirectBlock) + kStageBytes - 1) / kStageBytes;
+  std::vector<std::uint32_t> crcs(blocks);
+  std::vector<std::size_t> lengths(blocks);
+  const int error = for_each_direct_block(
+      offset, bytes, [&](std::size_t b, const unsigned char* part, std::uint64_t lo, std::uint64_t hi) {
+        crcs[b] = into ? crc32_copy(0, into + (lo - offset), part, hi - lo) : crc32_update(0, part, hi - lo);
+        lengths[b] = hi - lo;
+      });
   if (error == EINVAL) return read_buffered(offset, bytes, into);  // direct I/O refused at this alignment
   if (error == -1) throw std::runtime_error("the file ends inside its data");
   if (error != 0) throw std::system_error(error, std::generic_category(), "pread");
   std::uint32_t crc = 0;
   for (std::size_t b = 0; b < blocks; ++b) crc = crc32_combine_bytes(crc, crcs[b], lengths[b]);
   return crc;
+}
+
+std::vector<std::uint32_t> TensorReader::span_checksums(std::uint64_t bytes, std::size_t span) {
+  if (span < kDirectBlock || span > kStageBytes || (span & (span - 1)) != 0)
+    throw std::invalid_argument(fmt::format("span_checksums: a span of {} bytes; expected a power of two from {} to {}",
+                                            span, kDirectBlock, kStageBytes));
+  std::vector<std::uint32_t> crcs((bytes + span - 1) / span);
+  const auto spans_of = [&](const unsigned char* part, std::uint64_t lo, std::uint64_t hi) {
+    for (std::uint64_t at = lo; at < hi; at += span)  // lo is a multiple of span: blocks are
+      crcs[at / span] = crc32_update(0, part + (at - lo), std::min<std::uint64_t>(span, hi - at));
+  };
+  if (bytes >= kDirectFrom && direct_ >= 0) {
+    if (!stages_) stages_ = std::make_unique<HugePageBuffer>(kReadsInFlight * kStageBytes);
+    if (stages_->data()) {
+      const int error = for_each_direct_block(
+          0, bytes,
+          [&](std::size_t, const unsigned char* part, std::uint64_t lo, std::uint64_t hi) { spans_of(part, lo, hi); });
+      if (error == -1) throw std::runtime_error("the file ends inside its data");
+      if (error != 0 && error != EINVAL) throw std::system_error(error, std::generic_category(), "pread");
+      if (error == 0) return crcs;
+    }
+  }
+  std::vector<unsigned char> piece(std::min<std::uint64_t>(std::max<std::size_t>(span, std::size_t{1} << 20), bytes));
+  for (std::uint64_t done = 0; done < bytes;) {
+    const std::size_t n = std::min<std::uint64_t>(piece.size(), bytes - done);
+    pread_all(fd_, done, piece.data(), n);
+    spans_of(piece.data(), done, done + n);
+    done += n;
+  }
+  return crcs;
 }
 
 void require_free_space(const std::string& path, std::size_t bytes) {

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,7 +50,14 @@ class TensorReader {
   // std::runtime_error when the file ends first.
   std::uint32_t read(std::uint64_t offset, std::size_t bytes, unsigned char* into);
 
+  // The CRC-32 of every `span` bytes of the file's first `bytes` (the last span may be shorter),
+  // read front to back as `read` reads a range. `span`: a power of two from 4 KiB to 4 MiB.
+  std::vector<std::uint32_t> span_checksums(std::uint64_t bytes, std::size_t span);
+
  private:
+  int for_each_direct_block(
+      std::uint64_t offset, std::uint64_t bytes,
+      const std::function<void(std::size_t, const unsigned char*, std::uint64_t, std::uint64_t)>& use);
   std::uint32_t read_direct(std::uint64_t offset, std::size_t bytes, unsigned char* into);
   std::uint32_t read_buffered(std::uint64_t offset, std::size_t bytes, unsigned char* into);
   int fd_ = -1, direct_ = -1;
