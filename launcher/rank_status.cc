@@ -49,6 +49,16 @@ HangVerdict judge_hang(const std::vector<RankStatus>& ranks, double timeout_seco
         r.seconds_since_progress >= timeout_seconds)
       stalled.push_back(&r);
   if (stalled.empty()) return v;
+  // Stalled ranks that all wait in a collective, while a rank that they wait for still computes
+  // within the timeout: slow, not hung. A remote rank's progress is seen through its beats, up to
+  // a beat late, so a rank that stopped computing may look fresher than those waiting for it; it
+  // is judged once it stalls itself.
+  const auto computing = [&](const RankStatus& r) {
+    return r.state == RankState::kRunning && !waits_for_peers(r.phase) && r.seconds_since_progress < timeout_seconds;
+  };
+  if (std::all_of(stalled.begin(), stalled.end(), [](const RankStatus* r) { return waits_for_peers(r->phase); }) &&
+      std::any_of(ranks.begin(), ranks.end(), computing))
+    return v;
   v.hung = true;
   const auto silent = [&](const RankStatus* r) {
     return r->state == RankState::kRunning && r->seconds_since_heard >= std::max(timeout_seconds, silent_seconds);

@@ -44,6 +44,19 @@ TEST_CASE("the watchdog blames the stalled rank that is not waiting for the othe
   CHECK(late_v.stuck == std::vector<int>{1});
   CHECK(late_v.summary.find("step 40; rank(s) 0 wait for it") != std::string::npos);
 
+  // The other way round: rank 1's last beat made its stop look 0.1 s fresher than rank 0's wait.
+  // Not yet a hang (rank 0 waits for a rank still within the timeout); a beat later, rank 1's.
+  std::vector<RankStatus> early = {status(0, 80, TrainPhase::kAllreduce, 4.0),
+                                   status(1, 80, TrainPhase::kForward, 3.9)};
+  CHECK_FALSE(judge_hang(early, 4, 4).hung);
+  early[0].seconds_since_progress = 5.0;
+  early[1].seconds_since_progress = 4.9;
+  const HangVerdict early_v = judge_hang(early, 4, 4);
+  REQUIRE(early_v.hung);
+  CHECK(early_v.stuck == std::vector<int>{1});
+  CHECK(early_v.summary.find("rank 1 (node1, pid 1001) made no progress for 5 s in the forward phase of step 80; "
+                             "rank(s) 0 wait for it") != std::string::npos);
+
   // A finished rank is never stuck; every stalled rank in a collective: the summary says so.
   ranks = {status(0, 20, TrainPhase::kAllreduce, 40), status(1, 20, TrainPhase::kAllreduce, 40)};
   ranks.push_back(status(2, 20, TrainPhase::kForward, 400));
