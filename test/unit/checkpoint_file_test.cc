@@ -153,6 +153,7 @@ TEST_CASE(
   const auto problems = verify_checkpoint_file(path);
   REQUIRE(problems.size() == 1);
   CHECK(problems[0].find(path) != std::string::npos);
+  CAPTURE(problems[0]);
   CHECK(problems[0].find("/optimizer/exp_avg/layer2.bias: checksum mismatch") != std::string::npos);
   testing::check_refused<CheckpointError>([&] { read_checkpoint_file(path); }, "exp_avg/layer2.bias");
 

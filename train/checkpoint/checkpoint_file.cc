@@ -87,21 +87,26 @@ CheckpointState read_model_file(const std::string& path) {
 std::vector<std::string> verify_checkpoint_file(const std::string& path) {
   // The file's bytes are read and checksummed (no parsing: nothing here can crash) while the
   // separate process reads its structure; the datasets' checksums are then composed from them.
+  // Where that process is a fork of this one, the read comes after it: a fork must not find a
+  // second thread here.
   std::optional<SpanChecksums> spans;
-  std::jthread reading([&] {
+  const auto read_spans = [&] {
     try {
       spans.emplace(path);
     } catch (const std::exception&) {
       // A read error: the dataset-by-dataset read below meets it again and names the dataset.
     }
-  });
-  try {
-    require_no_crash(path, CheckpointUse::kVerify);
-  } catch (const CheckpointError& e) {
-    reading.join();
-    return {e.what()};
+  };
+  {
+    std::jthread reading;
+    if (contained_reads_run_elsewhere()) reading = std::jthread(read_spans);
+    try {
+      require_no_crash(path, CheckpointUse::kVerify);
+    } catch (const CheckpointError& e) {
+      return {e.what()};
+    }
   }
-  reading.join();
+  if (!contained_reads_run_elsewhere()) read_spans();
   return verify_checkpoint_uncontained(path, CheckpointPass::kRead, spans ? &*spans : nullptr);
 }
 

@@ -256,6 +256,8 @@ std::optional<std::string> crash_in_child(const std::function<void()>& read, mil
 
 void set_contained_read_program(std::string path) { contained_read_program = std::move(path); }
 
+bool contained_reads_run_elsewhere() { return !contained_read_program.empty(); }
+
 namespace {
 
 // Starts `words` (the program first) with standard error on /dev/null, default signal actions

@@ -43,6 +43,9 @@ void set_contained_read_program(std::string path);
 // Starts that server now rather than at the first read, for a program that reads soon and has
 // other work until then; nothing when no program is set or the server runs already.
 void start_contained_read_server();
+// Whether reads run in a program set above (true), or in a fork of this process (false), which
+// must then have no other thread running: a thread could hold a lock the child needs.
+bool contained_reads_run_elsewhere();
 inline constexpr const char* kContainedReadFlag = "--contained-read";
 inline constexpr const char* kContainedReadServerFlag = "--contained-read-server";
 inline constexpr int kServerSocket = 3;
