@@ -1,7 +1,6 @@
 // A file read once front to back in spans: the CRC-32 of any range of it, composed from the
 // spans' checksums and its partial ends, is zlib's CRC-32 of those bytes.
 #include <doctest/doctest.h>
-#include <zlib.h>
 
 #include <cstdint>
 #include <fstream>
@@ -14,14 +13,7 @@
 
 using namespace slurm_train;
 using testing::TempDir;
-
-namespace {
-
-std::uint32_t zlib_crc(const unsigned char* p, std::size_t n) {
-  return static_cast<std::uint32_t>(crc32(0, p, static_cast<uInt>(n)));
-}
-
-}  // namespace
+using testing::zlib_crc;
 
 TEST_CASE("span checksums: any range's CRC-32, composed from the spans, is zlib's") {
   TempDir dir;

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <doctest/doctest.h>
-#include <zlib.h>
 
 #include <cstdint>
 #include <fstream>
@@ -20,6 +19,7 @@
 
 using namespace slurm_train;
 using testing::TempDir;
+using testing::zlib_crc;
 
 namespace {
 
@@ -35,10 +35,6 @@ std::vector<unsigned char> pattern(std::size_t n, std::uint32_t seed) {
 std::vector<unsigned char> file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-std::uint32_t zlib_crc(const unsigned char* p, std::size_t n) {
-  return static_cast<std::uint32_t>(crc32(0, p, static_cast<uInt>(n)));
 }
 
 }  // namespace

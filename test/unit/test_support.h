@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <stdlib.h>
+#include <zlib.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -46,6 +47,11 @@ struct TempDir {
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
 };
+
+// zlib's own CRC-32 of `n` bytes: the reference the project's CRC-32 must equal.
+inline std::uint32_t zlib_crc(const unsigned char* p, std::size_t n) {
+  return static_cast<std::uint32_t>(::crc32(0, p, static_cast<uInt>(n)));
+}
 
 // Flips bits of the byte at `offset` of `path`, in place.
 inline void flip_byte(const std::string& path, std::uintmax_t offset) {
