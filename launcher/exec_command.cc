@@ -83,8 +83,9 @@ void add_exec_command(CLI::App& app, int& exit_code, const ExecCommandLine& line
                   "node_exporter's textfile collector; FILE's own name is left for the program's metrics)");
   cmd->add_option("--metrics", options->metrics,
                   "rank 0 appends the figures the program reports (slurm_train.heartbeat(step, name=value, ...)) "
-                  "to this JSON-lines file, one {\"program\": {\"step\", \"time\", NAME: VALUE...}} a report; "
-                  "\"{job}\" in it is the job id; its newest also go to --prometheus FILE");
+                  "to this JSON-lines file, one {\"program\": {\"step\", \"time\", NAME: VALUE...}} a report, and "
+                  "every rank's GPU utilisation and power ({\"gpu\": ...}) every 5 s and at the end; \"{job}\" in "
+                  "it is the job id; its newest figures also go to --prometheus FILE");
   cmd->add_option("--tensorboard", options->tensorboard,
                   "rank 0 writes the figures the program reports as TensorBoard scalars (tag: the figure's name, "
                   "step: the reported step) to an event file in this folder; \"{job}\" in it is the job id");

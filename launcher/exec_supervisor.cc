@@ -165,6 +165,7 @@ class Supervisor {
   void take_program_lines(TrainProgress& progress);
   void take_program_message(std::string_view line, TrainProgress& progress);
   void write_program_prometheus(bool now);
+  void write_gpu_line(std::uint64_t step, bool now);
   std::string who() const { return fmt::format("rank {} of {} on {}", rank_, size_, host_); }
   void say(const std::string& text) {  // rank 0's console and this rank's log
     log_.line(text);
@@ -186,6 +187,7 @@ class Supervisor {
   std::unique_ptr<TensorboardWriter> board_;  // rank 0's --tensorboard folder
   std::optional<ProgramMetrics> program_figures_;  // the newest, for rank 0's --prometheus file
   Clock::time_point prometheus_written_{};
+  std::optional<Clock::time_point> gpu_line_written_;  // rank 0's newest "gpu" line in --metrics
   bool program_figures_unwritten_ = false;
   bool program_done_ = false;
   std::uint64_t bad_program_lines_ = 0;
@@ -200,9 +202,8 @@ class Supervisor {
   bool connected_reported_ = false;
   std::optional<OutputRelay> relay_;
   int preempted_by_ = 0;
-  std::uint64_t exited_at_ms_ = 0;
-  std::optional<std::uint64_t> oom_kills_at_start_;  // of this task's memory cgroup  // when the program ended (Unix
-                                                     // ms): the first failure is the cause
+  std::uint64_t exited_at_ms_ = 0;                   // when the program ended (Unix ms): the first failure is the cause
+  std::optional<std::uint64_t> oom_kills_at_start_;  // of this task's memory cgroup
 };
 
 int Supervisor::run() {
@@ -305,6 +306,7 @@ void Supervisor::start_watchdog() {
                             });
   WatchdogOptions options;
   options.gpu_fault = [this] { return gpus_ ? gpu_fault_summary(gpus_->latest()) : std::string(); };
+  options.gpu_reading = [this] { return gpus_ ? gpu_reading(gpus_->latest()) : std::nullopt; };
   options.hang_timeout = o_.hang_timeout;
   options.connect_timeout = 120;
   options.print_reported_failures = true;
@@ -381,6 +383,7 @@ int Supervisor::supervise() {
     if (::poll(fds, 5, 200) < 0 && errno != EINTR) break;
     if (fds[4].revents & POLLIN) take_program_lines(progress);
     write_program_prometheus(false);
+    write_gpu_line(progress.step(), false);
     for (int i = 0; i < 2; ++i) {
       if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       const ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
@@ -444,6 +447,7 @@ int Supervisor::supervise() {
   if (heartbeat_->changed()) take_heartbeat(progress);
   take_program_lines(progress);
   write_program_prometheus(true);
+  write_gpu_line(progress.step(), true);
   log_.line(fmt::format("the program (pid {}) {}", child_->pid(), describe_wait_status(*status)));
   if (preempted_by_ != 0) return preempted();
   if (exit_code_of(*status) == 0) return finished_normally();
@@ -534,6 +538,27 @@ void Supervisor::write_program_prometheus(bool now) {
   }
   prometheus_written_ = Clock::now();
   program_figures_unwritten_ = false;
+}
+
+// Rank 0's --metrics file: every rank's GPUs (its own reading and those the others' beats
+// brought), as often as the monitors sample them, and at the end.
+void Supervisor::write_gpu_line(std::uint64_t step, bool now) {
+  if (rank_ != 0 || !metrics_) return;
+  if (!now && gpu_line_written_ &&
+      Clock::now() - *gpu_line_written_ < std::chrono::duration<double>(gpu_sample_seconds()))
+    return;
+  const std::optional<GpuReading> mine = gpus_ ? gpu_reading(gpus_->latest()) : std::nullopt;
+  std::vector<RankGpuReading> ranks;
+  if (mine) ranks.push_back({0, mine->utilization_percent, mine->power_watts});
+  for (const RankGpuReading& r : watchdog_->member_gpu_readings()) ranks.push_back(r);
+  if (ranks.empty()) return;
+  try {
+    metrics_->write_gpu(step, mine, ranks);
+  } catch (const std::runtime_error& e) {
+    say(fmt::format("{}: no more figures go there", e.what()));
+    metrics_.reset();
+  }
+  gpu_line_written_ = Clock::now();
 }
 
 int Supervisor::finished_normally() {

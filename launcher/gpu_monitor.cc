@@ -21,6 +21,8 @@ std::string rank_prometheus_path(const std::string& job_file, int rank) {
 // 0.1-1 ms a GPU) cost nothing measurable.
 constexpr double kSampleSeconds = 5;
 
+double gpu_sample_seconds() { return kSampleSeconds; }
+
 std::unique_ptr<GpuMonitor> start_gpu_monitor(const Environment& env, GpuSeriesLabels labels,
                                               std::string prometheus_file,
                                               std::function<void(const std::string&)> warn) {

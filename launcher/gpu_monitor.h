@@ -27,6 +27,9 @@ std::string rank_prometheus_path(const std::string& job_file, int rank);
 
 class GpuMonitor;
 
+// How often the monitors of start_gpu_monitor() sample, in seconds.
+double gpu_sample_seconds();
+
 // The monitor of the GPUs given to this process, or null where it was given none. Where the node
 // has NVIDIA's devices (or the tests' stand-in NVML is named) and NVML cannot be read, `warn`
 // gets the reason in one line; a CPU node says nothing.

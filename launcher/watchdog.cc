@@ -658,6 +658,11 @@ void Watchdog::read_rank(Conn& c, TimePoint now, std::unique_lock<std::mutex>& l
       s.step = f.step;
       s.phase = static_cast<TrainPhase>(f.phase);
       if (f.text[0] != '\0') s.gpu_fault = f.get_text();
+      if (f.gpu_utilization_percent >= 0 && f.gpu_power_watts >= 0) {
+        if (gpu_readings_.empty()) gpu_readings_.resize(static_cast<std::size_t>(size_));
+        gpu_readings_[static_cast<std::size_t>(c.rank)] =
+            RankGpuReading{c.rank, f.gpu_utilization_percent, f.gpu_power_watts};
+      }
       last_progress_[static_cast<std::size_t>(c.rank)] = now - std::chrono::milliseconds(f.idle_ms);
     } else if (f.kind == WatchdogFrame::kBye) {
       s.state = RankState::kFinished;
@@ -807,6 +812,14 @@ std::vector<std::string> Watchdog::straggler_hosts() {
   return straggler_hosts_;
 }
 
+std::vector<RankGpuReading> Watchdog::member_gpu_readings() {
+  std::lock_guard lock(mutex_);
+  std::vector<RankGpuReading> readings;
+  for (const auto& r : gpu_readings_)
+    if (r) readings.push_back(*r);
+  return readings;
+}
+
 void Watchdog::run_member() {
   auto last_heard = Clock::now(), last_beat = Clock::now() - std::chrono::seconds(10);
   const double beat_seconds = member_beat_seconds(size_);
@@ -880,6 +893,10 @@ void Watchdog::run_member() {
       beat.length =
           static_cast<std::uint32_t>(std::min<std::uint64_t>(steps, std::numeric_limits<std::uint32_t>::max()));
       if (options_.gpu_fault) beat.set_text(options_.gpu_fault());
+      if (const std::optional<GpuReading> gpu = options_.gpu_reading ? options_.gpu_reading() : std::nullopt) {
+        beat.gpu_utilization_percent = gpu->utilization_percent;
+        beat.gpu_power_watts = gpu->power_watts;
+      }
       if (!send_to_root(beat) && !stop_)
         end_job(kExitFailed,
                 fmt::format("rank 0 is gone: cannot send to its watchdog ({}); ending rank {}", root_address_, rank_),

@@ -27,6 +27,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -112,6 +113,10 @@ struct WatchdogOptions {
   // The newest Xid or ECC error on this rank's GPUs ("" while none), sent with its beats so that
   // rank 0 can name it when the rank dies or hangs. Called on the watchdog's thread.
   std::function<std::string()> gpu_fault;
+  // This rank's GPUs' newest reading (nullopt: none), sent with its beats so that rank 0 can
+  // write every rank's in the metrics file (`exec`; `run` gathers them at its evaluations).
+  // Called on the watchdog's thread.
+  std::function<std::optional<GpuReading>()> gpu_reading;
 };
 
 // Where rank 0 listens when there is no MPI to broadcast it: every task derives the same values
@@ -175,6 +180,9 @@ class Watchdog {
   std::vector<RankSlowdown> take_new_stragglers();
   // Rank 0: the hosts of every straggler named so far, in order (the step's outcome).
   std::vector<std::string> straggler_hosts();
+  // Rank 0: the newest GPU reading each other rank's beats carried, in rank order (ranks without
+  // a GPU, or not heard from yet, are left out; rank 0's own is the caller's).
+  std::vector<RankGpuReading> member_gpu_readings();
 
  private:
   struct Conn;
@@ -247,6 +255,7 @@ class Watchdog {
   TimePoint window_started_{};
   std::vector<RankSlowdown> new_stragglers_;
   std::vector<std::string> straggler_hosts_;
+  std::vector<std::optional<RankGpuReading>> gpu_readings_;  // by rank, sized at the first one
   std::vector<std::unique_ptr<Conn>> conns_;
   std::unordered_map<int, Conn*> conn_by_fd_;  // rank 0's thread only
   // Rank 0's thread only: each rank's last progress counter and when it last changed.

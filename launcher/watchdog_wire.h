@@ -31,13 +31,17 @@ struct WatchdogFrame {
   std::uint32_t idle_ms = 0;  // in a member's beat: milliseconds since its progress last changed
   std::uint32_t length = 0;   // in a hello: the bytes of proof that follow the frame
   std::uint64_t step = 0;
-  std::uint64_t counter = 0;   // progress counter
-  std::uint64_t seq = 0;       // the frame's number in its direction on its connection (the hello's is 0)
-  char text[184] = {};         // in a challenge: the nonce
+  std::uint64_t counter = 0;  // progress counter
+  std::uint64_t seq = 0;      // the frame's number in its direction on its connection (the hello's is 0)
+  // In a member's beat: its GPUs' mean utilisation and summed power, the monitor's newest reading
+  // (launcher/gpu_monitor.h); negative where the rank has no GPU.
+  double gpu_utilization_percent = -1;
+  double gpu_power_watts = -1;
+  char text[168] = {};         // in a challenge: the nonce
   unsigned char mac[16] = {};  // the seal: HMAC-SHA-256 of the direction and the bytes above, cut to 16
 
   // The protocol's version is in it: a peer of another version is refused as a stranger.
-  static constexpr std::uint32_t kMagic = 0x32575453;  // "STW2"
+  static constexpr std::uint32_t kMagic = 0x33575453;  // "STW3"
   // kChallenge: rank 0's first frame on a connection, unsealed (the nonce). kTail: a piece of the
   // text a kFail brings (the last lines of a program's output).
   enum Kind : std::uint32_t { kHello = 1, kWelcome, kBeat, kBye, kFail, kAbort, kTail, kChallenge };

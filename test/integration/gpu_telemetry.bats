@@ -137,11 +137,21 @@ PYEOF
   [[ $output != *"gpu "*"% "* ]]
 }
 
-@test "exec: each task samples its GPU into its own textfile; a program that dies after an Xid is named with it" {
+@test "exec: each task samples its GPU into its own textfile and every rank's GPU is in the metrics; a program that dies after an Xid is named with it" {
   local dir=$BATS_TEST_TMPDIR
-  run --separate-stderr on_gpus busy-node "$BUILD/bin/slurm-train" exec --prometheus "$dir/job.prom" -- sleep 1
+  run --separate-stderr on_gpus busy-node "$BUILD/bin/slurm-train" exec --prometheus "$dir/job.prom" \
+    --metrics "$dir/metrics.jsonl" -- sleep 2
   echo "$stderr"
   [ "$status" -eq 0 ]
+  cat "$dir/metrics.jsonl"
+  # Rank 0's own reading and rank 1's, which its beats brought to rank 0: the last line has both.
+  $PY - "$dir/metrics.jsonl" <<'PYEOF'
+import json, sys
+gpu = [json.loads(l)["gpu"] for l in open(sys.argv[1]) if '"gpu"' in l]
+assert gpu and gpu[-1]["utilization_percent"] == 87 and gpu[-1]["power_watts"] == 412, gpu
+ranks = {r["rank"]: (r["utilization_percent"], r["power_watts"]) for r in gpu[-1]["ranks"]}
+assert ranks == {0: (87, 412), 1: (93, 455)}, gpu[-1]
+PYEOF
   grep -q '^slurm_train_gpu_utilization_percent{.*rank="0".*gpu="0",gpu_uuid="GPU-0a0a0a0a-1111-2222-3333-444444444444"} 87$' \
     "$dir/job.rank0.prom"
   grep -q '^slurm_train_gpu_utilization_percent{.*rank="1".*gpu="1",gpu_uuid="GPU-1a1a1a1a-1111-2222-3333-444444444444"} 93$' \
