@@ -7,6 +7,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <iterator>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "test/unit/test_support.h"
+#include "train/io/host_vector.h"
 #include "train/io/huge_pages.h"
 #include "train/io/tensor_io.h"
 
@@ -113,6 +115,62 @@ TEST_CASE("tensor io: ranges read into memory or only checksummed, small and lar
   testing::check_refused<std::runtime_error>([&] { reader.read(bytes.size() - 10, 100, past.data()); },
                                              "the file ends inside its data");
   testing::check_refused<std::system_error>([&] { TensorReader none(dir.path + "/none.bin"); }, "open");
+}
+
+TEST_CASE("tensor io: a range read into a buffer aligned as its offset in the file goes straight into it") {
+  TempDir dir;
+  const std::string path = dir.path + "/straight.bin";
+  const std::vector<unsigned char> bytes = pattern((std::size_t{13} << 20) + 777, 5);
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  // This test's folder must take direct I/O (ext4, xfs: any local disk) for there to be a
+  // straight read at all.
+  const int direct = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+  REQUIRE_MESSAGE(direct >= 0, "the test folder takes no direct I/O");
+  const std::size_t alignment = direct_io_memory_alignment(direct);
+  ::close(direct);
+  CHECK(alignment >= 1);
+  CHECK(alignment <= 4096);
+
+  HugePageBuffer memory(std::size_t{16} << 20);
+  REQUIRE(memory.data() != nullptr);
+  // A tensor that starts 100 bytes into a block, and one that starts on a block, each 9 MiB and
+  // 3 bytes: their whole 4 MiB blocks straight into the buffer, their partial ends staged.
+  for (const std::size_t offset : {std::size_t{3 * 4096 + 100}, std::size_t{8192}}) {
+    CAPTURE(offset);
+    const std::size_t n = (std::size_t{9} << 20) + 3;
+    const std::uint32_t expected = zlib_crc(bytes.data() + offset, n);
+    for (const bool alike : {true, false}) {
+      CAPTURE(alike);
+      // Aligned alike: the buffer's address and the offset have the same remainder by 4096.
+      unsigned char* into = memory.data() + 4096 + offset % 4096 + (alike ? 0 : 4);
+      std::fill(memory.data(), memory.data() + (std::size_t{16} << 20), 0xab);
+      TensorReader reader(path);
+      CHECK(reader.read(offset, n, into) == expected);
+      CHECK(std::equal(into, into + n, bytes.begin() + static_cast<std::ptrdiff_t>(offset)));
+      CHECK(into[-1] == 0xab);  // nothing written outside the range
+      CHECK(into[n] == 0xab);
+      if (alike || alignment > 4) {
+        CHECK((reader.bytes_read_straight() > 0) == alike);
+        CHECK(reader.bytes_read_straight() <= n);
+        if (alike) CHECK(reader.bytes_read_straight() >= n - (std::size_t{8} << 20));
+      }
+    }
+  }
+}
+
+TEST_CASE("host buffers: a megabyte or more starts on a 2 MiB boundary; smaller ones as malloc gives them") {
+  HostVector<float> big(std::size_t{1} << 18);  // 1 MiB
+  CHECK(reinterpret_cast<std::uintptr_t>(big.data()) % (std::size_t{2} << 20) == 0);
+  big[0] = 2.5f;
+  big.back() = 3.5f;
+  big.resize(std::size_t{3} << 20);  // grown: a new aligned block, the contents kept
+  CHECK(reinterpret_cast<std::uintptr_t>(big.data()) % (std::size_t{2} << 20) == 0);
+  CHECK(big[0] == 2.5f);
+  CHECK(big[(std::size_t{1} << 18) - 1] == 3.5f);
+  HostVector<float> small(100, 1.5f);
+  CHECK(small[99] == 1.5f);
+  CHECK(reinterpret_cast<std::uintptr_t>(small.data()) % alignof(float) == 0);
 }
 
 TEST_CASE("huge pages: a buffer grown in huge pages keeps its contents and zeroes the new elements") {

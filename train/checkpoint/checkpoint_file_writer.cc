@@ -189,7 +189,7 @@ std::vector<TensorPiece> create_checkpoint_file(const std::string& path, const C
   auto whole = [&](const HostVector<float>& v) { return s.is_shard ? nullptr : v.data(); };
   Writer w(path);
   try {
-    h5::Handle file = h5::create_file(path);
+    h5::Handle file = h5::create_file(path, kDirectIoFrom);
     {
       h5::Handle model = w.group(file, "/model");
       w.tensors(model, s.model.tensors, whole(s.params));

@@ -108,10 +108,12 @@ Handle open_file(const std::string& path, unsigned flags) {
   return Handle(id);
 }
 
-Handle create_file(const std::string& path) {
+Handle create_file(const std::string& path, std::size_t align_from) {
   check_thread(path);
   silence_default_error_printing();
-  hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  Handle access(H5_CHECK(H5Pcreate(H5P_FILE_ACCESS), path));
+  if (align_from > 0) H5_CHECK(H5Pset_alignment(access, align_from, kFileAlignment), path);
+  hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access);
   if (id < 0) throw Error(fmt::format("cannot create HDF5 file '{}': {}", path, innermost_error()));
   return Handle(id);
 }

@@ -4,6 +4,7 @@
 
 #include <hdf5.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -68,7 +69,11 @@ class Handle {
 };
 
 Handle open_file(const std::string& path, unsigned flags);
-Handle create_file(const std::string& path);  // truncates
+// Truncates. With `align_from` > 0, every object of that many bytes or more (a large tensor's
+// data) starts at a multiple of kFileAlignment in the file, so that direct I/O can move it
+// straight between the file and a buffer that starts at an aligned address (tensor_io.h).
+constexpr std::size_t kFileAlignment = 4096;
+Handle create_file(const std::string& path, std::size_t align_from = 0);
 bool has_dataset(hid_t file, const std::string& name);
 Handle open_dataset(hid_t file, const std::string& name, const std::string& path);
 std::vector<hsize_t> dataset_shape(hid_t dataset, const std::string& context);

@@ -4,8 +4,16 @@
 // a GPU), and zeroing it first is a pass over memory that the kernel has just zeroed: for a fresh
 // 256 MB read of a checkpoint, 12 ms on top of the 13 ms the kernel takes (docs/performance.md).
 // Where zeros are meant, say so: v.assign(n, 0.0f).
+// A buffer of a megabyte or more starts on a 2 MiB boundary and is advised huge pages
+// (huge_pages.h): a checkpoint's tensors are read by direct I/O straight into it (tensor_io.h),
+// where malloc's address (16 bytes past a page) would need a staging copy, each 4 MiB request
+// as two huge pages rather than a thousand small ones.
 #pragma once
 
+#include <sys/mman.h>
+
+#include <cstddef>
+#include <limits>
 #include <memory>
 #include <new>
 #include <type_traits>
@@ -13,6 +21,9 @@
 #include <vector>
 
 namespace slurm_train {
+
+inline constexpr std::size_t kHostAlignFrom = std::size_t{1} << 20;
+inline constexpr std::size_t kHostAlignment = std::size_t{2} << 20;
 
 template <class T>
 struct DefaultInitAllocator : std::allocator<T> {
@@ -24,6 +35,19 @@ struct DefaultInitAllocator : std::allocator<T> {
   struct rebind {
     using other = DefaultInitAllocator<U>;
   };
+  T* allocate(std::size_t n) {
+    if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) throw std::bad_array_new_length();
+    if (n * sizeof(T) < kHostAlignFrom) return std::allocator<T>::allocate(n);
+    void* p = ::operator new (n * sizeof(T), std::align_val_t{kHostAlignment});
+    // Advice only: nothing happens where THP is off.
+    if (const std::size_t whole = n * sizeof(T) / kHostAlignment * kHostAlignment; whole > 0)
+      ::madvise(p, whole, MADV_HUGEPAGE);
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, std::size_t n) noexcept {
+    if (n * sizeof(T) < kHostAlignFrom) return std::allocator<T>::deallocate(p, n);
+    ::operator delete (p, std::align_val_t{kHostAlignment});
+  }
   // Default-initialisation: nothing for a float.
   template <class U>
   void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {

@@ -7,6 +7,7 @@
 #include "train/io/crc32.h"
 #include "train/io/durable_file.h"
 #include "train/io/h5.h"
+#include "train/io/tensor_io.h"
 
 #ifndef SLURM_TRAIN_VERSION
 #error "SLURM_TRAIN_VERSION must be defined by the build"
@@ -56,7 +57,7 @@ void write_model_recipe(hid_t file, const ModelLayout& m, const ModelRecipe& rec
 void save_model(const std::string& path, const ModelLayout& model, std::span<const float> params,
                 const std::string& config_toml, const ModelRecipe& recipe) {
   write_file_durably(path, [&](const std::string& tmp) {
-    h5::Handle file = h5::create_file(tmp);
+    h5::Handle file = h5::create_file(tmp, kDirectIoFrom);
     h5::Handle group(H5_CHECK(H5Gcreate2(file, "/model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), tmp));
     for (const ParamTensor& t : model.tensors) {
       const std::vector<hsize_t> shape(t.shape.begin(), t.shape.end());
