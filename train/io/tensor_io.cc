@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <future>
@@ -48,27 +49,31 @@ int pwrite_all(int fd, const unsigned char* data, std::size_t n, std::uint64_t o
   return 0;
 }
 
-// Two aligned staging buffers, each filled while the other is being written.
+// Direct writes in flight: two kept this VM's disk busier than one (a 256 MB checkpoint, six
+// alternated runs: 1133-1241 against 889-1164 MB/s; three gave no more).
+constexpr int kWritesInFlight = 2;
+
+// Aligned staging buffers: one filled while the others are being written.
 struct Stages {
-  HugePageBuffer memory{2 * kStageBytes};
+  HugePageBuffer memory{(kWritesInFlight + 1) * kStageBytes};
   unsigned char* stage(int i) const { return memory.data() + i * kStageBytes; }
 };
 
 // The pieces' bytes written through `direct` (opened O_DIRECT) wherever they cover whole aligned
 // blocks, the rest of each piece (its first and last partial block, which it may share with HDF5's
 // metadata or another piece) through `buffered`. Each block run is copied to a staging buffer and
-// written from there while the next is copied. Returns 0 or the errno of the call that failed;
+// written from there while the next is copied and the one before may still be in flight. Returns
+// 0 or the errno of the call that failed;
 // EINVAL from a direct write (a file system that takes no direct I/O at this alignment) is the
 // caller's to retry through the page cache.
 int write_pieces_direct(int direct, int buffered, const std::vector<TensorPiece>& pieces) {
   Stages stages;
   if (!stages.memory.data()) return EINVAL;
-  std::future<int> in_flight;
+  std::deque<std::future<int>> in_flight;
   int err = 0, next = 0;
-  auto finish_in_flight = [&] {
-    if (!in_flight.valid()) return;
-    const int e = in_flight.get();
-    if (err == 0) err = e;
+  auto finish_in_flight = [&](std::size_t keep) {
+    for (; in_flight.size() > keep; in_flight.pop_front())
+      if (const int e = in_flight.front().get(); err == 0) err = e;
   };
   for (const TensorPiece& piece : pieces) {
     const auto* data = static_cast<const unsigned char*>(piece.data);
@@ -81,12 +86,12 @@ int write_pieces_direct(int direct, int buffered, const std::vector<TensorPiece>
       const std::size_t n = std::min<std::uint64_t>(kStageBytes, last_block - at);
       unsigned char* stage = stages.stage(next);
       std::memcpy(stage, data + (at - begin), n);
-      finish_in_flight();
-      in_flight = std::async(std::launch::async, [=] { return pwrite_all(direct, stage, n, at); });
-      next ^= 1;
+      finish_in_flight(kWritesInFlight - 1);
+      in_flight.push_back(std::async(std::launch::async, [=] { return pwrite_all(direct, stage, n, at); }));
+      next = (next + 1) % (kWritesInFlight + 1);
     }
   }
-  finish_in_flight();
+  finish_in_flight(0);
   return err;
 }
 
