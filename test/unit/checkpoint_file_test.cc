@@ -70,6 +70,18 @@ haddr_t data_offset(const std::string& path, const std::string& dataset) {
   return H5Dget_offset(set);
 }
 
+// sample_state(1) with the layers of `shape`: parameters in a pattern, the moments constant.
+CheckpointState state_of_shape(const MlpShape& shape) {
+  CheckpointState s = sample_state(1);
+  s.model = mlp_model_layout(mlp_layout(shape));
+  const std::size_t n = s.model.parameters();
+  s.params.resize(n);
+  for (std::size_t i = 0; i < n; ++i) s.params[i] = static_cast<float>(i % 1000) * 1e-3f;
+  s.first.assign(n, 0.5f);
+  s.second.assign(n, 0.25f);
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE("checkpoint file: everything written reads back bit for bit, SGD and AdamW") {
@@ -446,13 +458,7 @@ TEST_CASE("h5 byte_count: a shape's bytes, or nullopt when they overflow") {
 
 TEST_CASE("checkpoint file: tensors of several read pieces verify, and a flip in a later piece is caught") {
   TempDir dir;
-  CheckpointState s = sample_state(1);
-  s.model = mlp_model_layout(mlp_layout(MlpShape{784, {3000}, 10}));  // layer1.weight: 9.4 MB, many 1 MiB pieces
-  const std::size_t n = s.model.parameters();
-  s.params.resize(n);
-  for (std::size_t i = 0; i < n; ++i) s.params[i] = static_cast<float>(i % 1000) * 1e-3f;
-  s.first.assign(n, 0.5f);
-  s.second.assign(n, 0.25f);
+  const CheckpointState s = state_of_shape(MlpShape{784, {3000}, 10});  // layer1.weight: 9.4 MB, many 1 MiB pieces
   const std::string path = dir.path + "/big.h5";
   write_checkpoint_file(path, s);
   CHECK(read_checkpoint_file(path).params == s.params);
@@ -464,20 +470,15 @@ TEST_CASE("checkpoint file: tensors of several read pieces verify, and a flip in
 TEST_CASE(
     "checkpoint file: tensors of a megabyte or more start at a multiple of 4 KiB in the file; smaller ones pack") {
   TempDir dir;
-  CheckpointState s = sample_state(1);
-  s.model = mlp_model_layout(mlp_layout(MlpShape{784, {640}, 10}));  // layer1.weight 2.0 MB, layer2.weight 25.6 KB
+  const CheckpointState s = state_of_shape(MlpShape{784, {640}, 10});  // layer1.weight 2.0 MB, layer2.weight 25.6 KB
   const std::size_t n = s.model.parameters();
-  s.params.resize(n);
-  for (std::size_t i = 0; i < n; ++i) s.params[i] = static_cast<float>(i % 997) * 1e-3f;
-  s.first.assign(n, 0.5f);
-  s.second.assign(n, 0.25f);
   const std::string path = dir.path + "/aligned.h5";
   write_checkpoint_file(path, s);
   for (const std::string group : {"/model", "/optimizer/exp_avg", "/optimizer/exp_avg_sq"}) {
     CAPTURE(group);
     CHECK(data_offset(path, group + "/layer1.weight") % 4096 == 0);
   }
-  // The small ones are not padded to a block each: the file stays within a block a big tensor.
+  // The small ones are not padded to a block each: at most a block of padding a big tensor.
   CHECK(fs::file_size(path) < 3 * n * sizeof(float) + 3 * 4096 + (std::size_t{64} << 10));
   // Read into new buffers (aligned: host_vector.h), the big tensors straight from the file.
   const CheckpointState back = read_checkpoint_file(path);

@@ -34,6 +34,11 @@ std::vector<unsigned char> pattern(std::size_t n, std::uint32_t seed) {
   return v;
 }
 
+void write_file(const std::string& path, const std::vector<unsigned char>& bytes) {
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
 std::vector<unsigned char> file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
@@ -47,8 +52,7 @@ TEST_CASE("tensor io: pieces at any offset are written byte for byte, the bytes 
   // The file as HDF5 leaves it: metadata (here a pattern) around the places of the tensors.
   const std::size_t size = (std::size_t{9} << 20) + 12345;
   const std::vector<unsigned char> before = pattern(size, 1);
-  std::ofstream(path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(before.data()), static_cast<std::streamsize>(size));
+  write_file(path, before);
   // Unaligned starts and ends, a piece inside one block, two adjacent pieces, one larger than the
   // staging buffers (4 MiB), one empty, and the last reaching the file's end.
   const std::vector<std::pair<std::uint64_t, std::size_t>> places = {
@@ -78,7 +82,7 @@ TEST_CASE("tensor io: the slow testing write gives the same file") {
   TempDir dir;
   const std::string path = dir.path + "/slow.bin";
   const std::vector<unsigned char> before = pattern(300000, 2), data = pattern(200000, 3);
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(before.data()), 300000);
+  write_file(path, before);
   write_tensor_pieces(path, {{"piece", 4097, data.data(), data.size()}}, 1);
   std::vector<unsigned char> expected = before;
   std::copy(data.begin(), data.end(), expected.begin() + 4097);
@@ -89,8 +93,7 @@ TEST_CASE("tensor io: ranges read into memory or only checksummed, small and lar
   TempDir dir;
   const std::string path = dir.path + "/range.bin";
   const std::vector<unsigned char> bytes = pattern((std::size_t{17} << 20) + 999, 4);
-  std::ofstream(path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  write_file(path, bytes);
   TensorReader reader(path);
   // Below a megabyte (the page cache) and above (direct I/O, blocks in flight), unaligned at both
   // ends, and to the file's last byte.
@@ -121,8 +124,7 @@ TEST_CASE("tensor io: a range read into a buffer aligned as its offset in the fi
   TempDir dir;
   const std::string path = dir.path + "/straight.bin";
   const std::vector<unsigned char> bytes = pattern((std::size_t{13} << 20) + 777, 5);
-  std::ofstream(path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  write_file(path, bytes);
   // This test's folder must take direct I/O (ext4, xfs: any local disk) for there to be a
   // straight read at all.
   const int direct = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
