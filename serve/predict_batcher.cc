@@ -91,13 +91,15 @@ void PredictBatcher::run_batch(std::vector<Job>& jobs) {
   }
   classes_out_.resize(static_cast<std::size_t>(rows));
   probabilities_.resize(static_cast<std::size_t>(rows) * classes_);
+  // The batch is counted before any of its answers leaves: whoever holds an answer sees its batch.
   try {
     run_(x, rows, classes_out_.data(), probabilities_.data());
   } catch (...) {
-    for (Job& j : jobs) j.answer.set_exception(std::current_exception());
     if (on_batch_) on_batch_(rows);
+    for (Job& j : jobs) j.answer.set_exception(std::current_exception());
     return;
   }
+  if (on_batch_) on_batch_(rows);
   int first = 0;
   for (Job& j : jobs) {
     PredictAnswer a;
@@ -107,7 +109,6 @@ void PredictBatcher::run_batch(std::vector<Job>& jobs) {
     first += j.rows;
     j.answer.set_value(std::move(a));
   }
-  if (on_batch_) on_batch_(rows);
 }
 
 }  // namespace slurm_train

@@ -32,7 +32,7 @@ struct PredictAnswer {
 class PredictBatcher {
  public:
   // run(x [rows, inputs], rows, classes [rows], probabilities [rows, classes]): the model.
-  // on_batch(rows): called after each batch (metrics).
+  // on_batch(rows): called after each batch has run, before its answers are given (metrics).
   using Run = std::function<void(const float*, int, int*, float*)>;
   PredictBatcher(int inputs, int classes, BatchingOptions options, Run run, std::function<void(int)> on_batch = {});
   // Answers every request queued, then stops the thread.
