@@ -4,13 +4,11 @@
 // a GPU), and zeroing it first is a pass over memory that the kernel has just zeroed: for a fresh
 // 256 MB read of a checkpoint, 12 ms on top of the 13 ms the kernel takes (docs/performance.md).
 // Where zeros are meant, say so: v.assign(n, 0.0f).
-// A buffer of a megabyte or more starts on a 2 MiB boundary and is advised huge pages
-// (huge_pages.h): a checkpoint's tensors are read by direct I/O straight into it (tensor_io.h),
-// where malloc's address (16 bytes past a page) would need a staging copy, each 4 MiB request
-// as two huge pages rather than a thousand small ones.
+// A buffer of a megabyte or more starts on a 2 MiB boundary: a checkpoint's tensors are read by
+// direct I/O straight into it (tensor_io.h), where malloc's address (16 bytes past a page) would
+// need a staging copy, and resize_in_huge_pages (huge_pages.h) advises all of it, not all but its
+// ends.
 #pragma once
-
-#include <sys/mman.h>
 
 #include <cstddef>
 #include <limits>
@@ -38,11 +36,7 @@ struct DefaultInitAllocator : std::allocator<T> {
   T* allocate(std::size_t n) {
     if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) throw std::bad_array_new_length();
     if (n * sizeof(T) < kHostAlignFrom) return std::allocator<T>::allocate(n);
-    void* p = ::operator new (n * sizeof(T), std::align_val_t{kHostAlignment});
-    // Advice only: nothing happens where THP is off.
-    if (const std::size_t whole = n * sizeof(T) / kHostAlignment * kHostAlignment; whole > 0)
-      ::madvise(p, whole, MADV_HUGEPAGE);
-    return static_cast<T*>(p);
+    return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{kHostAlignment}));
   }
   void deallocate(T* p, std::size_t n) noexcept {
     if (n * sizeof(T) < kHostAlignFrom) return std::allocator<T>::deallocate(p, n);
