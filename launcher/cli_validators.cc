@@ -8,13 +8,13 @@
 
 namespace slurm_train {
 
-CLI::Validator whole_number(std::uint64_t max) {
+CLI::Validator whole_number(std::uint64_t max, std::uint64_t min) {
   return CLI::Validator(
-      [max](std::string& value) -> std::string {
+      [max, min](std::string& value) -> std::string {
         std::uint64_t n = 0;
         const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-        if (value.empty() || ec != std::errc() || end != value.data() + value.size() || n > max)
-          return fmt::format("{}: expected a whole number in [0, {}]", value, max);
+        if (value.empty() || ec != std::errc() || end != value.data() + value.size() || n > max || n < min)
+          return fmt::format("{}: expected a whole number in [{}, {}]", value, min, max);
         return "";
       },
       "N");

@@ -10,8 +10,8 @@
 
 namespace slurm_train {
 
-// A whole number in [0, max], digits only: "--tokens: -1: expected a whole number in [0, 2147483647]".
-CLI::Validator whole_number(std::uint64_t max);
+// A whole number in [min, max], digits only: "--tokens: -1: expected a whole number in [0, 2147483647]".
+CLI::Validator whole_number(std::uint64_t max, std::uint64_t min = 0);
 
 // A finite number >= 0; the error reads "--kill-grace: -1: expected <expected>". name is what
 // --help shows after the option's type ("FLOAT:SECONDS").

@@ -81,14 +81,25 @@ void add_exec_command(CLI::App& app, int& exit_code, const ExecCommandLine& line
   cmd->add_option("--prometheus", options->prometheus,
                   "each rank samples its GPUs (NVML) every 5 s into FILE's rank file, FILE.rank<N>.prom (for "
                   "node_exporter's textfile collector; FILE's own name is left for the program's metrics)");
-  cmd->add_option("--metrics", options->metrics,
-                  "rank 0 appends the figures the program reports (slurm_train.heartbeat(step, name=value, ...)) "
-                  "to this JSON-lines file, one {\"program\": {\"step\", \"time\", NAME: VALUE...}} a report, and "
-                  "every rank's GPU utilisation and power ({\"gpu\": ...}) every 5 s and at the end; \"{job}\" in "
-                  "it is the job id; its newest figures also go to --prometheus FILE");
+  cmd->add_option(
+      "--metrics", options->metrics,
+      "rank 0 appends the figures the program reports (slurm_train.heartbeat(step, name=value, ...)) "
+      "to this JSON-lines file, one {\"program\": {\"step\", \"time\", NAME: VALUE...}} a report, and "
+      "every rank's GPU utilisation and power ({\"gpu\": ...}) every 5 s and at the end, then the job's GPU "
+      "energy ({\"energy\": {\"steps\", \"joules\", \"joules_per_step\", ...}}: every rank's, from its "
+      "program's first reported step to its exit); \"{job}\" in it is the job id; its newest figures "
+      "also go to --prometheus FILE");
   cmd->add_option("--tensorboard", options->tensorboard,
                   "rank 0 writes the figures the program reports as TensorBoard scalars (tag: the figure's name, "
                   "step: the reported step) to an event file in this folder; \"{job}\" in it is the job id");
+  auto* tokens = cmd->add_option("--tokens-per-step", options->tokens_per_step,
+                                 "the tokens one step of the whole job trains on (every rank's batch together): "
+                                 "the GPU energy at the end is also given per token")
+                     ->check(whole_number(std::numeric_limits<std::uint32_t>::max(), 1));
+  cmd->add_option("--samples-per-step", options->samples_per_step,
+                  "the same in samples: the GPU energy at the end is also given per sample")
+      ->check(whole_number(std::numeric_limits<std::uint32_t>::max(), 1))
+      ->excludes(tokens);
   // Only what comes before `--` reaches the parser (split_exec_command_line); a word here is a
   // program given without it.
   auto stray = std::make_shared<std::vector<std::string>>();

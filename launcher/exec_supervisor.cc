@@ -25,8 +25,10 @@
 #include "launcher/cli_validators.h"
 #include "launcher/exit_codes.h"
 #include "launcher/gpu_monitor.h"
+#include "launcher/gpu_telemetry.h"
 #include "launcher/heartbeat_compute.h"
 #include "launcher/heartbeat_file.h"
+#include "launcher/job_energy.h"
 #include "launcher/memory_cgroup.h"
 #include "launcher/munge_auth.h"
 #include "launcher/output_relay.h"
@@ -159,13 +161,16 @@ class Supervisor {
   void start_watchdog();
   int supervise();
   int finished_normally();
-  int preempted();
+  // `mine`: this rank's energy where it was read already (own_energy()).
+  int preempted(std::optional<RankEnergy> mine = std::nullopt);
   int failed(int status);
   void take_heartbeat(TrainProgress& progress);
   void take_program_lines(TrainProgress& progress);
   void take_program_message(std::string_view line, TrainProgress& progress);
   void write_program_prometheus(bool now);
   void write_gpu_line(std::uint64_t step, bool now);
+  RankEnergy own_energy();
+  void report_energy(const RankEnergy& mine);
   std::string who() const { return fmt::format("rank {} of {} on {}", rank_, size_, host_); }
   void say(const std::string& text) {  // rank 0's console and this rank's log
     log_.line(text);
@@ -188,6 +193,9 @@ class Supervisor {
   std::optional<ProgramMetrics> program_figures_;  // the newest, for rank 0's --prometheus file
   Clock::time_point prometheus_written_{};
   std::optional<Clock::time_point> gpu_line_written_;  // rank 0's newest "gpu" line in --metrics
+  // The program's first reported step, and its GPUs' energy counters then (job_energy.h).
+  std::optional<std::uint64_t> first_step_;
+  std::vector<GpuSample> gpus_at_first_step_;
   bool program_figures_unwritten_ = false;
   bool program_done_ = false;
   std::uint64_t bad_program_lines_ = 0;
@@ -463,6 +471,35 @@ void Supervisor::take_heartbeat(TrainProgress& progress) {
   const double now = std::chrono::duration<double>(Clock::now() - started_).count();
   const StepCompute c = compute_.observe(now, *step, heartbeat_->compute_seconds());
   if (c.steps > 0) progress.add_compute(c.seconds_per_step, c.steps);
+  if (!first_step_) {
+    first_step_ = *step;
+    if (gpus_) gpus_at_first_step_ = gpus_->sample_now();
+  }
+}
+
+// This rank's GPU energy from its program's first reported step to now (its exit), read from the
+// counters rather than integrated from the power, as `run` does.
+RankEnergy Supervisor::own_energy() {
+  RankEnergy e{rank_, gpus_ != nullptr, std::nullopt, 0};
+  const std::optional<std::uint64_t> last = heartbeat_->step();
+  if (first_step_ && last && *last > *first_step_) e.steps = *last - *first_step_;
+  if (gpus_ && e.steps > 0) e.joules = gpu_energy_between(gpus_at_first_step_, gpus_->sample_now());
+  return e;
+}
+
+// Rank 0, once every rank has said bye: the job's energy in the metrics file, the log and on the
+// console, as `run`'s final line gives it.
+void Supervisor::report_energy(const RankEnergy& mine) {
+  std::vector<RankEnergy> ranks = watchdog_->member_energies();
+  ranks.insert(ranks.begin(), mine);
+  const bool tokens = o_.tokens_per_step > 0;
+  const std::optional<RunEnergy> e =
+      job_energy(ranks, mine.steps, static_cast<double>(tokens ? o_.tokens_per_step : o_.samples_per_step),
+                 tokens ? "token" : "sample");
+  if (!e) return;
+  if (metrics_) metrics_->write_energy(*e);
+  say(fmt::format("GPU energy {:.0f} J over {} steps, {:.3g} J/step{}", e->joules, e->steps, e->per_step,
+                  e->unit.empty() ? "" : fmt::format(", {:.3g} J/{}", e->per_unit, e->unit)));
 }
 
 void Supervisor::take_program_lines(TrainProgress& progress) {
@@ -563,13 +600,15 @@ void Supervisor::write_gpu_line(std::uint64_t step, bool now) {
 
 int Supervisor::finished_normally() {
   if (rank_ != 0) {
-    const int code = watchdog_->finish_and_wait_for_rank0(kExitOk);
+    const int code = watchdog_->finish_and_wait_for_rank0(kExitOk, own_energy());
     log_.line(fmt::format("done (exit {})", code));
     return code;
   }
+  const RankEnergy mine = own_energy();
   const auto table = watchdog_->wait_for_all_finished();
   for (const auto& r : table)
-    if (r.exit_code == kExitPreempted) return preempted();
+    if (r.exit_code == kExitPreempted) return preempted(mine);
+  report_energy(mine);
   StepOutcome verdict = step_verdict(kExitOk, "the program exited 0 on every rank", watchdog_->progress().step());
   verdict.stragglers = watchdog_->straggler_hosts();
   report_->ended(verdict);
@@ -580,13 +619,15 @@ int Supervisor::finished_normally() {
 
 // After a preemption signal: every rank's program has exited (the others waited for rank 0's
 // word); rank 0 keeps the restart record, decides, tells the others, and requeues the job.
-int Supervisor::preempted() {
+int Supervisor::preempted(std::optional<RankEnergy> mine) {
+  if (!mine) mine = own_energy();
   if (rank_ != 0) {
-    const int code = watchdog_->finish_and_wait_for_rank0(kExitPreempted);
+    const int code = watchdog_->finish_and_wait_for_rank0(kExitPreempted, mine);
     log_.line(fmt::format("preempted: exit {}", code));
     return code;
   }
   watchdog_->wait_for_all_finished();
+  report_energy(*mine);
   const double seconds = std::chrono::duration<double>(Clock::now() - started_).count();
   const std::optional<std::uint64_t> step = heartbeat_->step();
   const std::string signal = preempted_by_ != 0 ? signal_name(preempted_by_) : "a preemption signal on another rank";

@@ -24,6 +24,8 @@ struct ExecOptions {
   std::string prometheus;            // each rank's GPU series go to rank_prometheus_path(prometheus, rank); "": none
   std::string metrics;               // rank 0's JSON-lines file of the program's figures ("{job}" replaced); "": none
   std::string tensorboard;  // rank 0's TensorBoard folder of the program's figures ("{job}" replaced); "": none
+  std::uint64_t tokens_per_step = 0;   // the whole job's in one step, for joules per token; 0: not given
+  std::uint64_t samples_per_step = 0;  // the same for joules per sample
   bool log_dir_given = false;
 };
 

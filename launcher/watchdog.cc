@@ -318,7 +318,7 @@ void Watchdog::set_pid(int pid) noexcept {
   table_[static_cast<std::size_t>(rank_)].pid = pid;
 }
 
-void Watchdog::say_bye(int code) noexcept {
+void Watchdog::say_bye(int code, const std::optional<RankEnergy>& energy) noexcept {
   progress_.set(TrainPhase::kFinished, progress_.step());
   if (finished_.exchange(true)) return;
   WatchdogFrame f;
@@ -326,6 +326,10 @@ void Watchdog::say_bye(int code) noexcept {
   f.rank = rank_;
   f.pid = pid_;
   f.code = code;
+  if (energy && energy->has_gpu) {
+    f.energy_joules = energy->joules ? std::max(0.0, *energy->joules) : WatchdogFrame::kNotCounted;
+    f.energy_steps = energy->steps;
+  }
   send_to_peers(f);
   if (rank_ == 0) {
     std::lock_guard lock(mutex_);
@@ -350,12 +354,12 @@ std::vector<RankStatus> Watchdog::wait_for_all_finished() {
   return table_;
 }
 
-int Watchdog::finish_and_wait_for_rank0(int code) {
+int Watchdog::finish_and_wait_for_rank0(int code, const std::optional<RankEnergy>& energy) {
   if (rank_ == 0 || root_fd_ < 0) {
     finish(code);
     return code;
   }
-  say_bye(code);
+  say_bye(code, energy);
   // The thread keeps watching rank 0 (and ends this process if rank 0 is lost) until its bye.
   std::unique_lock lock(mutex_);
   root_finished_.wait(lock, [&] { return root_said_bye_; });
@@ -668,6 +672,11 @@ void Watchdog::read_rank(Conn& c, TimePoint now, std::unique_lock<std::mutex>& l
       s.state = RankState::kFinished;
       s.exit_code = f.code;
       if (f.pid != 0) s.pid = f.pid;
+      if (f.energy_joules != WatchdogFrame::kNoGpu) {
+        if (energies_.empty()) energies_.resize(static_cast<std::size_t>(size_));
+        energies_[static_cast<std::size_t>(c.rank)] = RankEnergy{
+            c.rank, true, f.energy_joules >= 0 ? std::optional<double>(f.energy_joules) : std::nullopt, f.energy_steps};
+      }
       all_finished_.notify_all();
     } else if (f.kind == WatchdogFrame::kTail) {
       c.tail += f.get_text();
@@ -818,6 +827,14 @@ std::vector<RankGpuReading> Watchdog::member_gpu_readings() {
   for (const auto& r : gpu_readings_)
     if (r) readings.push_back(*r);
   return readings;
+}
+
+std::vector<RankEnergy> Watchdog::member_energies() {
+  std::lock_guard lock(mutex_);
+  std::vector<RankEnergy> energies;
+  for (const auto& e : energies_)
+    if (e) energies.push_back(*e);
+  return energies;
 }
 
 void Watchdog::run_member() {

@@ -35,6 +35,7 @@
 
 #include "launcher/control_admission.h"
 #include "launcher/control_auth.h"
+#include "launcher/job_energy.h"
 #include "launcher/rank_status.h"
 #include "launcher/step_outcome.h"
 #include "launcher/straggler_judge.h"
@@ -173,8 +174,9 @@ class Watchdog {
   // is lost ends the job meanwhile); returns the table, with each rank's code.
   std::vector<RankStatus> wait_for_all_finished();
 
-  // The others: finish(code), then wait for rank 0's own finish and return its code.
-  int finish_and_wait_for_rank0(int code);
+  // The others: finish(code), then wait for rank 0's own finish and return its code. `energy`
+  // (`exec`: this rank's GPU energy over its program's steps) goes to rank 0 with the bye.
+  int finish_and_wait_for_rank0(int code, const std::optional<RankEnergy>& energy = std::nullopt);
 
   // Rank 0: the stragglers named since the last call (the training loop's metrics take them).
   std::vector<RankSlowdown> take_new_stragglers();
@@ -183,6 +185,9 @@ class Watchdog {
   // Rank 0: the newest GPU reading each other rank's beats carried, in rank order (ranks without
   // a GPU, or not heard from yet, are left out; rank 0's own is the caller's).
   std::vector<RankGpuReading> member_gpu_readings();
+  // Rank 0: the GPU energy each other rank with a GPU sent with its bye, in rank order (call it
+  // after wait_for_all_finished; rank 0's own is the caller's).
+  std::vector<RankEnergy> member_energies();
 
  private:
   struct Conn;
@@ -210,7 +215,8 @@ class Watchdog {
   void send_all(const WatchdogFrame& f);       // rank 0, with mutex_ held: sealed for each
   void send_to_peers(const WatchdogFrame& f);  // rank 0: to all; the others: to rank 0
   void stop_thread();
-  void say_bye(int code) noexcept;  // once: kBye with `code` to the peers
+  void say_bye(int code,
+               const std::optional<RankEnergy>& energy = std::nullopt) noexcept;  // once: kBye with `code` to the peers
   struct Failure {
     int rank = 0;
     std::string host, text, tail;
@@ -256,6 +262,7 @@ class Watchdog {
   std::vector<RankSlowdown> new_stragglers_;
   std::vector<std::string> straggler_hosts_;
   std::vector<std::optional<RankGpuReading>> gpu_readings_;  // by rank, sized at the first one
+  std::vector<std::optional<RankEnergy>> energies_;          // by rank, from their byes, sized at the first one
   std::vector<std::unique_ptr<Conn>> conns_;
   std::unordered_map<int, Conn*> conn_by_fd_;  // rank 0's thread only
   // Rank 0's thread only: each rank's last progress counter and when it last changed.

@@ -37,11 +37,17 @@ struct WatchdogFrame {
   // (launcher/gpu_monitor.h); negative where the rank has no GPU.
   double gpu_utilization_percent = -1;
   double gpu_power_watts = -1;
-  char text[168] = {};         // in a challenge: the nonce
+  // In a member's bye under `exec`: the joules its GPUs used from its program's first reported
+  // step to its exit, over energy_steps steps (launcher/job_energy.h); kNoGpu, or kNotCounted
+  // for a GPU without an energy counter or a program that reported no step.
+  double energy_joules = kNoGpu;
+  std::uint64_t energy_steps = 0;
+  char text[152] = {};         // in a challenge: the nonce
   unsigned char mac[16] = {};  // the seal: HMAC-SHA-256 of the direction and the bytes above, cut to 16
 
   // The protocol's version is in it: a peer of another version is refused as a stranger.
-  static constexpr std::uint32_t kMagic = 0x33575453;  // "STW3"
+  static constexpr std::uint32_t kMagic = 0x34575453;  // "STW4"
+  static constexpr double kNoGpu = -1, kNotCounted = -2;
   // kChallenge: rank 0's first frame on a connection, unsealed (the nonce). kTail: a piece of the
   // text a kFail brings (the last lines of a program's output).
   enum Kind : std::uint32_t { kHello = 1, kWelcome, kBeat, kBye, kFail, kAbort, kTail, kChallenge };

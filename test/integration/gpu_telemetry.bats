@@ -163,3 +163,38 @@ PYEOF
   [ "$status" -ne 0 ]
   [[ $stderr =~ rank\ 1\ .*its\ program\ bash\ \(pid\ [0-9]+\)\ exited\ with\ (status|code)\ 3\ after\ GPU\ 1\ \(GPU-1a1a1a1a-1111-2222-3333-444444444444\):\ Xid\ 79\ at ]]
 }
+
+@test "exec: the job's GPU energy per step and per token from every rank's counters, in the metrics and on the console" {
+  local dir=$BATS_TEST_TMPDIR
+  local t0=$SECONDS
+  # Each rank's program reports steps 0 to 20, 0.1 s apart (0.5 s after the first, so that its
+  # supervisor, which looks every 0.2 s, sees it): 20 steps after its first report.
+  run --separate-stderr on_gpus busy-node "$BUILD/bin/slurm-train" exec --metrics "$dir/metrics.jsonl" \
+    --tokens-per-step 4096 -- bash -c 'for i in $(seq 0 20); do echo $i > "$SLURM_TRAIN_HEARTBEAT"
+      if [ $i = 0 ]; then sleep 0.5; else sleep 0.1; fi; done'
+  local elapsed=$((SECONDS - t0 + 1))
+  echo "$stderr"
+  [ "$status" -eq 0 ]
+  [[ $stderr =~ slurm-train\ exec:\ GPU\ energy\ ([0-9]+)\ J\ over\ 20\ steps,\ ([0-9.e+-]+)\ J/step,\ ([0-9.e+-]+)\ J/token ]]
+  grep '"energy"' "$dir/metrics.jsonl"
+  $PY - "$dir/metrics.jsonl" "$elapsed" "${BASH_REMATCH[2]}" <<'PYEOF'
+import json, sys
+e = [json.loads(l)["energy"] for l in open(sys.argv[1]) if '"energy"' in l]
+assert len(e) == 1, e
+e, elapsed, console_per_step = e[0], float(sys.argv[2]), float(sys.argv[3])
+# The stand-in's counters grow by its power: 412 W (rank 0's GPU) and 455 W (rank 1's), each from
+# its program's first report to its exit, at least the 2 s of sleeps and at most the whole run.
+watts = 412 + 455
+assert e["steps"] == 20, e
+assert 2.0 * watts <= e["joules"] <= elapsed * watts, (e, elapsed)
+# Both ranks counted 20 steps: the job's joules per step are its joules over 20.
+assert abs(e["joules_per_step"] * 20 - e["joules"]) < 1e-6 * e["joules"], e
+assert abs(e["joules_per_token"] * 4096 - e["joules_per_step"]) < 1e-9 * e["joules_per_step"], e
+assert abs(console_per_step - e["joules_per_step"]) < 0.01 * e["joules_per_step"], (console_per_step, e)
+PYEOF
+  # Without a unit, per step only; a program that reports no step gives no energy.
+  run --separate-stderr on_gpus busy-node "$BUILD/bin/slurm-train" exec --metrics "$dir/none.jsonl" -- sleep 1
+  [ "$status" -eq 0 ]
+  [[ ! $stderr =~ GPU\ energy ]]
+  ! grep -q '"energy"' "$dir/none.jsonl"
+}

@@ -48,3 +48,9 @@ TEST_CASE("non_negative_number: finite and at least 0; the value and the expecta
   for (const char* bad : {"-1", "-0.5", "nan", "inf", "1e400", "", "5s"})
     CHECK(refusal(seconds, bad) == std::string("--value: ") + bad + ": expected seconds, a number >= 0");
 }
+
+TEST_CASE("whole_number with a lower bound: below it is named with the range") {
+  const CLI::Validator positive = whole_number(4294967295, 1);
+  CHECK(refusal(positive, "1").empty());
+  CHECK(refusal(positive, "0") == "--value: 0: expected a whole number in [1, 4294967295]");
+}

@@ -98,11 +98,9 @@ void MetricsWriter::write_gpu(std::uint64_t step, const std::optional<GpuReading
 
 void MetricsWriter::write_energy(const RunEnergy& e) {
   if (!file_) return;
-  nlohmann::json line = {{"energy",
-                          {{"steps", e.steps},
-                           {"joules", e.joules},
-                           {"joules_per_step", e.per_step},
-                           {"joules_per_" + e.unit, e.per_unit}}}};
+  nlohmann::json energy = {{"steps", e.steps}, {"joules", e.joules}, {"joules_per_step", e.per_step}};
+  if (!e.unit.empty()) energy["joules_per_" + e.unit] = e.per_unit;
+  nlohmann::json line = {{"energy", std::move(energy)}};
   if (!run_.empty()) line["run"] = run_;
   write_line(line.dump() + "\n");
 }

@@ -66,7 +66,7 @@ struct RunEnergy {
   double joules = 0;
   double per_step = 0;
   double per_unit = 0;  // per token (a language model) or per sample
-  std::string unit;     // "token" or "sample"
+  std::string unit;     // "token" or "sample"; empty where the units of a step are not known
 };
 
 // `configured` with every "{job}" replaced by `job`.
@@ -89,7 +89,8 @@ class MetricsWriter {
   // "power_watts"}, ...]}} at an evaluation: rank 0's GPUs (the fields left out when it has none),
   // and every rank's that has GPUs.
   void write_gpu(std::uint64_t step, const std::optional<GpuReading>& rank0, std::span<const RankGpuReading> ranks);
-  // {"energy": {"steps", "joules", "joules_per_step", "joules_per_token" or "joules_per_sample"}}.
+  // {"energy": {"steps", "joules", "joules_per_step", "joules_per_token" or "joules_per_sample"}}
+  // (the last left out where the energy has no unit).
   void write_energy(const RunEnergy& e);
   // {"program": {"step", "time" (Unix seconds), NAME: VALUE...}}: what a program under `exec`
   // reported at a step; a value that is not finite is written null.
