@@ -169,12 +169,7 @@ start_server() {
     "$(cat "$SERVE_TOKEN_FILE")" >answer &
   client=$!
   # Once it is in flight (beside the request that asks):
-  for _ in $(seq 100); do
-    run "$PY" "$CHECK" request "$port" GET /metrics "" "$(cat "$SERVE_TOKEN_FILE")"
-    grep -q '^slurm_train_serve_requests_in_flight 2$' <<<"${output#200 }" && break
-    sleep 0.1
-  done
-  grep -q '^slurm_train_serve_requests_in_flight 2$' <<<"${output#200 }"
+  "$PY" "$CHECK" wait-metric "$port" "$(cat "$SERVE_TOKEN_FILE")" "slurm_train_serve_requests_in_flight 2" 30
   scancel "$job"
   wait "$client"
   [[ $(cat answer) == "200 "* ]]

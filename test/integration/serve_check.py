@@ -8,11 +8,14 @@ PyTorch and h5py:
   serve_check.py bad-requests PORT                each bad request answered its 4xx with a JSON error
                                                   naming what was wrong, and a good one after them
   serve_check.py request PORT METHOD PATH [BODY] [TOKEN]   prints "STATUS BODY"
+  serve_check.py wait-metric PORT TOKEN LINE SECONDS        asks /metrics every 20 ms until it has
+                                                  the line LINE; exits 1 after SECONDS without it
 """
 import http.client
 import json
 import os
 import sys
+import time
 
 
 def request(port, method, path, body=None, headers=None, host="127.0.0.1"):
@@ -97,6 +100,18 @@ def bad_requests(port):
     sys.exit(1 if failures else 0)
 
 
+def wait_metric(port, token, line, seconds):
+    # One process asking in a loop: a request in flight for half a second is seen, where a new
+    # interpreter for each look takes a good part of that to start.
+    deadline = time.monotonic() + float(seconds)
+    while time.monotonic() < deadline:
+        status, data, _ = request(port, "GET", "/metrics", None, {"Authorization": f"Bearer {token}"})
+        if status == 200 and line in data.decode("utf-8", "replace").splitlines():
+            return
+        time.sleep(0.02)
+    sys.exit(f"/metrics had no line {line!r} within {seconds} s")
+
+
 def main():
     command, port = sys.argv[1], sys.argv[2]
     if command == "predict-all":
@@ -109,6 +124,8 @@ def main():
         headers = {"Authorization": f"Bearer {sys.argv[6]}"} if len(sys.argv) > 6 else {}
         status, data, _ = request(port, method, path, body, headers)
         print(status, data.decode("utf-8", "replace"))
+    elif command == "wait-metric":
+        wait_metric(port, sys.argv[3], sys.argv[4], sys.argv[5])
     else:
         sys.exit(f"unknown command {command}")
 
