@@ -821,20 +821,25 @@ std::vector<std::string> Watchdog::straggler_hosts() {
   return straggler_hosts_;
 }
 
+namespace {
+// What the ranks that sent one sent, in rank order.
+template <class T>
+std::vector<T> sent(const std::vector<std::optional<T>>& by_rank) {
+  std::vector<T> out;
+  for (const auto& x : by_rank)
+    if (x) out.push_back(*x);
+  return out;
+}
+}  // namespace
+
 std::vector<RankGpuReading> Watchdog::member_gpu_readings() {
   std::lock_guard lock(mutex_);
-  std::vector<RankGpuReading> readings;
-  for (const auto& r : gpu_readings_)
-    if (r) readings.push_back(*r);
-  return readings;
+  return sent(gpu_readings_);
 }
 
 std::vector<RankEnergy> Watchdog::member_energies() {
   std::lock_guard lock(mutex_);
-  std::vector<RankEnergy> energies;
-  for (const auto& e : energies_)
-    if (e) energies.push_back(*e);
-  return energies;
+  return sent(energies_);
 }
 
 void Watchdog::run_member() {
