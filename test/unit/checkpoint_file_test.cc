@@ -221,6 +221,28 @@ TEST_CASE("checkpoint store: a corrupt or truncated newest file falls back to th
   CHECK_FALSE(load_newest_valid_checkpoint(empty.path + "/missing", [](const std::string&) {}));
 }
 
+TEST_CASE(
+    "checkpoint store: a folder's newest valid checkpoint is found past a corrupt and a truncated one, each named") {
+  TempDir dir;
+  for (std::uint64_t step : {1, 2, 3}) save_checkpoint(dir.path, sample_state(step), {});
+  const std::string newest = dir.path + "/step-00000003.h5", middle = dir.path + "/step-00000002.h5";
+  // A byte of the optimizer's state: a file whose model part alone is right is no valid checkpoint.
+  flip_byte(newest, data_offset(newest, "/optimizer/exp_avg_sq/layer1.weight"));
+  fs::resize_file(middle, fs::file_size(middle) - 100);
+  std::vector<std::string> warnings;
+  CHECK(find_newest_valid_checkpoint(dir.path, [&](const std::string& w) { warnings.push_back(w); }) ==
+        dir.path + "/step-00000001.h5");
+  REQUIRE(warnings.size() == 2);
+  CHECK(warnings[0].find("step-00000003.h5 is unusable") != std::string::npos);
+  CHECK(warnings[0].find("/optimizer/exp_avg_sq/layer1.weight: checksum mismatch") != std::string::npos);
+  CHECK(warnings[0].find("falling back to step-00000002.h5") != std::string::npos);
+  CHECK(warnings[1].find("step-00000002.h5 is unusable") != std::string::npos);
+  fs::remove(dir.path + "/step-00000001.h5");
+  CHECK(find_newest_valid_checkpoint(dir.path, [](const std::string&) {}).empty());
+  CHECK_THROWS_WITH_AS(checkpoint_to_read(dir.path, [](const std::string&) {}),
+                       doctest::Contains("no valid checkpoint"), std::runtime_error);
+}
+
 TEST_CASE("checkpoint store: an unwritable folder is a CheckpointWriteError naming the path") {
   if (geteuid() == 0) {
     // root writes anywhere: a path under a regular file cannot be a folder for anyone.

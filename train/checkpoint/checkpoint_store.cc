@@ -171,8 +171,25 @@ std::optional<CheckpointState> load_newest_valid_checkpoint(const std::string& d
 }
 
 std::string find_newest_valid_checkpoint(const std::string& dir, const std::function<void(const std::string&)>& warn) {
-  auto state = load_newest_valid_checkpoint(dir, warn);
-  return state ? dir + "/" + checkpoint_file_name(state->counters.step) : "";
+  // Each candidate is checked as `ckpt verify` checks it (its structure in a separate process,
+  // every dataset's checksum), which reads the file at the disk's speed into no memory of its
+  // size: the caller then reads the one chosen, often only its model's third.
+  std::vector<std::uint64_t> steps;
+  for (const auto& e : list_checkpoints(dir)) steps.push_back(e.step);
+  const auto chosen = choose_newest_valid(
+      steps,
+      [&](std::uint64_t step) -> std::string {
+        try {
+          std::string problems;
+          for (const std::string& p : verify_checkpoint_file(dir + "/" + checkpoint_file_name(step)))
+            problems += (problems.empty() ? "" : "; ") + p;
+          return problems;
+        } catch (const std::exception& e) {
+          return e.what();
+        }
+      },
+      [&](const std::string& line) { warn(fmt::format("warning: checkpoint folder {}: {}", dir, line)); });
+  return chosen ? dir + "/" + checkpoint_file_name(*chosen) : "";
 }
 
 std::string checkpoint_to_read(const std::string& given, const std::function<void(const std::string&)>& warn) {

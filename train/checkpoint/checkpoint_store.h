@@ -81,7 +81,8 @@ std::optional<CheckpointState> load_newest_valid_checkpoint(const std::string& d
 bool load_newest_valid_checkpoint(const std::string& dir, const std::function<void(const std::string&)>& warn,
                                   CheckpointState& into, const ModelLayout* expected = nullptr);
 
-// The same choice without keeping the state: the path of the newest valid checkpoint, or "".
+// The same choice without reading the state into memory (each candidate checked as `ckpt verify`
+// checks it): the path of the newest valid checkpoint, or "".
 std::string find_newest_valid_checkpoint(const std::string& dir, const std::function<void(const std::string&)>& warn);
 
 // What a command that reads one checkpoint (`sample`, `serve`) makes of its argument: a file as
