@@ -29,7 +29,7 @@ struct SampleArgs {
 int sample(const SampleArgs& a) {
   const std::string path =
       checkpoint_to_read(a.checkpoint, [](const std::string& line) { std::cerr << "slurm-train: " << line << "\n"; });
-  const CheckpointState state = read_checkpoint_model(path);
+  CheckpointState state = read_checkpoint_model(path);
   if (state.model.kind != "gpt")
     throw std::runtime_error(fmt::format("{} holds an {} model; sample needs a gpt checkpoint (model.kind = \"gpt\")",
                                          path, state.model.kind));
@@ -41,8 +41,9 @@ int sample(const SampleArgs& a) {
   std::unique_ptr<GptDecoder> decoder;
   if (on_gpu)
     decoder = make_cuda_gpt_decoder(state.model.gpt, state.params, 0);
-  else
-    decoder = std::make_unique<GptSampler>(state.model.gpt, state.params);
+  else  // the weights as read, not a copy of them
+    decoder = std::make_unique<GptSampler>(state.model.gpt,
+                                           std::make_shared<const HostVector<float>>(std::move(state.params)));
   if (!a.quiet)
     std::cerr << fmt::format("slurm-train: sampling {} tokens from {} (step {}), temperature {}, seed {}, on {}\n",
                              a.options.tokens, path, state.counters.step, a.options.temperature, a.options.seed,
