@@ -27,10 +27,11 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 # Ours and dd alternate, so that the machine's other load and the page cache's state weigh on
 # both alike.
 declare -A ours
-our_w=() our_r=() our_u=() our_v=() dd_w=() dd_r=()
+our_w=() our_r=() our_u=() our_m=() our_v=() dd_w=() dd_r=()
 for _ in $(seq "$REPEATS"); do
   while read -r key value; do ours[$key]=$value; done < <("$BUILD/bench/checkpoint_io" "$DIR/ours" "$MB" 1)
   our_w+=("${ours[write_MBps]}") our_r+=("${ours[read_MBps]}") our_u+=("${ours[fresh_read_MBps]}")
+  our_m+=("${ours[model_read_MBps]}")
   our_v+=("${ours[verify_MBps]}")
   bytes=${ours[file_bytes]}
   mib=$(( (bytes + (1 << 20) - 1) >> 20 ))
@@ -44,6 +45,7 @@ done
 ours[write_MBps]=$(printf '%s\n' "${our_w[@]}" | median)
 ours[read_MBps]=$(printf '%s\n' "${our_r[@]}" | median)
 ours[fresh_read_MBps]=$(printf '%s\n' "${our_u[@]}" | median)
+ours[model_read_MBps]=$(printf '%s\n' "${our_m[@]}" | median)
 ours[verify_MBps]=$(printf '%s\n' "${our_v[@]}" | median)
 dd_bytes=$((mib << 20))
 dd_wbw=$(printf '%s\n' "${dd_w[@]}" | median | awk -v b="$dd_bytes" '{ printf "%.0f", b / $1 / 1e6 }')
@@ -86,6 +88,7 @@ pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f%%", 100 * a / b }'; }
 bench_record ckpt_write "${ours[write_MBps]}" "$dd_wbw"
 bench_record ckpt_read "${ours[read_MBps]}" "$dd_rbw"
 bench_record ckpt_read_fresh "${ours[fresh_read_MBps]}" "$dd_rbw"
+bench_record ckpt_read_model "${ours[model_read_MBps]}" "$dd_rbw"
 bench_record ckpt_verify "${ours[verify_MBps]}" "$dd_rbw"
 bench_record ckpt_stall "$stall_median" "$step_ms"
 if [ "${CKPT_BENCH_ROWS:-0}" = 1 ]; then
@@ -97,7 +100,8 @@ if [ "${CKPT_BENCH_ROWS:-0}" = 1 ]; then
   }
   row ckpt_write "checkpoint write MB/s ($((bytes / 1000000)) MB, fsync+rename)" "${ours[write_MBps]}" "$dd_wbw" "(peer: dd conv=fsync)"
   row ckpt_read "checkpoint read MB/s, cold, every CRC verified" "${ours[read_MBps]}" "$dd_rbw" "(peer: dd)"
-  row ckpt_read_fresh "  the same into new buffers" "${ours[fresh_read_MBps]}" "$dd_rbw" "(peer: dd)"
+  row ckpt_read_fresh "  the same into new buffers" "${ours[fresh_read_MBps]}" "$dd_rbw" "(peer: dd; no command reads so)"
+  row ckpt_read_model "  sample's and serve's read (the model's third)" "${ours[model_read_MBps]}" "$dd_rbw" "(peer: dd; the whole file's MB)"
   row ckpt_verify "ckpt verify MB/s, cold" "${ours[verify_MBps]}" "$dd_rbw" "(peer: dd)"
   row ckpt_stall "stall per async save, ms (median; step ${step_ms} ms)" "$stall_median" "$step_ms" "(peer: one step)"
   rm -rf "$DIR"
@@ -108,6 +112,7 @@ printf '%-44s %10s %10s %8s\n' "" "ours MB/s" "dd MB/s" "ratio"
 printf '%-44s %10s %10s %8s\n' "write (incl. fsync, rename, folder fsync)" "${ours[write_MBps]}" "$dd_wbw" "$(pct "${ours[write_MBps]}" "$dd_wbw")"
 printf '%-44s %10s %10s %8s\n' "read, cold (every CRC-32 verified), as a resume" "${ours[read_MBps]}" "$dd_rbw" "$(pct "${ours[read_MBps]}" "$dd_rbw")"
 printf '%-44s %10s %10s %8s\n' "  the same into new buffers" "${ours[fresh_read_MBps]}" "$dd_rbw" "$(pct "${ours[fresh_read_MBps]}" "$dd_rbw")"
+printf '%-44s %10s %10s %8s\n' "  sample's and serve's read (model's third)" "${ours[model_read_MBps]}" "$dd_rbw" "$(pct "${ours[model_read_MBps]}" "$dd_rbw")"
 printf '%-44s %10s %10s %8s\n' "ckpt verify, cold" "${ours[verify_MBps]}" "$dd_rbw" "$(pct "${ours[verify_MBps]}" "$dd_rbw")"
 echo "== training stall per async save: 1024-512 MLP, ${ckpt_mb} MB checkpoints every 10 steps"
 printf '%-44s %10s ms (max %s ms)\n' "stall per save (median of $(echo "$stalls" | wc -l))" "$stall_median" "$stall_max"

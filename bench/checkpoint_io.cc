@@ -4,8 +4,10 @@
 // from the page cache first (posix_fadvise DONTNEED, clean after the fsync), as the dd peer in
 // bench/checkpoint.sh does with iflag=nocache. Prints "key value" lines; the median of REPEATS.
 // read_MBps is the read a resume makes: into the run's buffers, which exist already
-// (checkpoint_resume.cc); fresh_read_MBps the same into new buffers (`ckpt show`, tools);
-// verify_MBps `ckpt verify` of the file, cold too.
+// (checkpoint_resume.cc); fresh_read_MBps the same into new buffers (no command reads a whole
+// checkpoint so: the floor a VM's new memory sets); model_read_MBps what `sample` and `serve`
+// read of a checkpoint (the model's third into new buffers, every other dataset's checksum
+// checked), over the whole file's bytes; verify_MBps `ckpt verify` of the file, cold too.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -81,7 +83,7 @@ int main(int argc, char** argv) {
   // Reads: into fresh buffers (the kernel zeroes and faults in the new pages, and the vectors
   // are zeroed again) and into buffers that exist already (the same state object each time, as
   // a resume reads into the model's and optimizer's buffers).
-  std::vector<double> write_s, fresh_s, read_s;
+  std::vector<double> write_s, fresh_s, model_s, read_s;
   CheckpointState back;
   std::uintmax_t bytes = 0;
   for (int r = 0; r < repeats; ++r) {
@@ -95,6 +97,12 @@ int main(int argc, char** argv) {
     {
       const CheckpointState fresh = read_checkpoint_file(path);
       fresh_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    drop_from_page_cache(path);
+    t0 = Clock::now();
+    {
+      const CheckpointState model = read_checkpoint_model(path);
+      model_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     }
     if (back.params.empty()) read_checkpoint_file(path, back);  // the buffers exist from here on
     drop_from_page_cache(path);
@@ -117,9 +125,9 @@ int main(int argc, char** argv) {
   const double verify_s = std::chrono::duration<double>(Clock::now() - t0).count();
   std::cout << fmt::format(
       "file_bytes {}\nparameters {}\nwrite_s {:.4f}\nread_s {:.4f}\nwrite_MBps {:.0f}\nread_MBps {:.0f}\n"
-      "fresh_read_MBps {:.0f}\nverify_MBps {:.0f}\n",
+      "fresh_read_MBps {:.0f}\nmodel_read_MBps {:.0f}\nverify_MBps {:.0f}\n",
       bytes, n, median(write_s), median(read_s), bytes / median(write_s) / 1e6, bytes / median(read_s) / 1e6,
-      bytes / median(fresh_s) / 1e6, bytes / verify_s / 1e6);
+      bytes / median(fresh_s) / 1e6, bytes / median(model_s) / 1e6, bytes / verify_s / 1e6);
   std::filesystem::remove_all(dir);
   return 0;
 }
