@@ -143,24 +143,35 @@ std::vector<CheckpointEntry> list_checkpoints(const std::string& dir) {
   return entries;
 }
 
-bool load_newest_valid_checkpoint(const std::string& dir, const std::function<void(const std::string&)>& warn,
-                                  CheckpointState& into, const ModelLayout* expected) {
+namespace {
+
+// The newest checkpoint of `dir` that `refusal` (the reason it is unusable, or "") accepts, the
+// newer ones told to `warn` as they are skipped.
+std::optional<std::uint64_t> newest_accepted(const std::string& dir,
+                                             const std::function<std::string(const std::string& path)>& refusal,
+                                             const std::function<void(const std::string&)>& warn) {
   std::vector<std::uint64_t> steps;
   for (const auto& e : list_checkpoints(dir)) steps.push_back(e.step);
-  const auto chosen = choose_newest_valid(
-      steps,
-      [&](std::uint64_t step) -> std::string {
-        try {
-          read_checkpoint_file(dir + "/" + checkpoint_file_name(step), into, expected);
-          return "";
-        } catch (const CheckpointMismatch&) {
-          throw;
-        } catch (const std::exception& e) {
-          return e.what();
-        }
-      },
+  return choose_newest_valid(
+      steps, [&](std::uint64_t step) { return refusal(dir + "/" + checkpoint_file_name(step)); },
       [&](const std::string& line) { warn(fmt::format("warning: checkpoint folder {}: {}", dir, line)); });
-  return chosen.has_value();
+}
+
+}  // namespace
+
+bool load_newest_valid_checkpoint(const std::string& dir, const std::function<void(const std::string&)>& warn,
+                                  CheckpointState& into, const ModelLayout* expected) {
+  const auto read = [&](const std::string& path) -> std::string {
+    try {
+      read_checkpoint_file(path, into, expected);
+      return "";
+    } catch (const CheckpointMismatch&) {
+      throw;
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+  };
+  return newest_accepted(dir, read, warn).has_value();
 }
 
 std::optional<CheckpointState> load_newest_valid_checkpoint(const std::string& dir,
@@ -174,21 +185,16 @@ std::string find_newest_valid_checkpoint(const std::string& dir, const std::func
   // Each candidate is checked as `ckpt verify` checks it (its structure in a separate process,
   // every dataset's checksum), which reads the file at the disk's speed into no memory of its
   // size: the caller then reads the one chosen, often only its model's third.
-  std::vector<std::uint64_t> steps;
-  for (const auto& e : list_checkpoints(dir)) steps.push_back(e.step);
-  const auto chosen = choose_newest_valid(
-      steps,
-      [&](std::uint64_t step) -> std::string {
-        try {
-          std::string problems;
-          for (const std::string& p : verify_checkpoint_file(dir + "/" + checkpoint_file_name(step)))
-            problems += (problems.empty() ? "" : "; ") + p;
-          return problems;
-        } catch (const std::exception& e) {
-          return e.what();
-        }
-      },
-      [&](const std::string& line) { warn(fmt::format("warning: checkpoint folder {}: {}", dir, line)); });
+  const auto verify = [](const std::string& path) -> std::string {
+    try {
+      std::string problems;
+      for (const std::string& p : verify_checkpoint_file(path)) problems += (problems.empty() ? "" : "; ") + p;
+      return problems;
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+  };
+  const auto chosen = newest_accepted(dir, verify, warn);
   return chosen ? dir + "/" + checkpoint_file_name(*chosen) : "";
 }
 
