@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "train/io/crc32.h"
+#include "train/io/h5.h"
 #include "train/io/huge_pages.h"
 
 namespace slurm_train {
@@ -31,6 +32,8 @@ namespace {
 // Direct I/O moves whole blocks of this size at offsets and addresses aligned to it; 4096 covers
 // the logical block size of disks and the page size that Lustre's and GPFS's O_DIRECT ask for.
 constexpr std::size_t kDirectBlock = 4096;
+// A tensor of a file that h5::create_file aligns starts on a block: its whole blocks need no staging.
+static_assert(h5::kFileAlignment % kDirectBlock == 0);
 // One staged write: the largest request virtio-blk and many NVMe drives take whole (4 MiB).
 constexpr std::size_t kStageBytes = std::size_t{4} << 20;
 
