@@ -35,7 +35,9 @@
 #       energy counter within 2% of the integrated power.
 #   (g) the TensorBoard event files of a run on the GPU (train.tensorboard, histograms every 100
 #       steps) read by TensorBoard's own event reader (PyTorch's packages bring it) give the same
-#       tags, steps and values as test/integration/tensorboard_events.py, the decoder make test uses.
+#       tags, steps and values as test/integration/tensorboard_events.py, the decoder make test uses;
+#       after a crash and a resume, TensorBoard's own view shows each step once, as that decoder's
+#       --shown does.
 # Runs (a)'s kernels first, then (e), the GPT's runs, (f), and the MLP's last: a call cut short loses
 # the least. Prints each verdict as it comes, then a table and one "N passed, N failed" line; with
 # $OUT set (the device tool's folder) it also writes gpu-check.log and gpu-check-logs.tar.gz (the
@@ -568,7 +570,8 @@ check_telemetry() {
 }
 
 # (g) A run's TensorBoard files (scalars every step, histograms every 100 steps), read by
-# TensorBoard's own reader and by our decoder of the published format: the same records.
+# TensorBoard's own reader and by our decoder of the published format: the same records; and a
+# run resumed after a crash, as TensorBoard shows it: each step once.
 check_tensorboard() {
   if [ -z "$h5" ]; then
     record "TensorBoard's reader" FAIL "no Fashion-MNIST data for the run (see $work/import.log)"
@@ -589,6 +592,23 @@ check_tensorboard() {
     record "TensorBoard's reader" FAIL "TensorBoard is not installed for $PYTHON (pip install tensorboard)"
   else
     record "TensorBoard's reader" FAIL "run exit $run_status, reader exit $theirs_status; $(diff <(echo "$ours") <(echo "$theirs") | head -3 | tr '\n' ' ')"
+  fi
+  # A restart: killed in step 150, after the checkpoint of step 100, then resumed. TensorBoard's
+  # own EventAccumulator shows each step once, the resumed run's, as our decoder's --shown does.
+  rm -rf "$work/tb-restart" "$work/tb-restart-ck"
+  st_run tb-crash "$device" --train.steps 240 --ckpt.dir "$work/tb-restart-ck" --ckpt.every 100 \
+    --train.tensorboard "$work/tb-restart" --inject-fault crash@150:0
+  st_run tb-resume "$device" --train.steps 240 --ckpt.dir "$work/tb-restart-ck" --ckpt.every 100 \
+    --train.tensorboard "$work/tb-restart"
+  run_status=$?
+  ours=$("$PYTHON" "$tb_decoder" --shown "$work/tb-restart" 2>&1 | sort)
+  theirs=$("$PYTHON" "$tb_decoder" --shown --tensorboard "$work/tb-restart" 2>&1 | sort)
+  local losses
+  losses=$(grep -c '"tag": "train/loss"' <<<"$theirs")
+  if [ "$run_status" -eq 0 ] && [ "$ours" = "$theirs" ] && [ "$losses" -eq 240 ]; then
+    record "TensorBoard after a restart" PASS "each of 240 steps shown once, the resumed run's (its purge = our decoder's)"
+  else
+    record "TensorBoard after a restart" FAIL "resume exit $run_status, $losses loss points shown; $(diff <(echo "$ours") <(echo "$theirs") | head -3 | tr '\n' ' ')"
   fi
 }
 

@@ -113,3 +113,40 @@ open(sys.argv[1], 'wb').write(data)" "$file"
   [ "$status" -eq 1 ]
   [[ $stderr == *"$file"*"offset"* ]]
 }
+
+@test "tensorboard: a run resumed after a crash marks the restart, and TensorBoard's view shows each step once, the resumed run's" {
+  out=$BATS_TEST_TMPDIR/resumed
+  # Killed in step 150, after the checkpoint of step 100: steps 101-150 are in its event file.
+  run --separate-stderr "$ST" run "${SMALL[@]}" --train.steps 240 --ckpt.dir "$out/ck" --ckpt.every 100 \
+    --train.tensorboard "$out/tb" --log-dir= --inject-fault crash@150:0
+  echo "$output"; echo "$stderr"
+  [ "$status" -ne 0 ]
+  run --separate-stderr "$ST" run "${SMALL[@]}" --train.steps 240 --ckpt.dir "$out/ck" --ckpt.every 100 \
+    --train.tensorboard "$out/tb" --log-dir= --train.metrics "$out/metrics.jsonl"
+  echo "$output"; echo "$stderr"
+  [ "$status" -eq 0 ]
+  [[ $output == *"resumed from $out/ck/step-00000100.h5 at step 100"* ]]
+  [ "$(ls "$out"/tb/events.out.tfevents.* | wc -l)" -eq 2 ]
+  $PY "$DECODE" "$out/tb" >"$out/all.jsonl"
+  $PY "$DECODE" --shown "$out/tb" >"$out/shown.jsonl"
+  $PY - "$out/all.jsonl" "$out/shown.jsonl" "$out/metrics.jsonl" <<'PYEOF'
+import collections, json, struct, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+shown = [json.loads(l) for l in open(sys.argv[2])]
+metrics = [json.loads(l) for l in open(sys.argv[3])]
+f32 = lambda x: struct.unpack("f", struct.pack("f", x))[0]
+# As written: the crashed run's steps 1-150, then the restart at step 101, then 101-240.
+starts = [l for l in lines if "session_log" in l]
+assert [(s["step"], s["session_log"]) for s in starts] == [(101, "START")], starts
+written = [l["step"] for l in lines if l.get("tag") == "train/loss"]
+assert written == list(range(1, 151)) + list(range(101, 241)), (written[:3], len(written))
+# As TensorBoard shows the run: each step once, from 101 on the resumed run's values.
+loss = [(p["step"], p["value"]) for p in shown if p["tag"] == "train/loss"]
+assert [s for s, _ in loss] == list(range(1, 241)), [s for s, _ in loss][:3]
+resumed = {m["step"] + 1: f32(m["loss"]) for m in metrics if "loss" in m and "step" in m}
+assert min(resumed) == 101 and all(dict(loss)[s] == v for s, v in resumed.items())
+counts = collections.Counter((p["tag"], p["step"]) for p in shown)
+assert max(counts.values()) == 1, counts.most_common(1)
+print("restart at 101;", len(written), "points written,", len(loss), "shown")
+PYEOF
+}

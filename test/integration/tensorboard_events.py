@@ -1,12 +1,18 @@
 #!/usr/bin/python3
-"""tensorboard_events.py [--tensorboard] DIR_OR_FILE...: the records of TensorBoard event files,
-one JSON object a line:
+"""tensorboard_events.py [--tensorboard] [--shown] DIR_OR_FILE...: the records of TensorBoard event
+files, one JSON object a line:
   {"file_version": "brain.Event:2"}
+  {"step": N, "wall_time": T, "session_log": "START"}                  a restart (SessionLog)
   {"step": N, "wall_time": T, "tag": "...", "value": V}                 a scalar (simple_value)
   {"step": N, "wall_time": T, "tag": "...", "histogram": {"min", "max", "num", "sum",
    "sum_squares", "bucket_limit": [...], "bucket": [...]}}              a histogram (histo)
 A NaN or infinite value prints as Python's json writes it (NaN, Infinity). Other summary kinds
 (images, tensors) and other Event fields are skipped.
+
+--shown prints the scalars alone, as TensorBoard shows them: a SessionLog START at step S drops
+every point read before it whose step is S or later (TensorBoard's purge of orphaned data, for
+files of file_version 2). With --tensorboard it is TensorBoard's own EventAccumulator that reads
+the run and drops them.
 
 A DIR stands for the event files directly in it ("tfevents" in the name, as TensorBoard finds
 them), in name order: one run, as TensorBoard reads it; its subfolders are other runs.
@@ -148,7 +154,7 @@ def _histogram(buf):
 
 def decode_event(buf):
     """The JSON objects of one serialized Event."""
-    wall_time, step, version, values = 0.0, 0, None, []
+    wall_time, step, version, values, status = 0.0, 0, None, [], None
     for number, wire, value in fields(buf):
         if number == 1:
             wall_time = _double(wire, value)
@@ -160,8 +166,15 @@ def decode_event(buf):
             for v_number, v_wire, v_value in fields(value):
                 if v_number == 1 and v_wire == 2:
                     values.append(v_value)
+        elif number == 6 and wire == 2:
+            status = 0
+            for s_number, s_wire, s_value in fields(value):
+                if s_number == 1 and s_wire == 0:
+                    status = s_value
     if version is not None:
         yield {"file_version": version}
+    if status is not None:
+        yield {"step": step, "wall_time": wall_time, "session_log": SESSION_STATUS.get(status, str(status))}
     for value in values:
         tag, line = "", None
         for number, wire, v in fields(value):
@@ -173,6 +186,35 @@ def decode_event(buf):
                 line = {"histogram": _histogram(v)}
         if line is not None:
             yield {"step": step, "wall_time": wall_time, "tag": tag, **line}
+
+
+SESSION_STATUS = {0: "STATUS_UNSPECIFIED", 1: "START", 2: "STOP", 3: "CHECKPOINT"}
+
+
+def shown(lines):
+    """The scalar points of a run's decoded lines as TensorBoard shows them: each SessionLog START
+    at step S drops the points before it at step S or later."""
+    points = []
+    for line in lines:
+        if line.get("session_log") == "START":
+            points = [p for p in points if p["step"] < line["step"]]
+        elif "value" in line:
+            points.append(line)
+    return points
+
+
+def shown_by_tensorboard(folder):
+    """The same by TensorBoard's EventAccumulator over the run's folder; None where TensorBoard is
+    not installed."""
+    try:
+        from tensorboard.backend.event_processing import event_accumulator
+    except ImportError:
+        return None
+    run = event_accumulator.EventAccumulator(folder, size_guidance={event_accumulator.SCALARS: 0},
+                                             purge_orphaned_data=True)
+    run.Reload()
+    return [{"step": e.step, "wall_time": e.wall_time, "tag": tag, "value": e.value}
+            for tag in run.Tags()["scalars"] for e in run.Scalars(tag)]
 
 
 def decode_file(path):
@@ -208,6 +250,9 @@ def decode_file_by_tensorboard(events, path):
     for event in events(path):
         if event.WhichOneof("what") == "file_version":
             yield {"file_version": event.file_version}
+        if event.HasField("session_log"):
+            status = SESSION_STATUS.get(event.session_log.status, str(event.session_log.status))
+            yield {"step": event.step, "wall_time": event.wall_time, "session_log": status}
         if not event.HasField("summary"):
             continue
         for value in event.summary.value:
@@ -247,8 +292,23 @@ def main():
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet when the reader (head) stops early
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tensorboard", action="store_true", help="read with TensorBoard's own loader")
+    parser.add_argument("--shown", action="store_true", help="the scalars as TensorBoard shows them")
     parser.add_argument("paths", nargs="+", metavar="DIR_OR_FILE")
     args = parser.parse_args()
+    if args.shown and args.tensorboard:
+        points = []
+        for arg in args.paths:
+            if not os.path.isdir(arg):
+                print(f"tensorboard_events.py: --shown --tensorboard reads runs: {arg} is no folder", file=sys.stderr)
+                return 2
+            got = shown_by_tensorboard(arg)
+            if got is None:
+                print("tensorboard_events.py: tensorboard is not installed", file=sys.stderr)
+                return 3
+            points += got
+        for p in points:
+            print(json.dumps(p))
+        return 0
     decode = decode_file
     if args.tensorboard:
         events = _tensorboard_events()
@@ -262,6 +322,10 @@ def main():
         print(f"tensorboard_events.py: {e}", file=sys.stderr)
         return 2
     try:
+        if args.shown:
+            for line in shown(line for path in files for line in decode(path)):
+                print(json.dumps(line))
+            return 0
         for path in files:
             for line in decode(path):
                 print(json.dumps(line))

@@ -213,6 +213,20 @@ TEST_CASE("tensorboard scalars record: decodes to its step, wall time, tags and 
   }
 }
 
+TEST_CASE("tensorboard session start record: a SessionLog of status START at its step") {
+  const auto event = decode(only_record(tensorboard_session_start_record(1700000000.5, 101)));
+  CHECK(as_double(field(event, 1)) == 1700000000.5);
+  CHECK(field(event, 2).scalar == 101);
+  CHECK(field(event, 6).wire == 2);
+  const auto session_log = decode(field(event, 6).bytes);
+  REQUIRE(session_log.size() == 1);
+  CHECK(session_log[0].number == 1);
+  CHECK(session_log[0].wire == 0);
+  CHECK(session_log[0].scalar == 1);  // SessionLog.START
+  CHECK_THROWS_WITH_AS(tensorboard_session_start_record(1.0, -1), "tensorboard step -1 is negative",
+                       std::invalid_argument);
+}
+
 TEST_CASE("tensorboard histogram: TensorFlow's buckets, counts that add up to num, non-finite values left out") {
   const float inf = std::numeric_limits<float>::infinity();
   const std::vector<float> values = {-2.0f, -1e-13f, 0.0f, 0.5f, 0.5f, 3.0f, std::nanf(""), inf, -inf};

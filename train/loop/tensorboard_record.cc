@@ -187,6 +187,15 @@ std::string tensorboard_file_version_record(double wall_time) {
   return tfrecord(event);
 }
 
+std::string tensorboard_session_start_record(double wall_time, std::int64_t step) {
+  std::string event = event_head(wall_time, step);
+  std::string session_log;
+  put_key(session_log, 1, Wire::varint);
+  put_varint(session_log, 1);  // SessionLog.SessionStatus START
+  put_bytes_field(event, 6, session_log);
+  return tfrecord(event);
+}
+
 std::string tensorboard_scalars_record(double wall_time, std::int64_t step,
                                        std::span<const std::pair<std::string, float>> scalars) {
   if (scalars.empty()) throw std::invalid_argument("a tensorboard scalars record needs at least one scalar");

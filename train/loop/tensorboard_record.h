@@ -1,6 +1,6 @@
 // TensorBoard's event-file records, encoded by hand: TFRecord framing around serialized Event
 // protocol buffers (tensorflow/core/util/event.proto, tensorflow/core/framework/summary.proto).
-// Three small messages - Event, Summary (with its Value) and HistogramProto - are all we write,
+// Four small messages - Event, Summary (with its Value), HistogramProto and SessionLog - are all we write,
 // so they are written field by field here rather than through libprotobuf and generated code:
 // no protoc step in the build, no library to link. Pure: no I/O (tensorboard_writer.h writes).
 //
@@ -8,7 +8,8 @@
 //   record:         uint64 length (little-endian), uint32 masked CRC-32C of those 8 bytes,
 //                   the data, uint32 masked CRC-32C of the data (train/io/crc32c.h)
 //   Event:          wall_time = 1 (double), step = 2 (int64), file_version = 3 (string),
-//                   summary = 5 (Summary)
+//                   summary = 5 (Summary), session_log = 6 (SessionLog)
+//   SessionLog:     status = 1 (enum: START = 1)
 //   Summary:        repeated Value value = 1
 //   Summary.Value:  tag = 1 (string), simple_value = 2 (float), histo = 5 (HistogramProto)
 //   HistogramProto: min = 1, max = 2, num = 3, sum = 4, sum_squares = 5 (double),
@@ -44,6 +45,12 @@ HistogramSummary histogram_of(std::span<const float> values);
 
 // The first record of every event file: file_version "brain.Event:2".
 std::string tensorboard_file_version_record(double wall_time);
+
+// An Event holding a SessionLog of status START at `step`: TensorBoard then drops every point it
+// read before it (from this file or an earlier one of the run) whose step is `step` or later, as
+// for PyTorch's SummaryWriter(purge_step). A run that resumes writes one, so that the points a
+// failed run wrote after its last checkpoint do not stand beside the steps done again.
+std::string tensorboard_session_start_record(double wall_time, std::int64_t step);
 
 // One Event holding a simple_value for each (tag, value); a NaN or infinite value is kept
 // (TensorBoard plots it as such: a diverged loss is worth seeing).

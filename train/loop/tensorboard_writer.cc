@@ -87,6 +87,11 @@ void TensorboardWriter::histogram(std::int64_t step, const std::string& tag, std
   held_ += tensorboard_histogram_record(unix_seconds_now(), step, tag, values);
 }
 
+void TensorboardWriter::session_start(std::int64_t step) {
+  require_open();
+  held_ += tensorboard_session_start_record(unix_seconds_now(), step);
+}
+
 void TensorboardWriter::flush() {
   require_open();
   std::size_t done = 0;

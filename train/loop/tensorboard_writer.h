@@ -5,8 +5,8 @@
 //
 // A file is never appended to: a resumed run (a new process, a later second) starts a new file
 // in the same DIR, and TensorBoard reads all the files of a folder as one run, in name order.
-// The steps it repeats after a restart from a checkpoint are shown twice (both files' points);
-// TensorFlow's writers mark a restart with a SessionLog START event, which this one does not.
+// A run that restarts from a checkpoint says so with session_start(): TensorBoard then drops the
+// points of the earlier files from that step on, and shows the steps done again once.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +33,9 @@ class TensorboardWriter {
   // (tensorboard_record.h) and add nothing.
   void scalars(std::int64_t step, std::span<const std::pair<std::string, float>> values);
   void histogram(std::int64_t step, const std::string& tag, std::span<const float> values);
+  // A SessionLog START at `step` (tensorboard_record.h): the points read before it at `step` or
+  // later are dropped by TensorBoard.
+  void session_start(std::int64_t step);
 
   // Writes the held records to the file, without fsync: a record in the page cache is visible to
   // TensorBoard at once, and a crash of the node loses at most the steps since the last close.

@@ -228,6 +228,7 @@ TrainResult train(const RunConfig& config, Comm& comm, std::ostream& out, const 
                           start.step, total);
   MetricsWriter metrics(rank0 ? tc.metrics : "", hooks.run_id);
   TrainingBoard board(tc.tensorboard, tc.tensorboard_histograms, rank0, out);
+  if (start.resumed) board.resumed(start.step);
   BestKeeper best(config.ckpt.keep_best, config.ckpt.dir, comm, rank0, out);
   PrometheusLabels prometheus_labels = hooks.prometheus;
   prometheus_labels.world_size = comm.size();

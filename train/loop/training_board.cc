@@ -34,6 +34,13 @@ void TrainingBoard::attempt(Write&& write) {
   }
 }
 
+void TrainingBoard::resumed(std::uint64_t steps_done) {
+  attempt([&](TensorboardWriter& w) {
+    w.session_start(static_cast<std::int64_t>(steps_done + 1));
+    w.flush();
+  });
+}
+
 bool TrainingBoard::due(std::uint64_t steps_done) const {
   return writer_ && histogram_every_ > 0 && steps_done % static_cast<std::uint64_t>(histogram_every_) == 0;
 }

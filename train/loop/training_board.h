@@ -33,6 +33,9 @@ class TrainingBoard {
   TrainingBoard(const TrainingBoard&) = delete;
   TrainingBoard& operator=(const TrainingBoard&) = delete;
 
+  // A run resumed at `steps_done`: the points an earlier run wrote for later steps (after the
+  // checkpoint it was resumed from) are dropped by TensorBoard, so that no step shows twice.
+  void resumed(std::uint64_t steps_done);
   // After finish_gradients() of the step that makes `steps_done`: keeps a copy of the gradients
   // when that step is due for histograms (nothing otherwise).
   void gradients(std::uint64_t steps_done, TrainStep& model);
