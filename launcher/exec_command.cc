@@ -89,9 +89,12 @@ void add_exec_command(CLI::App& app, int& exit_code, const ExecCommandLine& line
       "energy ({\"energy\": {\"steps\", \"joules\", \"joules_per_step\", ...}}: every rank's, from its "
       "program's first reported step to its exit); \"{job}\" in it is the job id; its newest figures "
       "also go to --prometheus FILE");
-  cmd->add_option("--tensorboard", options->tensorboard,
-                  "rank 0 writes the figures the program reports as TensorBoard scalars (tag: the figure's name, "
-                  "step: the reported step) to an event file in this folder; \"{job}\" in it is the job id");
+  cmd->add_option(
+      "--tensorboard", options->tensorboard,
+      "rank 0 writes the figures the program reports as TensorBoard scalars (tag: the figure's name, "
+      "step: the reported step) to an event file in this folder; \"{job}\" in it is the job id; in a requeued or "
+      "restarted job the program's first step marks the restart (TensorBoard drops the earlier run's "
+      "points from there)");
   auto* tokens = cmd->add_option("--tokens-per-step", options->tokens_per_step,
                                  "the tokens one step of the whole job trains on (every rank's batch together): "
                                  "the GPU energy at the end is also given per token")

@@ -190,6 +190,10 @@ class Supervisor {
   std::unique_ptr<ProgramPipe> pipe_;         // the program's lines (the Python helper's heartbeat metrics, done())
   std::unique_ptr<MetricsWriter> metrics_;    // rank 0's --metrics file
   std::unique_ptr<TensorboardWriter> board_;  // rank 0's --tensorboard folder
+  // A requeued or restarted job's program resumes from its own checkpoint: its first figures'
+  // step goes to the board as a restart mark, so that TensorBoard drops what the earlier run
+  // wrote from that step on (tensorboard_writer.h).
+  bool board_restart_unmarked_ = false;
   std::optional<ProgramMetrics> program_figures_;  // the newest, for rank 0's --prometheus file
   Clock::time_point prometheus_written_{};
   std::optional<Clock::time_point> gpu_line_written_;  // rank 0's newest "gpu" line in --metrics
@@ -254,8 +258,11 @@ int Supervisor::run() {
     try {
       if (!o_.metrics.empty())
         metrics_ = std::make_unique<MetricsWriter>(metrics_path_for_job(o_.metrics, task_.job), task_.job);
-      if (!o_.tensorboard.empty())
+      if (!o_.tensorboard.empty()) {
         board_ = std::make_unique<TensorboardWriter>(metrics_path_for_job(o_.tensorboard, task_.job));
+        const std::string requeues = env_value(env_, "SLURM_RESTART_COUNT");
+        board_restart_unmarked_ = restart_.count > 0 || (!requeues.empty() && requeues != "0");
+      }
     } catch (const std::exception& e) {
       cannot_start.emplace(
           fmt::format("{} {}", o_.metrics.empty() || metrics_ ? "--tensorboard:" : "--metrics:", e.what()), kExitUsage);
@@ -549,6 +556,8 @@ void Supervisor::take_program_message(std::string_view line, TrainProgress& prog
     std::vector<std::pair<std::string, float>> scalars;
     for (const auto& [name, value] : figures.values) scalars.emplace_back(name, static_cast<float>(value));
     try {
+      if (board_restart_unmarked_) board_->session_start(static_cast<std::int64_t>(figures.step));
+      board_restart_unmarked_ = false;
       board_->scalars(static_cast<std::int64_t>(figures.step), scalars);
       board_->flush();
     } catch (const std::exception& e) {

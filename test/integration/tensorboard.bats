@@ -150,3 +150,27 @@ assert max(counts.values()) == 1, counts.most_common(1)
 print("restart at 101;", len(written), "points written,", len(loss), "shown")
 PYEOF
 }
+
+@test "tensorboard: exec --tensorboard of a requeued job marks the restart at the program's first step, and TensorBoard's view shows each step once" {
+  out=$BATS_TEST_TMPDIR/tbrequeue
+  program='
+import slurm_train as s, sys
+first, last, loss = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+for step in range(first, last + 1):
+    s.heartbeat(step, loss=loss)'
+  # The first run reports steps 1-10; the requeued one resumed from its checkpoint of step 5.
+  run srun -N1 -n1 "$ST" exec --log-dir= --tensorboard "$out/tb" -- $PY -c "$program" 1 10 1.0
+  [ "$status" -eq 0 ]
+  run env SLURM_RESTART_COUNT=1 srun -N1 -n1 "$ST" exec --log-dir= --tensorboard "$out/tb" -- $PY -c "$program" 6 12 2.0
+  [ "$status" -eq 0 ]
+  run $PY "$DECODE" "$out/tb"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(grep -c '"session_log": "START"' <<<"$output")" -eq 1 ]
+  [[ $output == *'{"step": 6, "wall_time": '*', "session_log": "START"}'* ]]
+  run $PY "$DECODE" --shown "$out/tb"
+  echo "$output"
+  [ "$(grep -c '"tag": "loss"' <<<"$output")" -eq 12 ]
+  for step in 1 5; do [[ $output == *"{\"step\": $step, \"wall_time\": "*', "tag": "loss", "value": 1.0}'* ]]; done
+  for step in 6 12; do [[ $output == *"{\"step\": $step, \"wall_time\": "*', "tag": "loss", "value": 2.0}'* ]]; done
+}
