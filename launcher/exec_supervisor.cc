@@ -48,6 +48,7 @@
 #include "spank/jobenv/task_facts.h"
 #include "spank/jobenv/text.h"
 #include "train/io/durable_file.h"
+#include "train/io/write_all.h"
 #include "train/loop/metrics.h"
 #include "train/loop/prometheus.h"
 #include "train/loop/tensorboard_writer.h"
@@ -127,15 +128,6 @@ void add_rendezvous(Environment& child, const Environment& env, const ExecTask& 
   child[env_names::kNodeRank] = "0";
   child[env_names::kMasterAddr] = "127.0.0.1";
   child[env_names::kMasterPort] = std::to_string(free_port());
-}
-
-void write_all(int fd, std::string_view text) {
-  while (!text.empty()) {
-    const ssize_t n = ::write(fd, text.data(), text.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    text.remove_prefix(static_cast<std::size_t>(n));
-  }
 }
 
 std::string base_name(const std::string& path) {

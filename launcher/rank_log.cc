@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "launcher/folder_trust.h"
+#include "train/io/write_all.h"
 
 namespace slurm_train {
 
@@ -65,13 +66,7 @@ void RankLog::line(std::string_view text) {
     text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
   }
   // A log that cannot be written (full disk) must not stop the training: the line is dropped.
-  std::size_t done = 0;
-  while (done < out.size()) {
-    const ssize_t n = ::write(fd_, out.data() + done, out.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += static_cast<std::size_t>(n);
-  }
+  write_all(fd_, out);
 }
 
 }  // namespace slurm_train

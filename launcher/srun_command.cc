@@ -30,6 +30,7 @@
 #include "spank/jobenv/environment.h"
 #include "spank/jobenv/hostlist.h"
 #include "train/io/durable_file.h"
+#include "train/io/write_all.h"
 
 namespace slurm_train {
 
@@ -94,11 +95,7 @@ bool relay(int fd, int to, std::string* lines) {
   const ssize_t n = ::read(fd, buf, sizeof buf);
   if (n < 0) return errno == EINTR || errno == EAGAIN;
   if (n == 0) return false;
-  for (ssize_t done = 0; done < n;) {
-    const ssize_t w = ::write(to, buf + done, static_cast<std::size_t>(n - done));
-    if (w <= 0) break;
-    done += w;
-  }
+  write_all(to, std::string_view(buf, static_cast<std::size_t>(n)));
   if (lines) lines->append(buf, static_cast<std::size_t>(n));
   return true;
 }

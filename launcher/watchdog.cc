@@ -21,6 +21,7 @@
 #include "launcher/exit_codes.h"
 #include "launcher/rank_log.h"
 #include "launcher/watchdog_wire.h"
+#include "train/io/write_all.h"
 
 namespace slurm_train {
 
@@ -53,15 +54,7 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-void write_stderr(const std::string& text) {
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(2, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    done += static_cast<std::size_t>(n);
-  }
-}
+void write_stderr(const std::string& text) { write_all(2, text); }
 
 // Rank 0 holds one connection per rank, and some for connections still proving themselves: the
 // soft open-files limit (often 1024) is raised within the hard one, and a hard limit too low for

@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "spank/jobenv/host.h"
+#include "train/io/write_all.h"
 
 namespace slurm_train {
 
@@ -91,16 +92,10 @@ void write_file_durably(const std::string& path, const std::string& text) {
     // Not through a link another user left at the name (a shared textfile-collector folder).
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) fail("cannot create", tmp, errno);
-    std::size_t done = 0;
-    while (done < text.size()) {
-      const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        const int err = n < 0 ? errno : ENOSPC;
-        ::close(fd);
-        fail("cannot write", tmp, err);
-      }
-      done += static_cast<std::size_t>(n);
+    if (write_all(fd, text) < text.size()) {
+      const int err = errno;
+      ::close(fd);
+      fail("cannot write", tmp, err);
     }
     if (::close(fd) != 0) fail("cannot close", tmp, errno);
   });

@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "spank/jobenv/host.h"
+#include "train/io/write_all.h"
 #include "train/loop/tensorboard_record.h"
 
 namespace slurm_train {
@@ -94,16 +95,11 @@ void TensorboardWriter::session_start(std::int64_t step) {
 
 void TensorboardWriter::flush() {
   require_open();
-  std::size_t done = 0;
-  while (done < held_.size()) {
-    const ssize_t n = ::write(fd_, held_.data() + done, held_.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = n < 0 ? errno : ENOSPC;
-      held_.erase(0, done);
-      fail("cannot write", path_, err);
-    }
-    done += static_cast<std::size_t>(n);
+  const std::size_t done = write_all(fd_, held_);
+  if (done < held_.size()) {
+    const int err = errno;
+    held_.erase(0, done);
+    fail("cannot write", path_, err);
   }
   held_.clear();
 }
