@@ -4,7 +4,7 @@
 
 load helpers
 
-@test "gpt: logits, loss, every parameter's gradient and three clipped AdamW steps equal PyTorch's within 1e-5 (relative, fp32)" {
+@test "gpt: logits, loss, every parameter's gradient and three clipped AdamW steps equal PyTorch's within 1e-5 (relative, fp32; a parameter's change within one fp32 step of its values where larger)" {
   $PY -c 'import torch, h5py' 2>/dev/null || skip "python3-torch or python3-h5py is not installed (scripts/install-deps.sh)"
   run "$BUILD/test/gpt_oracle" "$BATS_TEST_TMPDIR/gpt.h5"
   echo "$output"
@@ -12,7 +12,9 @@ load helpers
   run $PY "$ROOT/test/integration/gpt_oracle.py" "$BATS_TEST_TMPDIR/gpt.h5"
   echo "$output"
   [ "$status" -eq 0 ]
-  [[ $output == *"61 checks, worst "*"(limit 1e-5)"* ]]
+  [[ $output == *"61 checks, worst "*" against its limit "* ]]
+  # The wider limit is for the LayerNorm weights alone (values near 1), every other check at 1e-5.
+  [ "$(grep -c 'one fp32 step of the values)' <<<"$output")" -eq 5 ]
   [ "$(grep -c "^clip step " <<<"$output")" -eq 3 ]
   [ "$(grep -c '^grad ' <<<"$output")" -eq 28 ]
   [ "$(grep -c "^adamw " <<<"$output")" -eq 28 ]

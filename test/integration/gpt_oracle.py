@@ -1,7 +1,10 @@
 """The PyTorch oracle for train/models/gpt.h: GPT-2's architecture written here in plain torch (not our
 code), loaded with the parameters gpt-oracle wrote, run on the same batch; the logits, the loss,
 every parameter's gradient, and three clipped AdamW steps must match ours within a relative error
-of 1e-5 (fp32).
+of 1e-5 (fp32); a parameter's change over the steps within 1e-5 or within one fp32 step of its
+values, where that is larger (a LayerNorm weight near 1 holds a change of 3e-3 to about 4e-5:
+two correct fp32 updates may land on neighbouring floats, and PyTorch's own fp32 update differs
+from the exact, fp64 one by 2-3e-5 there).
 
     gpt_oracle.py FILE.h5      (written by build/test/gpt_oracle)
 """
@@ -46,6 +49,13 @@ def relative_error(ours, theirs):
     return (torch.linalg.vector_norm(ours - theirs) / torch.linalg.vector_norm(theirs).clamp_min(1e-30)).item()
 
 
+def one_float_step(values, change):
+    """The relative error of `change` that one fp32 step of each of `values` (where the change
+    ends) makes: the resolution of a change read back as a difference of fp32 values."""
+    step = torch.nextafter(values, torch.full_like(values, float("inf"))) - values
+    return (torch.linalg.vector_norm(step) / torch.linalg.vector_norm(change).clamp_min(1e-30)).item()
+
+
 def main(path):
     torch.set_num_threads(1)  # one summation order, run after run
     f = h5py.File(path, "r")
@@ -55,9 +65,11 @@ def main(path):
     targets = torch.tensor(f["targets"][()].astype("int64"))
     logits, loss = logits_and_loss(p, tokens, targets, layers, heads)
     loss.backward()
-    checks = [("logits", relative_error(torch.tensor(f["logits"][()]), logits.detach().view(-1, vocab))),
-              ("loss", abs(float(f.attrs["loss"]) - loss.item()) / abs(loss.item()))]
-    checks += [(f"grad {name}", relative_error(torch.tensor(f["grad"][name][()]), p[name].grad)) for name in sorted(p)]
+    limit = 1e-5
+    checks = [("logits", relative_error(torch.tensor(f["logits"][()]), logits.detach().view(-1, vocab)), limit),
+              ("loss", abs(float(f.attrs["loss"]) - loss.item()) / abs(loss.item()), limit)]
+    checks += [(f"grad {name}", relative_error(torch.tensor(f["grad"][name][()]), p[name].grad), limit)
+               for name in sorted(p)]
     # Three AdamW steps on the same batch, decay on matrices only, the gradients clipped first as
     # torch.nn.utils.clip_grad_norm_ clips them: each step's norm before clipping must match, and
     # each parameter's change from its initial value (the change, not the value, which would hide
@@ -74,25 +86,28 @@ def main(path):
             logits_and_loss(p, tokens, targets, layers, heads)[1].backward()
         norm = torch.nn.utils.clip_grad_norm_(list(p.values()), clip_norm).item()
         bound += norm > clip_norm
-        checks.append((f"clip step {step} norm", abs(float(f.attrs[f"grad_norm_{step}"]) - norm) / norm))
+        checks.append((f"clip step {step} norm", abs(float(f.attrs[f"grad_norm_{step}"]) - norm) / norm, limit))
         opt.step()
     for name in sorted(p):
-        ours, theirs = torch.tensor(f["adamw"][name][()]) - initial[name], p[name].detach() - initial[name]
+        final = p[name].detach()
+        ours, theirs = torch.tensor(f["adamw"][name][()]) - initial[name], final - initial[name]
         if name.endswith("attn.c_attn.bias"):
             # The key's bias has no gradient in exact arithmetic (a shift common to all of one
             # query's scores leaves its softmax as it is); Adam scales its rounding noise up to a
             # step of lr either way. Its query and value thirds are compared.
-            ours, theirs = torch.cat([ours[:embd], ours[2 * embd:]]), torch.cat([theirs[:embd], theirs[2 * embd:]])
-        checks.append((f"adamw {name}", relative_error(ours, theirs)))
+            thirds = lambda t: torch.cat([t[:embd], t[2 * embd:]])  # noqa: E731
+            ours, theirs, final = thirds(ours), thirds(theirs), thirds(final)
+        checks.append((f"adamw {name}", relative_error(ours, theirs), max(limit, one_float_step(final, theirs))))
     if not bound:
         print(f"the clip norm {clip_norm} bound on none of the three steps: the test would not see a wrong clip")
         return 1
-    worst = max(err for _, err in checks)
-    for name, err in checks:
-        print(f"{name:32s} relative error {err:.2e}{'' if err <= 1e-5 else '  > 1e-5'}")
-    print(f"{len(checks)} checks, worst {worst:.2e} (limit 1e-5); loss ours {float(f.attrs['loss']):.8f}, "
-          f"PyTorch {loss.item():.8f}")
-    return 0 if worst <= 1e-5 else 1
+    for name, err, bound in checks:
+        note = "" if bound == limit else f" (limit {bound:.1e}: one fp32 step of the values)"
+        print(f"{name:32s} relative error {err:.2e}{note}{'' if err <= bound else f'  > {bound:.1e}'}")
+    name, err, bound = max(checks, key=lambda c: c[1] / c[2])
+    print(f"{len(checks)} checks, worst {err:.2e} against its limit {bound:.1e} ({name}; limit 1e-5, or one fp32 step "
+          f"of a parameter's values where larger); loss ours {float(f.attrs['loss']):.8f}, PyTorch {loss.item():.8f}")
+    return 0 if all(err <= bound for _, err, bound in checks) else 1
 
 
 if __name__ == "__main__":
