@@ -17,11 +17,42 @@ using Json = nlohmann::json;
 
 RequestError bad(const std::string& message) { return RequestError(400, message); }
 
-// A value as the message quotes it: short, and never more than a line.
+// A value as the message quotes it: short, never more than a line, and made without walking
+// into it (an array or object is named by its size: rendering it would recurse as deep as the
+// client nested it).
 std::string shown(const Json& v) {
-  std::string text = v.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (v.is_array()) return fmt::format("an array of {} value{}", v.size(), v.size() == 1 ? "" : "s");
+  if (v.is_object()) return fmt::format("an object of {} field{}", v.size(), v.size() == 1 ? "" : "s");
+  Json scalar = v;
+  if (v.is_string() && v.get_ref<const std::string&>().size() > 40)
+    scalar = v.get_ref<const std::string&>().substr(0, 40);
+  std::string text = scalar.dump(-1, ' ', false, Json::error_handler_t::replace);
   if (text.size() > 40) text = text.substr(0, 37) + "...";
   return text;
+}
+
+// Whether the body nests arrays and objects deeper than `most`: a scan of its brackets outside
+// strings, which stops at the first level too deep, before any tree is built.
+bool nested_deeper_than(std::string_view body, int most) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : body) {
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > most) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
 }
 
 const char* type_of(const Json& v) {
@@ -34,6 +65,9 @@ const char* type_of(const Json& v) {
 }
 
 Json parse_object(std::string_view body) {
+  if (nested_deeper_than(body, kMostJsonDepth))
+    throw bad(
+        fmt::format("the body nests arrays and objects deeper than {} levels; a request needs 3", kMostJsonDepth));
   Json j;
   try {
     j = Json::parse(body.begin(), body.end());
@@ -60,7 +94,8 @@ void refuse_unknown_fields(const Json& j, std::initializer_list<std::string_view
 template <typename T>
 T whole_number(const Json& v, std::string_view name, T most) {
   if (!v.is_number_integer())
-    throw bad(fmt::format("\"{}\" is {} ({}); expected a whole number from 0 to {}", name, shown(v), type_of(v), most));
+    throw bad(fmt::format("\"{}\" is {}; expected a whole number from 0 to {}", name,
+                          v.is_structured() ? shown(v) : fmt::format("{} ({})", shown(v), type_of(v)), most));
   if (v.is_number_unsigned()) {
     const auto u = v.get<std::uint64_t>();
     if (u > static_cast<std::uint64_t>(most))

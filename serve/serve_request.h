@@ -9,6 +9,7 @@
 //                   every field but "prompt" optional (defaults as `slurm-train sample`'s;
 //                   N's bounded by limits.max_tokens); N at most limits.max_tokens
 // Unknown fields are refused too: a misspelt "temprature" silently ignored would be a wrong answer.
+// A body nested deeper than kMostJsonDepth is refused before it is parsed.
 #pragma once
 
 #include <cstddef>
@@ -26,6 +27,9 @@ struct RequestError : std::runtime_error {
   RequestError(int status, const std::string& message) : std::runtime_error(message), status(status) {}
   int status;
 };
+
+// Levels of arrays and objects a body may nest: a request needs 3 ({"data": [[...]]}).
+constexpr int kMostJsonDepth = 32;
 
 struct RequestLimits {
   int inputs = 0;         // the classifier's features per row

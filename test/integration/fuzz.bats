@@ -27,3 +27,21 @@ load helpers
     [[ $report =~ \ cov:\ [0-9]+\ ft:\ [0-9]+ ]]
   done
 }
+
+@test "serve's request parser under ASan and UBSan: bodies nested 10^6 deep, as arrays, objects, both and a field's value, are refused cleanly" {
+  command -v clang++-14 >/dev/null || command -v clang++ >/dev/null || skip "clang is not installed (scripts/install-deps.sh)"
+  run make -C "$ROOT" --no-print-directory -j"$(nproc)" BUILD="$BUILD" "$BUILD/fuzz/serve_request_fuzz"
+  [ "$status" -eq 0 ] || { echo "$output" | tail -n 40; false; }
+  cd "$BATS_TEST_TMPDIR"
+  $PY -c 'n = 10**6; open("arrays", "w").write("{\"data\": " + "[" * n + "]" * n + "}")'
+  $PY -c 'n = 10**6; open("objects", "w").write("{\"a\":" * n + "1" + "}" * n)'
+  $PY -c 'n = 10**6 // 2; open("both", "w").write("{\"prompt\": " + "[{\"a\":" * n + "]" * n)'
+  # A value named in an error message ("tokens" is ...): rendering it once recursed this deep.
+  $PY -c 'n = 10**6; open("tokens", "w").write("{\"prompt\": \"a\", \"tokens\": " + "[" * n + "]" * n + "}")'
+  for input in arrays objects both tokens; do
+    run "$BUILD/fuzz/serve_request_fuzz" -rss_limit_mb=2048 "$input"
+    echo "$input: $output" | tail -n 5
+    [ "$status" -eq 0 ]
+    [[ $output == *"Executed $input"* ]]
+  done
+}
