@@ -58,6 +58,7 @@ MISSING += $(if $(wildcard /usr/include/CLI/CLI.hpp),,libcli11-dev) \
            $(if $(wildcard /usr/include/toml++/toml.h),,libtomlplusplus-dev) \
            $(if $(wildcard /usr/include/nlohmann/json.hpp),,nlohmann-json3-dev) \
            $(if $(wildcard /usr/include/zlib.h),,zlib1g-dev) \
+           $(if $(wildcard /usr/include/boost/beast/http.hpp),,libboost1.81-dev) \
            $(if $(wildcard /usr/include/doctest/doctest.h),,doctest-dev)
 MISSING := $(strip $(MISSING))
 
@@ -67,7 +68,8 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 
 # ---- flags ----------------------------------------------------------------------------------
 # libcrypto (HMAC-SHA-256 of the watchdog's frames) is OpenSSL's, which HDF5 already loads;
-# libmunge proves a task's user to task 0 (launcher/munge_auth.h); cpp-httplib is `serve`'s HTTP.
+# libmunge proves a task's user to task 0 (launcher/munge_auth.h); `serve`'s HTTP is Boost.Beast's
+# (header-only, serve/http_server.h); cpp-httplib is the HTTP client of its benchmark (bench/serve_load).
 PKGS := ompi-c hdf5-openmpi openblas fmt libcrypto munge cpp-httplib
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <pwd.h>
 #include <sched.h>
 #include <signal.h>
 #include <unistd.h>
@@ -35,8 +36,48 @@ struct ServeArgs {
   std::string device = "auto";
   int threads = 0;
   std::string token_file;
+  bool no_auth = false;
   double batch_wait_ms = 2;
 };
+
+bool is_loopback(const std::string& host) { return host == "127.0.0.1" || host == "localhost" || host == "::1"; }
+
+// Where serve keeps the token it makes: a folder of the user's own in their home, which the
+// login node sees too (the user reads the token there to call the service).
+std::string token_folder() {
+  const char* home = std::getenv("HOME");
+  std::string h = home && *home == '/' ? home : "";
+  if (h.empty())
+    if (const passwd* pw = ::getpwuid(::geteuid()); pw && pw->pw_dir) h = pw->pw_dir;
+  if (h.empty())
+    throw std::runtime_error("serve: no home folder for the bearer token (HOME is not set); use --token-file");
+  return h + "/.slurm-train/serve";
+}
+
+// The token every request must carry: --token-file's, or a new one in a file of its own whose
+// path is printed (removed again when serve stops); none with --no-auth, on the loopback address
+// only.
+struct ServeToken {
+  std::string token, made_file;
+};
+
+ServeToken serve_token(const ServeArgs& a, const std::string& node) {
+  if (a.no_auth) {
+    if (!a.token_file.empty())
+      throw std::runtime_error("serve: --no-auth and --token-file contradict each other; give one");
+    if (!is_loopback(a.options.host))
+      throw std::runtime_error(
+          fmt::format("serve --no-auth --host {}: without a token, anyone who reaches the node could use the service; "
+                      "--no-auth is for the loopback address only (127.0.0.1, ::1, localhost)",
+                      a.options.host));
+    return {};
+  }
+  if (!a.token_file.empty()) return {read_token_file(a.token_file), ""};
+  const char* job = std::getenv("SLURM_JOB_ID");
+  const TokenFile made = make_token_file(
+      token_folder(), fmt::format("serve-{}-{}-{}.token", job && *job ? job : "local", node, ::getpid()));
+  return {made.token, made.path};
+}
 
 // The CPUs this task may use: what Slurm bound it to, else the machine's.
 int usable_cpus() {
@@ -106,7 +147,15 @@ int serve(const ServeArgs& a) {
     if (sigaction(sig, &action, nullptr) != 0) throw std::system_error(errno, std::generic_category(), "sigaction");
 
   ServeOptions options = a.options;
-  if (!a.token_file.empty()) options.token = read_token_file(a.token_file);
+  const std::string node = node_name();
+  const ServeToken token = serve_token(a, node);
+  options.token = token.token;
+  struct RemoveMadeToken {
+    std::string path;
+    ~RemoveMadeToken() {
+      if (!path.empty()) ::unlink(path.c_str());
+    }
+  } remove_made_token{token.made_file};
   options.batching.max_wait = std::chrono::microseconds(static_cast<long long>(a.batch_wait_ms * 1000));
   const int threads = a.threads > 0 ? a.threads : usable_cpus();
   ServedModel model = load(a, threads);
@@ -115,8 +164,7 @@ int serve(const ServeArgs& a) {
   ModelServer server(options, std::move(model));
   const int port = server.bind();
 
-  const std::string node = node_name();
-  const bool loopback = options.host == "127.0.0.1" || options.host == "localhost" || options.host == "::1";
+  const bool loopback = is_loopback(options.host);
   const bool any = options.host == "0.0.0.0" || options.host == "::";
   const std::string url_host =
       any ? node : (options.host.find(':') != std::string::npos ? "[" + options.host + "]" : options.host);
@@ -124,12 +172,18 @@ int serve(const ServeArgs& a) {
   if (const char* job = std::getenv("SLURM_JOB_ID")) where += fmt::format(", job {}", job);
   std::cout << fmt::format("slurm-train serve: {} ({}{}, on {}) at http://{}:{} ({}){}\n", file, kind,
                            step ? fmt::format(", step {}", step) : "", device, url_host, port, where,
-                           options.token.empty() ? "" : ", bearer token required")
+                           options.token.empty() ? ", no authentication (--no-auth)" : ", bearer token required")
             << std::flush;
+  if (!token.made_file.empty())
+    std::cout << fmt::format(
+                     "slurm-train serve: the bearer token is in {} (yours alone; removed when serve stops): curl -H "
+                     "\"Authorization: Bearer $(cat {})\" http://{}:{}/health\n",
+                     token.made_file, token.made_file, url_host, port)
+              << std::flush;
   if (loopback)
     std::cout << fmt::format(
                      "slurm-train serve: listening on the loopback address only; from another machine: "
-                     "ssh -N -L {}:127.0.0.1:{} {}, or serve --host 0.0.0.0 (with --token-file)\n",
+                     "ssh -N -L {}:127.0.0.1:{} {}, or serve --host 0.0.0.0\n",
                      port, port, node)
               << std::flush;
 
@@ -172,7 +226,7 @@ void add_serve_command(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(0, 65535));
   s->add_option("--host", a->options.host,
                 "address to listen on; the default, 127.0.0.1, lets only this node's users in; 0.0.0.0: every "
-                "address (use --token-file)")
+                "address")
       ->capture_default_str();
   s->add_option("--device", a->device,
                 "auto: a GPT on the first visible GPU when there is one, else the CPU; cpu; cuda")
@@ -184,13 +238,25 @@ void add_serve_command(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(CLI::Range(0, 1024));
   s->add_option("--token-file", a->token_file,
-                "file (mode 600, yours) whose first line is the bearer token every request must carry; without: no "
-                "authentication")
+                "file (mode 600, yours) whose first line is the bearer token every request must carry; without: serve "
+                "makes a token in a new file of ~/.slurm-train/serve and prints its path")
       ->check(CLI::ExistingFile);
-  s->add_option("--connections", a->options.connections, "connections served at once (a thread each)")
+  s->add_flag("--no-auth", a->no_auth,
+              "no bearer token: every user of this node may call the service (loopback addresses only)");
+  s->add_option("--connections", a->options.http.connections, "connections open at once (503 above)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 65536));
+  s->add_option("--connections-per-source", a->options.http.per_source,
+                "connections open at once from one address (429 above)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 65536));
+  s->add_option("--workers", a->options.http.workers, "requests handled at once (a thread each)")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
-  s->add_option("--max-body", a->options.max_body, "largest request body, bytes (413 above)")
+  s->add_option("--queue", a->options.http.queue, "requests read and waiting for a worker (503 above)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
+  s->add_option("--max-body", a->options.http.body_bytes, "largest request body, bytes, however it is sent (413 above)")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1024}, std::size_t{1} << 30));
   s->add_option("--max-rows", a->options.limits.max_rows, "rows one /predict may send")

@@ -405,7 +405,7 @@ check_gpt_runs() {
 # of the loopback address; prints the text of its answer to POST /generate BODY, then stops it.
 serve_generate() {
   local log=$work/serve.log pid port="" text status=0
-  "${launch[@]}" "$slurm_train" serve "$1" --device "$2" --port 0 >"$log" 2>&1 &
+  "${launch[@]}" "$slurm_train" serve "$1" --device "$2" --port 0 --no-auth >"$log" 2>&1 &
   pid=$!
   for _ in $(seq 300); do
     port=$(sed -n 's|.* at http://127.0.0.1:\([0-9]*\) .*|\1|p' "$log")

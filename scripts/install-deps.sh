@@ -24,7 +24,8 @@ readonly PROJECT_PACKAGES=(
   clang-14 libclang-rt-14-dev clang-format                 # make fuzz (libFuzzer, sanitizers), the format check
   lmod gnuplot-nox man-db python3-prometheus-client        # module, plot, man pages; checks the .prom file
   prometheus prometheus-node-exporter                      # the real-Prometheus test (docs/monitoring.md)
-  libcpp-httplib-dev python3-flask curl                    # serve's HTTP; its benchmark's peer; docs/serving.md
+  libboost1.81-dev                                         # serve's HTTP (Boost.Beast, header-only)
+  libcpp-httplib-dev python3-flask curl                    # serve's benchmark: its client, its peer; docs/serving.md
 )
 
 if [ $# -gt 0 ]; then wanted=("$@"); else wanted=("${PROJECT_PACKAGES[@]}"); fi

@@ -1,16 +1,12 @@
 #include "serve/model_server.h"
 
 #include <fmt/format.h>
-#include <httplib.h>
 #include <openssl/evp.h>
 
-#include <cerrno>
 #include <condition_variable>
-#include <cstring>
 #include <iostream>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <optional>
 
 #include "serve/bearer_token.h"
 #include "serve/serve_metrics.h"
@@ -22,14 +18,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr const char* kJson = "application/json";
 
-// When the request this thread answers was routed: httplib runs a request's routing, handler
-// and logger on one thread.
-thread_local std::optional<Clock::time_point> t_routed;
-
-void answer_error(httplib::Response& res, int status, std::string_view message) {
-  res.status = status;
-  res.set_content(error_body(message), kJson);
-}
+HttpResponse error_response(int status, std::string_view message) { return {status, kJson, error_body(message), {}}; }
 
 std::string base64(std::string_view bytes) {
   std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
@@ -97,7 +86,12 @@ struct ModelServer::Impl {
       : options(std::move(o)),
         model(std::move(m)),
         metrics(model.kind, model.file, model.step),
-        decoders(std::move(model.decoders)) {
+        decoders(std::move(model.decoders)),
+        served(model.classifier ? "/predict" : "/generate"),
+        other(model.classifier ? "/generate" : "/predict"),
+        http(
+            options.http, [this](const HttpRequest& req) { return handle(req); },
+            [this](const HttpRequest& req, int status, const std::string& why) { return refused(req, status, why); }) {
     if (model.classifier) {
       options.limits.inputs = model.classifier->inputs();
       batcher = std::make_unique<PredictBatcher>(
@@ -105,137 +99,86 @@ struct ModelServer::Impl {
           [this](const float* x, int rows, int* classes, float* p) { model.classifier->predict(x, rows, classes, p); },
           [this](int rows) { metrics.batch(rows); });
     }
-    setup();
   }
 
-  void setup();
-  void predict(const httplib::Request& req, httplib::Response& res);
-  void generate(const httplib::Request& req, httplib::Response& res);
-  void health(httplib::Response& res);
+  HttpResponse handle(const HttpRequest& req);
+  HttpResponse route(const HttpRequest& req);
+  HttpResponse refused(const HttpRequest& req, int status, const std::string& why);
+  HttpResponse predict(const HttpRequest& req);
+  HttpResponse generate(const HttpRequest& req);
+  HttpResponse health();
 
   ServeOptions options;
   ServedModel model;
   ServeMetrics metrics;
   DecoderPool decoders;
   std::unique_ptr<PredictBatcher> batcher;
-  httplib::Server server;
+  const std::string served, other;
   const Clock::time_point started = Clock::now();
+  HttpServer http;  // last: its workers stop before what they use goes
 };
 
-void ModelServer::Impl::setup() {
-  const int threads = options.connections;
-  server.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
-  server.set_payload_max_length(options.max_body);
-  server.set_keep_alive_max_count(100000);
-  server.set_keep_alive_timeout(5);
-  server.set_read_timeout(30);
-  server.set_write_timeout(30);
-  server.set_tcp_nodelay(true);
-
-  server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    t_routed = Clock::now();
-    metrics.request_started();
-    if (options.token.empty() || bearer_token_matches(req.get_header_value("Authorization"), options.token))
-      return httplib::Server::HandlerResponse::Unhandled;
-    res.set_header("WWW-Authenticate", R"(Bearer realm="slurm-train serve")");
-    answer_error(
-        res, 401,
-        req.has_header("Authorization")
-            ? "the Authorization header does not carry this service's bearer token"
-            : "no Authorization header: this service needs \"Authorization: Bearer TOKEN\" (serve --token-file)");
-    return httplib::Server::HandlerResponse::Handled;
-  });
-  server.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    const double seconds = t_routed ? std::chrono::duration<double>(Clock::now() - *t_routed).count() : -1.0;
-    t_routed.reset();
-    metrics.request_finished(req.path, res.status, seconds);
-  });
-  server.set_error_handler(
-      httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
-        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-        switch (res.status) {
-          case 404:
-            answer_error(res, 404,
-                         fmt::format("no {} here; the paths are POST {}, GET /health and GET /metrics", req.path,
-                                     model.classifier ? "/predict" : "/generate"));
-            break;
-          case 413:
-            answer_error(res, 413, fmt::format("the body is over {} bytes (serve --max-body)", options.max_body));
-            break;
-          case 400:
-            if (req.method != "GET" && req.method != "POST" && req.method != "PUT" && req.method != "PATCH" &&
-                req.method != "DELETE" && req.method != "HEAD" && req.method != "OPTIONS") {
-              answer_error(res, 405, fmt::format("method {}: this service answers GET and POST", req.method));
-              break;
-            }
-            [[fallthrough]];
-          default:
-            answer_error(
-                res, res.status,
-                fmt::format("the request was refused (HTTP {}): not a request this service understands", res.status));
-        }
-        return httplib::Server::HandlerResponse::Handled;
-      }));
-  server.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown exception";
-    try {
-      std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    std::cerr << fmt::format("slurm-train serve: {} {}: {}\n", req.method, req.path, what);
-    answer_error(res, 500, fmt::format("the server failed: {}", what));
-  });
-
-  const std::string served = model.classifier ? "/predict" : "/generate";
-  server.Post(served, [this](const httplib::Request& req, httplib::Response& res) {
-    try {
-      if (batcher)
-        predict(req, res);
-      else
-        generate(req, res);
-    } catch (const RequestError& e) {
-      answer_error(res, e.status, e.what());
-    }
-  });
-  server.Get("/health", [this](const httplib::Request&, httplib::Response& res) { health(res); });
-  server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics.prometheus(), "text/plain; version=0.0.4; charset=utf-8");
-  });
-  // The other model's path, and the wrong methods on ours: said as such, not a bare 404.
-  const std::string other = model.classifier ? "/generate" : "/predict";
-  server.Post(other, [this, other](const httplib::Request&, httplib::Response& res) {
-    answer_error(res, 404,
-                 fmt::format("no {} here: this service serves a {} model, which answers POST {}", other, model.kind,
-                             model.classifier ? "/predict" : "/generate"));
-  });
-  const auto wrong_method = [](std::string allowed) {
-    return [allowed](const httplib::Request& req, httplib::Response& res) {
-      res.set_header("Allow", allowed);
-      answer_error(res, 405, fmt::format("{} {}: this path answers {} only", req.method, req.path, allowed));
-    };
-  };
-  for (const std::string& path : {served, std::string("/health"), std::string("/metrics")}) {
-    const std::string allowed = path == served ? "POST" : "GET";
-    if (allowed == "POST")
-      server.Get(path, wrong_method(allowed));
-    else
-      server.Post(path, wrong_method(allowed));
-    server.Put(path, wrong_method(allowed));
-    server.Patch(path, wrong_method(allowed));
-    server.Delete(path, wrong_method(allowed));
+HttpResponse ModelServer::Impl::handle(const HttpRequest& req) {
+  const Clock::time_point t0 = Clock::now();
+  metrics.request_started();
+  HttpResponse res;
+  try {
+    res = route(req);
+  } catch (const RequestError& e) {
+    res = error_response(e.status, e.what());
+  } catch (const std::exception& e) {
+    std::cerr << fmt::format("slurm-train serve: {} {}: {}\n", req.method, req.path, e.what());
+    res = error_response(500, fmt::format("the server failed: {}", e.what()));
   }
+  metrics.request_finished(req.path, res.status, std::chrono::duration<double>(Clock::now() - t0).count());
+  return res;
 }
 
-void ModelServer::Impl::predict(const httplib::Request& req, httplib::Response& res) {
+HttpResponse ModelServer::Impl::refused(const HttpRequest& req, int status, const std::string& why) {
+  metrics.request_finished(req.path, status, -1);
+  return error_response(status, why);
+}
+
+HttpResponse ModelServer::Impl::route(const HttpRequest& req) {
+  if (!options.token.empty() && !bearer_token_matches(req.header("Authorization"), options.token)) {
+    HttpResponse res = error_response(
+        401, req.has_header("Authorization")
+                 ? "the Authorization header does not carry this service's bearer token"
+                 : "no Authorization header: this service needs \"Authorization: Bearer TOKEN\" (the token is in "
+                   "the file serve printed at its start)");
+    res.headers.emplace_back("WWW-Authenticate", R"(Bearer realm="slurm-train serve")");
+    return res;
+  }
+  const auto only = [&](const char* allowed) {
+    HttpResponse res =
+        error_response(405, fmt::format("{} {}: this path answers {} only", req.method, req.path, allowed));
+    res.headers.emplace_back("Allow", allowed);
+    return res;
+  };
+  if (req.path == served) {
+    if (req.method != "POST") return only("POST");
+    return batcher ? predict(req) : generate(req);
+  }
+  if (req.path == "/health" || req.path == "/metrics") {
+    if (req.method != "GET") return only("GET");
+    if (req.path == "/health") return health();
+    return {200, "text/plain; version=0.0.4; charset=utf-8", metrics.prometheus(), {}};
+  }
+  if (req.path == other)
+    return error_response(404, fmt::format("no {} here: this service serves a {} model, which answers POST {}", other,
+                                           model.kind, served));
+  return error_response(
+      404, fmt::format("no {} here; the paths are POST {}, GET /health and GET /metrics", req.path, served));
+}
+
+HttpResponse ModelServer::Impl::predict(const HttpRequest& req) {
   PredictBatcher::Arrival arrival(*batcher);
   PredictRequest r = parse_predict_request(req.body, options.limits);
   const PredictAnswer a = batcher->predict(arrival, std::move(r.data), r.rows);
-  res.set_content(predict_body(a, model.classifier->classes()), kJson);
+  return {200, kJson, predict_body(a, model.classifier->classes()), {}};
 }
 
-void ModelServer::Impl::generate(const httplib::Request& req, httplib::Response& res) {
+HttpResponse ModelServer::Impl::generate(const HttpRequest& req) {
   const GenerateRequest r = parse_generate_request(req.body, options.limits);
   try {
     check_sample_inputs(decoders.config(), r.options);
@@ -250,10 +193,10 @@ void ModelServer::Impl::generate(const httplib::Request& req, httplib::Response&
                             {"temperature", r.options.temperature},
                             {"top_k", r.options.top_k},
                             {"seed", r.options.seed}};
-  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), kJson);
+  return {200, kJson, body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), {}};
 }
 
-void ModelServer::Impl::health(httplib::Response& res) {
+HttpResponse ModelServer::Impl::health() {
   nlohmann::json body{
       {"status", "ok"},         {"model", model.kind},
       {"file", model.file},     {"step", model.step},
@@ -262,7 +205,7 @@ void ModelServer::Impl::health(httplib::Response& res) {
     body["inputs"] = model.classifier->inputs();
     body["classes"] = model.classifier->classes();
   }
-  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), kJson);
+  return {200, kJson, body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), {}};
 }
 
 ModelServer::ModelServer(ServeOptions options, ServedModel model)
@@ -270,22 +213,10 @@ ModelServer::ModelServer(ServeOptions options, ServedModel model)
 
 ModelServer::~ModelServer() = default;
 
-int ModelServer::bind() {
-  const ServeOptions& o = impl_->options;
-  errno = 0;
-  int port = o.port;
-  const bool bound =
-      o.port == 0 ? (port = impl_->server.bind_to_any_port(o.host)) > 0 : impl_->server.bind_to_port(o.host, o.port);
-  if (!bound) {
-    const int e = errno;
-    throw std::runtime_error(fmt::format("cannot listen on {}:{}: {}", o.host, o.port,
-                                         e ? std::strerror(e) : "not an address of this node, or the port is taken"));
-  }
-  return port;
-}
+int ModelServer::bind() { return impl_->http.bind(impl_->options.host, impl_->options.port); }
 
-void ModelServer::serve() { impl_->server.listen_after_bind(); }
+void ModelServer::serve() { impl_->http.serve(); }
 
-void ModelServer::stop() { impl_->server.stop(); }
+void ModelServer::stop() { impl_->http.stop(); }
 
 }  // namespace slurm_train

@@ -1,13 +1,11 @@
-// The HTTP/1.1 service of `slurm-train serve` (cpp-httplib, Debian's libcpp-httplib-dev):
+// The HTTP/1.1 service of `slurm-train serve` (on serve/http_server.h, which bounds what a client can make it hold):
 //   POST /predict    a classifier's classes and probabilities (serve_request.h), batched
 //                    (predict_batcher.h)
 //   POST /generate   a GPT's text, as `slurm-train sample` generates it for the same seed
 //   GET  /health     {"status": "ok", ...} with the model served
 //   GET  /metrics    Prometheus' text format (serve_metrics.h)
 // Every refusal is a 4xx with a JSON body {"error": "..."} that says what was wrong; the service
-// goes on. With a token (serve --token-file), every request without it is answered 401.
-// Each connection is served by one of `connections` threads; further connections wait in the
-// kernel's queue.
+// goes on. With a token, every request without it is answered 401.
 #pragma once
 
 #include <chrono>
@@ -18,6 +16,7 @@
 #include <vector>
 
 #include "serve/classifier.h"
+#include "serve/http_server.h"
 #include "serve/predict_batcher.h"
 #include "serve/serve_request.h"
 #include "train/models/gpt_sampler.h"
@@ -27,11 +26,10 @@ namespace slurm_train {
 struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8000;  // 0: any free port
-  int connections = 64;
-  std::size_t max_body = 8u << 20;
+  HttpLimits http;
   RequestLimits limits;
   BatchingOptions batching;
-  std::string token;  // empty: no authentication
+  std::string token;  // empty: no authentication (serve --no-auth)
 };
 
 // What is served: a classifier, or GPT decoders (one text generated at a time by each).

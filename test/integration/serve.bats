@@ -35,7 +35,8 @@ teardown() {
 }
 
 # start_server MODEL [serve options]: serve on a free port of the loopback address; sets SERVER
-# (its pid), PORT, and OUT (its stdout) once /health answers.
+# (its pid), PORT, OUT (its stdout), and TOKEN_FILE and SERVE_TOKEN (exported: serve_check.py
+# sends it) when serve made its token, once it listens.
 start_server() {
   OUT=$BATS_TEST_TMPDIR/serve.out
   "$ST" serve "$@" --port 0 >"$OUT" 2>"$BATS_TEST_TMPDIR/serve.err" &
@@ -47,6 +48,9 @@ start_server() {
     sleep 0.1
   done
   [ -n "$PORT" ]
+  TOKEN_FILE=$(sed -n 's|^slurm-train serve: the bearer token is in \([^ ]*\) .*|\1|p' "$OUT")
+  export SERVE_TOKEN=
+  [ -z "$TOKEN_FILE" ] || SERVE_TOKEN=$(cat "$TOKEN_FILE")
 }
 
 @test "serve /predict: the 10,000 test images get load_in_pytorch.py's classes, probabilities within 1e-5" {
@@ -134,6 +138,115 @@ start_server() {
   [[ $output == "200 "*'"status":"ok"'* ]]
 }
 
+@test "serve without --token-file makes a token in a file of the user's alone: 401 without it, 200 with it; --no-auth on loopback only" {
+  export HOME=$BATS_TEST_TMPDIR/home
+  mkdir "$HOME"
+  start_server "$MODELS/mlp.h5"
+  echo "token file: $TOKEN_FILE"
+  [[ $TOKEN_FILE == "$HOME/.slurm-train/serve/serve-"*".token" ]]
+  [ "$(stat -c %a "$TOKEN_FILE")" = 600 ]
+  [ "$(stat -c %a "$HOME/.slurm-train/serve")" = 700 ]
+  [ "${#SERVE_TOKEN}" -eq 64 ]
+  grep -q "bearer token required" "$OUT"
+  run "$PY" "$CHECK" request "$PORT" GET /health "" ""
+  [[ $output == "401 "*"no Authorization header"* ]]
+  run "$PY" "$CHECK" request "$PORT" POST /predict '{"data": [[1]]}' not-the-token
+  [[ $output == "401 "* ]]
+  run "$PY" "$CHECK" request "$PORT" GET /health
+  [[ $output == "200 "*'"status":"ok"'* ]]
+  # Gone when serve stops.
+  kill -TERM "$SERVER"
+  wait "$SERVER"
+  [ ! -e "$TOKEN_FILE" ]
+  # A folder others may read is refused, not used.
+  chmod 755 "$HOME/.slurm-train/serve"
+  run "$ST" serve "$MODELS/mlp.h5" --port 0
+  [ "$status" -eq 1 ]
+  [[ $output == *"has mode 0755: other users could read the token"* ]]
+  run "$ST" serve "$MODELS/mlp.h5" --port 0 --no-auth --host 0.0.0.0
+  [ "$status" -eq 1 ]
+  [[ $output == *"--no-auth is for the loopback address only"* ]]
+  start_server "$MODELS/mlp.h5" --no-auth
+  grep -q "no authentication (--no-auth)" "$OUT"
+  run "$PY" "$CHECK" request "$PORT" GET /health
+  [[ $output == "200 "* ]]
+}
+
+@test "serve: a /generate whose tokens nest 100,000 arrays gets 400 before any value is rendered; serve answers the next" {
+  [ -d "$MODELS/gpt-ck" ] || skip "the Debian package fortunes is not installed (scripts/install-deps.sh)"
+  start_server "$MODELS/gpt-ck/latest" --device cpu
+  run "$PY" "$CHECK" nested "$PORT" /generate 100000
+  echo "$output"
+  [ "$status" -eq 0 ]
+  kill -0 "$SERVER"
+}
+
+@test "serve: a /predict whose data nest 100,000 arrays gets 400, and serve answers the next request" {
+  start_server "$MODELS/mlp.h5"
+  run "$PY" "$CHECK" nested "$PORT" /predict 100000
+  echo "$output"
+  [ "$status" -eq 0 ]
+  kill -0 "$SERVER"
+}
+
+@test "serve: a 300 MB chunked body gets 413 as the limit is passed; serve's peak memory grows by less than 100 MB" {
+  start_server "$MODELS/mlp.h5"
+  run "$PY" "$CHECK" chunked "$PORT" 300 "$SERVER"
+  echo "$output"
+  [ "$status" -eq 0 ]
+}
+
+@test "serve: a gzip bomb gets 415 and 20,000 header fields get 431; serve answers after each" {
+  start_server "$MODELS/mlp.h5"
+  run "$PY" "$CHECK" gzip-bomb "$PORT" 512
+  echo "$output"
+  [ "$status" -eq 0 ]
+  run "$PY" "$CHECK" headers "$PORT" 20000
+  echo "$output"
+  [ "$status" -eq 0 ]
+  # 101 fields, within the size: over the count.
+  run "$PY" "$CHECK" headers "$PORT" 101
+  echo "$output"
+  [ "$status" -ne 0 ]
+  [[ $output == *"431"*"header fields; at most 100"* ]]
+}
+
+@test "serve: 200 slow connections trickling bytes do not keep a request from an answer within a second" {
+  # Beyond the per-address limit (32): refused with 429 at once.
+  start_server "$MODELS/mlp.h5"
+  run "$PY" "$CHECK" slow-loris "$PORT" 200 127.0.0.2
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ $output == *"(168 refused with 429)"* ]]
+  kill "$SERVER"
+  wait "$SERVER" || true
+  # Every one of them let in: they wait on the event loop, not on a thread each.
+  start_server "$MODELS/mlp.h5" --connections 300 --connections-per-source 300 --workers 4
+  run "$PY" "$CHECK" slow-loris "$PORT" 200 127.0.0.2
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ $output == *"(0 refused with 429)"* ]]
+}
+
+@test "serve: requests beyond the workers and the queue get 503 at once" {
+  [ -d "$MODELS/gpt-ck" ] || skip "the Debian package fortunes is not installed (scripts/install-deps.sh)"
+  start_server "$MODELS/gpt-ck/latest" --device cpu --threads 1 --workers 1 --queue 0
+  # One long generation holds the one worker; the next request finds no room.
+  "$PY" "$CHECK" request "$PORT" POST /generate '{"prompt": "Q: ", "tokens": 1024, "seed": 3}' >"$BATS_TEST_TMPDIR/long" &
+  long=$!
+  for _ in $(seq 100); do
+    run "$PY" "$CHECK" request "$PORT" GET /health
+    [[ $output == "503 "* ]] && break
+    sleep 0.05
+  done
+  echo "$output"
+  [[ $output == "503 "*"busy: 1 requests are being answered or waiting"* ]]
+  wait "$long"
+  [[ $(cat "$BATS_TEST_TMPDIR/long") == "200 "* ]]
+  run "$PY" "$CHECK" request "$PORT" GET /health
+  [[ $output == "200 "* ]]
+}
+
 @test "serve listens on the loopback address unless --host says otherwise" {
   start_server "$MODELS/mlp.h5"
   run ss -Hltn "sport = :$PORT"
@@ -151,25 +264,30 @@ start_server() {
   work=$BATS_TEST_TMPDIR/w
   mkdir -p "$work"
   cd "$work"
-  export SERVE_TOKEN_FILE=$work/token SERVE_PORT=0 PATH=$BUILD/bin:$PATH
+  export HOME=$work/home SERVE_PORT=0 PATH=$BUILD/bin:$PATH
+  mkdir "$HOME"
   job=$(sbatch --parsable "$ROOT/examples/serve.sbatch" "$MODELS/gpt-ck/latest" --device cpu)
   for _ in $(seq 300); do
-    line=$(grep -s 'at http://' "serve-$job.out" || true)
+    line=$(grep -s ' at http://' "serve-$job.out" || true)
     [ -n "$line" ] && break
     sleep 0.2
   done
   echo "$line"
   [[ $line == *"(gpt, step 30, on cpu) at http://"*":"*" (node "*", job $job), bearer token required" ]]
-  [ "$(stat -c %a "$SERVE_TOKEN_FILE")" = 600 ]
+  # A token of its own for the job.
+  token_file=$(sed -n 's|^slurm-train serve: the bearer token is in \([^ ]*\) .*|\1|p' "serve-$job.out")
+  echo "$token_file"
+  [[ $token_file == "$HOME/.slurm-train/serve/serve-$job-"*".token" ]]
+  [ "$(stat -c %a "$token_file")" = 600 ]
   node=$(sed -n 's|.*(node \([^,]*\),.*|\1|p' <<<"$line")
   port=$(sed -n 's|.* at http://[^:]*:\([0-9]*\) .*|\1|p' <<<"$line")
   [ "$node" = "$(squeue -h -j "$job" -o %N)" ]
   # A long generation in flight when the job is cancelled is answered whole.
   "$PY" "$CHECK" request "$port" POST /generate '{"prompt": "Q: ", "tokens": 1024, "seed": 3}' \
-    "$(cat "$SERVE_TOKEN_FILE")" >answer &
+    "$(cat "$token_file")" >answer &
   client=$!
   # Once it is in flight (beside the request that asks):
-  "$PY" "$CHECK" wait-metric "$port" "$(cat "$SERVE_TOKEN_FILE")" "slurm_train_serve_requests_in_flight 2" 30
+  "$PY" "$CHECK" wait-metric "$port" "$(cat "$token_file")" "slurm_train_serve_requests_in_flight 2" 30
   scancel "$job"
   wait "$client"
   [[ $(cat answer) == "200 "* ]]

@@ -87,6 +87,32 @@ TEST_CASE("serve request: /generate fields, defaults and bounds") {
   CHECK(generate(R"({"prompt": "a", "top_k": 257})").first == 400);
 }
 
+TEST_CASE(
+    "serve request: a body nested deeper than 32 levels is refused before it is parsed; values are named by type") {
+  const auto nested = [](int depth, const char* open, const char* close) {
+    std::string body = "{\"data\": ";
+    for (int i = 0; i < depth; ++i) body += open;
+    for (int i = 0; i < depth; ++i) body += close;
+    return body + "}";
+  };
+  const auto predict = [](const std::string& body) { return refusal([&] { parse_predict_request(body, kLimits); }); };
+  // The object around "data" is the first level.
+  CHECK(predict(nested(32, "[", "]")) ==
+        std::pair<int, std::string>(400, "the body nests arrays and objects deeper than 32 levels; a request needs 3"));
+  CHECK(predict(nested(31, "[", "]")).second.find("deeper") == std::string::npos);
+  CHECK(predict(nested(100000, "[{\"a\":", "}]")).second.find("deeper than 32 levels") != std::string::npos);
+  // Brackets inside strings are text, not levels.
+  CHECK(predict(R"({"data": [["[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[", 2, 3]]})").second ==
+        "data[0][0] is a string; expected a number");
+  // A value in a message: its type and size, never its rendering.
+  const auto generate = [](const std::string& body) { return refusal([&] { parse_generate_request(body, kLimits); }); };
+  CHECK(generate(R"({"prompt": "a", "tokens": [[1], [2], [3]]})").second ==
+        "\"tokens\" is an array of 3 values; expected a whole number from 0 to 100");
+  CHECK(generate(R"({"prompt": "a", "temperature": {"a": [1]}})").second ==
+        "\"temperature\" is an object of 1 field; expected a finite number of at least 0 (0: greedy)");
+  CHECK(generate(R"({"prompt": "a", "temperature": ")" + std::string(5000, 'x') + "\"}").second.size() < 200);
+}
+
 TEST_CASE("serve request: an error body is JSON even for bytes that are not UTF-8") {
   CHECK(error_body("bad \"x\"") == R"({"error":"bad \"x\""})");
   CHECK(error_body("\xff") == "{\"error\":\"\xef\xbf\xbd\"}");
@@ -222,4 +248,33 @@ TEST_CASE("bearer token: only the owner's file, only the exact token") {
   CHECK_FALSE(bearer_token_matches("", "s3cret"));
   std::remove(path.c_str());
   rmdir(dir);
+}
+
+TEST_CASE("bearer token made by serve: random, mode 0600 in a private folder, never over a file or a link") {
+  char home[] = "/tmp/serve-home-XXXXXX";
+  REQUIRE(mkdtemp(home));
+  const std::string folder = std::string(home) + "/.slurm-train/serve";
+  const TokenFile a = make_token_file(folder, "a.token");
+  const TokenFile b = make_token_file(folder, "b.token");
+  CHECK(a.path == folder + "/a.token");
+  CHECK(a.token.size() == 64);
+  CHECK(a.token != b.token);
+  CHECK(read_token_file(a.path) == a.token);
+  struct stat st {};
+  REQUIRE(stat(folder.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0700);
+  REQUIRE(stat(a.path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  // An existing file or a planted link is not written through.
+  CHECK_THROWS_WITH(make_token_file(folder, "a.token"), doctest::Contains("File exists"));
+  REQUIRE(symlink("/tmp/elsewhere", (folder + "/c.token").c_str()) == 0);
+  CHECK_THROWS_WITH(make_token_file(folder, "c.token"), doctest::Contains("File exists"));
+  // A folder others may read, or a link in its place, is refused.
+  REQUIRE(chmod(folder.c_str(), 0755) == 0);
+  CHECK_THROWS_WITH(make_token_file(folder, "d.token"), doctest::Contains("mode 0755"));
+  REQUIRE(chmod(folder.c_str(), 0700) == 0);
+  const std::string linked = std::string(home) + "/linked";
+  REQUIRE(symlink(folder.c_str(), linked.c_str()) == 0);
+  CHECK_THROWS_WITH(make_token_file(linked, "e.token"), doctest::Contains("cannot open the folder"));
+  REQUIRE(std::system(("rm -rf " + std::string(home)).c_str()) == 0);
 }
