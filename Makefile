@@ -144,7 +144,7 @@ TEST_PROGRAMS := $(patsubst test/integration/%.cc,$(BUILD)/test/%,$(TESTPROG_SRC
 BENCH_PROGRAMS := $(patsubst bench/%.cc,$(BUILD)/bench/%,$(BENCH_SRC))
 
 # ---- targets --------------------------------------------------------------------------------
-.PHONY: all check-deps test test-programs demo bench install uninstall clean deps format
+.PHONY: all check-deps test test-programs demo demo-build bench install uninstall clean deps format
 
 MAN_PAGES := $(BUILD)/share/man/man1/slurm-train.1 $(BUILD)/share/man/man8/spank_train.8
 
@@ -182,9 +182,14 @@ test: deps
 	@BUILD=$(BUILD) SANITIZE=$(SANITIZE) test/run-tests.sh
 
 # The demo runs the launcher on a cluster with the plugin: it builds those two, no test program.
+# They are named by demo-build, in the second make: this one decided whether spank.h exists when
+# it read this file, before deps installed libslurm-dev.
 demo: deps
-	@$(SUBMAKE) $(LAUNCHER) $(PLUGIN)
+	@$(SUBMAKE) demo-build
 	@BUILD=$(BUILD) scripts/demo.sh
+
+demo-build: $(LAUNCHER) $(PLUGIN)
+	@[ -n "$(PLUGIN)" ] || { echo "error: no /usr/include/slurm/spank.h: the demo needs the SPANK plugin (apt-get install libslurm-dev)" >&2; exit 1; }
 
 bench: deps
 	@$(SUBMAKE) $(BENCH_PROGRAMS) all

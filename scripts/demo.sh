@@ -12,15 +12,32 @@ export PATH=$BUILD/bin:$PATH
 # Safe in sandboxes and containers, where cross-memory attach is often not permitted.
 export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
 
+# The demo shows the plugin at work: without it, it would train without what it exists to show.
+plugin=$BUILD/lib/spank_train.so
+if [ ! -f "$plugin" ]; then
+  echo "demo: $plugin is missing; make demo builds it (it needs libslurm-dev's slurm/spank.h)" >&2
+  exit 1
+fi
+
 if [ ! -f data/fashion-mnist/train.h5 ] || [ ! -f data/fashion-mnist/test.h5 ]; then
   echo "== importing Fashion-MNIST into data/fashion-mnist"
   slurm-train data import fashion-mnist --out data/fashion-mnist
 fi
 
-echo "== starting a 2-node Slurm cluster under build/cluster"
-scripts/cluster.sh start --nodes 2 --gpus 2
+echo "== starting a 2-node Slurm cluster under build/cluster, with $plugin"
+scripts/cluster.sh start --nodes 2 --gpus 2 --plugin "$plugin"
 eval "$(scripts/cluster.sh env)"
 sinfo -N -o '%N %T %C %G'
+plugstack=$(dirname "$SLURM_CONF")/plugstack.conf
+if ! grep -q "spank_train.so" "$plugstack"; then
+  echo "demo: the cluster's $plugstack does not name spank_train.so" >&2
+  exit 1
+fi
+echo "$plugstack: $(cat "$plugstack")"
+
+echo
+echo "== what the plugin sets for each task: srun -N2 -n2 --gres=gpu:2 --train-verbose true"
+srun -N2 -n2 --gres=gpu:2 --train-verbose true 2>&1
 
 echo
 echo "== sbatch examples/fashion-mnist.sbatch (2 ranks, the reference configuration)"

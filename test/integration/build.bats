@@ -33,6 +33,25 @@ load helpers
   [ ! -d "$BATS_TEST_TMPDIR/build/obj" ]
 }
 
+@test "make demo builds the plugin in the make that runs after deps, and the demo refuses to run without it" {
+  # demo-build, the second make's goal, names the plugin (the first make read the Makefile
+  # before deps installed spank.h, so it cannot).
+  run make -C "$ROOT" --no-print-directory -n BUILD="$BATS_TEST_TMPDIR/build" demo-build
+  echo "$output" | tail -n 5
+  [ "$status" -eq 0 ]
+  [[ $output == *"$BATS_TEST_TMPDIR/build/lib/spank_train.so"* ]]
+  run make -C "$ROOT" --no-print-directory -n demo
+  [[ $output == *"demo-build"* ]]
+  # Without the plugin, the demo stops before it starts a cluster, and says why.
+  mkdir -p "$BATS_TEST_TMPDIR/noplugin/bin"
+  ln -s "$BUILD/bin/slurm-train" "$BATS_TEST_TMPDIR/noplugin/bin/slurm-train"
+  run env BUILD="$BATS_TEST_TMPDIR/noplugin" "$ROOT/scripts/demo.sh"
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ $output == *"demo: $BATS_TEST_TMPDIR/noplugin/lib/spank_train.so is missing"* ]]
+  [[ $output != *"starting a 2-node Slurm cluster"* ]]
+}
+
 @test "make install puts the launcher and its documentation under DESTDIR/PREFIX" {
   run make -C "$ROOT" --no-print-directory BUILD="$BUILD" install DESTDIR="$BATS_TEST_TMPDIR/stage" PREFIX=/opt/slurm-train/test
   [ "$status" -eq 0 ]
