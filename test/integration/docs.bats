@@ -111,6 +111,16 @@ need_torch() {
   [ "$status" -eq 1 ]
 }
 
+@test "docs/architecture.md names every folder of the tree (test fixtures and fuzz seeds aside)" {
+  cd "$ROOT"
+  missing=()
+  while read -r folder; do
+    grep -qF "$folder/" docs/architecture.md || missing+=("$folder/")
+  done < <(git ls-files | grep -vE '^test/fixtures/|^test/fuzz/seeds/' | xargs -n1 dirname | sort -u | grep -vx '\.')
+  echo "folders docs/architecture.md does not name: ${missing[*]}"
+  [ "${#missing[@]}" -eq 0 ]
+}
+
 @test "every relative link of the README, docs/ and the examples names a file and a heading that exist; the README links every file of docs/" {
   run $PY "$BATS_TEST_DIRNAME/doc_blocks.py" links "$ROOT/README.md" "$ROOT"/docs/*.md "$ROOT"/examples/*.md
   echo "broken links: $output"
