@@ -1,4 +1,4 @@
-// The exit codes of `slurm-train run`, one table for the README, --help and the code. A job
+// The exit codes of `slurm-train run`, one table for docs/launcher.md (Exit codes), --help and the code. A job
 // script (or a site's requeue policy) tells by them what happened without reading the log.
 #pragma once
 
@@ -15,7 +15,7 @@ inline constexpr int kExitDoNotRequeue = 7;       // restarted too often without
 inline constexpr int kExitCheckpointDirBusy = 8;  // ckpt.dir belongs to another running job
 inline constexpr int kExitDiverged = 9;           // the loss or gradient norm is not finite
 
-// For `slurm-train run --help` and the README.
+// For `slurm-train run --help` and docs/launcher.md.
 inline constexpr const char* kExitCodeTable =
     "Exit codes:\n"
     "  0  training finished (or stopped at train.stop_after)\n"
@@ -30,7 +30,7 @@ inline constexpr const char* kExitCodeTable =
     "  9  training diverged: a loss or gradient norm not finite (the message names the step);\n"
     "     no checkpoint of it was written\n";
 
-// For `slurm-train exec --help` and the README: the same codes, where they apply to a program
+// For `slurm-train exec --help` and docs/launcher.md: the same codes, where they apply to a program
 // the launcher supervises, and the program's own status where it failed.
 inline constexpr const char* kExecExitCodeTable =
     "Exit codes (those of `run`, where they apply):\n"

@@ -32,7 +32,9 @@ int main(int argc, char** argv) {
   // One subcommand at most: once `run` is parsed, a value that names another (`--ckpt.dir ckpt`)
   // is a value, not the `ckpt` subcommand.
   app.require_subcommand(0, 1);
-  app.footer("See README.md (or $SLURM_TRAIN_HOME/share/doc/slurm-train) for the full guide.");
+  app.footer(
+      "See man slurm-train, and the guides: README.md and docs/ (installed: "
+      "$SLURM_TRAIN_HOME/share/doc/slurm-train/docs).");
   int exit_code = 0;
   slurm_train::add_run_command(app, exit_code);
   slurm_train::add_exec_command(app, exit_code, exec_line);

@@ -91,6 +91,10 @@ done
 put 644 "$build/share/man/man1/slurm-train.1" share/man/man1/slurm-train.1
 put 644 "$build/share/man/man8/spank_train.8" share/man/man8/spank_train.8
 put 644 "$ROOT/README.md" share/doc/slurm-train/README.md
+# The guides beside it, where the README's links find them.
+for f in "$ROOT"/docs/*.md; do
+  put 644 "$f" "share/doc/slurm-train/docs/$(basename "$f")"
+done
 subst 644 "$ROOT/scripts/modulefiles/slurm-train.lua.in" "modulefiles/slurm-train/$version.lua"
 
 mkdir -p "$(dirname "$root/$MANIFEST")"

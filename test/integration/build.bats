@@ -58,6 +58,11 @@ load helpers
   prefix=$BATS_TEST_TMPDIR/stage/opt/slurm-train/test
   [ -x "$prefix/bin/slurm-train" ]
   [ -f "$prefix/share/doc/slurm-train/README.md" ]
+  # The guides the README links, where its links find them, and --help names.
+  [ -f "$prefix/share/doc/slurm-train/docs/launcher.md" ]
+  [ -f "$prefix/share/doc/slurm-train/docs/serving.md" ]
+  run "$prefix/bin/slurm-train" --help
+  [[ $output == *"share/doc/slurm-train/docs"* ]]
   run "$prefix/bin/slurm-train" --version
   [ "$status" -eq 0 ]
   [[ ${lines[0]} == "slurm-train $(cat "$ROOT/VERSION")" ]]

@@ -302,7 +302,7 @@ resume_into_unwritable() {
   resume_into_unwritable "$d" "Read-only file system" env
 }
 
-@test "ckpt show and h5ls describe the file; h5py loads the weights into NumPy as the README shows" {
+@test "ckpt show and h5ls describe the file; h5py loads the weights into NumPy as docs/checkpoints.md shows" {
   d=$BATS_TEST_TMPDIR
   small_run --train.steps 6 --ckpt.dir "$d/ck" --train.optimizer sgd --train.metrics "" --train.save "$d/m.h5" >/dev/null
   f=$d/ck/step-00000006.h5

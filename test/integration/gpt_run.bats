@@ -3,7 +3,7 @@
 # fortunes corpus (validation loss well below its unigram entropy), `sample` writes text from its
 # checkpoint, a preempted and requeued run ends with the parameters of an uninterrupted one, bit
 # for bit, and a checkpoint of 2 ranks continues on 1. Shortened runs (a few hundred steps of a
-# smaller batch); the README has the full run's figures.
+# smaller batch); docs/models.md (gpt-tiny) has the full run's figures.
 
 load helpers
 
@@ -40,7 +40,7 @@ setup() {
   unigram=${BASH_REMATCH[1]}
   echo "validation: $bpb bits per byte; unigram entropy $unigram"
   awk -v b="$bpb" -v u="$unigram" 'BEGIN { exit !(u > 4.5 && b < 0.8 * u) }'
-  # The checkpoint in PyTorch, from the file alone (the README's mapping): the same validation
+  # The checkpoint in PyTorch, from the file alone (docs/models.md's mapping): the same validation
   # loss, and the same greedy continuation as ours.
   run $PY "$ROOT/examples/load_gpt_in_pytorch.py" "$work/ck/step-00000200.h5" --tokens "$TOKENS/tokens.h5" \
     --prompt "The " --bytes 80
