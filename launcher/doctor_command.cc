@@ -15,6 +15,7 @@
 #include "launcher/config_options.h"
 #include "launcher/doctor_checks.h"
 #include "launcher/exit_codes.h"
+#include "launcher/mpi_plugin_check.h"
 #include "launcher/mpi_session.h"
 #include "launcher/node_gpus.h"
 #include "spank/jobenv/cpuset.h"
@@ -100,9 +101,15 @@ int doctor_node(const DoctorOptions& o) {
 
 int doctor(const DoctorOptions& o) {
   if (o.node) return doctor_node(o);
+  const Environment env = current_environment();
+  // As run does: one line naming the flag, rather than a page of Open MPI's from every task.
+  if (const auto missing = missing_mpi_plugin(env)) {
+    const auto task = env.find("SLURM_PROCID");
+    if (task == env.end() || task->second == "0") std::cerr << "slurm-train: error: " << *missing << "\n";
+    return kExitUsage;
+  }
   MpiSession mpi(nullptr, nullptr);
   std::unique_ptr<Comm> comm = make_mpi_comm();
-  const Environment env = current_environment();
   const std::vector<Check> checks = run_checks(o, env, *comm);
   const auto visible = env.find("CUDA_VISIBLE_DEVICES");  // unset: every GPU; empty: none
   // Rank 0 prints its checks and one line per rank; any rank's FAIL is shown and fails the run.

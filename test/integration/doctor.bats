@@ -79,6 +79,14 @@ teardown_file() {
   [[ $output =~ allreduce:\ FAIL:\ bus\ bandwidth\ [0-9.]+\ GB/s\ at\ 64\ KiB\ is\ below\ --min-busbw\ 1000 ]]
 }
 
+@test "doctor --allreduce under srun without an MPI plugin: one line saying to add --mpi=pmix, exit 2" {
+  run timeout 60 srun --mpi=none -N2 -n2 "$BUILD/bin/slurm-train" doctor --allreduce
+  echo "$output"
+  [ "$status" -eq 2 ]
+  [ "$(grep -c 'srun started 2 tasks without an MPI plugin: add --mpi=pmix (or set MpiDefault=pmix)' <<<"$output")" -eq 1 ]
+  [ "$(grep -vcE -e 'srun started 2 tasks' -e '^srun: error: node[0-9]+: tasks? [0-9,-]+: Exited with exit code 2$' <<<"$output")" -eq 0 ]
+}
+
 @test "doctor --allreduce: node3's network throttled both ways (tc) is named the slow node" {
   veth=sltr${TEST_CLUSTER_PORT}v3 ns=sltr${TEST_CLUSTER_PORT}-node3 out=$BATS_TEST_TMPDIR/out
   # The throttle comes once the ranks are connected (the sweep's header): Open MPI's TCP connect
