@@ -7,17 +7,13 @@
 #include <filesystem>
 #include <map>
 
+#include "launcher/gnuplot_text.h"
+
 namespace slurm_train {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string gnuplot_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
-  return out + "'";
-}
 
 bool has_duplicates(const std::vector<std::string>& names) {
   std::map<std::string, int> count;
@@ -27,8 +23,8 @@ bool has_duplicates(const std::vector<std::string>& names) {
 }
 
 std::string panel(const std::string& ylabel, const std::string& key, const std::string& note) {
-  return fmt::format("set ylabel {}\nset key {} opaque box samplen 2\nset title {}\n", gnuplot_quote(ylabel), key,
-                     gnuplot_quote(note));
+  return fmt::format("set ylabel {}\nset key {} opaque box samplen 2\nset title {}\n", gnuplot_text(ylabel), key,
+                     gnuplot_text(note));
 }
 
 }  // namespace
@@ -73,28 +69,29 @@ std::string chart_script(const std::vector<ChartRun>& runs, const std::string& o
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const ChartRun& r = runs[i];
     const std::string sep = i == 0 ? "" : ", ", color = fmt::format("lc {}", i + 1);
-    const std::string steps = gnuplot_quote(r.steps_file), evals = gnuplot_quote(r.evals_file);
+    const std::string steps = gnuplot_path("the plot data file", r.steps_file);
     loss += fmt::format("{}{} u 1:2 w l {} lw 0.5 dt 3 notitle, {} u 1:3 w l {} lw 2 t {}", sep, steps, color, steps,
-                        color, gnuplot_quote(r.label + " train"));
-    accuracy += fmt::format("{}{} u 1:4 w l {} lw 2 t {}", sep, steps, color, gnuplot_quote(r.label + " train"));
-    speed += fmt::format("{}{} u 1:5 w l {} lw 2 t {}", sep, steps, color, gnuplot_quote(r.label));
+                        color, gnuplot_text(r.label + " train"));
+    accuracy += fmt::format("{}{} u 1:4 w l {} lw 2 t {}", sep, steps, color, gnuplot_text(r.label + " train"));
+    speed += fmt::format("{}{} u 1:5 w l {} lw 2 t {}", sep, steps, color, gnuplot_text(r.label));
     if (!r.gpu_file.empty()) {
-      const std::string file = gnuplot_quote(r.gpu_file);
+      const std::string file = gnuplot_path("the plot data file", r.gpu_file);
       gpu += fmt::format("{}{} u 1:2 w lp {} pt 7 lw 2 t {}, {} u 1:3 axes x1y2 w lp {} pt 6 dt 2 t {}",
-                         gpu.empty() ? "" : ", ", file, color, gnuplot_quote(r.label + " utilisation"), file, color,
-                         gnuplot_quote(r.label + " power"));
+                         gpu.empty() ? "" : ", ", file, color, gnuplot_text(r.label + " utilisation"), file, color,
+                         gnuplot_text(r.label + " power"));
     }
     if (r.evals_file.empty() || r.test_accuracy.empty()) continue;
     const double final_accuracy = r.test_accuracy.back();
-    loss += fmt::format(", {} u 1:2 w lp {} pt 7 dt 2 t {}", evals, color, gnuplot_quote(r.label + " test"));
+    const std::string evals = gnuplot_path("the plot data file", r.evals_file);
+    loss += fmt::format(", {} u 1:2 w lp {} pt 7 dt 2 t {}", evals, color, gnuplot_text(r.label + " test"));
     accuracy += fmt::format(", {} u 1:3 w lp {} pt 7 dt 2 t {}", evals, color,
-                            gnuplot_quote(fmt::format("{} test (final {:.2f}%)", r.label, final_accuracy)));
+                            gnuplot_text(fmt::format("{} test (final {:.2f}%)", r.label, final_accuracy)));
     // One run: its final accuracy beside the last point. A sweep's runs end close together, so
     // their labels would cover each other: the legend gives each run's final value instead.
     if (runs.size() == 1)
       final_labels =
           fmt::format("set label 1 {} at {}, {} right offset -1, 1 tc lt 1 boxed front\n",
-                      gnuplot_quote(fmt::format("{:.2f}%", final_accuracy)), r.final_eval_step, final_accuracy);
+                      gnuplot_text(fmt::format("{:.2f}%", final_accuracy)), r.final_eval_step, final_accuracy);
   }
   const AxisRange acc = accuracy_axis(runs);
   // Inside the panel where the curves leave room (loss falls, accuracy rises); a sweep's longer
@@ -124,7 +121,8 @@ std::string chart_script(const std::vector<ChartRun>& runs, const std::string& o
       "{}{}set yrange [{}:{}]\nplot {}\nunset label\nset autoscale y\n"
       "set offsets 0, 0, graph 0.25, 0\n{}{}plot {}\n{}"
       "unset multiplot\n",
-      gpus ? 1450 : 1100, gnuplot_quote(output), gpus ? 4 : 3, gnuplot_quote(title), last_step, gpus ? 10 : 3,
+      gpus ? 1450 : 1100, gnuplot_path("the output path (-o)", output), gpus ? 4 : 3, gnuplot_text(title), last_step,
+      gpus ? 10 : 3,
       panel("loss", loss_key,
             "loss: train as trained (with dropout and label smoothing when set), test without them: so train lies "
             "above test"),

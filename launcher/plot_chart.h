@@ -38,6 +38,9 @@ std::string run_label(const std::string& file_label, const std::string& job_id);
 // tell runs apart are not squashed at the top of 0-100%. The first steps fall below it.
 AxisRange accuracy_axis(const std::vector<ChartRun>& runs);
 
+// The gnuplot script of the chart, which writes a PNG to `output`. Every run name, the title and
+// every path in it is a string literal (launcher/gnuplot_text.h); std::runtime_error for an
+// output or data path that holds a control character.
 std::string chart_script(const std::vector<ChartRun>& runs, const std::string& output, const std::string& title);
 
 }  // namespace slurm_train

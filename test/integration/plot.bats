@@ -77,3 +77,59 @@ print('%dx%d' % struct.unpack('>II', data[16:24]))" "$1"
   mkdir -p "$BUILD/test"
   cp mixed.png "$BUILD/test/plot-mixed.png"  # kept for a look
 }
+
+@test "plot draws a run whose id holds a newline and a gnuplot command, with the real gnuplot: the command never runs" {
+  cd "$BATS_TEST_TMPDIR"
+  # A run id, as a metrics line may carry it, that would end its statement and run a command.
+  mkdir fm
+  write_run fm/metrics.jsonl 0 $'4101\nprint system("touch '"$BATS_TEST_TMPDIR"$'/ran-id")\n'
+  run "$BUILD/bin/slurm-train" plot fm/metrics.jsonl -o id.png
+  echo "$output"
+  [ ! -e ran-id ]
+  [ "$status" -eq 0 ]
+  [ "$output" = "wrote id.png (1 run(s))" ]
+  [ "$(png_size id.png)" = 1200x1100 ]
+}
+
+@test "plot draws a run whose folder's name holds a newline and a gnuplot command, with the real gnuplot: the command never runs" {
+  cd "$BATS_TEST_TMPDIR"
+  # The folder's name is the run's. A name holds no '/': the command would run in the working folder.
+  evil=$'lr-0.1\nprint system("touch ran-folder")\n'
+  mkdir "$evil" lr-0.2
+  write_run "$evil/metrics.jsonl" 1
+  write_run lr-0.2/metrics.jsonl 2
+  run "$BUILD/bin/slurm-train" plot "$evil/metrics.jsonl" lr-0.2/metrics.jsonl -o folder.png
+  echo "$output"
+  [ ! -e ran-folder ]
+  [ "$status" -eq 0 ]
+  [ "$output" = "wrote folder.png (2 run(s))" ]
+  [ "$(png_size folder.png)" = 1200x1100 ]
+}
+
+@test "plot draws a title that holds a newline and a gnuplot command as text, and writes to an output named '|command' rather than running it" {
+  cd "$BATS_TEST_TMPDIR"
+  write_run m.jsonl 0
+  run "$BUILD/bin/slurm-train" plot m.jsonl -o title.png --title $'it\'s\nprint system("touch ran-title")'
+  echo "$output"
+  [ ! -e ran-title ]
+  [ "$status" -eq 0 ]
+  [ "$(png_size title.png)" = 1200x1100 ]
+  # gnuplot pipes its output into a command when the name starts with '|'.
+  run "$BUILD/bin/slurm-train" plot m.jsonl -o '|touch ran-pipe'
+  echo "$output"
+  [ ! -e ran-pipe ]
+  [ "$status" -eq 0 ]
+  [ "$(png_size '|touch ran-pipe')" = 1200x1100 ]
+}
+
+@test "plot refuses an output path with a newline, naming it, and runs nothing" {
+  cd "$BATS_TEST_TMPDIR"
+  write_run m.jsonl 0
+  run --separate-stderr "$BUILD/bin/slurm-train" plot m.jsonl -o $'c.png\nprint system("touch ran-output")\n'
+  echo "$output"; echo "$stderr"
+  [ "$status" -ne 0 ]
+  [[ $stderr == *"the output path (-o) 'c.png\\x0aprint system(\"touch ran-output\")\\x0a' holds a control character (byte 5 is \\x0a): expected a path without one"* ]]
+  ls
+  [ ! -e ran-output ]
+  [ -z "$(ls -d c.png* 2>/dev/null)" ]  # no chart either
+}

@@ -2,7 +2,10 @@
 
 #include <doctest/doctest.h>
 
+#include <stdexcept>
 #include <string>
+
+#include "test/unit/test_support.h"
 
 using namespace slurm_train;
 
@@ -106,4 +109,10 @@ TEST_CASE("plot: a GPU run gets a fourth panel of utilisation and power, the ste
   REQUIRE(xlabel != std::string::npos);
   CHECK(s.find("set xlabel", xlabel + 1) == std::string::npos);
   CHECK(xlabel > s.find("throughput over all ranks"));
+}
+
+TEST_CASE("plot: an output path with a control character is refused, naming it") {
+  slurm_train::testing::check_refused<std::runtime_error>(
+      [] { chart_script({reference_run("fm")}, "a\rb.png", "t"); },
+      "the output path (-o) 'a\\x0db.png' holds a control character (byte 1 is \\x0d)");
 }
