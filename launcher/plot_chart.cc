@@ -6,8 +6,11 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <stdexcept>
 
+#include "launcher/gnuplot_skeleton.h"
 #include "launcher/gnuplot_text.h"
+#include "spank/jobenv/text.h"
 
 namespace slurm_train {
 
@@ -133,6 +136,30 @@ std::string chart_script(const std::vector<ChartRun>& runs, const std::string& o
                         acc.low, acc.high)),
       final_labels, acc.low, acc.high, accuracy, gpus ? "" : xlabel,
       panel("samples/s", "inside top right", "throughput over all ranks"), speed, gpu_panel);
+}
+
+std::string placeholder_chart_script(const std::vector<ChartRun>& runs) {
+  std::vector<ChartRun> plain = runs;
+  for (std::size_t i = 0; i < plain.size(); ++i) {
+    ChartRun& r = plain[i];
+    r.label = fmt::format("run {}", i);
+    r.steps_file = fmt::format("/plot/run{}.tsv", i);
+    if (!r.evals_file.empty()) r.evals_file = fmt::format("/plot/run{}-eval.tsv", i);
+    if (!r.gpu_file.empty()) r.gpu_file = fmt::format("/plot/run{}-gpu.tsv", i);
+  }
+  return chart_script(plain, "/plot/chart.png", "title");
+}
+
+void check_chart_statements(const std::string& script, const std::vector<ChartRun>& runs) {
+  const std::string got = gnuplot_skeleton(script), expected = gnuplot_skeleton(placeholder_chart_script(runs));
+  if (got == expected) return;
+  std::size_t at = 0;  // where the first statement that differs starts
+  for (std::size_t i = 0; i < got.size() && i < expected.size() && got[i] == expected[i]; ++i)
+    if (got[i] == '\n') at = i + 1;
+  throw std::runtime_error(fmt::format(
+      "the chart's gnuplot script has statements its template has not (a run name, the title or a path ended a "
+      "statement), from '{}': refusing to run it",
+      escape_bytes(got.substr(at, got.find('\n', at) - at))));
 }
 
 }  // namespace slurm_train

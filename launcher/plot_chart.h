@@ -43,4 +43,13 @@ AxisRange accuracy_axis(const std::vector<ChartRun>& runs);
 // output or data path that holds a control character.
 std::string chart_script(const std::vector<ChartRun>& runs, const std::string& output, const std::string& title);
 
+// The same chart with every run name, the title and every path as placeholder text: the
+// statements chart_script must give for these runs, whatever their names.
+std::string placeholder_chart_script(const std::vector<ChartRun>& runs);
+
+// Throws std::runtime_error, naming the first statement that differs, unless `script` has the
+// statements of placeholder_chart_script(runs) (launcher/gnuplot_skeleton.h): the check, before
+// gnuplot runs it, that no name, title or path added a command.
+void check_chart_statements(const std::string& script, const std::vector<ChartRun>& runs);
+
 }  // namespace slurm_train

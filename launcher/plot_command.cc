@@ -85,8 +85,10 @@ void plot(const std::vector<std::string>& paths, const std::string& output, cons
       runs.push_back(chart_run(run, run_label(labels[f], run.id), tmp, runs.size()));
     }
   }
+  const std::string text = chart_script(runs, output, title);
+  check_chart_statements(text, runs);
   const fs::path script = tmp / "plot.gp";
-  std::ofstream(script) << chart_script(runs, output, title);
+  std::ofstream(script) << text;
   const ProcessResult r = run_process({"gnuplot", script.string()}, "gnuplot-nox");
   if (r.exit_code != 0)
     throw std::runtime_error(fmt::format("gnuplot failed (exit {}) drawing {}", r.exit_code, output));

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "launcher/gnuplot_skeleton.h"
 #include "test/unit/test_support.h"
 
 using namespace slurm_train;
@@ -109,6 +110,35 @@ TEST_CASE("plot: a GPU run gets a fourth panel of utilisation and power, the ste
   REQUIRE(xlabel != std::string::npos);
   CHECK(s.find("set xlabel", xlabel + 1) == std::string::npos);
   CHECK(xlabel > s.find("throughput over all ranks"));
+}
+
+TEST_CASE(
+    "plot: run names, a title and an output path that hold a newline and a command stay text of the template's "
+    "statements") {
+  // A folder's name is a run's name: it may hold any byte but '/' and NUL.
+  const std::string payload = "\nprint system(\"touch x\")\n";
+  const std::vector<std::string> labels = run_labels({"/r/a" + payload + "/metrics.jsonl", "/r/b/metrics.jsonl"});
+  REQUIRE(labels[0] == "a" + payload);
+  ChartRun one = reference_run(run_label(labels[0], "41" + payload)), two = reference_run(labels[1]);
+  two.gpu_file = "/tmp/x/run1-gpu.tsv";
+  const std::vector<ChartRun> runs = {one, two};
+  const std::string s = chart_script(runs, "|touch /tmp/x'; print system(\"id\") #", "it's" + payload);
+  CHECK_FALSE(has(s, "\nprint system"));
+  CHECK(has(s, "set output './|touch /tmp/x''; print system(\"id\") #'\n"));
+  CHECK(gnuplot_skeleton(s) == gnuplot_skeleton(placeholder_chart_script(runs)));
+  CHECK_NOTHROW(check_chart_statements(s, runs));
+}
+
+TEST_CASE("plot: a script with a statement its template has not is refused, naming the statement") {
+  const std::vector<ChartRun> runs = {reference_run("fm")};
+  std::string s = chart_script(runs, "o.png", "t");
+  s.insert(s.find("set grid"), "print system('id') # 'x'\n");
+  slurm_train::testing::check_refused<std::runtime_error>(
+      [&] { check_chart_statements(s, runs); },
+      "the chart's gnuplot script has statements its template has not (a run name, the title or a path ended a "
+      "statement), from 'print system('')': refusing to run it");
+  // Text alone that differs is no other statement.
+  CHECK_NOTHROW(check_chart_statements(chart_script({reference_run("other name")}, "/x/y.png", "other"), runs));
 }
 
 TEST_CASE("plot: an output path with a control character is refused, naming it") {
