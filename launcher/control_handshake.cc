@@ -14,13 +14,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// One whole frame off `fd` (into `f`; more bytes stay in `in`) before `deadline`.
+// One whole frame off `fd` (into `f`; more bytes stay in `in`) before `deadline`. No more than
+// the frame is read: whoever listens has not yet proved to be rank 0, and what rank 0 sends after
+// its welcome stays queued for the watchdog.
 bool read_frame(int fd, std::string& in, WatchdogFrame& f, Clock::time_point deadline) {
   while (!next_frame(in, f)) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) return false;
     pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left)) != 1 || !drain(fd, in)) return false;
+    if (::poll(&p, 1, static_cast<int>(left)) != 1 || !drain(fd, in, sizeof(WatchdogFrame))) return false;
   }
   return true;
 }

@@ -627,7 +627,7 @@ bool Watchdog::admit_rank(Conn& c, TimePoint now) {
 // failure, each sealed with its key and in order, and always its own rank's; a connection that
 // closes while its rank runs ends the job.
 void Watchdog::read_rank(Conn& c, TimePoint now, std::unique_lock<std::mutex>& lock) {
-  const bool alive = drain(c.fd, c.in);
+  const bool alive = drain(c.fd, c.in, c.rank < 0 ? kMaxUnprovenBytes : SIZE_MAX);
   if (c.rank < 0) {
     if (!admit_rank(c, now)) return;
     if (c.rank < 0) {

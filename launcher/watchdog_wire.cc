@@ -118,20 +118,22 @@ bool send_frame(int fd, const WatchdogFrame& f) {
   return true;
 }
 
-bool drain(int fd, std::string& in) {
+bool drain(int fd, std::string& in, std::size_t limit) {
   char buf[4096];
-  for (;;) {
-    const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+  while (in.size() < limit) {
+    const std::size_t want = std::min(sizeof buf, limit - in.size());
+    const ssize_t n = ::recv(fd, buf, want, MSG_DONTWAIT);
     if (n > 0) {
       in.append(buf, static_cast<std::size_t>(n));
       // Less than asked for: nothing more is queued now (saves a recv per wake on rank 0).
-      if (static_cast<std::size_t>(n) < sizeof buf) return true;
+      if (static_cast<std::size_t>(n) < want) return true;
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
     return false;
   }
+  return true;
 }
 
 bool next_frame(std::string& in, WatchdogFrame& f) {

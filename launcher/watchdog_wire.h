@@ -62,6 +62,11 @@ struct WatchdogFrame {
 static_assert(sizeof(WatchdogFrame) == 256);
 // The largest proof a hello may carry (a munge credential of launcher/munge_auth.h is about 300).
 constexpr std::uint32_t kMaxProofBytes = 1024;
+// The most rank 0 reads from a connection that has not proved itself: one hello with the largest
+// proof, all that a rank sends before its welcome. A stranger that sends more has it left in the
+// kernel's socket buffer (bounded), not in rank 0's memory, until its hello is judged and it is
+// closed. Uncapped, one read took in all a sender kept queued, for as long as it kept sending.
+constexpr std::size_t kMaxUnprovenBytes = sizeof(WatchdogFrame) + kMaxProofBytes;
 
 // Which way a frame goes: part of its seal, so that a frame cannot be sent back to its sender.
 enum class FrameDirection : unsigned char { kToRoot = 1, kToMember = 2 };
@@ -79,8 +84,9 @@ inline double member_beat_seconds(int ranks) { return std::clamp(ranks / 2000.0,
 
 // Blocking send of one frame; false when the peer is gone or does not read for 2 s.
 bool send_frame(int fd, const WatchdogFrame& f);
-// Appends what the socket holds to `in`, without blocking; false on EOF or error (the peer is gone).
-bool drain(int fd, std::string& in);
+// Appends what the socket holds to `in`, without blocking, until `in` holds `limit` bytes (the
+// rest stays queued for a later call); false on EOF or error (the peer is gone).
+bool drain(int fd, std::string& in, std::size_t limit = SIZE_MAX);
 // Takes the first whole frame out of `in`; false when there is none yet.
 bool next_frame(std::string& in, WatchdogFrame& f);
 
