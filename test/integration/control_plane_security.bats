@@ -5,7 +5,8 @@
 # valid proof) before the rank connects, a forged failure, a hello for a rank already connected,
 # forged beats over the real hang, and 1,000 idle connections. The job must end as it would
 # alone (the hang named, with the hung rank's own step), every connection of the attacker must
-# be closed, and rank 0's log must tell of each kind of refusal exactly once.
+# be closed, and rank 0's log must tell of each kind of refusal exactly once. And the cipher of
+# the credentials, whose session keys cross the network: AES-256, never the daemon's choice.
 
 load helpers
 
@@ -145,4 +146,14 @@ EOF
     "it said hello for a rank that is already connected" "it sent no whole hello within the time allowed" \
     "its address has too many connections waiting"
   grep -q "watchdog: 100[0-9] connection(s) refused: " "$log"
+}
+
+@test "munge: a rank's credential is encrypted with AES-256 by the cluster's munged, and rank 0 refuses one in another cipher (none, AES-128, Blowfish)" {
+  run --separate-stderr "$BUILD/test/munge_cipher" --munge-socket "$MUNGE"
+  echo "$output"; echo "$stderr"
+  [ "$status" -eq 0 ]
+  [[ $output == *"proof: cipher aes256, accepted"* ]]
+  [[ $output == *"none: refused: a credential encrypted with none (0), not aes256: its session key may have been read on the way"* ]]
+  [[ $output == *"aes128: refused: a credential encrypted with aes128 (4), not aes256"* ]]
+  [[ $output == *"blowfish: refused: a credential encrypted with blowfish (2), not aes256"* ]]
 }
