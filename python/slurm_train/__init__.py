@@ -44,14 +44,15 @@ SLURM_TRAIN_PROGRAM_PIPE); outside it they raise NotUnderExec saying how to run 
 time_left() needs a Slurm job. stop_requested(), save() and latest() work anywhere.
 """
 
+import errno
 import json
 import math
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -320,6 +321,20 @@ def _write(obj_or_writer, f):
         pickle.dump(obj_or_writer, f, protocol=pickle.HIGHEST_PROTOCOL)
 
 
+def _create_temporary(folder, name):
+    """A new file beside `name` in `folder`, open for writing: (file descriptor, path). Created
+    with mode 0666 for the kernel to apply the umask (and a folder's default ACL) as it does for
+    any new file, so that the checkpoint gets the mode open() would give it. Reading the umask
+    instead takes os.umask(), which changes it for every thread of the process while it reads."""
+    for _ in range(100):
+        path = os.path.join(folder, f"{_TEMPORARY}{name}.{secrets.token_hex(6)}")
+        try:
+            return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666), path
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, f"slurm_train.save(): no free temporary name in {folder}")
+
+
 def save(obj_or_writer, path):
     """Writes a checkpoint so that `path` is always either the old file or the whole new one,
     whenever the job is killed: a temporary file in the same folder, fsync, rename over `path`,
@@ -333,13 +348,12 @@ def save(obj_or_writer, path):
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=_TEMPORARY + os.path.basename(path) + ".", dir=folder)
+    fd, tmp = _create_temporary(folder, os.path.basename(path))
     try:
         with os.fdopen(fd, "wb") as f:
             _write(obj_or_writer, f)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -353,12 +367,6 @@ def save(obj_or_writer, path):
     finally:
         os.close(dir_fd)
     return path
-
-
-def _umask():
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 _NUMBER = re.compile(r"(\d+)")

@@ -86,6 +86,32 @@ EOF
   [[ $output == *"loaded {'step': 120}"* ]]
 }
 
+@test "helper: save() gives a checkpoint the mode the umask allows (027: 0640, 077: 0600) and never calls os.umask(), which changes it for every thread" {
+  dir=$BATS_TEST_TMPDIR/modes
+  run --separate-stderr $PY - "$dir" <<'EOF'
+import os, stat, sys, slurm_train as s
+d = sys.argv[1]
+real_umask, calls = os.umask, []
+def watched_umask(mask):
+    calls.append(mask)
+    return real_umask(mask)
+for mask, name in ((0o027, "a"), (0o077, "b")):
+    real_umask(mask)
+    os.umask = watched_umask
+    path = s.save(b"x", f"{d}/{name}-1.pt")
+    os.umask = real_umask
+    print(f"umask {mask:03o}: mode {stat.S_IMODE(os.stat(path).st_mode):04o}")
+print("os.umask calls", calls)
+print("umask now", f"{real_umask(0o022):03o}")
+EOF
+  echo "$output"; echo "$stderr"
+  [ "$status" -eq 0 ]
+  [[ $output == *"umask 027: mode 0640"* ]]
+  [[ $output == *"umask 077: mode 0600"* ]]
+  [[ $output == *"os.umask calls []"* ]]
+  [[ $output == *"umask now 077"* ]]
+}
+
 @test "helper: heartbeat figures of a 2-node exec reach rank 0's metrics and Prometheus files; a bad name is a clear error; a bad pipe line is named once and ignored" {
   work=$BATS_TEST_TMPDIR/figures
   mkdir -p "$work"
