@@ -35,7 +35,8 @@ Functions:
                     progress for exec's watchdog and straggler judge; the metrics go to exec's
                     --metrics (JSON lines) and --prometheus files, and its --tensorboard folder.
   save(obj, path)   atomically: a temporary file beside it, fsync, rename, fsync of the folder.
-  latest(folder)    the newest checkpoint save() left in a folder, or None.
+  latest(folder)    the newest checkpoint save() left in a folder, or None; UntrustedFolder when
+                    another user could have put it there.
   done()            the program has finished: exec will not requeue the job for a later signal.
   under_exec()      True when the program runs under `slurm-train exec`.
 
@@ -48,16 +49,18 @@ import errno
 import json
 import math
 import os
+import pwd
 import re
 import secrets
 import signal
+import stat
 import subprocess
 import sys
 import threading
 import time
 
-__all__ = ["NotUnderExec", "under_exec", "stop_requested", "stop_signal", "time_left", "restart_count", "heartbeat",
-           "save", "latest", "done"]
+__all__ = ["NotUnderExec", "UntrustedFolder", "under_exec", "stop_requested", "stop_signal", "time_left",
+           "restart_count", "heartbeat", "save", "latest", "done"]
 
 # The signals exec forwards for a preemption or a stop.
 STOP_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM)
@@ -70,6 +73,10 @@ _MAX_METRICS = 64
 
 class NotUnderExec(RuntimeError):
     """A function that needs `slurm-train exec` (or a Slurm job) was called outside it."""
+
+
+class UntrustedFolder(RuntimeError):
+    """A checkpoint folder that another user could write to: what it holds may not be the job's."""
 
 
 def _how_to_run(what, variable):
@@ -369,6 +376,65 @@ def save(obj_or_writer, path):
     return path
 
 
+def _user(uid):
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _trust_problem(what, st, above):
+    """Why a folder with this stat is not this user's alone to change (None when it is): owned by
+    this user or root, and not writable by every user; a folder above may be, when it is sticky
+    (/tmp): there no one renames or removes what is not theirs. The launcher's rule
+    (launcher/folder_trust.h): a group-writable folder trusts its group, the user's choice."""
+    me = os.getuid()
+    if st.st_uid not in (me, 0):
+        return (f"{what} belongs to {_user(st.st_uid)}, not to this process's user ({_user(me)}): they could change "
+                "what the job reads there. Use a folder of your own")
+    mode = stat.S_IMODE(st.st_mode)
+    if not st.st_mode & stat.S_IWOTH or (above and st.st_mode & stat.S_ISVTX):
+        return None
+    if above:
+        return (f"{what} can be written by every user and is not sticky (mode {mode:04o}): anyone could put a folder "
+                "of their own in the checkpoint folder's place. Use a folder of your own, or chmod o-w it")
+    return (f"{what} can be written by every user (mode {mode:04o}): anyone could plant or replace what the job "
+            "reads there. Use a folder of your own, or chmod o-w it")
+
+
+def _open_trusted_folder(folder):
+    """The folder, opened (a descriptor), once it and each folder above it are found to be this
+    user's (or root's) alone to change; None when it does not exist. A checkpoint is unpickled
+    when loaded: one that another user put there runs their code as this user."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(folder):
+            raise UntrustedFolder(f"slurm_train.latest(): the checkpoint folder {folder!r} is a symbolic link: whoever "
+                                  "can change the link chooses what the job reads. Name the folder itself "
+                                  f"({os.path.realpath(folder)!r})") from None
+        raise
+    try:
+        problem = _trust_problem(f"the checkpoint folder {folder!r}", os.fstat(fd), above=False)
+        # The folders above, as they are (links resolved): another user who can write to one can
+        # rename the checkpoint folder away and put their own in its place.
+        above = os.path.dirname(os.path.realpath(folder))
+        while problem is None:
+            problem = _trust_problem(f"{above!r}, a folder above the checkpoint folder {folder!r},", os.stat(above),
+                                     above=True)
+            if above == os.path.dirname(above):
+                break
+            above = os.path.dirname(above)
+        if problem:
+            raise UntrustedFolder(f"slurm_train.latest(): {problem}")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 _NUMBER = re.compile(r"(\d+)")
 
 
@@ -376,17 +442,25 @@ def latest(folder):
     """The path of the newest checkpoint in `folder` (None when there is none, or no folder):
     the one whose name holds the highest number (step-000120.pt over step-000100.pt), else the
     most recently written. save()'s temporary files, and names starting with '.', are never
-    taken: what latest() returns is complete."""
+    taken: what latest() returns is complete. Raises UntrustedFolder, saying why, when the folder
+    is a symbolic link, or another user could write to it or to a folder above it (other than a
+    sticky one, such as /tmp): what it holds may be theirs, and loading a checkpoint runs code."""
     folder = os.fspath(folder)
+    fd = _open_trusted_folder(folder)
+    if fd is None:
+        return None
     try:
-        names = [n for n in os.listdir(folder) if not n.startswith(".") and os.path.isfile(os.path.join(folder, n))]
-    except FileNotFoundError:
-        return None
-    if not names:
-        return None
-
-    def key(name):
-        numbers = _NUMBER.findall(name)
-        return (int(numbers[-1]) if numbers else -1, os.stat(os.path.join(folder, name)).st_mtime_ns, name)
-
-    return os.path.join(folder, max(names, key=key))
+        found = []
+        for name in os.listdir(fd):
+            if name.startswith("."):
+                continue
+            try:
+                st = os.stat(name, dir_fd=fd)
+            except FileNotFoundError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                numbers = _NUMBER.findall(name)
+                found.append((int(numbers[-1]) if numbers else -1, st.st_mtime_ns, name))
+    finally:
+        os.close(fd)
+    return os.path.join(folder, max(found)[2]) if found else None

@@ -112,6 +112,49 @@ EOF
   [[ $output == *"umask now 077"* ]]
 }
 
+@test "helper: latest() refuses a checkpoint folder that another user could write to, a link, or one in a folder every user can write to; a sticky folder above (/tmp) and a group-writable one are fine" {
+  base=$BATS_TEST_TMPDIR/trust
+  mkdir -p "$base"
+  run --separate-stderr $PY - "$base" <<'EOF'
+import os, sys, slurm_train as s
+base = sys.argv[1]
+def folder(name, mode, parent=None):
+    path = os.path.join(parent or base, name)
+    os.mkdir(path)
+    s.save(b"x", f"{path}/step-00000100.pt")
+    os.chmod(path, mode)
+    return path
+def latest(label, path):
+    try:
+        print(label, "->", os.path.relpath(s.latest(path), base))
+    except s.UntrustedFolder as e:
+        print(label, "refused:", str(e).replace(base, "BASE"))
+latest("own", folder("own", 0o755))
+latest("group-writable", folder("group", 0o775))
+latest("world-writable", folder("open", 0o777))
+other = folder("other", 0o755)
+os.chown(other, 65534, 65534)
+latest("another user's", other)
+os.symlink(os.path.join(base, "own"), os.path.join(base, "link"))
+latest("link", os.path.join(base, "link"))
+shared = folder("shared", 0o777)
+latest("in a world-writable folder", folder("ckpt", 0o755, shared))
+sticky = folder("sticky", 0o1777)
+latest("in a sticky folder", folder("ckpt", 0o755, sticky))
+print("missing ->", s.latest(os.path.join(base, "missing")))
+EOF
+  echo "$output"; echo "$stderr"
+  [ "$status" -eq 0 ]
+  [[ $output == *"own -> own/step-00000100.pt"* ]]
+  [[ $output == *"group-writable -> group/step-00000100.pt"* ]]
+  [[ $output == *"world-writable refused: slurm_train.latest(): the checkpoint folder 'BASE/open' can be written by every user (mode 0777): anyone could plant or replace what the job reads there. Use a folder of your own, or chmod o-w it"* ]]
+  [[ $output == *"another user's refused: slurm_train.latest(): the checkpoint folder 'BASE/other' belongs to nobody (uid 65534), not to this process's user"* ]]
+  [[ $output == *"link refused: slurm_train.latest(): the checkpoint folder 'BASE/link' is a symbolic link: whoever can change the link chooses what the job reads. Name the folder itself ('BASE/own')"* ]]
+  [[ $output == *"in a world-writable folder refused: slurm_train.latest(): 'BASE/shared', a folder above the checkpoint folder 'BASE/shared/ckpt', can be written by every user and is not sticky (mode 0777)"* ]]
+  [[ $output == *"in a sticky folder -> sticky/ckpt/step-00000100.pt"* ]]
+  [[ $output == *"missing -> None"* ]]
+}
+
 @test "helper: heartbeat figures of a 2-node exec reach rank 0's metrics and Prometheus files; a bad name is a clear error; a bad pipe line is named once and ignored" {
   work=$BATS_TEST_TMPDIR/figures
   mkdir -p "$work"
