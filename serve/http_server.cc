@@ -105,8 +105,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     refuse(status, why);
   }
 
+  // Idle: waiting for a request of which no byte has come.
   void close_if_idle() {
-    if (state_ == State::idle) close();
+    if (state_ == State::idle && !request_started()) close();
   }
 
   net::any_io_executor executor() { return socket_.get_executor(); }
@@ -132,27 +133,37 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     socket_.close(ec);
   }
 
+  bool request_started() const { return buffer_.size() > 0 || (parser_ && parser_->got_some()); }
+
+  // The next request is read at once (one event-loop round a request, not two); the timer first
+  // allows idle_seconds for its first byte, then, once a byte has come, the rest of
+  // request_seconds for the whole of it.
   void wait_for_request() {
     if (server_->stopping) return close();
     state_ = State::idle;
-    if (buffer_.size() > 0) return read_header();  // the next request came with the last one
-    arm(limits().idle_seconds);
-    socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this()](error_code ec) {
-      if (ec || self->state_ != State::idle) return self->close();
-      self->read_header();
-    });
-  }
-
-  void read_header() {
-    state_ = State::reading;
-    arm(limits().request_seconds);  // from the request's first byte to its last
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(limits().header_bytes));
     parser_->body_limit(static_cast<std::uint64_t>(limits().body_bytes));
     request_ = HttpRequest{};
     request_.source = source_;
+    deadline_ = std::chrono::steady_clock::now() + seconds(std::max(limits().request_seconds, limits().idle_seconds));
+    timer_.expires_after(seconds(limits().idle_seconds));
+    timer_.async_wait([self = shared_from_this()](error_code ec) {
+      if (ec || self->state_ != State::idle) return;
+      if (!self->request_started()) return self->close();
+      self->reading();
+    });
     http::async_read_header(socket_, buffer_, *parser_,
                             [self = shared_from_this()](error_code ec, std::size_t) { self->on_header(ec); });
+  }
+
+  // A request has begun: it has until deadline_ to be read whole.
+  void reading() {
+    state_ = State::reading;
+    timer_.expires_at(deadline_);
+    timer_.async_wait([self = shared_from_this()](error_code ec) {
+      if (!ec) self->close();
+    });
   }
 
   // The method and path, for the answer's and the metrics' sake, once the header is read.
@@ -165,6 +176,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   void on_header(error_code ec) {
     if (ec) return on_read_error(ec);
+    if (state_ == State::idle) reading();
     take_request_line();
     const auto& h = parser_->get();
     const auto fields = static_cast<std::size_t>(std::distance(h.begin(), h.end()));
@@ -204,7 +216,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     // The other parse errors say what was wrong with the request; the connection's end, its
     // deadline passing (the timer closed it) or a reset leave no one to answer.
     if (ec.category() == http::make_error_code(http::error::bad_method).category() &&
-        ec != http::error::end_of_stream && ec != http::error::partial_message && state_ == State::reading)
+        ec != http::error::end_of_stream && ec != http::error::partial_message && parser_->got_some())
       return refuse(400, fmt::format("not an HTTP/1.1 request this service can read: {}", ec.message()));
     close();
   }
@@ -294,6 +306,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::optional<http::request_parser<http::string_body>> parser_;
   HttpRequest request_;
   std::atomic<State> state_ = State::idle;  // read by stop()'s close_if_idle while a worker answers
+  std::chrono::steady_clock::time_point deadline_;
   unsigned version_ = 11;
   bool keep_alive_ = false;
   std::array<char, 16 << 10> discard_;
