@@ -56,10 +56,11 @@ bool HttpRequest::has_header(std::string_view name) const {
 class HttpSession;
 
 struct HttpServer::Impl {
-  Impl(HttpLimits l, Handler h, Refuser r)
+  Impl(HttpLimits l, Handler h, Refuser r, Reader on)
       : limits(l),
         handle(std::move(h)),
         refuse(std::move(r)),
+        on_read(std::move(on)),
         acceptor(net::make_strand(ioc)),
         retry(acceptor.get_executor()),
         workers(static_cast<std::size_t>(l.workers)) {}
@@ -72,6 +73,7 @@ struct HttpServer::Impl {
   const HttpLimits limits;
   const Handler handle;
   const Refuser refuse;
+  const Reader on_read;
   std::atomic<int> pending{0};  // requests handled or waiting for a worker
   std::atomic<bool> stopping{false};
   std::mutex mutex;  // guards the three below
@@ -237,6 +239,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
                     {{"Retry-After", "1"}});
     }
     state_ = State::handling;
+    if (server_->on_read) server_->on_read(request_);
     // The guard keeps the event loop running until the answer is posted back to it.
     net::post(server_->workers, [self = shared_from_this(), guard = net::make_work_guard(server_->ioc)]() mutable {
       HttpResponse r;
@@ -245,6 +248,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       } catch (const std::exception& e) {
         r = self->server_->refuse(self->request_, 500, fmt::format("the server failed: {}", e.what()));
       }
+      self->request_.context.reset();
       --self->server_->pending;
       // Written from this thread: nothing else of the connection is pending while it is handled,
       // and the answer goes out without waiting for the event loop to wake (its completion runs
@@ -387,8 +391,8 @@ void HttpServer::Impl::close_idle_sessions() {
   for (auto& s : live) net::post(s->executor(), [s] { s->close_if_idle(); });
 }
 
-HttpServer::HttpServer(HttpLimits limits, Handler handle, Refuser refuse)
-    : impl_(std::make_unique<Impl>(limits, std::move(handle), std::move(refuse))) {}
+HttpServer::HttpServer(HttpLimits limits, Handler handle, Refuser refuse, Reader on_read)
+    : impl_(std::make_unique<Impl>(limits, std::move(handle), std::move(refuse), std::move(on_read))) {}
 
 HttpServer::~HttpServer() { impl_->workers.join(); }
 

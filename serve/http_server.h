@@ -51,6 +51,8 @@ struct HttpRequest {
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
   std::string source;  // the client's address
+  // What the server's `on_read` attached to the request; released when it has been handled.
+  std::shared_ptr<void> context;
   // The first value of the header `name` (case-insensitive), or "".
   std::string header(std::string_view name) const;
   bool has_header(std::string_view name) const;
@@ -70,10 +72,14 @@ class HttpServer {
   // refuse: the answer to a request the server refuses itself (status and why), on any of its
   //   threads (a handler that threw is a 500 through it); `request` holds what was read of it (the method and path when
   //   the header was read, else nothing). The connection is closed after it.
+  // on_read (may be empty): a request read whole and taken, on the event loop's thread, before
+  //   it waits for a worker: serve's batcher counts the /predict requests on their way from here,
+  //   so that a batch waits for them.
   using Handler = std::function<HttpResponse(const HttpRequest&)>;
   using Refuser = std::function<HttpResponse(const HttpRequest& request, int status, const std::string& why)>;
+  using Reader = std::function<void(HttpRequest&)>;
 
-  HttpServer(HttpLimits limits, Handler handle, Refuser refuse);
+  HttpServer(HttpLimits limits, Handler handle, Refuser refuse, Reader on_read = {});
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "serve/bearer_token.h"
 #include "serve/serve_metrics.h"
@@ -91,7 +92,11 @@ struct ModelServer::Impl {
         other(model.classifier ? "/generate" : "/predict"),
         http(
             options.http, [this](const HttpRequest& req) { return handle(req); },
-            [this](const HttpRequest& req, int status, const std::string& why) { return refused(req, status, why); }) {
+            [this](const HttpRequest& req, int status, const std::string& why) { return refused(req, status, why); },
+            [this](HttpRequest& req) {
+              if (batcher && req.method == "POST" && req.path == served)
+                req.context = std::make_shared<PredictBatcher::Arrival>(*batcher);
+            }) {
     if (model.classifier) {
       options.limits.inputs = model.classifier->inputs();
       batcher = std::make_unique<PredictBatcher>(
@@ -172,9 +177,12 @@ HttpResponse ModelServer::Impl::route(const HttpRequest& req) {
 }
 
 HttpResponse ModelServer::Impl::predict(const HttpRequest& req) {
-  PredictBatcher::Arrival arrival(*batcher);
+  // Announced as on its way when it was read (the server's on_read), so that a batch waits for it.
+  auto* announced = static_cast<PredictBatcher::Arrival*>(req.context.get());
+  std::optional<PredictBatcher::Arrival> here;
+  if (!announced) announced = &here.emplace(*batcher);
   PredictRequest r = parse_predict_request(req.body, options.limits);
-  const PredictAnswer a = batcher->predict(arrival, std::move(r.data), r.rows);
+  const PredictAnswer a = batcher->predict(*announced, std::move(r.data), r.rows);
   return {200, kJson, predict_body(a, model.classifier->classes()), {}};
 }
 
