@@ -22,6 +22,7 @@
 #include <string_view>
 
 #include "launcher/watchdog_wire.h"
+#include "train/io/random_bytes.h"  // the nonces, secrets and keys of every proof
 
 namespace slurm_train {
 
@@ -61,9 +62,6 @@ class ControlAuth {
   // job. The caller then checks the hello's seal with the key.
   virtual ProofCheck check(int rank, const Nonce& challenge, std::string_view proof) = 0;
 };
-
-// `n` random bytes from the kernel (getrandom). Throws std::runtime_error when it cannot.
-void random_bytes(unsigned char* out, std::size_t n);
 
 class SharedSecretAuth : public ControlAuth {
  public:

@@ -1,12 +1,5 @@
-// A user as messages name it: "uid 1000 (alice)", or "uid 1000" when the name is unknown.
+// A user as messages name it: the engine's (train/io/user_name.h), which names the owners of
+// folders and files it refuses.
 #pragma once
 
-#include <sys/types.h>
-
-#include <string>
-
-namespace slurm_train {
-
-std::string describe_user(uid_t uid);
-
-}  // namespace slurm_train
+#include "train/io/user_name.h"

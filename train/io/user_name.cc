@@ -1,4 +1,4 @@
-#include "launcher/user_name.h"
+#include "train/io/user_name.h"
 
 #include <pwd.h>
 
