@@ -15,11 +15,11 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "launcher/folder_trust.h"
 #include "launcher/subprocess.h"
 #include "spank/jobenv/host.h"
 #include "spank/jobenv/utc_time.h"
 #include "train/io/durable_file.h"
+#include "train/io/folder_trust.h"
 
 namespace slurm_train {
 

@@ -49,7 +49,7 @@ struct FolderClaim {
 };
 
 // Claims `dir` (created when missing) for `me`. `job_active` asks Slurm about a job id (nullopt:
-// cannot tell). Throws UntrustedFolder (launcher/folder_trust.h) when another user could change
+// cannot tell). Throws UntrustedFolder (train/io/folder_trust.h) when another user could change
 // the folder, std::runtime_error naming the path when it cannot be written.
 FolderClaim claim_checkpoint_folder(const std::string& dir, const CheckpointOwner& me,
                                     const std::function<std::optional<bool>(const std::string& job)>& job_active);

@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "launcher/folder_trust.h"
+#include "train/io/folder_trust.h"
 #include "train/io/write_all.h"
 
 namespace slurm_train {
