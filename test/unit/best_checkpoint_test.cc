@@ -68,14 +68,14 @@ TEST_CASE("best checkpoint: the keep policy never removes the best; the markers 
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / "best-checkpoint-test";
   fs::remove_all(dir);
-  fs::create_directories(dir);
+  const TrustedFolder folder = open_checkpoint_folder(dir.string(), true);
   auto touch = [&](std::uint64_t step) { std::ofstream(dir / checkpoint_file_name(step)) << "x"; };
   const KeepPolicy keep{2, 0};
   touch(10);
-  record_latest_and_keep(dir, 10, keep, BestRecord{10, "test_loss", 0.5});
+  record_latest_and_keep(folder, 10, keep, BestRecord{10, "test_loss", 0.5});
   for (std::uint64_t step : {20, 30, 40}) {
     touch(step);
-    record_latest_and_keep(dir, step, keep);
+    record_latest_and_keep(folder, step, keep);
   }
   CHECK(fs::exists(dir / checkpoint_file_name(10)));  // the best, older than the newest 2
   CHECK(!fs::exists(dir / checkpoint_file_name(20)));
@@ -86,7 +86,7 @@ TEST_CASE("best checkpoint: the keep policy never removes the best; the markers 
   CHECK(resolve_checkpoint_marker("elsewhere/step-00000001.h5") == "elsewhere/step-00000001.h5");
   // A new best: the marker moves, and the old best goes as the keep policy says.
   touch(50);
-  record_latest_and_keep(dir, 50, keep, BestRecord{50, "test_loss", 0.4});
+  record_latest_and_keep(folder, 50, keep, BestRecord{50, "test_loss", 0.4});
   CHECK(read_best_marker(dir)->step == 50);
   CHECK(!fs::exists(dir / checkpoint_file_name(10)));
   std::ofstream(dir / "best") << "garbage";

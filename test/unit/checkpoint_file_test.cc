@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -188,7 +189,8 @@ TEST_CASE("checkpoint store: commit, latest marker, keep policy, and no temp fil
   TempDir dir;
   const std::string ck = dir.path + "/ck";
   for (std::uint64_t step : {10, 20, 30, 40, 50}) save_checkpoint(ck, sample_state(step), {2, 20});
-  std::ofstream(temporary_path_for(ck + "/step-00000060.h5")) << "partial";  // an earlier write of ours that failed
+  std::ofstream(ck + "/" + temporary_name_for("step-00000060.h5"))
+      << "partial";  // an earlier write of ours that failed
   save_checkpoint(ck, sample_state(60), {2, 20});
   std::vector<std::uint64_t> steps;
   for (const auto& e : list_checkpoints(ck)) steps.push_back(e.step);
@@ -200,6 +202,25 @@ TEST_CASE("checkpoint store: commit, latest marker, keep policy, and no temp fil
   for (const auto& entry : fs::directory_iterator(ck))
     CHECK(entry.path().filename().string().find(".tmp") == std::string::npos);
   CHECK(find_newest_valid_checkpoint(ck, [](const std::string&) {}) == ck + "/step-00000060.h5");
+}
+
+TEST_CASE("checkpoint store: the folder held for a run keeps its checkpoints when the link to it is repointed") {
+  TempDir dir;
+  fs::create_directories(dir.path + "/first");
+  fs::create_directories(dir.path + "/second");
+  fs::create_directory_symlink("first", dir.path + "/ck");
+  const TrustedFolder folder = open_checkpoint_folder(dir.path + "/ck", false);
+  save_checkpoint(folder, sample_state(10), {});
+  fs::remove(dir.path + "/ck");
+  fs::create_directory_symlink("second", dir.path + "/ck");
+  const std::string path = save_checkpoint(folder, sample_state(20), {1, 0});
+  CHECK(path == dir.path + "/ck/step-00000020.h5");  // the name the run was given, for people
+  std::vector<std::string> first;
+  for (const auto& entry : fs::directory_iterator(dir.path + "/first")) first.push_back(entry.path().filename());
+  std::sort(first.begin(), first.end());
+  CHECK(first == std::vector<std::string>{"latest", "step-00000020.h5"});  // the keep policy ran there too
+  CHECK(fs::is_empty(dir.path + "/second"));
+  CHECK(read_checkpoint_file(dir.path + "/first/step-00000020.h5").counters.step == 20);
 }
 
 TEST_CASE("checkpoint store: a corrupt or truncated newest file falls back to the previous one, with a warning") {

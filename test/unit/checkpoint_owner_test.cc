@@ -115,29 +115,42 @@ TEST_CASE("checkpoint owner: a second run is refused naming the owner; a stale o
   fs::remove_all(dir);
 }
 
-TEST_CASE("temporary names carry their writer; a clean-up removes only its own and dead ones of its host") {
+TEST_CASE(
+    "temporary names carry their writer and a part no one can foresee; a clean-up removes only its own and "
+    "dead ones of its host") {
   const std::string host = host_name();
-  const std::string own = temporary_path_for("step-00000005.h5");
-  CHECK(own == fmt::format("step-00000005.h5.tmp-{}-{}", host, ::getpid()));
-  const auto writer = temporary_writer("step-00000005.h5.tmp-node-a-1-77", "step-00000005.h5");
+  const std::string own = temporary_name_for("step-00000005.h5");
+  const std::string prefix = fmt::format("step-00000005.h5.tmp-{}-{}.", host, ::getpid());
+  REQUIRE(own.starts_with(prefix));
+  CHECK(own.size() == prefix.size() + 8);
+  CHECK(temporary_name_for("step-00000005.h5") != own);
+  const auto mine = temporary_writer(own, "step-00000005.h5");
+  REQUIRE(mine);
+  CHECK(mine->host == host);
+  CHECK(mine->pid == ::getpid());
+  const auto writer = temporary_writer("step-00000005.h5.tmp-node-a-1-77", "step-00000005.h5");  // an earlier name
   REQUIRE(writer);
   CHECK(writer->host == "node-a-1");
   CHECK(writer->pid == 77);
+  CHECK(temporary_writer("step-00000005.h5.tmp-node.example.org-77.ab12cd34", "step-00000005.h5")->host ==
+        "node.example.org");
   CHECK_FALSE(temporary_writer("step-00000005.h5.tmp", "step-00000005.h5"));
   CHECK_FALSE(temporary_writer("step-00000005.h5.tmp-node-x", "step-00000005.h5"));
+  CHECK_FALSE(temporary_writer("step-00000005.h5.tmp-node-77.short", "step-00000005.h5"));
+  CHECK_FALSE(temporary_writer("step-00000005.h5.tmp-node-77.ABCDEFGH", "step-00000005.h5"));
 
   const fs::path dir = fresh_folder("tmp");
   fs::create_directories(dir);
   const long dead = dead_pid(), alive = static_cast<long>(::getppid());
-  const std::vector<std::string> removed = {fmt::format("step-00000005.h5.tmp-{}-{}", host, ::getpid()),
-                                            fmt::format("step-00000006.h5.tmp-{}-{}", host, dead),
-                                            fmt::format("latest.tmp-{}-{}", host, dead)};
+  const std::vector<std::string> removed = {
+      temporary_name_for("step-00000005.h5"), fmt::format("step-00000006.h5.tmp-{}-{}", host, dead),
+      fmt::format("step-00000009.h5.tmp-{}-{}.0a1b2c3d", host, dead), fmt::format("latest.tmp-{}-{}", host, dead)};
   const std::vector<std::string> kept = {fmt::format("step-00000007.h5.tmp-{}-{}", host, alive),
                                          fmt::format("step-00000008.h5.tmp-other-host-{}", dead),
                                          fmt::format("notes.txt.tmp-{}-{}", host, dead), "step-00000004.h5"};
   for (const auto& f : removed) touch(dir / f);
   for (const auto& f : kept) touch(dir / f);
-  remove_stale_temporaries(dir);
+  remove_stale_temporaries(open_checkpoint_folder(dir.string(), false));
   for (const auto& f : removed) CHECK_MESSAGE(!fs::exists(dir / f), f);
   for (const auto& f : kept) CHECK_MESSAGE(fs::exists(dir / f), f);
   fs::remove_all(dir);

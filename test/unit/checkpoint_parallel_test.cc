@@ -195,8 +195,10 @@ TEST_CASE("parallel checkpoint: a world of one commits it with the serial write'
   TempDir dir;
   const auto comm = make_single_process_comm();
   const CheckpointState whole = whole_state();
+  std::optional<TrustedFolder> folder;
   const std::string path =
-      save_checkpoint_parallel(*comm, dir.path + "/ck", meta_of(whole), shard_of(whole, 0, 43), {2, 0});
+      save_checkpoint_parallel(*comm, folder, dir.path + "/ck", meta_of(whole), shard_of(whole, 0, 43), {2, 0});
+  REQUIRE(folder);  // held for the next save
   CHECK(path == dir.path + "/ck/step-00000020.h5");
   CHECK(verify_checkpoint_file(path).empty());
   CHECK(read_checkpoint_file(path).second == whole.second);
@@ -210,6 +212,9 @@ TEST_CASE("parallel checkpoint: a world of one commits it with the serial write'
   fs::create_directories(dir.path + "/file");
   std::ofstream(dir.path + "/file/ck") << "not a folder";
   testing::check_refused<CheckpointWriteError>(
-      [&] { save_checkpoint_parallel(*comm, dir.path + "/file/ck", meta_of(whole), shard_of(whole, 0, 43), {}); },
+      [&] {
+        std::optional<TrustedFolder> none;
+        save_checkpoint_parallel(*comm, none, dir.path + "/file/ck", meta_of(whole), shard_of(whole, 0, 43), {});
+      },
       dir.path + "/file/ck");
 }

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "train/checkpoint/checkpoint_state.h"
+#include "train/io/file_path.h"
 #include "train/io/tensor_io.h"
 
 namespace slurm_train {
@@ -45,18 +46,19 @@ struct CheckpointWriteError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Writes `state` to `path` (created or truncated; the caller makes it durable and commits it,
-// see checkpoint_store.h). A testing aid: slow_ms > 0 writes the tensors 64 KiB at a time with
-// a pause of slow_ms after each, so that a test can kill the process in the middle of a write.
-// Throws CheckpointWriteError naming the path.
-void write_checkpoint_file(const std::string& path, const CheckpointState& state, unsigned slow_ms = 0);
+// Writes `state` to `file` (created or truncated; the caller makes it durable and commits it,
+// see checkpoint_store.h; a temporary file in the checkpoint folder is opened through the
+// folder's descriptor, file_path.h). A testing aid: slow_ms > 0 writes the tensors 64 KiB at a
+// time with a pause of slow_ms after each, so that a test can kill the process in the middle of
+// a write. Throws CheckpointWriteError naming the file.
+void write_checkpoint_file(const FilePath& file, const CheckpointState& state, unsigned slow_ms = 0);
 
 // The parts of write_checkpoint_file, for a checkpoint every rank writes a part of
-// (checkpoint_parallel.h). Creates `path` with the structure of `s`'s checkpoint (every group,
+// (checkpoint_parallel.h). Creates `file` with the structure of `s`'s checkpoint (every group,
 // attribute and scalar; every tensor's space allocated, unwritten) and returns the tensors'
 // places: /model's, then each optimizer state's, each in the model's tensor order, with data
 // pointers into `s` when it is whole (null for a shard). Throws CheckpointWriteError.
-std::vector<TensorPiece> create_checkpoint_file(const std::string& path, const CheckpointState& s);
+std::vector<TensorPiece> create_checkpoint_file(const FilePath& file, const CheckpointState& s);
 
 // One rank's part of one tensor written in parallel: elements [first, first + count) of
 // pieces[piece] (create_checkpoint_file's order) and the CRC-32 of their bytes.
@@ -68,7 +70,7 @@ struct ShardChecksum {
 // Records every tensor's checksum from its parts': its crc32 (the parts' combined) and the
 // attributes shard_first, shard_crc32 and shard_rank, which `ckpt verify` checks part by part.
 // The parts must tile each tensor. Throws CheckpointWriteError.
-void store_shard_checksums(const std::string& path, const std::vector<TensorPiece>& pieces,
+void store_shard_checksums(const FilePath& file, const std::vector<TensorPiece>& pieces,
                            std::vector<ShardChecksum> parts);
 
 // Reads a whole checkpoint, verifying every checksum and the structure; throws CheckpointError

@@ -142,11 +142,12 @@ void array_attribute(hid_t object, const char* name, hid_t file_type, hid_t memo
 
 // Sets each tensor's crc32 attribute (a fixed-size value rewritten in place) and, where a tensor
 // was written in parts, its parts' attributes.
-void store_checksums(const std::string& path, const std::vector<Writer::Piece>& pieces,
+void store_checksums(const FilePath& at, const std::vector<Writer::Piece>& pieces,
                      const std::vector<std::uint32_t>& crcs,
                      const std::vector<std::vector<ShardChecksum>>* shards = nullptr) {
+  const std::string& path = at.shown;
   try {
-    h5::Handle file = h5::open_file(path, H5F_ACC_RDWR);
+    h5::Handle file = h5::open_file(at, H5F_ACC_RDWR);
     for (std::size_t i = 0; i < pieces.size(); ++i) {
       const std::string where = path + ":" + pieces[i].name;
       h5::Handle set(H5_CHECK(H5Dopen2(file, pieces[i].name.c_str(), H5P_DEFAULT), where));
@@ -174,7 +175,8 @@ void store_checksums(const std::string& path, const std::vector<Writer::Piece>& 
 
 }  // namespace
 
-std::vector<TensorPiece> create_checkpoint_file(const std::string& path, const CheckpointState& s) {
+std::vector<TensorPiece> create_checkpoint_file(const FilePath& at, const CheckpointState& s) {
+  const std::string& path = at.shown;
   const std::size_t elements = s.model.parameters();
   const std::size_t arrays = 1 + (s.is_shard ? optimizer_state_names(s.optimizer).size()
                                              : (s.first.empty() ? 0 : 1) + (s.second.empty() ? 0 : 1));
@@ -182,14 +184,14 @@ std::vector<TensorPiece> create_checkpoint_file(const std::string& path, const C
   // HDF5 1.10 can crash at exit after a write of its own failed (a full disk); so the space a
   // checkpoint needs is checked before HDF5 writes anything, and the big writes are ours.
   try {
-    require_free_space(path, tensor_bytes + tensor_bytes / 100 + (std::size_t{64} << 10));  // + HDF5 metadata
+    require_free_space(at.path, tensor_bytes + tensor_bytes / 100 + (std::size_t{64} << 10));  // + HDF5 metadata
   } catch (const std::system_error& e) {
     throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': {}", path, e.what()));
   }
   auto whole = [&](const HostVector<float>& v) { return s.is_shard ? nullptr : v.data(); };
   Writer w(path);
   try {
-    h5::Handle file = h5::create_file(path, kDirectIoFrom);
+    h5::Handle file = h5::create_file(at, kDirectIoFrom);
     {
       h5::Handle model = w.group(file, "/model");
       w.tensors(model, s.model.tensors, whole(s.params));
@@ -229,20 +231,21 @@ std::vector<TensorPiece> create_checkpoint_file(const std::string& path, const C
   return w.pieces();
 }
 
-void write_checkpoint_file(const std::string& path, const CheckpointState& s, unsigned slow_ms) {
+void write_checkpoint_file(const FilePath& file, const CheckpointState& s, unsigned slow_ms) {
   if (s.is_shard) throw std::logic_error("write_checkpoint_file: a shard is written by save_checkpoint_parallel");
-  const std::vector<TensorPiece> pieces = create_checkpoint_file(path, s);
+  const std::vector<TensorPiece> pieces = create_checkpoint_file(file, s);
   std::vector<std::uint32_t> crcs;
   try {
-    crcs = write_tensor_pieces(path, pieces, slow_ms);
+    crcs = write_tensor_pieces(file.path, pieces, slow_ms);
   } catch (const std::system_error& e) {
-    throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': {}", path, e.what()));
+    throw CheckpointWriteError(fmt::format("cannot write the checkpoint '{}': {}", file.shown, e.what()));
   }
-  store_checksums(path, pieces, crcs);
+  store_checksums(file, pieces, crcs);
 }
 
-void store_shard_checksums(const std::string& path, const std::vector<TensorPiece>& pieces,
+void store_shard_checksums(const FilePath& file, const std::vector<TensorPiece>& pieces,
                            std::vector<ShardChecksum> parts) {
+  const std::string& path = file.shown;
   std::sort(parts.begin(), parts.end(), [](const ShardChecksum& a, const ShardChecksum& b) {
     return std::tie(a.piece, a.first) < std::tie(b.piece, b.first);
   });
@@ -269,7 +272,7 @@ void store_shard_checksums(const std::string& path, const std::vector<TensorPiec
                       "elements, not each once",
                       path, pieces[i].name, next, pieces[i].bytes / sizeof(float)));
   }
-  store_checksums(path, pieces, crcs, &by_piece);
+  store_checksums(file, pieces, crcs, &by_piece);
 }
 
 }  // namespace slurm_train

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <sstream>
 #include <stdexcept>
 #include <system_error>
@@ -21,6 +20,12 @@
 #include "train/io/tensor_io.h"
 
 namespace slurm_train {
+
+namespace {
+
+constexpr const char* kNotShared = " (is the folder on storage that every node shares?)";
+
+}  // namespace
 
 std::vector<DatasetPart> shard_parts(const ModelLayout& model, std::size_t begin,
                                      const std::vector<std::span<const float>>& arrays) {
@@ -41,7 +46,7 @@ std::vector<DatasetPart> shard_parts(const ModelLayout& model, std::size_t begin
   return parts;
 }
 
-std::vector<ShardChecksum> write_shard_parts(const std::string& path, const std::vector<TensorPiece>& places,
+std::vector<ShardChecksum> write_shard_parts(const FilePath& file, const std::vector<TensorPiece>& places,
                                              const std::vector<DatasetPart>& parts, int rank, unsigned slow_ms) {
   std::vector<TensorPiece> writes;
   for (const DatasetPart& p : parts) {
@@ -53,22 +58,24 @@ std::vector<ShardChecksum> write_shard_parts(const std::string& path, const std:
                                              place.name, place.bytes / sizeof(float)));
     writes.push_back({place.name, place.offset + p.first * sizeof(float), p.data, p.count * sizeof(float)});
   }
-  // The file rank 0 created: a rank that cannot see it has the folder on storage of its own.
-  if (const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC); fd >= 0) {
-    ::close(fd);
-  } else {
+  // The file rank 0 created: a rank that cannot see it has the folder on storage of its own. Held
+  // open until the parts are written, for their fsync (on a parallel file system one client's
+  // fsync does not flush another's writes).
+  const int fd = ::open(file.path.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
     const int err = errno;
-    throw CheckpointWriteError(
-        fmt::format("cannot open '{}' for writing: {}{}", path, std::strerror(err),
-                    err == ENOENT && rank != 0 ? " (is the folder on storage that every node shares?)" : ""));
+    throw CheckpointWriteError(fmt::format("cannot open '{}' for writing: {}{}", file.shown, std::strerror(err),
+                                           err == ENOENT && rank != 0 ? kNotShared : ""));
   }
   std::vector<std::uint32_t> crcs;
   try {
-    crcs = write_tensor_pieces(path, writes, slow_ms);
-    fsync_file(path);
+    crcs = write_tensor_pieces(file.path, writes, slow_ms);
+    if (::fsync(fd) != 0) throw std::system_error(errno, std::generic_category(), "fsync");
   } catch (const std::runtime_error& e) {  // std::system_error too
-    throw CheckpointWriteError(fmt::format("cannot write its part of '{}': {}", path, e.what()));
+    ::close(fd);
+    throw CheckpointWriteError(fmt::format("cannot write its part of '{}': {}", file.shown, e.what()));
   }
+  ::close(fd);  // fsynced: its close reports nothing more
   std::vector<ShardChecksum> sums;
   for (std::size_t i = 0; i < parts.size(); ++i)
     sums.push_back({parts[i].dataset, parts[i].first, parts[i].count, rank, crcs[i]});
@@ -111,6 +118,29 @@ void agree_on_failure(Comm& comm, std::string& error) {
   broadcast_text(comm, error);
 }
 
+// The temporary file of a write that failed: it wastes space only, so a failure to remove it
+// is not the error to report.
+void discard(const std::optional<TrustedFolder>& folder, const std::string& tmp) {
+  if (!folder || tmp.empty()) return;
+  try {
+    folder->remove(tmp);
+  } catch (const std::runtime_error&) {
+  }
+}
+
+// A rank other than 0 opens the folder that rank 0 made: one it cannot find is on storage that
+// this node does not share.
+TrustedFolder shared_checkpoint_folder(const std::string& dir, const std::string& tmp) {
+  try {
+    return TrustedFolder("the checkpoint folder", dir, false);
+  } catch (const std::system_error& e) {
+    if (e.code() == std::errc::no_such_file_or_directory)
+      throw CheckpointWriteError(
+          fmt::format("cannot open '{}/{}' for writing: {}{}", dir, tmp, std::strerror(ENOENT), kNotShared));
+    throw CheckpointWriteError(e.what());
+  }
+}
+
 // Rank 0's error ends the write on every rank: the same exception everywhere, naming who failed.
 [[noreturn]] void fail_everywhere(bool root, const std::string& error, const char* what) {
   if (root) throw OnEveryRank<CheckpointWriteError>(error);
@@ -119,13 +149,14 @@ void agree_on_failure(Comm& comm, std::string& error) {
 
 }  // namespace
 
-std::string save_checkpoint_parallel(Comm& comm, const std::string& dir, const CheckpointState& s,
-                                     const ShardData& mine, KeepPolicy keep, unsigned slow_ms) {
+std::string save_checkpoint_parallel(Comm& comm, std::optional<TrustedFolder>& folder, const std::string& dir,
+                                     const CheckpointState& s, const ShardData& mine, KeepPolicy keep,
+                                     unsigned slow_ms) {
   if (!s.is_shard) throw std::logic_error("save_checkpoint_parallel: the state is not a shard's");
   if (mine.arrays.size() != 1 + optimizer_state_names(s.optimizer).size())
     throw std::logic_error(fmt::format("save_checkpoint_parallel: {} arrays for {}", mine.arrays.size(), s.optimizer));
   const bool root = comm.rank() == 0;
-  const std::string path = dir + "/" + checkpoint_file_name(s.counters.step);
+  const std::string name = checkpoint_file_name(s.counters.step);
 
   // 1. Rank 0 creates the file: the structure, every tensor's space; every rank learns where
   //    each tensor's bytes are.
@@ -134,16 +165,13 @@ std::string save_checkpoint_parallel(Comm& comm, const std::string& dir, const C
   std::vector<std::string> lines;  // "OFFSET BYTES NAME", one a tensor
   if (root) {
     try {
-      std::error_code ec;
-      std::filesystem::create_directories(dir, ec);
-      if (ec)
-        throw CheckpointWriteError(fmt::format("cannot create the checkpoint folder '{}': {}", dir, ec.message()));
-      tmp = temporary_path_for(path);
-      pieces = create_checkpoint_file(tmp, s);
+      if (!folder) folder.emplace(open_checkpoint_folder(dir, true));
+      tmp = folder->create_temporary(name);
+      pieces = create_checkpoint_file(folder->file(tmp), s);
       for (const TensorPiece& p : pieces) lines.push_back(fmt::format("{} {} {}", p.offset, p.bytes, p.name));
     } catch (const std::exception& e) {
       error = e.what();
-      if (!tmp.empty()) ::unlink(tmp.c_str());
+      discard(folder, tmp);
     }
   }
   broadcast_text(comm, error);
@@ -157,16 +185,19 @@ std::string save_checkpoint_parallel(Comm& comm, const std::string& dir, const C
     places.push_back(place);
   }
 
-  // 2. Every rank writes its part of every tensor to its place, and makes it durable.
+  // 2. Every rank writes its part of every tensor to its place, and makes it durable, through
+  //    its own hold of the folder.
   std::vector<ShardChecksum> sums;
   try {
-    sums = write_shard_parts(tmp, places, shard_parts(s.model, mine.begin, mine.arrays), comm.rank(), slow_ms);
+    if (!folder) folder.emplace(shared_checkpoint_folder(dir, tmp));
+    sums = write_shard_parts(folder->file(tmp), places, shard_parts(s.model, mine.begin, mine.arrays), comm.rank(),
+                             slow_ms);
   } catch (const std::exception& e) {
     error = fmt::format("rank {} on {}: {}", comm.rank(), host_name(), e.what());
   }
   agree_on_failure(comm, error);
   if (!error.empty()) {
-    if (root) ::unlink(tmp.c_str());
+    if (root) discard(folder, tmp);
     throw OnEveryRank<CheckpointWriteError>(error);
   }
 
@@ -181,19 +212,17 @@ std::string save_checkpoint_parallel(Comm& comm, const std::string& dir, const C
         parts.resize(parts.size() + n);
         std::memcpy(parts.data() + parts.size() - n, bytes.data(), n * sizeof(ShardChecksum));
       }
-      write_file_durably(path, [&](const std::string& temporary) {
-        if (temporary != tmp) throw std::logic_error("save_checkpoint_parallel: another temporary name " + temporary);
-        store_shard_checksums(temporary, pieces, std::move(parts));
-      });
-      record_latest_and_keep(dir, s.counters.step, keep, s.best);
+      store_shard_checksums(folder->file(tmp), pieces, std::move(parts));
+      folder->commit_temporary(tmp, name);
+      record_latest_and_keep(*folder, s.counters.step, keep, s.best);
     } catch (const std::exception& e) {
       error = e.what();
-      ::unlink(tmp.c_str());
+      discard(folder, tmp);
     }
   }
   broadcast_text(comm, error);
   if (!error.empty()) fail_everywhere(root, error, "commit");
-  return path;
+  return folder->shown(name);
 }
 
 }  // namespace slurm_train

@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -52,18 +53,21 @@ struct ShardData {
   std::vector<std::span<const float>> arrays;
 };
 
-// This rank's `parts` written to their tensors' `places` in `path` (create_checkpoint_file's
+// This rank's `parts` written to their tensors' `places` in `file` (create_checkpoint_file's
 // pieces, whose offsets and sizes matter here), the file fsynced, and their checksums, rank
-// `rank`'s. Throws CheckpointWriteError naming the path and the call (ENOSPC: a full disk), or a
+// `rank`'s. Throws CheckpointWriteError naming the file and the call (ENOSPC: a full disk), or a
 // part past its tensor's end.
-std::vector<ShardChecksum> write_shard_parts(const std::string& path, const std::vector<TensorPiece>& places,
+std::vector<ShardChecksum> write_shard_parts(const FilePath& file, const std::vector<TensorPiece>& places,
                                              const std::vector<DatasetPart>& parts, int rank, unsigned slow_ms = 0);
 
 // Commits the checkpoint that `meta` describes (counters, model, metadata; is_shard and no
 // tensors; the same on every rank, rank 0's written) as DIR/step-<step>.h5, every rank writing
-// `mine`. Collective. slow_ms: the testing aid of write_checkpoint_file (64 KiB rounds, a pause
-// after each). Returns the path.
-std::string save_checkpoint_parallel(Comm& comm, const std::string& dir, const CheckpointState& meta,
-                                     const ShardData& mine, KeepPolicy keep, unsigned slow_ms = 0);
+// `mine`. `folder`: this rank's hold of DIR (checkpoint_store.h's open_checkpoint_folder), opened
+// at the first save (rank 0 makes DIR when missing) and kept for the next, so that every rank
+// writes through the folder it judged. Collective. slow_ms: the testing aid of
+// write_checkpoint_file (64 KiB rounds, a pause after each). Returns the path.
+std::string save_checkpoint_parallel(Comm& comm, std::optional<TrustedFolder>& folder, const std::string& dir,
+                                     const CheckpointState& meta, const ShardData& mine, KeepPolicy keep,
+                                     unsigned slow_ms = 0);
 
 }  // namespace slurm_train

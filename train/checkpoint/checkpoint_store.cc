@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include "train/checkpoint/checkpoint_file.h"
 #include "train/checkpoint/checkpoint_policy.h"
 #include "train/io/durable_file.h"
+#include "train/io/trusted_folder.h"
 
 namespace slurm_train {
 
@@ -20,11 +22,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// write_file_durably, its errors as CheckpointWriteError.
+// The folder's durable replacement, its errors as CheckpointWriteError.
 template <typename Content>
-void commit(const std::string& path, const Content& content) {
+void commit(const TrustedFolder& folder, const std::string& name, const Content& content) {
   try {
-    write_file_durably(path, content);
+    folder.replace(name, content);
   } catch (const CheckpointWriteError&) {
     throw;
   } catch (const std::runtime_error& e) {
@@ -32,47 +34,89 @@ void commit(const std::string& path, const Content& content) {
   }
 }
 
+std::optional<BestRecord> best_marker_in(const TrustedFolder& folder) {
+  try {
+    const auto text = folder.read("best", 4096);
+    return text ? std::optional<BestRecord>(parse_best_marker(*text)) : std::nullopt;
+  } catch (const std::exception&) {
+    return std::nullopt;  // read_best_marker says why to those who read it
+  }
+}
+
 }  // namespace
 
-void remove_stale_temporaries(const std::string& dir) {
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string file = entry.path().filename().string();
+TrustedFolder open_checkpoint_folder(const std::string& dir, bool create) {
+  try {
+    return TrustedFolder("the checkpoint folder", dir, create);
+  } catch (const UntrustedFolder&) {
+    throw;
+  } catch (const std::runtime_error& e) {
+    throw CheckpointWriteError(e.what());
+  }
+}
+
+void remove_stale_temporaries(const TrustedFolder& folder) {
+  std::vector<std::string> names;
+  try {
+    names = folder.names();
+  } catch (const std::runtime_error&) {
+    return;  // a temporary file left behind wastes space only; the next save tries again
+  }
+  for (const std::string& file : names) {
     const auto dot_tmp = file.find(".tmp-");
     if (dot_tmp == std::string::npos) continue;
     const std::string final_name = file.substr(0, dot_tmp);
     if (!checkpoint_step_of(final_name) && final_name != "latest" && final_name != "best" && final_name != "restarts")
       continue;
     const auto writer = temporary_writer(file, final_name);
-    if (writer && temporary_is_removable(*writer)) fs::remove(entry.path(), ec);
+    if (!writer || !temporary_is_removable(*writer)) continue;
+    try {
+      folder.remove(file);
+    } catch (const std::runtime_error&) {
+      // As above: it wastes space only.
+    }
   }
 }
 
-std::string save_checkpoint(const std::string& dir, const CheckpointState& state, KeepPolicy keep, unsigned slow_ms) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw CheckpointWriteError(fmt::format("cannot create the checkpoint folder '{}': {}", dir, ec.message()));
+std::string save_checkpoint(const TrustedFolder& folder, const CheckpointState& state, KeepPolicy keep,
+                            unsigned slow_ms) {
   const std::string name = checkpoint_file_name(state.counters.step);
-  const std::string path = dir + "/" + name;
-  commit(path, std::function<void(const std::string&)>(
-                   [&](const std::string& tmp) { write_checkpoint_file(tmp, state, slow_ms); }));
-  record_latest_and_keep(dir, state.counters.step, keep, state.best);
-  return path;
+  commit(folder, name, std::function<void(const FilePath&)>([&](const FilePath& tmp) {
+           write_checkpoint_file(tmp, state, slow_ms);
+         }));
+  record_latest_and_keep(folder, state.counters.step, keep, state.best);
+  return folder.shown(name);
 }
 
-void record_latest_and_keep(const std::string& dir, std::uint64_t step, KeepPolicy keep,
+std::string save_checkpoint(const std::string& dir, const CheckpointState& state, KeepPolicy keep, unsigned slow_ms) {
+  return save_checkpoint(open_checkpoint_folder(dir, true), state, keep, slow_ms);
+}
+
+void record_latest_and_keep(const TrustedFolder& folder, std::uint64_t step, KeepPolicy keep,
                             const std::optional<BestRecord>& best) {
-  commit(dir + "/latest", checkpoint_file_name(step) + "\n");
-  if (best) commit(dir + "/best", format_best_marker(*best));
+  commit(folder, "latest", checkpoint_file_name(step) + "\n");
+  if (best) commit(folder, "best", format_best_marker(*best));
   // The keep policy, and temporary files that a killed writer left behind (never the newest,
   // never the best: the marker read back, whoever wrote it).
-  const std::optional<BestRecord> kept_best = best ? best : read_best_marker(dir);
+  const std::optional<BestRecord> kept_best = best ? best : best_marker_in(folder);
+  // The checkpoint is committed: an old one that cannot be listed or removed now costs space
+  // only, and the next save tries again.
   std::vector<std::uint64_t> steps;
-  for (const auto& e : list_checkpoints(dir)) steps.push_back(e.step);
-  std::error_code ec;
-  for (std::uint64_t old : checkpoints_to_remove(steps, keep.keep, keep.keep_every))
-    if (old != step && !(kept_best && old == kept_best->step)) fs::remove(dir + "/" + checkpoint_file_name(old), ec);
-  remove_stale_temporaries(dir);
+  try {
+    for (const std::string& name : folder.names())
+      if (const auto s = checkpoint_step_of(name)) steps.push_back(*s);
+  } catch (const std::runtime_error&) {
+    return;
+  }
+  std::sort(steps.begin(), steps.end());
+  for (std::uint64_t old : checkpoints_to_remove(steps, keep.keep, keep.keep_every)) {
+    if (old == step || (kept_best && old == kept_best->step)) continue;
+    try {
+      folder.remove(checkpoint_file_name(old));
+    } catch (const std::runtime_error&) {
+    }
+  }
+  remove_stale_temporaries(folder);
 }
 
 namespace {

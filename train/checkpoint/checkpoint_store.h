@@ -3,11 +3,14 @@
 // call save_checkpoint and load_newest_valid_checkpoint; `slurm-train ckpt` lists and
 // verifies with the same functions.
 //
+// The folder is opened once as a TrustedFolder (train/io/trusted_folder.h): every path on the way
+// judged, and every file below made, renamed and removed through its descriptor.
+//
 // Commit protocol (a crash at any instant leaves every older checkpoint intact and never a
 // step-*.h5 that is not complete):
-//   1. write step-<8 digits>.h5.tmp-<host>-<pid>, flush it, fsync it
+//   1. write step-<8 digits>.h5.tmp-<host>-<pid>.<random> (made exclusively), flush it, fsync it
 //   2. rename it to step-<8 digits>.h5, fsync the folder (the rename is now durable)
-//   3. write latest.tmp-<host>-<pid> ("step-<8 digits>.h5\n"), fsync it, rename it to latest,
+//   3. write latest.tmp-<host>-<pid>.<random> ("step-<8 digits>.h5\n"), fsync it, rename it to latest,
 //      fsync the folder
 //   4. remove what the keep policy no longer keeps, and stale temporary files: this process's
 //      own and those of dead processes of this host, never another live writer's (the folder
@@ -26,6 +29,7 @@
 
 #include "train/checkpoint/best_checkpoint.h"
 #include "train/checkpoint/checkpoint_state.h"
+#include "train/io/trusted_folder.h"
 
 namespace slurm_train {
 
@@ -34,9 +38,18 @@ struct KeepPolicy {
   std::uint64_t keep_every = 0;  // and every K-th step; 0: none extra
 };
 
-// Commits `state` as DIR/step-<state.counters.step>.h5 (creating DIR), updates DIR/latest and
-// applies `keep`. Throws CheckpointWriteError naming the path; older checkpoints stay intact,
-// and the partial .tmp is removed when possible. slow_ms: write_checkpoint_file's testing aid.
+// DIR opened as "the checkpoint folder" (made when missing with `create`). Throws
+// UntrustedFolder when another user could change it, CheckpointWriteError naming the path when
+// it cannot be opened or made.
+TrustedFolder open_checkpoint_folder(const std::string& dir, bool create);
+
+// Commits `state` as DIR/step-<state.counters.step>.h5, updates DIR/latest and applies `keep`;
+// returns the checkpoint's path. Throws CheckpointWriteError naming the path; older checkpoints
+// stay intact, and the partial .tmp is removed when possible. slow_ms: write_checkpoint_file's
+// testing aid.
+std::string save_checkpoint(const TrustedFolder& folder, const CheckpointState& state, KeepPolicy keep,
+                            unsigned slow_ms = 0);
+// The same in DIR, opened (and made when missing) for this one checkpoint.
 std::string save_checkpoint(const std::string& dir, const CheckpointState& state, KeepPolicy keep,
                             unsigned slow_ms = 0);
 
@@ -44,7 +57,7 @@ std::string save_checkpoint(const std::string& dir, const CheckpointState& state
 // checkpoint_parallel.h, commits its file itself). With `best` (this step's checkpoint is the
 // best so far), DIR/best is committed after `latest`, before the keep policy runs; the keep
 // policy never removes the checkpoint DIR/best names.
-void record_latest_and_keep(const std::string& dir, std::uint64_t step, KeepPolicy keep,
+void record_latest_and_keep(const TrustedFolder& folder, std::uint64_t step, KeepPolicy keep,
                             const std::optional<BestRecord>& best = std::nullopt);
 // DIR/best, or nullopt when there is none; a marker that does not parse is reported through
 // `warn` and taken as none.
@@ -61,9 +74,9 @@ struct CheckpointEntry {
   std::uintmax_t bytes = 0;
   std::time_t modified = 0;
 };
-// Removes the temporary files of DIR (checkpoints, latest, restarts) that this process wrote or
-// that a process of this host that is gone left behind.
-void remove_stale_temporaries(const std::string& dir);
+// Removes the temporary files of the folder (checkpoints, latest, best, restarts) that this
+// process wrote or that a process of this host that is gone left behind.
+void remove_stale_temporaries(const TrustedFolder& folder);
 
 // The committed checkpoints of DIR (no temporary files), oldest first; empty when DIR is missing.
 std::vector<CheckpointEntry> list_checkpoints(const std::string& dir);

@@ -69,8 +69,9 @@ ImportedFile import_idx_pair(const std::string& images_path, const std::string& 
   }
 
   // A failed import leaves nothing behind, and never a half-written file at out_path.
-  write_file_durably(out_path, [&](const std::string& tmp) {
-    h5::Handle file = h5::create_file(tmp);
+  write_file_durably(out_path, [&](const FilePath& temporary) {
+    const std::string& tmp = temporary.shown;  // for messages
+    h5::Handle file = h5::create_file(temporary);
     std::vector<hsize_t> shape(images.dims.begin(), images.dims.end());
     h5::write_uint8(file, "/images", shape, images.data.data(), tmp);
     h5::write_uint8(file, "/labels", {labels.dims[0]}, labels.data.data(), tmp);

@@ -82,8 +82,9 @@ ImportedText import_text(const std::vector<std::string>& files, const std::strin
   std::vector<std::uint8_t> tokens = std::move(train);
   tokens.insert(tokens.end(), validation.begin(), validation.end());
   // A failed import leaves nothing behind, and never a half-written file in place of a good one.
-  write_file_durably(result.path, [&](const std::string& tmp) {
-    h5::Handle file = h5::create_file(tmp);
+  write_file_durably(result.path, [&](const FilePath& temporary) {
+    const std::string& tmp = temporary.shown;  // for messages
+    h5::Handle file = h5::create_file(temporary);
     h5::write_uint8(file, "/tokens", {tokens.size()}, tokens.data(), tmp);
     h5::write_string_attribute(file, "tokenizer", "bytes", tmp);
     h5::write_int64_attribute(file, "vocab_size", 256, tmp);

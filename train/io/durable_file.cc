@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "spank/jobenv/host.h"
+#include "train/io/random_bytes.h"
 #include "train/io/write_all.h"
 
 namespace slurm_train {
@@ -23,12 +24,46 @@ namespace {
   throw std::runtime_error(fmt::format("{} '{}': {}", call, path, std::strerror(err)));
 }
 
+std::string in_folder(const std::string& dir, const std::string& name) {
+  if (dir.empty()) return name;
+  return dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+constexpr std::size_t kRandomCharacters = 8;
+
+// The folder of `path`, opened for the replacement of its file.
+struct ParentFolder {
+  std::string dir, name;
+  int fd = -1;
+  explicit ParentFolder(const std::string& path) {
+    const std::filesystem::path p(path);
+    dir = p.parent_path().string();
+    name = p.filename().string();
+    if (name.empty() || name == "." || name == "..") fail("cannot replace", path, EISDIR);
+    fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) fail("cannot open the folder", dir.empty() ? "." : dir, errno);
+  }
+  ~ParentFolder() { ::close(fd); }
+  ParentFolder(const ParentFolder&) = delete;
+  ParentFolder& operator=(const ParentFolder&) = delete;
+};
+
 }  // namespace
 
 bool process_alive(long pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
 
+std::string temporary_name_for(const std::string& name) {
+  static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+  unsigned char bytes[kRandomCharacters];
+  random_bytes(bytes, sizeof bytes);
+  std::string suffix;
+  for (unsigned char b : bytes) suffix += kAlphabet[b % (sizeof kAlphabet - 1)];
+  return fmt::format("{}.tmp-{}-{}.{}", name, host_name(), ::getpid(), suffix);
+}
+
 std::string temporary_path_for(const std::string& path) {
-  return fmt::format("{}.tmp-{}-{}", path, host_name(), ::getpid());
+  const std::filesystem::path p(path);
+  return in_folder(p.parent_path().string(), temporary_name_for(p.filename().string()));
 }
 
 std::optional<TemporaryWriter> temporary_writer(const std::string& name, const std::string& final_name) {
@@ -38,10 +73,18 @@ std::optional<TemporaryWriter> temporary_writer(const std::string& name, const s
   const auto dash = rest.rfind('-');
   if (dash == std::string::npos || dash == 0) return std::nullopt;
   TemporaryWriter writer{rest.substr(0, dash), 0};
-  const char* begin = rest.data() + dash + 1;
-  const char* end = rest.data() + rest.size();
-  const auto [last, ec] = std::from_chars(begin, end, writer.pid);
-  if (begin == end || ec != std::errc() || last != end || writer.pid <= 0) return std::nullopt;
+  std::string_view pid(rest);
+  pid.remove_prefix(dash + 1);
+  // <pid>.<random>: the random part is letters and digits, of its length.
+  if (const auto dot = pid.find('.'); dot != std::string_view::npos) {
+    const std::string_view random = pid.substr(dot + 1);
+    if (random.size() != kRandomCharacters) return std::nullopt;
+    for (char c : random)
+      if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))) return std::nullopt;
+    pid = pid.substr(0, dot);
+  }
+  const auto [last, ec] = std::from_chars(pid.data(), pid.data() + pid.size(), writer.pid);
+  if (pid.empty() || ec != std::errc() || last != pid.data() + pid.size() || writer.pid <= 0) return std::nullopt;
   return writer;
 }
 
@@ -50,55 +93,89 @@ bool temporary_is_removable(const TemporaryWriter& writer) {
   return writer.pid == ::getpid() || !process_alive(writer.pid);
 }
 
-void fsync_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail("cannot open", path, errno);
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) fail("cannot fsync", path, err);
+std::string create_temporary_at(int dirfd, const std::string& dir, const std::string& name) {
+  const std::string tmp = temporary_name_for(name);
+  const int fd = ::openat(dirfd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) fail("cannot create", in_folder(dir, tmp), errno);
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlinkat(dirfd, tmp.c_str(), 0);
+    fail("cannot close", in_folder(dir, tmp), err);
+  }
+  return tmp;
 }
 
 namespace {
 
-void fsync_folder_of(const std::string& path) {
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  const std::string dir = parent.empty() ? std::string(".") : parent.string();
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) fail("cannot open the folder", dir, errno);
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) fail("cannot fsync the folder", dir, err);
+// Renames TEMPORARY over NAME; with `sync`, the file is fsynced first and the folder after.
+void commit_at(int dirfd, const std::string& dir, const std::string& temporary, const std::string& name, bool sync) {
+  if (sync) {
+    const std::string shown = in_folder(dir, temporary);
+    const int fd = ::openat(dirfd, temporary.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) fail("cannot open", shown, errno);
+    // One descriptor's fsync flushes the file's data, whoever wrote it (HDF5 through its own).
+    const int synced = ::fsync(fd);
+    const int err = errno;
+    ::close(fd);  // read-only: its close reports nothing the fsync has not
+    if (synced != 0) fail("cannot fsync", shown, err);
+  }
+  if (::renameat(dirfd, temporary.c_str(), dirfd, name.c_str()) != 0)
+    fail("cannot rename over", in_folder(dir, name), errno);
+  if (sync && ::fsync(dirfd) != 0) fail("cannot fsync the folder", dir.empty() ? "." : dir, errno);
+}
+
+void replace_at(int dirfd, const std::string& dir, const std::string& name,
+                const std::function<void(const FilePath&)>& write, bool sync) {
+  const std::string tmp = create_temporary_at(dirfd, dir, name);
+  try {
+    write(FilePath(fmt::format("/proc/self/fd/{}/{}", dirfd, tmp), in_folder(dir, tmp)));
+    commit_at(dirfd, dir, tmp, name, sync);
+  } catch (...) {
+    ::unlinkat(dirfd, tmp.c_str(), 0);  // a partial file only wastes space: it is never read
+    throw;
+  }
+}
+
+void write_text(const FilePath& temporary, const std::string& text) {
+  const int fd = ::open(temporary.path.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) fail("cannot open", temporary.shown, errno);
+  if (write_all(fd, text) < text.size()) {
+    const int err = errno;
+    ::close(fd);
+    fail("cannot write", temporary.shown, err);
+  }
+  if (::close(fd) != 0) fail("cannot close", temporary.shown, errno);
 }
 
 }  // namespace
 
-void write_file_durably(const std::string& path, const std::function<void(const std::string& temporary)>& write) {
-  const std::string tmp = temporary_path_for(path);
-  try {
-    write(tmp);
-    fsync_file(tmp);
-    if (::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename over", path, errno);
-  } catch (...) {
-    ::unlink(tmp.c_str());  // a partial file only wastes space: it is never read
-    throw;
-  }
-  fsync_folder_of(path);
+void commit_temporary_at(int dirfd, const std::string& dir, const std::string& temporary, const std::string& name) {
+  commit_at(dirfd, dir, temporary, name, true);
+}
+
+void write_file_durably_at(int dirfd, const std::string& dir, const std::string& name,
+                           const std::function<void(const FilePath&)>& write) {
+  replace_at(dirfd, dir, name, write, true);
+}
+
+void write_file_durably_at(int dirfd, const std::string& dir, const std::string& name, const std::string& text) {
+  replace_at(
+      dirfd, dir, name, [&](const FilePath& temporary) { write_text(temporary, text); }, true);
+}
+
+void replace_file_at(int dirfd, const std::string& dir, const std::string& name, const std::string& text) {
+  replace_at(
+      dirfd, dir, name, [&](const FilePath& temporary) { write_text(temporary, text); }, false);
+}
+
+void write_file_durably(const std::string& path, const std::function<void(const FilePath&)>& write) {
+  const ParentFolder folder(path);
+  write_file_durably_at(folder.fd, folder.dir, folder.name, write);
 }
 
 void write_file_durably(const std::string& path, const std::string& text) {
-  write_file_durably(path, [&](const std::string& tmp) {
-    // Not through a link another user left at the name (a shared textfile-collector folder).
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0) fail("cannot create", tmp, errno);
-    if (write_all(fd, text) < text.size()) {
-      const int err = errno;
-      ::close(fd);
-      fail("cannot write", tmp, err);
-    }
-    if (::close(fd) != 0) fail("cannot close", tmp, errno);
-  });
+  const ParentFolder folder(path);
+  write_file_durably_at(folder.fd, folder.dir, folder.name, text);
 }
 
 }  // namespace slurm_train

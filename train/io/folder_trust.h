@@ -4,7 +4,7 @@
 // remove the records that decide a requeue, or swap a log for a link; and whoever can change a
 // folder or a link on the way to it can put another folder in its place at any time.
 //
-// The rule, for each entry met on the way from / to the folder:
+// The rule, for each entry met on the way from / to the folder (trusted_folder.h walks it):
 //   - a folder passed on the way belongs to the user or root, and others cannot write it unless
 //     it is sticky: in a sticky folder (/tmp) each user can remove or rename their own entries
 //     only;

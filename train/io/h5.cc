@@ -100,21 +100,21 @@ Handle::~Handle() {
   }
 }
 
-Handle open_file(const std::string& path, unsigned flags) {
-  check_thread(path);
+Handle open_file(const FilePath& file, unsigned flags) {
+  check_thread(file.shown);
   silence_default_error_printing();
-  hid_t id = H5Fopen(path.c_str(), flags, H5P_DEFAULT);
-  if (id < 0) throw Error(fmt::format("cannot open HDF5 file '{}': {}", path, innermost_error()));
+  hid_t id = H5Fopen(file.path.c_str(), flags, H5P_DEFAULT);
+  if (id < 0) throw Error(fmt::format("cannot open HDF5 file '{}': {}", file.shown, innermost_error()));
   return Handle(id);
 }
 
-Handle create_file(const std::string& path, std::size_t align_from) {
-  check_thread(path);
+Handle create_file(const FilePath& file, std::size_t align_from) {
+  check_thread(file.shown);
   silence_default_error_printing();
-  Handle access(H5_CHECK(H5Pcreate(H5P_FILE_ACCESS), path));
-  if (align_from > 0) H5_CHECK(H5Pset_alignment(access, align_from, kFileAlignment), path);
-  hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access);
-  if (id < 0) throw Error(fmt::format("cannot create HDF5 file '{}': {}", path, innermost_error()));
+  Handle access(H5_CHECK(H5Pcreate(H5P_FILE_ACCESS), file.shown));
+  if (align_from > 0) H5_CHECK(H5Pset_alignment(access, align_from, kFileAlignment), file.shown);
+  hid_t id = H5Fcreate(file.path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access);
+  if (id < 0) throw Error(fmt::format("cannot create HDF5 file '{}': {}", file.shown, innermost_error()));
   return Handle(id);
 }
 

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "train/io/file_path.h"
+
 namespace slurm_train::h5 {
 
 struct Error : std::runtime_error {
@@ -68,12 +70,14 @@ class Handle {
   hid_t id_ = H5I_INVALID_HID;
 };
 
-Handle open_file(const std::string& path, unsigned flags);
+// A file in a held folder is opened through its descriptor (file_path.h); messages name
+// `file.shown`.
+Handle open_file(const FilePath& file, unsigned flags);
 // Truncates. With `align_from` > 0, every object of that many bytes or more (a large tensor's
 // data) starts at a multiple of kFileAlignment in the file, so that direct I/O can move it
 // straight between the file and a buffer that starts at an aligned address (tensor_io.h).
 constexpr std::size_t kFileAlignment = 4096;
-Handle create_file(const std::string& path, std::size_t align_from = 0);
+Handle create_file(const FilePath& file, std::size_t align_from = 0);
 bool has_dataset(hid_t file, const std::string& name);
 Handle open_dataset(hid_t file, const std::string& name, const std::string& path);
 std::vector<hsize_t> dataset_shape(hid_t dataset, const std::string& context);

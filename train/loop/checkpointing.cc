@@ -27,9 +27,14 @@ Checkpointing::Checkpointing(CheckpointPlan plan, TrainStep& step, bool writer, 
       writer_(writer || plan_.together),
       out_(out),
       host_(host_name()),
+      // Held for the whole run: a link or folder changed meanwhile redirects nothing. Written
+      // together, each rank opens it at the first save, where the ranks agree on a failure.
+      folder_(writer_ && !plan_.ckpt.dir.empty() && !plan_.together
+                  ? std::optional<TrustedFolder>(open_checkpoint_folder(plan_.ckpt.dir, true))
+                  : std::nullopt),
       writer_thread_(plan_.ckpt.async, [this](const CheckpointState& s) {
         save_checkpoint(
-            plan_.ckpt.dir, s,
+            *folder_, s,
             KeepPolicy{static_cast<std::uint64_t>(plan_.ckpt.keep), static_cast<std::uint64_t>(plan_.ckpt.keep_every)},
             plan_.slow_ms);
       }) {}
@@ -99,7 +104,7 @@ void Checkpointing::save_together(const CheckpointCounters& c, Clock::time_point
   if (optimizer_state_names(plan_.optimizer).size() > 1) mine.arrays.emplace_back(*shard->second);  // not SGD
   Comm& comm = *plan_.together;
   save_checkpoint_parallel(
-      comm, plan_.ckpt.dir, s, mine,
+      comm, folder_, plan_.ckpt.dir, s, mine,
       KeepPolicy{static_cast<std::uint64_t>(plan_.ckpt.keep), static_cast<std::uint64_t>(plan_.ckpt.keep_every)},
       plan_.slow_ms);
   if (comm.rank() == 0)

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -65,7 +66,8 @@ class Checkpointing {
   const bool writer_;
   std::ostream& out_;
   const std::string host_;
-  CheckpointState shard_meta_;  // what a checkpoint written together says besides the tensors
+  std::optional<TrustedFolder> folder_;  // ckpt.dir, where this rank writes
+  CheckpointState shard_meta_;           // what a checkpoint written together says besides the tensors
   void save_together(const CheckpointCounters& c, Clock::time_point begin, const std::optional<BestRecord>& best);
   struct Pending {
     bool active = false;

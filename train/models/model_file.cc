@@ -56,8 +56,9 @@ void write_model_recipe(hid_t file, const ModelLayout& m, const ModelRecipe& rec
 
 void save_model(const std::string& path, const ModelLayout& model, std::span<const float> params,
                 const std::string& config_toml, const ModelRecipe& recipe) {
-  write_file_durably(path, [&](const std::string& tmp) {
-    h5::Handle file = h5::create_file(tmp, kDirectIoFrom);
+  write_file_durably(path, [&](const FilePath& temporary) {
+    const std::string& tmp = temporary.shown;  // for messages
+    h5::Handle file = h5::create_file(temporary, kDirectIoFrom);
     h5::Handle group(H5_CHECK(H5Gcreate2(file, "/model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), tmp));
     for (const ParamTensor& t : model.tensors) {
       const std::vector<hsize_t> shape(t.shape.begin(), t.shape.end());
