@@ -1,6 +1,7 @@
 // Metrics lines name their run, and "{job}" gives every job a file of its own.
 #include "train/loop/metrics.h"
 
+#include <pwd.h>
 #include <unistd.h>
 
 #include <doctest/doctest.h>
@@ -10,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+
+#include "train/io/folder_trust.h"
 
 using namespace slurm_train;
 namespace fs = std::filesystem;
@@ -91,5 +94,23 @@ TEST_CASE("metrics: every rank's GPU reading, gathered, in one line; rank 0's al
   j = nlohmann::json::parse(line);
   CHECK_FALSE(j["gpu"].contains("utilization_percent"));  // rank 0 has no GPU
   CHECK(j["gpu"]["ranks"][0]["rank"] == 2);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("metrics: a file another user made first at the job's name is refused, and left as it was" *
+          doctest::skip(::geteuid() != 0)) {
+  const fs::path dir = fs::temp_directory_path() / ("slurm-train-metrics-other-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string path = (dir / "metrics-42.jsonl").string();
+  std::ofstream(path) << "{\"run\": \"42\", \"step\": 0, \"loss\": 0.001}\n";
+  const passwd* nobody = ::getpwnam("nobody");
+  REQUIRE(nobody);
+  REQUIRE(::chown(path.c_str(), nobody->pw_uid, static_cast<gid_t>(-1)) == 0);
+  const std::string refusal = "the metrics file '" + path + "' belongs to uid " + std::to_string(nobody->pw_uid) +
+                              " (nobody), not to this job's user";
+  CHECK_THROWS_WITH_AS(MetricsWriter(path, "42"), doctest::Contains(refusal.c_str()), UntrustedFolder);
+  std::ifstream in(path);
+  CHECK(std::string((std::istreambuf_iterator<char>(in)), {}) == "{\"run\": \"42\", \"step\": 0, \"loss\": 0.001}\n");
   fs::remove_all(dir);
 }

@@ -322,7 +322,7 @@ TEST_CASE("TensorboardWriter: a new event file under a created folder, file_vers
   REQUIRE(::stat(dir.c_str(), &st) == 0);
   const mode_t mask = ::umask(0);
   ::umask(mask);
-  CHECK((st.st_mode & 0777) == (0755 & ~mask));
+  CHECK((st.st_mode & 0777) == (0775 & ~mask));
 
   const auto records = tfrecords(read_file(first));
   REQUIRE(records.size() == 3);

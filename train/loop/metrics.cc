@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "train/io/trusted_folder.h"
+
 namespace slurm_train {
 
 std::string metrics_path_for_job(const std::string& configured, const std::string& job) {
@@ -22,15 +24,17 @@ std::string metrics_path_for_job(const std::string& configured, const std::strin
 
 MetricsWriter::MetricsWriter(const std::string& path, const std::string& run) : path_(path), run_(run) {
   if (path.empty()) return;
-  const auto folder = std::filesystem::path(path).parent_path();
-  std::error_code ec;
-  if (!folder.empty()) std::filesystem::create_directories(folder, ec);  // fopen names the problem
-  // A link in its place is not followed: in a folder others can write, it could point anywhere.
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
-  file_ = fd < 0 ? nullptr : ::fdopen(fd, "a");
-  if (!file_ && fd >= 0) ::close(fd);
-  if (!file_)
-    throw std::runtime_error(fmt::format("cannot open the metrics file '{}': {}", path, std::strerror(errno)));
+  // What the job's user later reads and plots: a folder others could change, or a file another
+  // user made first (its lines would be theirs), is refused.
+  const std::filesystem::path p(path);
+  const std::string folder = p.parent_path().empty() ? std::string(".") : p.parent_path().string();
+  const int fd = TrustedFolder("the metrics folder", folder, true).open_append(p.filename(), "the metrics file");
+  file_ = ::fdopen(fd, "a");
+  if (!file_) {
+    const int err = errno;
+    ::close(fd);
+    throw std::runtime_error(fmt::format("cannot open the metrics file '{}': fdopen: {}", path, std::strerror(err)));
+  }
 }
 
 MetricsWriter::~MetricsWriter() {

@@ -75,7 +75,10 @@ std::string metrics_path_for_job(const std::string& configured, const std::strin
 class MetricsWriter {
  public:
   // An empty path writes nothing. Opens for appending, so a resumed run continues the file; a
-  // missing folder is created. `run` goes into every line as "run" ("": no such field).
+  // missing folder is created. The folder is judged and the file opened as
+  // train/io/trusted_folder.h says: UntrustedFolder when another user could change the folder,
+  // or the file is another user's (they made it first), every user's to write, or no regular
+  // file. `run` goes into every line as "run" ("": no such field).
   explicit MetricsWriter(const std::string& path, const std::string& run = "");
   ~MetricsWriter();
   MetricsWriter(const MetricsWriter&) = delete;

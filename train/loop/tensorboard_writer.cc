@@ -1,7 +1,6 @@
 #include "train/loop/tensorboard_writer.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -9,10 +8,11 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <filesystem>
 #include <stdexcept>
+#include <system_error>
 
 #include "spank/jobenv/host.h"
+#include "train/io/trusted_folder.h"
 #include "train/io/write_all.h"
 #include "train/loop/tensorboard_record.h"
 
@@ -28,41 +28,37 @@ double unix_seconds_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// mkdir -p with mode 0755 (less the umask): std::filesystem::create_directories would use 0777.
-void make_folders(const std::string& dir) {
-  std::filesystem::path at;
-  for (const auto& part : std::filesystem::path(dir)) {
-    at /= part;
-    if (::mkdir(at.c_str(), 0755) == 0) continue;
-    if (errno != EEXIST) fail("cannot create the folder", at.string(), errno);
-    struct stat st;
-    if (::stat(at.c_str(), &st) != 0) fail("cannot stat", at.string(), errno);
-    if (!S_ISDIR(st.st_mode)) fail("cannot create the folder", at.string(), ENOTDIR);
-  }
-}
-
 }  // namespace
 
 TensorboardWriter::TensorboardWriter(const std::string& dir) {
   if (dir.empty()) throw std::invalid_argument("the tensorboard folder is empty");
-  make_folders(dir);
+  const TrustedFolder folder("the tensorboard folder", dir, true);
   const double now = unix_seconds_now();
   const std::string stem =
-      (std::filesystem::path(dir) /
-       fmt::format("events.out.tfevents.{}.{}.{}.", static_cast<long long>(now), host_name(), ::getpid()))
-          .string();
-  // O_EXCL: never into another writer's file; a link at the name is not followed either.
+      fmt::format("events.out.tfevents.{}.{}.{}.", static_cast<long long>(now), host_name(), ::getpid());
+  // Never into another writer's file (O_EXCL); a link at the name is not followed either.
+  std::string name;
   for (int n = 0; fd_ < 0; ++n) {
-    path_ = stem + std::to_string(n);
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd_ < 0 && (errno != EEXIST || n == 999)) fail("cannot create", path_, errno);
+    name = stem + std::to_string(n);
+    try {
+      fd_ = folder.create_exclusive(name);
+    } catch (const std::system_error& e) {
+      if (e.code() != std::errc::file_exists || n == 999)
+        throw std::runtime_error("tensorboard: " + std::string(e.what()));
+    }
   }
+  path_ = folder.shown(name);
   held_ = tensorboard_file_version_record(now);
   try {
     flush();
   } catch (...) {
     ::close(fd_);
-    ::unlink(path_.c_str());  // a failed constructor leaves no file behind
+    fd_ = -1;
+    try {
+      folder.remove(name);  // a failed constructor leaves no file behind
+    } catch (const std::runtime_error&) {
+      // The write's error is the one to report.
+    }
     throw;
   }
 }

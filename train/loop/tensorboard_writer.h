@@ -18,9 +18,10 @@ namespace slurm_train {
 
 class TensorboardWriter {
  public:
-  // Creates DIR and its missing parents (mode 0755, as mkdir -p), then the event file, and
-  // writes its file_version record. Throws std::runtime_error naming the path and the reason
-  // (std::invalid_argument for an empty DIR).
+  // Opens DIR as a folder of the job's (train/io/trusted_folder.h), making it and its missing
+  // parents (mode 0775 less the umask), then creates the event file through it and writes its
+  // file_version record. Throws UntrustedFolder when another user could change DIR,
+  // std::runtime_error naming the path and the reason (std::invalid_argument for an empty DIR).
   explicit TensorboardWriter(const std::string& dir);
   // close(), but an error is dropped there: a destructor cannot throw. Call close() to see it.
   ~TensorboardWriter();
