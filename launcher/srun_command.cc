@@ -12,11 +12,9 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <limits>
 #include <regex>
-#include <sstream>
 #include <thread>
 
 #include "launcher/child_process.h"
@@ -29,7 +27,7 @@
 #include "launcher/step_report.h"
 #include "spank/jobenv/environment.h"
 #include "spank/jobenv/hostlist.h"
-#include "train/io/durable_file.h"
+#include "train/io/trusted_folder.h"
 #include "train/io/write_all.h"
 
 namespace slurm_train {
@@ -114,8 +112,8 @@ struct StepRun {
 // One srun: its output relayed, rank 0's outcome file watched; once the outcome has a verdict,
 // srun gets verdict_grace seconds to end the step (a lost node's tasks may keep it waiting for
 // SlurmdTimeout) before it is killed.
-StepRun run_step(const std::vector<std::string>& argv, const Environment& env, const std::string& report,
-                 const SrunOptions& o, double failure_unix, int attempt) {
+StepRun run_step(const std::vector<std::string>& argv, const Environment& env, const TrustedFolder& dir,
+                 const std::string& report, const SrunOptions& o, double failure_unix, int attempt) {
   StepRun r;
   r.started_unix = unix_seconds_now();
   ChildProcess srun(argv, env);
@@ -142,7 +140,7 @@ StepRun run_step(const std::vector<std::string>& argv, const Environment& env, c
     // is srun's too (twice within a second, srun cancels the step).
     if (const int sig = g_to_forward.exchange(0); sig != 0) srun.signal(sig);
     try {
-      r.outcome = read_step_outcome(report);
+      r.outcome = read_step_outcome(dir, report);
     } catch (const std::exception&) {
       // Being written: read again at the next wake.
     }
@@ -178,7 +176,7 @@ StepRun run_step(const std::vector<std::string>& argv, const Environment& env, c
   r.ended_unix = unix_seconds_now();
   r.exit_code = exit_code_of(*status);
   try {
-    r.outcome = read_step_outcome(report);
+    r.outcome = read_step_outcome(dir, report);
   } catch (const std::exception& e) {
     say(fmt::format("warning: {}", e.what()));
   }
@@ -224,12 +222,30 @@ std::map<std::string, std::string> check_nodes(const std::vector<std::string>& n
   return node_check_failures(out, nodes, o.node_check_timeout);
 }
 
-void write_record(const std::string& path, const std::vector<Attempt>& attempts) {
+constexpr const char* kRecordName = "restarts.jsonl";
+
+void write_record(const TrustedFolder& dir, const std::vector<Attempt>& attempts) {
   try {
-    write_file_durably(path, format_attempts(attempts));
+    dir.replace(kRecordName, format_attempts(attempts));
   } catch (const std::exception& e) {
-    say(fmt::format("warning: the record of attempts {}: {}", path, e.what()));
+    say(fmt::format("warning: the record of attempts {}: {}", dir.shown(kRecordName), e.what()));
   }
+}
+
+// <log-dir>/<job>, made when missing, as a folder of the job's (train/io/trusted_folder.h): the
+// record of attempts decides which nodes are left out, and the steps' outcome files which
+// restarts follow; another user who could change them would steer the job.
+std::optional<TrustedFolder> open_record_folder(const std::string& dir, int& exit_code) {
+  try {
+    return TrustedFolder("the log folder", dir, true);
+  } catch (const UntrustedFolder& e) {
+    say(fmt::format("error: {}", e.what()));
+    exit_code = kExitUsage;
+  } catch (const std::exception& e) {
+    say(fmt::format("error: {}", e.what()));
+    exit_code = kExitFailed;
+  }
+  return std::nullopt;
 }
 
 int supervise(const SrunOptions& o) {
@@ -266,24 +282,17 @@ int supervise(const SrunOptions& o) {
                     allocation.size()));
     return kExitUsage;
   }
-  const std::string dir = fmt::format("{}/{}", o.log_dir, job);
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    say(fmt::format("error: cannot create {}: {}", dir, ec.message()));
-    return kExitFailed;
-  }
-  const std::string record_path = dir + "/restarts.jsonl";
+  int refused = kExitOk;
+  const std::optional<TrustedFolder> folder = open_record_folder(fmt::format("{}/{}", o.log_dir, job), refused);
+  if (!folder) return refused;
+  const TrustedFolder& dir = *folder;
+  const std::string record_path = dir.shown(kRecordName);
   std::vector<Attempt> attempts;
-  if (std::ifstream in(record_path); in) {
-    std::ostringstream text;
-    text << in.rdbuf();
-    try {
-      attempts = parse_attempts(text.str());
-    } catch (const std::exception& e) {
-      say(fmt::format("error: {}: {} (move it away to start a fresh record)", record_path, e.what()));
-      return kExitFailed;
-    }
+  try {
+    if (const auto text = dir.read(kRecordName)) attempts = parse_attempts(*text);
+  } catch (const std::exception& e) {
+    say(fmt::format("error: {}: {} (move it away to start a fresh record)", record_path, e.what()));
+    return kExitFailed;
   }
   std::set<std::string> left_out = nodes_left_out(attempts);
   if (!left_out.empty()) say(fmt::format("nodes left out by earlier attempts of job {}: {}", job, join(left_out)));
@@ -323,7 +332,7 @@ int supervise(const SrunOptions& o) {
         attempts.back().left_out.push_back(node);
         say(fmt::format("leaving {} out of the job: {}", node, why));
       }
-      write_record(record_path, attempts);
+      write_record(dir, attempts);
       std::vector<std::string> healthy;
       for (const auto& n : nodes)
         if (!unfit.count(n)) healthy.push_back(n);
@@ -337,10 +346,15 @@ int supervise(const SrunOptions& o) {
       nodes = std::move(again.nodes);
     }
     Environment step_env = without_allocation_size(env);
-    const std::string report = fmt::format("{}/step-{}.outcome", dir, attempt);
-    std::filesystem::remove(report, ec);
+    const std::string report = fmt::format("step-{}.outcome", attempt);
+    try {
+      dir.remove(report);  // a file left at this name must not be read as this step's outcome
+    } catch (const std::exception& e) {
+      say(fmt::format("error: {}", e.what()));
+      return kExitFailed;
+    }
     step_env[kRestartCountVar] = std::to_string(restart);
-    step_env[kStepReportVar] = report;
+    step_env[kStepReportVar] = dir.shown(report);
     if (restart > 0) {
       step_env[kRestartCauseVar] = cause_before;
       step_env[kFailureTimeVar] = fmt::format("{:.6f}", failure_unix);
@@ -355,7 +369,7 @@ int supervise(const SrunOptions& o) {
                     join(nodes), join(argv, " ")));
     StepRun run;
     try {
-      run = run_step(argv, step_env, report, o, failure_unix, restart);
+      run = run_step(argv, step_env, dir, report, o, failure_unix, restart);
     } catch (const std::exception& e) {
       say(fmt::format("error: {}", e.what()));
       return kExitFailed;
@@ -447,7 +461,7 @@ int supervise(const SrunOptions& o) {
       }
     }
     attempts.push_back(a);
-    write_record(record_path, attempts);
+    write_record(dir, attempts);
     say(fmt::format("step ended after {:.1f} s: {} (exit {}){}{}", a.ended_unix - a.started_unix, cause_name(a.cause),
                     a.exit_code, a.rank >= 0 ? fmt::format(", rank {}", a.rank) : "",
                     a.node.empty() ? "" : fmt::format(" on {}", a.node)) +

@@ -3,16 +3,11 @@
 #include <fmt/format.h>
 
 #include <array>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <stdexcept>
 #include <utility>
 
 #include "launcher/exit_codes.h"
-#include "train/io/durable_file.h"
 
 namespace slurm_train {
 
@@ -119,22 +114,17 @@ StepOutcome parse_step_outcome(const std::string& text) {
   }
 }
 
-void write_step_outcome(const std::string& path, const StepOutcome& outcome) {
-  write_file_durably(path, format_step_outcome(outcome));
+void write_step_outcome(const TrustedFolder& dir, const std::string& name, const StepOutcome& outcome) {
+  dir.replace(name, format_step_outcome(outcome));
 }
 
-std::optional<StepOutcome> read_step_outcome(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    if (errno == ENOENT) return std::nullopt;
-    throw std::runtime_error(fmt::format("cannot read the step outcome {}: {}", path, std::strerror(errno)));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
+std::optional<StepOutcome> read_step_outcome(const TrustedFolder& dir, const std::string& name) {
+  const std::optional<std::string> text = dir.read(name);
+  if (!text) return std::nullopt;
   try {
-    return parse_step_outcome(text.str());
+    return parse_step_outcome(*text);
   } catch (const std::invalid_argument& e) {
-    throw std::runtime_error(fmt::format("{}: {}", path, e.what()));
+    throw std::runtime_error(fmt::format("{}: {}", dir.shown(name), e.what()));
   }
 }
 

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "train/io/trusted_folder.h"
+
 namespace slurm_train {
 
 enum class StepCause {
@@ -58,9 +60,9 @@ std::string format_step_outcome(const StepOutcome& outcome);
 // Throws std::invalid_argument saying what is wrong with `text`.
 StepOutcome parse_step_outcome(const std::string& text);
 
-// Written durably (temporary file, fsync, rename); read: nullopt when the file is absent, an
-// error naming the path when it cannot be read.
-void write_step_outcome(const std::string& path, const StepOutcome& outcome);
-std::optional<StepOutcome> read_step_outcome(const std::string& path);
+// NAME in the supervisor's log folder, written durably (temporary file, fsync, rename); read:
+// nullopt when the file is absent, an error naming the path when it cannot be read.
+void write_step_outcome(const TrustedFolder& dir, const std::string& name, const StepOutcome& outcome);
+std::optional<StepOutcome> read_step_outcome(const TrustedFolder& dir, const std::string& name);
 
 }  // namespace slurm_train

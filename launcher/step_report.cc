@@ -2,17 +2,10 @@
 
 #include <unistd.h>
 
-#include <fmt/format.h>
-
-#include <cerrno>
 #include <chrono>
-#include <cstdio>
-#include <cstring>
 #include <exception>
-#include <fstream>
+#include <filesystem>
 #include <stdexcept>
-
-#include "train/io/durable_file.h"
 
 namespace slurm_train {
 
@@ -54,12 +47,12 @@ void StepReport::ended(StepOutcome verdict) noexcept {
   // Rank 1 writes the verdict when rank 0 went silent: the first verdict on file stands, and a
   // rank other than 0 takes the start rank 0 wrote.
   try {
-    if (const auto on_file = read_step_outcome(path_)) {
+    if (const auto on_file = read_step_outcome(folder(), name_)) {
       if (on_file->ended_unix > 0) return;
       if (base_.started_unix == 0) base_ = *on_file;
     }
   } catch (const std::exception&) {
-    // Torn or foreign: replaced.
+    // Torn or foreign, or the folder cannot be opened (write() says so): replaced.
   }
   verdict.started_from = base_.started_from;
   verdict.started_unix = base_.started_unix;
@@ -69,17 +62,21 @@ void StepReport::ended(StepOutcome verdict) noexcept {
   write(verdict);
 }
 
+const TrustedFolder& StepReport::folder() {
+  if (!folder_) {
+    const std::filesystem::path p(path_);
+    folder_.emplace("the log folder", p.parent_path().empty() ? "." : p.parent_path().string(), false);
+  }
+  return *folder_;
+}
+
 void StepReport::write(const StepOutcome& outcome, bool durable) noexcept {
   last_written_ = unix_seconds_now();
   try {
-    if (durable) {
-      write_step_outcome(path_, outcome);
-    } else {
-      const std::string tmp = temporary_path_for(path_);
-      std::ofstream(tmp, std::ios::trunc) << format_step_outcome(outcome);
-      if (::rename(tmp.c_str(), path_.c_str()) != 0)
-        throw std::runtime_error(fmt::format("cannot rename {} over {}: {}", tmp, path_, std::strerror(errno)));
-    }
+    if (durable)
+      write_step_outcome(folder(), name_, outcome);
+    else
+      folder().replace_unsynced(name_, format_step_outcome(outcome));
   } catch (const std::exception& e) {
     const std::string line =
         "slurm-train: warning: the step outcome for the in-job supervisor: " + std::string(e.what()) + "\n";

@@ -1,20 +1,27 @@
 // Rank 0's side of the step outcome file (step_outcome.h): where training started, and the
 // verdict once the step ends, written to the path the in-job supervisor gives in
-// SLURM_TRAIN_STEP_REPORT. Thread-safe: the watchdog's thread may end the job.
+// SLURM_TRAIN_STEP_REPORT. The file's folder (the supervisor's log folder, which it made and
+// judged) is opened as a folder of the job's at the first write (train/io/trusted_folder.h) and
+// held: the file is replaced through it, never written by a path that another user could
+// redirect. Thread-safe: the watchdog's thread may end the job.
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "launcher/step_outcome.h"
+#include "train/io/trusted_folder.h"
 
 namespace slurm_train {
 
 class StepReport {
  public:
   // "" : no supervisor asked; every call does nothing.
-  explicit StepReport(std::string path) : path_(std::move(path)) {}
+  explicit StepReport(std::string path)
+      : path_(std::move(path)), name_(std::filesystem::path(path_).filename().string()) {}
 
   // Every rank reached rank 0's watchdog: the launch and MPI's start-up are done.
   void connected();
@@ -30,9 +37,12 @@ class StepReport {
 
  private:
   void write(const StepOutcome& outcome, bool durable = true) noexcept;
+  // Opened at the first use; throws as TrustedFolder does.
+  const TrustedFolder& folder();
 
   std::mutex mutex_;
-  const std::string path_;
+  const std::string path_, name_;
+  std::optional<TrustedFolder> folder_;
   StepOutcome base_;
   bool ended_ = false;
   double last_written_ = 0;  // unix seconds

@@ -37,15 +37,16 @@ TEST_CASE("step outcome: run's exit codes map to their causes") {
 
 TEST_CASE("step outcome: the file round-trips; a torn or foreign one is an error naming the path") {
   const TempDir dir;
-  const std::string path = dir.path + "/step-0.outcome";
-  CHECK_FALSE(read_step_outcome(path).has_value());
+  const std::string path = dir.path + "/step-0.outcome", name = "step-0.outcome";
+  const TrustedFolder folder("the log folder", dir.path, false);
+  CHECK_FALSE(read_step_outcome(folder, name).has_value());
   StepOutcome o = step_verdict(kExitFailed, "rank 1 (host node2) is gone", 104);
   o.cause = StepCause::kRankLost;
   o.rank = 1, o.host = "node2", o.started_from = 50, o.started_unix = 1.7e9, o.ended_unix = 1.7e9 + 3.5;
   o.connected_unix = 1.7e9 - 0.5;
   o.gpu_fault = "GPU 1 (GPU-1a1a): Xid 79 at 2026-12-06T08:43:05Z";
-  write_step_outcome(path, o);
-  const auto back = read_step_outcome(path);
+  write_step_outcome(folder, name, o);
+  const auto back = read_step_outcome(folder, name);
   REQUIRE(back.has_value());
   CHECK(back->cause == StepCause::kRankLost);
   CHECK(back->exit_code == kExitFailed);
@@ -63,18 +64,18 @@ TEST_CASE("step outcome: the file round-trips; a torn or foreign one is an error
     report.connected();
     report.started(100);
     report.reached(120);  // within 0.25 s of the last write: not yet written
-    CHECK(read_step_outcome(path)->step == 100);
+    CHECK(read_step_outcome(folder, name)->step == 100);
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     report.reached(137);
   }
-  const auto running = read_step_outcome(path);
+  const auto running = read_step_outcome(folder, name);
   REQUIRE(running.has_value());
   CHECK(running->cause == StepCause::kRunning);
   CHECK(running->connected_unix > 0);
   CHECK(running->started_from == 100);
   CHECK(running->step == 137);
   std::ofstream(path) << "{\"cause\": \"done\"";
-  CHECK_THROWS_WITH_AS(read_step_outcome(path), doctest::Contains(path.c_str()), std::runtime_error);
+  CHECK_THROWS_WITH_AS(read_step_outcome(folder, name), doctest::Contains(path.c_str()), std::runtime_error);
 }
 
 TEST_CASE("restart env: the supervisor's variables are read; a malformed one is an error naming it and its value") {
