@@ -9,8 +9,6 @@
 #include <charconv>
 #include <cstring>
 #include <ctime>
-#include <filesystem>
-#include <fstream>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -19,11 +17,9 @@
 #include "spank/jobenv/host.h"
 #include "spank/jobenv/utc_time.h"
 #include "train/io/durable_file.h"
-#include "train/io/folder_trust.h"
+#include "train/io/write_all.h"
 
 namespace slurm_train {
-
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -40,48 +36,60 @@ bool is_slurm_job_id(const std::string& job) {
   return true;
 }
 
-std::optional<CheckpointOwner> read_owner(const std::string& path, std::string& problem) {
-  std::ifstream in(path);
-  if (!in) {
-    problem = fmt::format("cannot read '{}': {}", path, std::strerror(errno));
+std::optional<CheckpointOwner> read_owner(const TrustedFolder& dir, std::string& problem) {
+  std::optional<std::string> text;
+  try {
+    text = dir.read("owner", 4096);
+  } catch (const std::runtime_error& e) {
+    problem = e.what();
     return std::nullopt;
   }
-  std::ostringstream text;
-  text << in.rdbuf();
+  if (!text) return std::nullopt;  // released meanwhile: no problem
   try {
-    return parse_checkpoint_owner(text.str());
+    return parse_checkpoint_owner(*text);
   } catch (const std::invalid_argument& e) {
-    problem = fmt::format("cannot read the owner record '{}': {}", path, e.what());
+    problem = fmt::format("cannot read the owner record '{}': {}", dir.shown("owner"), e.what());
     return std::nullopt;
   }
 }
 
-// This process's record under a name of its own, complete and durable before it is linked.
-std::string write_own_record(const std::string& dir, const CheckpointOwner& me) {
-  const std::string path = temporary_path_for(dir + "/owner");
-  const std::string text = format_checkpoint_owner(me);
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) throw std::runtime_error(fmt::format("cannot create '{}': {}", path, std::strerror(errno)));
-  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
-  const int err = errno;
-  ::close(fd);
-  if (!written) {
-    ::unlink(path.c_str());
-    throw std::runtime_error(fmt::format("cannot write '{}': {}", path, std::strerror(err)));
+// Removes a file that only wastes space when left behind (a record of this process's own name,
+// which no one reads; a gone owner's partial file): a failure is not the error to report.
+void forget(const TrustedFolder& dir, const std::string& name) noexcept {
+  try {
+    dir.remove(name);
+  } catch (const std::runtime_error&) {
   }
-  return path;
+}
+
+// This process's record under a name of its own (made exclusively, unforeseeable), complete and
+// durable before it is linked.
+std::string write_own_record(const TrustedFolder& dir, const CheckpointOwner& me) {
+  const std::string name = temporary_name_for("owner");
+  const std::string text = format_checkpoint_owner(me);
+  const int fd = dir.create_exclusive(name);
+  const bool written = write_all(fd, text) == text.size() && ::fsync(fd) == 0;
+  const int err = errno;
+  ::close(fd);  // fsynced (or failed): its close reports nothing more
+  if (!written) {
+    forget(dir, name);
+    throw std::runtime_error(fmt::format("cannot write '{}': {}", dir.shown(name), std::strerror(err)));
+  }
+  return name;
 }
 
 // Moves a stale record out of the way under a name of ours: of two runs taking over at once,
 // one rename wins and the other finds the record gone and tries the link again.
-void remove_stale_record(const std::string& dir, const CheckpointOwner& stale) {
-  const std::string aside = temporary_path_for(dir + "/owner.stale");
-  if (::rename((dir + "/owner").c_str(), aside.c_str()) == 0) ::unlink(aside.c_str());
+void remove_stale_record(const TrustedFolder& dir, const CheckpointOwner& stale) {
+  const std::string aside = temporary_name_for("owner.stale");
+  if (dir.rename("owner", aside)) forget(dir, aside);
   // The stale owner's temporary files: its process is gone.
-  std::error_code ec;
-  const std::string tag = fmt::format(".tmp-{}-{}", stale.host, stale.pid);
-  for (const auto& entry : fs::directory_iterator(dir, ec))
-    if (entry.path().filename().string().ends_with(tag)) fs::remove(entry.path(), ec);
+  for (const std::string& name : dir.names()) {
+    const auto tmp = name.find(".tmp-");
+    if (tmp == std::string::npos) continue;
+    const auto writer = temporary_writer(name, name.substr(0, tmp));
+    if (writer && writer->host == stale.host && writer->pid == stale.pid) forget(dir, name);
+  }
 }
 
 }  // namespace
@@ -139,64 +147,64 @@ std::string stale_owner_reason(const CheckpointOwner& recorded, const Checkpoint
   return "";
 }
 
-FolderClaim claim_checkpoint_folder(const std::string& dir, const CheckpointOwner& me,
+FolderClaim claim_checkpoint_folder(const TrustedFolder& dir, const CheckpointOwner& me,
                                     const std::function<std::optional<bool>(const std::string& job)>& job_active) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw std::runtime_error(fmt::format("cannot create the checkpoint folder '{}': {}", dir, ec.message()));
-  require_trusted_folder(fmt::format("the checkpoint folder '{}'", dir), dir);
-  const std::string mine = write_own_record(dir, me), owner_path = dir + "/owner";
+  const std::string mine = write_own_record(dir, me), owner_path = dir.shown("owner");
   FolderClaim claim;
   std::string took_over;
-  for (int attempt = 0; attempt < 5; ++attempt) {
-    if (::link(mine.c_str(), owner_path.c_str()) == 0) {
-      claim = {true, took_over};
-      break;
+  try {
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      if (dir.link(mine, "owner")) {
+        claim = {true, took_over};
+        break;
+      }
+      std::string problem;
+      const auto recorded = read_owner(dir, problem);
+      if (!recorded) {
+        if (problem.empty()) continue;  // released meanwhile
+        claim = {false, fmt::format("the checkpoint folder '{}' has an owner record this run cannot read ({}); if no "
+                                    "other job uses the folder, delete {}",
+                                    dir.path(), problem, owner_path)};
+        break;
+      }
+      OwnerFacts facts;
+      if (recorded->host == me.host) facts.process_alive = process_alive(recorded->pid);
+      if (is_slurm_job_id(recorded->job) && recorded->job != me.job) facts.job_active = job_active(recorded->job);
+      const std::string stale = stale_owner_reason(*recorded, me, facts);
+      if (stale.empty()) {
+        claim = {false,
+                 fmt::format("the checkpoint folder '{}' belongs to {}, which is still running: a folder holds the "
+                             "checkpoints of one job at a time. Give this run its own ckpt.dir, or wait until "
+                             "that job has ended",
+                             dir.path(), describe_checkpoint_owner(*recorded))};
+        break;
+      }
+      took_over = fmt::format("taking over the checkpoint folder '{}' from {}: {}", dir.path(),
+                              describe_checkpoint_owner(*recorded), stale);
+      remove_stale_record(dir, *recorded);
     }
-    if (errno != EEXIST) {
-      const int err = errno;
-      ::unlink(mine.c_str());
-      throw std::runtime_error(fmt::format("cannot create '{}': {}", owner_path, std::strerror(err)));
-    }
-    std::string problem;
-    const auto recorded = read_owner(owner_path, problem);
-    if (!recorded) {
-      if (!fs::exists(owner_path)) continue;  // released meanwhile
-      claim = {false, fmt::format("the checkpoint folder '{}' has an owner record this run cannot read ({}); if no "
-                                  "other job uses the folder, delete {}",
-                                  dir, problem, owner_path)};
-      break;
-    }
-    OwnerFacts facts;
-    if (recorded->host == me.host) facts.process_alive = process_alive(recorded->pid);
-    if (is_slurm_job_id(recorded->job) && recorded->job != me.job) facts.job_active = job_active(recorded->job);
-    const std::string stale = stale_owner_reason(*recorded, me, facts);
-    if (stale.empty()) {
-      claim = {false,
-               fmt::format("the checkpoint folder '{}' belongs to {}, which is still running: a folder holds the "
-                           "checkpoints of one job at a time. Give this run its own ckpt.dir, or wait until "
-                           "that job has ended",
-                           dir, describe_checkpoint_owner(*recorded))};
-      break;
-    }
-    took_over = fmt::format("taking over the checkpoint folder '{}' from {}: {}", dir,
-                            describe_checkpoint_owner(*recorded), stale);
-    remove_stale_record(dir, *recorded);
+  } catch (...) {
+    forget(dir, mine);
+    throw;
   }
-  ::unlink(mine.c_str());
+  forget(dir, mine);
   if (!claim.granted && claim.message.empty())
     claim.message = fmt::format(
         "the checkpoint folder '{}': its owner record '{}' kept changing; another run is "
         "claiming it",
-        dir, owner_path);
+        dir.path(), owner_path);
   return claim;
 }
 
-void release_checkpoint_folder(const std::string& dir, const CheckpointOwner& me) {
-  std::string problem;
-  const auto recorded = read_owner(dir + "/owner", problem);
-  if (recorded && recorded->host == me.host && recorded->pid == me.pid && recorded->started == me.started)
-    ::unlink((dir + "/owner").c_str());
+void release_checkpoint_folder(const TrustedFolder& dir, const CheckpointOwner& me) noexcept {
+  try {
+    std::string problem;
+    const auto recorded = read_owner(dir, problem);
+    if (recorded && recorded->host == me.host && recorded->pid == me.pid && recorded->started == me.started)
+      dir.remove("owner");
+  } catch (const std::exception&) {
+    // Left behind, the record is stale: the next run takes it over (its process is gone).
+  }
 }
 
 std::optional<bool> slurm_job_active(const std::string& job) {

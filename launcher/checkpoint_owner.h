@@ -17,6 +17,8 @@
 #include <string>
 #include <utility>
 
+#include "train/io/trusted_folder.h"
+
 namespace slurm_train {
 
 struct CheckpointOwner {
@@ -48,26 +50,28 @@ struct FolderClaim {
   std::string message;  // granted: a note when a stale owner was taken over, or ""; else the refusal
 };
 
-// Claims `dir` (created when missing) for `me`. `job_active` asks Slurm about a job id (nullopt:
-// cannot tell). Throws UntrustedFolder (train/io/folder_trust.h) when another user could change
-// the folder, std::runtime_error naming the path when it cannot be written.
-FolderClaim claim_checkpoint_folder(const std::string& dir, const CheckpointOwner& me,
+// Claims the folder `dir` (open_checkpoint_folder's, train/checkpoint/checkpoint_store.h) for
+// `me`, every file made and linked through it. `job_active` asks Slurm about a job id (nullopt:
+// cannot tell). Throws std::runtime_error naming the path when the folder cannot be written.
+FolderClaim claim_checkpoint_folder(const TrustedFolder& dir, const CheckpointOwner& me,
                                     const std::function<std::optional<bool>(const std::string& job)>& job_active);
 
 // Removes <dir>/owner if it still names `me` (a run that took over from us keeps its own).
-void release_checkpoint_folder(const std::string& dir, const CheckpointOwner& me);
+void release_checkpoint_folder(const TrustedFolder& dir, const CheckpointOwner& me) noexcept;
 
 // A granted claim, released when the run ends (the destructor), whichever way it ends short of
-// the process being killed: a killed owner leaves a stale record, taken over as said above.
+// the process being killed: a killed owner leaves a stale record, taken over as said above. It
+// holds the folder, where the run's restart record goes too.
 class CheckpointFolderHold {
  public:
-  CheckpointFolderHold(std::string dir, CheckpointOwner me) : dir_(std::move(dir)), me_(std::move(me)) {}
+  CheckpointFolderHold(TrustedFolder dir, CheckpointOwner me) : dir_(std::move(dir)), me_(std::move(me)) {}
   ~CheckpointFolderHold() { release_checkpoint_folder(dir_, me_); }
   CheckpointFolderHold(const CheckpointFolderHold&) = delete;
   CheckpointFolderHold& operator=(const CheckpointFolderHold&) = delete;
+  const TrustedFolder& folder() const { return dir_; }
 
  private:
-  std::string dir_;
+  TrustedFolder dir_;
   CheckpointOwner me_;
 };
 

@@ -640,11 +640,11 @@ int Supervisor::preempted(std::optional<RankEnergy> mine) {
   if (program_done_) {
     code = kExitOk;
     detail = "not requeued: the program had said it was done (slurm_train.done())";
-  } else if (!o_.log_dir.empty()) {
-    const std::string dir = fmt::format("{}/{}", o_.log_dir, task_.job);
+  } else if (const TrustedFolder* records = log_.folder()) {
+    const std::string& dir = records->path();
     try {
-      const RestartRecord record = next_exec_record(read_restart_record(dir), step, seconds);
-      write_restart_record(dir, record);
+      const RestartRecord record = next_exec_record(read_restart_record(*records), step, seconds);
+      write_restart_record(*records, record);
       if (should_give_up(record, static_cast<std::uint64_t>(o_.max_restarts_without_progress))) {
         code = kExitDoNotRequeue;
         detail = fmt::format(

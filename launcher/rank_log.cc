@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "train/io/folder_trust.h"
+#include "train/io/trusted_folder.h"
 #include "train/io/write_all.h"
 
 namespace slurm_train {
@@ -39,19 +39,16 @@ RankLog::~RankLog() {
 }
 
 void RankLog::open(const std::string& path, int rank) {
-  std::error_code ec;
-  const auto parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  if (ec) throw std::runtime_error(fmt::format("cannot create the log folder '{}': {}", parent.string(), ec.message()));
-  // The job's folder also holds its restart record; a link in place of a log is not followed.
-  if (!parent.empty()) require_trusted_folder(fmt::format("the log folder '{}'", parent.string()), parent.string());
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) throw std::runtime_error(fmt::format("cannot open the rank log '{}': {}", path, std::strerror(errno)));
+  const std::filesystem::path p(path);
+  // The job's folder also holds its restart record and step reports: held for them.
+  TrustedFolder folder("the log folder", p.parent_path().empty() ? "." : p.parent_path().string(), true);
+  const int fd = folder.open_append(p.filename().string(), "the rank log");
   std::lock_guard lock(mutex_);
   if (fd_ >= 0) ::close(fd_);
   fd_ = fd;
   rank_ = rank;
   path_ = path;
+  folder_ = std::move(folder);
 }
 
 void RankLog::line(std::string_view text) {

@@ -6,10 +6,12 @@
 
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "spank/jobenv/environment.h"
+#include "train/io/trusted_folder.h"
 
 namespace slurm_train {
 
@@ -24,10 +26,15 @@ class RankLog {
   RankLog(const RankLog&) = delete;
   RankLog& operator=(const RankLog&) = delete;
 
-  // Creates the folders; throws std::runtime_error naming the path when it cannot.
+  // Opens the log's folder as a folder of the job's (train/io/trusted_folder.h), making the
+  // folders that are missing, and the log through it: a log that another user made or that every
+  // user can write, or a link in its place, is refused. Throws UntrustedFolder, or
+  // std::runtime_error naming the path when it cannot.
   void open(const std::string& path, int rank);
   bool is_open() const { return fd_ >= 0; }
   const std::string& path() const { return path_; }
+  // The log's folder, held since open() (the job's other records go there); null before.
+  const TrustedFolder* folder() const { return folder_ ? &*folder_ : nullptr; }
   // Thread-safe. A text with several lines gets the prefix on each.
   void line(std::string_view text);
 
@@ -36,6 +43,7 @@ class RankLog {
   int fd_ = -1;
   int rank_ = 0;
   std::string path_;
+  std::optional<TrustedFolder> folder_;
 };
 
 // "2026-11-30T03:56:05.123Z"

@@ -3,12 +3,8 @@
 #include <fmt/format.h>
 
 #include <charconv>
-#include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <stdexcept>
-
-#include "train/io/durable_file.h"
 
 namespace slurm_train {
 
@@ -77,28 +73,19 @@ RestartRecord parse_restart_record(const std::string& text) {
   return r;
 }
 
-std::optional<RestartRecord> read_restart_record(const std::string& dir) {
-  const std::string path = dir + "/restarts";
-  std::ifstream in(path);
-  if (!in) {
-    if (!std::filesystem::exists(path)) return std::nullopt;
-    throw std::runtime_error(fmt::format("cannot read the restart record '{}'", path));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
+std::optional<RestartRecord> read_restart_record(const TrustedFolder& dir) {
+  const std::optional<std::string> text = dir.read("restarts");
+  if (!text) return std::nullopt;
   try {
-    return parse_restart_record(text.str());
+    return parse_restart_record(*text);
   } catch (const std::invalid_argument& e) {
-    throw std::runtime_error(
-        fmt::format("the restart record '{}' is damaged: {} (delete it to start counting anew)", path, e.what()));
+    throw std::runtime_error(fmt::format("the restart record '{}' is damaged: {} (delete it to start counting anew)",
+                                         dir.shown("restarts"), e.what()));
   }
 }
 
-void write_restart_record(const std::string& dir, const RestartRecord& record) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw std::runtime_error(fmt::format("cannot create the checkpoint folder '{}': {}", dir, ec.message()));
-  write_file_durably(dir + "/restarts", format_restart_record(record));
+void write_restart_record(const TrustedFolder& dir, const RestartRecord& record) {
+  dir.replace("restarts", format_restart_record(record));
 }
 
 }  // namespace slurm_train

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "train/io/trusted_folder.h"
+
 namespace slurm_train {
 
 struct RestartRecord {
@@ -33,9 +35,10 @@ std::string format_restart_record(const RestartRecord& record);
 // Throws std::invalid_argument naming the line it cannot read.
 RestartRecord parse_restart_record(const std::string& text);
 
-// <dir>/restarts, read (nullopt when absent; an unreadable record is an error naming the path)
-// and written atomically (temporary file, fsync, rename).
-std::optional<RestartRecord> read_restart_record(const std::string& dir);
-void write_restart_record(const std::string& dir, const RestartRecord& record);
+// <dir>/restarts in the folder that holds it (the checkpoint folder of `run`, the log folder of
+// `exec`), read (nullopt when absent; an unreadable record is an error naming the path) and
+// replaced durably (train/io/durable_file.h).
+std::optional<RestartRecord> read_restart_record(const TrustedFolder& dir);
+void write_restart_record(const TrustedFolder& dir, const RestartRecord& record);
 
 }  // namespace slurm_train

@@ -40,11 +40,11 @@
 #include "spank/jobenv/host.h"
 #include "train/checkpoint/checkpoint_file.h"
 #include "train/checkpoint/checkpoint_policy.h"
+#include "train/checkpoint/checkpoint_store.h"
 #include "train/checkpoint/write_in_flight.h"
 #include "train/comm/comm.h"
 #include "train/config/config.h"
 #include "train/io/durable_file.h"
-#include "train/io/folder_trust.h"
 #include "train/loop/divergence.h"
 #include "train/loop/trainer.h"
 #include "train/steps/device.h"
@@ -99,12 +99,17 @@ struct FolderVerdict {
   std::string message;  // rank 0: the refusal, or a note that a stale owner was taken over
 };
 
-FolderVerdict agreed_folder_claim(const std::string& dir, const CheckpointOwner& me, Comm& comm) {
+// Rank 0 opens the folder once and holds it in `hold` when the claim is granted: the owner and
+// restart records go through it.
+FolderVerdict agreed_folder_claim(const std::string& dir, const CheckpointOwner& me, Comm& comm,
+                                  std::optional<CheckpointFolderHold>& hold) {
   FolderVerdict verdict;
   if (comm.rank() == 0) {
     try {
-      const FolderClaim claim = claim_checkpoint_folder(dir, me, slurm_job_active);
+      TrustedFolder folder = open_checkpoint_folder(dir, true);
+      const FolderClaim claim = claim_checkpoint_folder(folder, me, slurm_job_active);
       verdict = {claim.granted ? kExitOk : kExitCheckpointDirBusy, claim.message};
+      if (claim.granted) hold.emplace(std::move(folder), me);
     } catch (const UntrustedFolder& e) {
       verdict = {kExitUsage, e.what()};
     } catch (const std::runtime_error& e) {
@@ -322,7 +327,7 @@ int run(const RunOptions& options) {
     std::optional<CheckpointFolderHold> folder;
     if (!config.ckpt.dir.empty()) {
       const CheckpointOwner me = this_run(job, env);
-      const FolderVerdict verdict = agreed_folder_claim(config.ckpt.dir, me, *comm);
+      const FolderVerdict verdict = agreed_folder_claim(config.ckpt.dir, me, *comm, folder);
       if (verdict.code != kExitOk) {
         if (comm->rank() == 0)
           std::cerr << "slurm-train: error: " << verdict.message << " (exit " << verdict.code << ")\n" << std::flush;
@@ -331,10 +336,7 @@ int run(const RunOptions& options) {
         report_end(verdict.code, verdict.message);
         return verdict.code;
       }
-      if (comm->rank() == 0) {
-        if (!verdict.message.empty()) console->line(verdict.message);
-        folder.emplace(config.ckpt.dir, me);
-      }
+      if (comm->rank() == 0 && !verdict.message.empty()) console->line(verdict.message);
     }
     const RankIdentity me{host, static_cast<int>(::getpid()), allowed_cpus(), planned_device(config, *comm)};
     log.line(fmt::format("slurm-train {} rank {} of {} (local {} of {}) on {}, pid {}, cpus {}, device {}",
@@ -383,6 +385,7 @@ int run(const RunOptions& options) {
     }
     RunHooks hooks(config, *comm, *watchdog, *console, faults, started);
     if (comm->rank() == 0) hooks.report_to(report, restart);
+    if (folder) hooks.keep_records_in(folder->folder());
     if (comm->rank() == 0) {
       console->line(fmt::format("job {}: {} rank(s); rank logs in {}/{}/", job, comm->size(),
                                 log_dir.empty() ? "(none: --log-dir is empty)" : log_dir, job));
@@ -447,6 +450,10 @@ int run(const RunOptions& options) {
   } catch (const CheckpointWriteError& e) {
     // Its own exit code: the job's script can tell "the storage failed" from a training error.
     return fail(kExitCheckpointWrite, e.what());
+  } catch (const UntrustedFolder& e) {
+    // A folder or file another user could change (the logs, the metrics): the user's to fix, as
+    // a configuration error is, and no restart would help.
+    return fail(kExitUsage, e.what());
   } catch (const std::exception& e) {
     return fail(kExitFailed, e.what());
   }

@@ -72,9 +72,9 @@ bool RunHooks::may_start(std::uint64_t first_step) {
     console_.line(fmt::format("restart {} inside the job ({}): from step {}, the first step {:.2f} s after the failure",
                               restart_.count, restart_.cause.empty() ? "cause unknown" : restart_.cause, first_step,
                               static_cast<double>(unix_ms) / 1e3 - restart_.failure_unix));
-  if (config_.ckpt.dir.empty()) return true;
+  if (!records_) return true;
   std::optional<RestartRecord> previous;
-  if (config_.ckpt.resume) previous = read_restart_record(config_.ckpt.dir);
+  if (config_.ckpt.resume) previous = read_restart_record(*records_);
   record_ = next_start(previous, first_step_);
   write_record(*record_);
   if (record_->restarts_without_progress > 0)
@@ -97,14 +97,14 @@ std::string RunHooks::give_up_message() const {
 
 void RunHooks::write_record(const RestartRecord& record) const {
   try {
-    write_restart_record(config_.ckpt.dir, record);
+    write_restart_record(*records_, record);
   } catch (const std::runtime_error& e) {
     throw CheckpointWriteError(e.what());
   }
 }
 
 void RunHooks::finish_record(std::uint64_t steps_done) {
-  if (comm_.rank() != 0 || !record_) return;
+  if (comm_.rank() != 0 || !record_ || !records_) return;
   record_->last_step_reached = steps_done;
   write_record(*record_);
 }

@@ -17,6 +17,7 @@
 #include "launcher/watchdog.h"
 #include "train/comm/comm.h"
 #include "train/config/config.h"
+#include "train/io/trusted_folder.h"
 #include "train/loop/trainer.h"
 
 namespace slurm_train {
@@ -47,6 +48,10 @@ class RunHooks {
     restart_ = restart;
   }
 
+  // Rank 0: the checkpoint folder as the claim holds it: the restart record goes there. Without
+  // it (no ckpt.dir) there is no record.
+  void keep_records_in(const TrustedFolder& folder) { records_ = &folder; }
+
   std::uint64_t first_step() const { return first_step_; }
   const std::optional<RestartRecord>& record() const { return record_; }
   // Why the loop refused to start (TrainResult::refused_start); rank 0 knows the count.
@@ -69,6 +74,7 @@ class RunHooks {
   Console& console_;
   const FaultPlan& faults_;
   StepReport* report_ = nullptr;
+  const TrustedFolder* records_ = nullptr;
   RestartEnv restart_;
   Clock::time_point started_, phase_started_, last_live_{};
   std::string startup_;

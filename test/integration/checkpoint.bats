@@ -284,7 +284,9 @@ resume_into_unwritable() {
   # Under /tmp, not BATS_TEST_TMPDIR, whose parents nobody may not enter.
   d=$(mktemp -d /tmp/ckpt-eacces-XXXXXX)
   chmod 0755 "$d"
-  mkdir -m 0777 "$d/logs"
+  # nobody's own log folder: one that every user could write would be refused before the claim.
+  mkdir -m 0755 "$d/logs"
+  chown nobody "$d/logs"
   small_run --train.steps 6 --train.stop_after 3 --ckpt.dir "$d/ck" --train.metrics "" >/dev/null
   chmod 0555 "$d/ck"
   resume_into_unwritable "$d" "Permission denied" setpriv --reuid=nobody --regid=nogroup --clear-groups \

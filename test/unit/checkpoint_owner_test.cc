@@ -78,9 +78,10 @@ TEST_CASE("checkpoint owner: a second run is refused naming the owner; a stale o
   const std::string host = host_name();
   const CheckpointOwner first{"11", "0", host, static_cast<long>(::getppid()), 1000};  // alive: our parent
   const CheckpointOwner second{"12", "0", host, static_cast<long>(::getpid()), 2000};
-  REQUIRE(claim_checkpoint_folder(dir, first, no_slurm).granted);
+  const TrustedFolder folder = open_checkpoint_folder(dir.string(), true);
+  REQUIRE(claim_checkpoint_folder(folder, first, no_slurm).granted);
   const std::string before = format_checkpoint_owner(first);
-  const FolderClaim refused = claim_checkpoint_folder(dir, second, no_slurm);
+  const FolderClaim refused = claim_checkpoint_folder(folder, second, no_slurm);
   CHECK_FALSE(refused.granted);
   CHECK(refused.message.find("the checkpoint folder '" + dir.string() + "' belongs to job 11 (step 0, host " + host) !=
         std::string::npos);
@@ -93,23 +94,25 @@ TEST_CASE("checkpoint owner: a second run is refused naming the owner; a stale o
   // Slurm's word that the owner's job ended frees the folder.
   const CheckpointOwner elsewhere{"11", "0", "another-host", 77, 1000};
   fs::remove(dir / "owner");
-  REQUIRE(claim_checkpoint_folder(dir, elsewhere, no_slurm).granted);
-  touch(dir / "step-00000010.h5.tmp-another-host-77");  // the ended owner's partial checkpoint
+  REQUIRE(claim_checkpoint_folder(folder, elsewhere, no_slurm).granted);
+  touch(dir / "step-00000010.h5.tmp-another-host-77");           // the ended owner's partial checkpoints
+  touch(dir / "step-00000020.h5.tmp-another-host-77.k3x9q0zz");  // (named as earlier versions did, and now)
   const FolderClaim ended =
-      claim_checkpoint_folder(dir, second, [](const std::string& job) { return std::optional<bool>(job != "11"); });
+      claim_checkpoint_folder(folder, second, [](const std::string& job) { return std::optional<bool>(job != "11"); });
   CHECK(ended.granted);
   CHECK(ended.message.find("taking over the checkpoint folder") != std::string::npos);
   CHECK(ended.message.find("Slurm says job 11 has ended") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "step-00000010.h5.tmp-another-host-77"));
+  CHECK_FALSE(fs::exists(dir / "step-00000020.h5.tmp-another-host-77.k3x9q0zz"));
   // Released by its owner only.
-  release_checkpoint_folder(dir, first);
+  release_checkpoint_folder(folder, first);
   CHECK(fs::exists(dir / "owner"));
-  release_checkpoint_folder(dir, second);
+  release_checkpoint_folder(folder, second);
   CHECK_FALSE(fs::exists(dir / "owner"));
   // A gone process of this host is taken over.
   const CheckpointOwner gone{"13", "", host, dead_pid(), 3000};
-  REQUIRE(claim_checkpoint_folder(dir, gone, no_slurm).granted);
-  const FolderClaim taken = claim_checkpoint_folder(dir, second, no_slurm);
+  REQUIRE(claim_checkpoint_folder(folder, gone, no_slurm).granted);
+  const FolderClaim taken = claim_checkpoint_folder(folder, second, no_slurm);
   CHECK(taken.granted);
   CHECK(taken.message.find("is gone") != std::string::npos);
   fs::remove_all(dir);

@@ -41,14 +41,15 @@ TEST_CASE("the restart record counts starts in a row from the same step") {
 TEST_CASE("the restart record survives a round trip through its file, and a damaged one is named") {
   const std::string dir = std::filesystem::temp_directory_path() / "slurm-train-restart-test";
   std::filesystem::remove_all(dir);
-  CHECK_FALSE(read_restart_record(dir));
-  write_restart_record(dir, next_start(std::nullopt, 7));
-  const auto read = read_restart_record(dir);
+  const TrustedFolder folder("the checkpoint folder", dir, true);
+  CHECK_FALSE(read_restart_record(folder));
+  write_restart_record(folder, next_start(std::nullopt, 7));
+  const auto read = read_restart_record(folder);
   REQUIRE(read);
   CHECK(read->last_start_step == 7);
   for (const auto& entry : std::filesystem::directory_iterator(dir))
     CHECK(entry.path().filename().string() == "restarts");  // no temporary file left
   std::ofstream(dir + "/restarts") << "garbage\n";
-  check_refused<std::runtime_error>([&] { read_restart_record(dir); }, dir + "/restarts' is damaged");
+  check_refused<std::runtime_error>([&] { read_restart_record(folder); }, dir + "/restarts' is damaged");
   std::filesystem::remove_all(dir);
 }

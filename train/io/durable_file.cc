@@ -61,11 +61,6 @@ std::string temporary_name_for(const std::string& name) {
   return fmt::format("{}.tmp-{}-{}.{}", name, host_name(), ::getpid(), suffix);
 }
 
-std::string temporary_path_for(const std::string& path) {
-  const std::filesystem::path p(path);
-  return in_folder(p.parent_path().string(), temporary_name_for(p.filename().string()));
-}
-
 std::optional<TemporaryWriter> temporary_writer(const std::string& name, const std::string& final_name) {
   const std::string prefix = final_name + ".tmp-";
   if (!name.starts_with(prefix)) return std::nullopt;

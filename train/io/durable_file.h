@@ -45,9 +45,6 @@ void commit_temporary_at(int dirfd, const std::string& dir, const std::string& t
 // NAME.tmp-<host>-<pid>.<8 random characters>, for this process (NAME without its folder).
 std::string temporary_name_for(const std::string& name);
 
-// DIR/temporary_name_for(NAME), for PATH = DIR/NAME.
-std::string temporary_path_for(const std::string& path);
-
 struct TemporaryWriter {
   std::string host;
   long pid = 0;

@@ -1,12 +1,8 @@
 #include "train/io/folder_trust.h"
 
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <fmt/format.h>
-
-#include <cerrno>
-#include <cstring>
 
 #include "train/io/user_name.h"
 
@@ -55,14 +51,6 @@ std::optional<std::string> link_trust_problem(const std::string& what, const Pat
       "they could point it elsewhere while the job runs. Give the folder it points to instead, or "
       "a folder of your own",
       what, link.path, target, describe_user(link.owner), holder.path, holder.mode & 07777);
-}
-
-void require_trusted_folder(const std::string& what, const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0)
-    throw std::runtime_error(fmt::format("cannot look at {}: {}", what, std::strerror(errno)));
-  if (const auto problem = folder_trust_problem(what, st.st_uid, st.st_mode, ::getuid()))
-    throw UntrustedFolder(*problem);
 }
 
 }  // namespace slurm_train

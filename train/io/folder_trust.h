@@ -47,8 +47,4 @@ std::optional<std::string> folder_on_the_way_problem(const std::string& what, co
 std::optional<std::string> link_trust_problem(const std::string& what, const PathEntry& link, const std::string& target,
                                               const PathEntry& holder, uid_t me);
 
-// Throws UntrustedFolder with folder_trust_problem's reason for the folder at `path` (followed if
-// it is a link); std::runtime_error when it cannot be looked at.
-void require_trusted_folder(const std::string& what, const std::string& path);
-
 }  // namespace slurm_train
