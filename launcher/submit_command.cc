@@ -7,13 +7,14 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "launcher/config_checks.h"
 #include "launcher/config_options.h"
 #include "launcher/doctor_checks.h"
 #include "launcher/submit_script.h"
 #include "launcher/subprocess.h"
-#include "train/io/durable_file.h"
+#include "train/io/trusted_folder.h"
 
 namespace slurm_train {
 
@@ -76,10 +77,17 @@ void submit(SubmitOptions o, const ConfigOptions& config_options, bool dry_run) 
     return;
   }
   // Slurm does not create the output folder: a job whose log folder is missing fails silently.
+  // The folder holds the script sbatch reads and the job's logs: one that another user could
+  // change is refused here, before the job waits in the queue (train/io/trusted_folder.h).
   const fs::path log_dir = fs::absolute(o.log_dir);
-  fs::create_directories(log_dir);
+  std::optional<TrustedFolder> folder;
+  try {
+    folder.emplace("the log folder", log_dir.string(), true);
+  } catch (const UntrustedFolder& e) {
+    throw CLI::ValidationError(std::string("nothing was submitted: ") + e.what());
+  }
   const fs::path script_path = log_dir / (o.job_name + ".sbatch");
-  write_file_durably(script_path.string(), script);  // a resubmission replaces it whole, or not at all
+  folder->replace(o.job_name + ".sbatch", script);  // a resubmission replaces it whole, or not at all
   const ProcessResult r = run_process({"sbatch", "--parsable", script_path.string()}, "slurm-client");
   if (r.exit_code != 0)
     throw std::runtime_error(fmt::format("sbatch failed (exit {}) for {}", r.exit_code, script_path.string()));

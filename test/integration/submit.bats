@@ -67,6 +67,18 @@ nothing_queued() {
   nothing_queued
 }
 
+@test "submit refuses a log folder that another user could change, before writing or queueing anything (exit 2)" {
+  cd "$WORK"
+  mkdir -m 0777 shared
+  run slurm-train submit examples/fashion-mnist.toml --log-dir shared/logs
+  echo "$output"
+  [ "$status" -eq 2 ]
+  [[ $output == *"nothing was submitted: the log folder '$WORK/shared/logs': the folder '$WORK/shared' on its way can be written by every user and is not sticky (mode 0777)"* ]]
+  [ -z "$(ls -A shared)" ]
+  nothing_queued
+  rmdir shared
+}
+
 @test "submit --dry-run: a requeued job without ckpt.dir checkpoints to <submit folder>/checkpoints/<job name>-<job id>" {
   cd "$WORK"
   run --separate-stderr slurm-train submit examples/fashion-mnist.toml --job-name fm --dry-run
