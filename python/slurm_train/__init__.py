@@ -385,9 +385,9 @@ def _user(uid):
 
 def _trust_problem(what, st, above):
     """Why a folder with this stat is not this user's alone to change (None when it is): owned by
-    this user or root, and not writable by every user; a folder above may be, when it is sticky
-    (/tmp): there no one renames or removes what is not theirs. The launcher's rule
-    (launcher/folder_trust.h): a group-writable folder trusts its group, the user's choice."""
+    this user or root, and not writable by every user; a folder on the way to it may be, when it
+    is sticky (/tmp): there no one renames or removes what is not theirs. The launcher's rule
+    (train/io/folder_trust.h): a group-writable folder trusts its group, the user's choice."""
     me = os.getuid()
     if st.st_uid not in (me, 0):
         return (f"{what} belongs to {_user(st.st_uid)}, not to this process's user ({_user(me)}): they could change "
@@ -402,37 +402,68 @@ def _trust_problem(what, st, above):
             "reads there. Use a folder of your own, or chmod o-w it")
 
 
-def _open_trusted_folder(folder):
-    """The folder, opened (a descriptor), once it and each folder above it are found to be this
-    user's (or root's) alone to change; None when it does not exist. A checkpoint is unpickled
-    when loaded: one that another user put there runs their code as this user."""
-    try:
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
+def _link_problem(what, link, link_st, target, holder, holder_st):
+    """Why a link met on the way is not followed (None when it is): a link's target never changes,
+    so only who may replace the entry can repoint it: whoever can write its folder, and in a
+    sticky folder the link's owner alone. Followed in a folder others cannot write (a site's
+    /scratch -> /lustre/scratch), or in a sticky one when it is this user's or root's."""
+    if not holder_st.st_mode & stat.S_IWOTH:
         return None
-    except OSError as e:
-        if e.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(folder):
-            raise UntrustedFolder(f"slurm_train.latest(): the checkpoint folder {folder!r} is a symbolic link: whoever "
-                                  "can change the link chooses what the job reads. Name the folder itself "
-                                  f"({os.path.realpath(folder)!r})") from None
-        raise
+    if holder_st.st_mode & stat.S_ISVTX and link_st.st_uid in (os.getuid(), 0):
+        return None
+    return (f"{what}: {link!r} is a link (to {target!r}) that {_user(link_st.st_uid)} made in {holder!r}, a folder "
+            f"every user can write (mode {stat.S_IMODE(holder_st.st_mode):04o}): they could point it elsewhere. "
+            "Give the folder it points to instead, or a folder of your own")
+
+
+def _open_trusted_folder(folder):
+    """The folder, opened (a descriptor), walked from / one entry at a time as the launcher walks
+    it (train/io/trusted_folder.h): each folder on the way and the folder itself judged by
+    _trust_problem, each link by _link_problem before it is followed, every step opened without
+    following a link; None when it does not exist. A checkpoint is unpickled when loaded: one
+    that another user put there runs their code as this user."""
+    what = f"the checkpoint folder {folder!r}"
+    parts = [p for p in os.path.abspath(folder).split("/") if p]
+    flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd, here, links = os.open("/", flags), "/", 0
     try:
-        problem = _trust_problem(f"the checkpoint folder {folder!r}", os.fstat(fd), above=False)
-        # The folders above, as they are (links resolved): another user who can write to one can
-        # rename the checkpoint folder away and put their own in its place.
-        above = os.path.dirname(os.path.realpath(folder))
-        while problem is None:
-            problem = _trust_problem(f"{above!r}, a folder above the checkpoint folder {folder!r},", os.stat(above),
-                                     above=True)
-            if above == os.path.dirname(above):
-                break
-            above = os.path.dirname(above)
-        if problem:
-            raise UntrustedFolder(f"slurm_train.latest(): {problem}")
-    except BaseException:
+        while parts:
+            name = parts.pop(0)
+            here_st = os.fstat(fd)
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                return None
+            entry = os.path.join(here, name)
+            if stat.S_ISLNK(st.st_mode):
+                links += 1
+                if links > 40:
+                    raise OSError(errno.ELOOP, "too many links on the way", folder)
+                target = os.readlink(name, dir_fd=fd)
+                problem = _link_problem(what, entry, st, target, here, here_st)
+                if problem:
+                    raise UntrustedFolder(f"slurm_train.latest(): {problem}")
+                parts = [p for p in target.split("/") if p] + parts
+                if target.startswith("/"):
+                    os.close(fd)
+                    fd, here = os.open("/", flags), "/"
+                continue
+            if not stat.S_ISDIR(st.st_mode):
+                raise NotADirectoryError(errno.ENOTDIR, "not a folder", entry)
+            last = not parts
+            shown = what if last else f"{entry!r}, a folder on the way to {what},"
+            problem = _trust_problem(shown, st, above=not last)
+            if problem:
+                raise UntrustedFolder(f"slurm_train.latest(): {problem}")
+            inner = os.open(name, flags, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+            here = os.path.normpath(entry)
+        # Opened for reading through the descriptor walked to, not by the path again.
+        readable = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+    finally:
         os.close(fd)
-        raise
-    return fd
+    return readable
 
 
 _NUMBER = re.compile(r"(\d+)")
@@ -442,9 +473,10 @@ def latest(folder):
     """The path of the newest checkpoint in `folder` (None when there is none, or no folder):
     the one whose name holds the highest number (step-000120.pt over step-000100.pt), else the
     most recently written. save()'s temporary files, and names starting with '.', are never
-    taken: what latest() returns is complete. Raises UntrustedFolder, saying why, when the folder
-    is a symbolic link, or another user could write to it or to a folder above it (other than a
-    sticky one, such as /tmp): what it holds may be theirs, and loading a checkpoint runs code."""
+    taken: what latest() returns is complete. Raises UntrustedFolder, saying why, when another
+    user could write to the folder or to a folder on the way to it (other than a sticky one, such
+    as /tmp), or could repoint a link on the way (one they made in /tmp): what it holds may be
+    theirs, and loading a checkpoint runs code."""
     folder = os.fspath(folder)
     fd = _open_trusted_folder(folder)
     if fd is None:

@@ -112,7 +112,7 @@ EOF
   [[ $output == *"umask now 077"* ]]
 }
 
-@test "helper: latest() refuses a checkpoint folder that another user could write to, a link, or one in a folder every user can write to; a sticky folder above (/tmp) and a group-writable one are fine" {
+@test "helper: latest() walks to the folder as the launcher does: refuses one another user could write to, one in a folder every user can write to, a link another user planted in a sticky folder; follows a trusted link; a sticky folder above (/tmp) and a group-writable one are fine" {
   base=$BATS_TEST_TMPDIR/trust
   mkdir -p "$base"
   run --separate-stderr $PY - "$base" <<'EOF'
@@ -138,6 +138,12 @@ latest("another user's", other)
 os.symlink(os.path.join(base, "own"), os.path.join(base, "link"))
 latest("link", os.path.join(base, "link"))
 shared = folder("shared", 0o777)
+sticky_links = folder("sticky-links", 0o1777)
+os.symlink(os.path.join(base, "own"), os.path.join(sticky_links, "mine"))
+latest("my link in a sticky folder", os.path.join(sticky_links, "mine"))
+os.symlink(os.path.join(base, "own"), os.path.join(sticky_links, "planted"))
+os.lchown(os.path.join(sticky_links, "planted"), 65534, 65534)
+latest("a link another user planted in a sticky folder", os.path.join(sticky_links, "planted"))
 latest("in a world-writable folder", folder("ckpt", 0o755, shared))
 sticky = folder("sticky", 0o1777)
 latest("in a sticky folder", folder("ckpt", 0o755, sticky))
@@ -149,8 +155,10 @@ EOF
   [[ $output == *"group-writable -> group/step-00000100.pt"* ]]
   [[ $output == *"world-writable refused: slurm_train.latest(): the checkpoint folder 'BASE/open' can be written by every user (mode 0777): anyone could plant or replace what the job reads there. Use a folder of your own, or chmod o-w it"* ]]
   [[ $output == *"another user's refused: slurm_train.latest(): the checkpoint folder 'BASE/other' belongs to nobody (uid 65534), not to this process's user"* ]]
-  [[ $output == *"link refused: slurm_train.latest(): the checkpoint folder 'BASE/link' is a symbolic link: whoever can change the link chooses what the job reads. Name the folder itself ('BASE/own')"* ]]
-  [[ $output == *"in a world-writable folder refused: slurm_train.latest(): 'BASE/shared', a folder above the checkpoint folder 'BASE/shared/ckpt', can be written by every user and is not sticky (mode 0777)"* ]]
+  [[ $output == *"link -> link/step-00000100.pt"* ]]
+  [[ $output == *"my link in a sticky folder -> sticky-links/mine/step-00000100.pt"* ]]
+  [[ $output == *"a link another user planted in a sticky folder refused: slurm_train.latest(): the checkpoint folder 'BASE/sticky-links/planted': 'BASE/sticky-links/planted' is a link (to 'BASE/own') that nobody (uid 65534) made in 'BASE/sticky-links', a folder every user can write (mode 1777)"* ]]
+  [[ $output == *"in a world-writable folder refused: slurm_train.latest(): 'BASE/shared', a folder on the way to the checkpoint folder 'BASE/shared/ckpt', can be written by every user and is not sticky (mode 0777)"* ]]
   [[ $output == *"in a sticky folder -> sticky/ckpt/step-00000100.pt"* ]]
   [[ $output == *"missing -> None"* ]]
 }
