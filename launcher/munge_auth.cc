@@ -13,7 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "launcher/user_name.h"
+#include "train/io/user_name.h"
 
 namespace slurm_train {
 
