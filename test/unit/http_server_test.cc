@@ -17,9 +17,8 @@ using namespace slurm_train;
 
 namespace {
 
-// A raw client: sends `request` (in one piece) and reads until the server closes, or until
-// `until` is in what was read.
-std::string round_trip(int port, const std::string& request, const std::string& until = "") {
+// A connection to the server on 127.0.0.1:port.
+int connect_loopback(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   REQUIRE(fd >= 0);
   sockaddr_in a{};
@@ -27,6 +26,13 @@ std::string round_trip(int port, const std::string& request, const std::string& 
   a.sin_port = htons(static_cast<std::uint16_t>(port));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  return fd;
+}
+
+// A raw client: sends `request` (in one piece) and reads until the server closes, or until
+// `until` is in what was read.
+std::string round_trip(int port, const std::string& request, const std::string& until = "") {
+  const int fd = connect_loopback(port);
   timeval timeout{10, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
   std::size_t sent = 0;
@@ -135,16 +141,7 @@ TEST_CASE("http server: beyond the workers and the queue, 503; connections from 
   CHECK(busy.find("Retry-After: 1") != std::string::npos);
   slow.join();
   // Two connections held open (idle); the third from the same address is refused at once.
-  const auto open_idle = [&] {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<std::uint16_t>(s.port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    return fd;
-  };
-  const int first = open_idle(), second = open_idle();
+  const int first = connect_loopback(s.port), second = connect_loopback(s.port);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // both admitted before the third
   CHECK(status_of(round_trip(s.port, "GET /m HTTP/1.1\r\nHost: x\r\n\r\n")) == 429);
   ::close(first);
